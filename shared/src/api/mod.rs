@@ -1,0 +1,21 @@
+//! HTTP handlers: plain async functions from `http::Request<Bytes>` to a response or an
+//! `ApiError`. They know nothing of Lambda or of the local server.
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde::Serialize;
+
+pub mod chat;
+pub mod meta;
+
+pub type Request = http::Request<Bytes>;
+pub type Response = http::Response<Bytes>;
+
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    let body = serde_json::to_vec(body).expect("response bodies serialize");
+    http::Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Bytes::from(body))
+        .expect("static response parts are valid")
+}

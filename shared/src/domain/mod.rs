@@ -1,0 +1,4 @@
+//! Domain types. Each is made only by parsing, so a value that exists is valid.
+
+pub mod chat;
+pub mod json;

@@ -1,0 +1,157 @@
+//! The local server behind `koe-local`: both APIs on loopback, routed by the one route table.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderValue, Method};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::api::{Request, Response};
+use crate::app::App;
+use crate::config::{ConfigError, Vars};
+use crate::error::{ApiError, ErrorCode};
+use crate::routes::{self, Api, RouteMiss};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    pub chat_addr: SocketAddr,
+    pub agent_addr: SocketAddr,
+}
+
+impl LocalConfig {
+    pub fn from_vars(vars: &Vars) -> Result<LocalConfig, ConfigError> {
+        let addr = |var: &'static str, default: &str| {
+            vars.string_or(var, default)
+                .parse::<SocketAddr>()
+                .map_err(|_| ConfigError {
+                    var,
+                    reason: "must be an address like 127.0.0.1:3000".into(),
+                })
+        };
+        Ok(LocalConfig {
+            chat_addr: addr("CHAT_ADDR", "127.0.0.1:3000")?,
+            agent_addr: addr("AGENT_ADDR", "127.0.0.1:3001")?,
+        })
+    }
+}
+
+pub fn new_request_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// Both APIs serving; dropping it stops them.
+pub struct Running {
+    pub chat_addr: SocketAddr,
+    pub agent_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Waits until the process is asked to stop (Ctrl-C).
+    pub async fn until_ctrl_c(self) {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("stopping");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Binds both listeners (port 0 picks a free port) and serves them in the background.
+pub async fn start(app: Arc<App>, config: &LocalConfig) -> std::io::Result<Running> {
+    let chat = TcpListener::bind(config.chat_addr).await?;
+    let agent = TcpListener::bind(config.agent_addr).await?;
+    let chat_addr = chat.local_addr()?;
+    let agent_addr = agent.local_addr()?;
+    let tasks = vec![
+        tokio::spawn(serve(chat, Api::Chat, app.clone())),
+        tokio::spawn(serve(agent, Api::Agent, app)),
+    ];
+    tracing::info!(%chat_addr, %agent_addr, "koe-local listening");
+    Ok(Running {
+        chat_addr,
+        agent_addr,
+        tasks,
+    })
+}
+
+async fn serve(listener: TcpListener, api: Api, app: Arc<App>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let app = app.clone();
+                async move { Ok::<_, Infallible>(answer(&app, api, request).await.map(Full::new)) }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn answer(app: &App, api: Api, request: hyper::Request<Incoming>) -> Response {
+    let request_id = new_request_id();
+    let route = match routes::find(api, request.method(), request.uri().path()) {
+        Ok(route) => route,
+        Err(miss) => return route_miss(miss),
+    };
+    let limit = route.endpoint.body_limit();
+    let (parts, body) = request.into_parts();
+    // Read at most one byte past the cap: an oversized body is refused without reading it all.
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => {
+            return ApiError::invalid("body", format!("must be at most {limit} bytes"))
+                .into_response();
+        }
+        Err(_) => return ApiError::invalid("body", "could not be read").into_response(),
+    };
+    app.handle(
+        route.endpoint,
+        &request_id,
+        Request::from_parts(parts, bytes),
+    )
+    .await
+}
+
+fn route_miss(miss: RouteMiss) -> Response {
+    match miss {
+        RouteMiss::NotFound => ApiError::new(ErrorCode::NotFound, "no such route").into_response(),
+        RouteMiss::MethodNotAllowed(allowed) => {
+            let allow = allowed
+                .iter()
+                .map(Method::as_str)
+                .collect::<Vec<_>>()
+                .join(", ");
+            ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("method not allowed on this path (allowed: {allow})"),
+            )
+            .with_header(
+                http::header::ALLOW,
+                HeaderValue::from_str(&allow).expect("method names are valid header values"),
+            )
+            .into_response()
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! How requests reach `App::handle`: from API Gateway through lambda_http, or from the local server.
+
+pub mod lambda;
+pub mod local;

@@ -1,0 +1,178 @@
+//! The one error type every handler returns, rendered as the contract's union error body.
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+use serde::Serialize;
+
+use crate::api::Response;
+
+/// Every error code the API can answer with. `as_str` is the wire value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidRequest,
+    Unauthorized,
+    NotFound,
+    MethodNotAllowed,
+    ProviderNotConfigured,
+    ProviderTimeout,
+    ProviderError,
+    ProviderBadResponse,
+    InsufficientCredits,
+    TestError,
+    InternalError,
+    ServiceUnavailable,
+}
+
+impl ErrorCode {
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::ProviderNotConfigured,
+        ErrorCode::ProviderTimeout,
+        ErrorCode::ProviderError,
+        ErrorCode::ProviderBadResponse,
+        ErrorCode::InsufficientCredits,
+        ErrorCode::TestError,
+        ErrorCode::InternalError,
+        ErrorCode::ServiceUnavailable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
+            ErrorCode::ProviderTimeout => "PROVIDER_TIMEOUT",
+            ErrorCode::ProviderError => "PROVIDER_ERROR",
+            ErrorCode::ProviderBadResponse => "PROVIDER_BAD_RESPONSE",
+            ErrorCode::InsufficientCredits => "INSUFFICIENT_CREDITS",
+            ErrorCode::TestError => "TEST_ERROR",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+            ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::ProviderNotConfigured
+            | ErrorCode::ProviderTimeout
+            | ErrorCode::ProviderError
+            | ErrorCode::ProviderBadResponse
+            | ErrorCode::InsufficientCredits
+            | ErrorCode::TestError
+            | ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// An error answer: a code, a message that names the offending field (never its value), and any
+/// headers the answer needs (`Retry-After`, `Allow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// 400 INVALID_REQUEST: `"{field} {problem}"`, e.g. `messages[2].role must be one of ...`.
+    pub fn invalid(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, format!("{field} {problem}"))
+    }
+
+    pub fn internal() -> Self {
+        ApiError::new(ErrorCode::InternalError, "internal error")
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    pub fn into_response(self) -> Response {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            code: &'a str,
+            message: &'a str,
+            error: &'a str,
+        }
+        let body = serde_json::to_vec(&Body {
+            code: self.code.as_str(),
+            message: &self.message,
+            error: &self.message,
+        })
+        .expect("error body serializes");
+        let mut response = http::Response::builder()
+            .status(self.status())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Bytes::from(body))
+            .expect("static response parts are valid");
+        for (name, value) in self.headers {
+            response.headers_mut().append(name, value);
+        }
+        response
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_body_is_the_union_of_both_shapes() {
+        let response =
+            ApiError::invalid("messages[2].role", "must be one of system, user, assistant")
+                .into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["code"], "INVALID_REQUEST");
+        assert_eq!(
+            body["message"],
+            "messages[2].role must be one of system, user, assistant"
+        );
+        assert_eq!(body["error"], body["message"]);
+        assert_eq!(
+            response.headers()[http::header::CONTENT_TYPE],
+            "application/json"
+        );
+    }
+
+    #[test]
+    fn codes_are_distinct_screaming_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            let s = code.as_str();
+            assert!(seen.insert(s), "{s} twice");
+            assert!(s.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+        }
+    }
+}

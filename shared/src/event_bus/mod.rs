@@ -1,0 +1,62 @@
+//! The `EventBus` port: error notifications for the team chat.
+
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+pub mod eventbridge;
+
+/// EventBridge `source` of every notification.
+pub const SOURCE: &str = "koe.backend";
+/// EventBridge `detail-type` of an error notification.
+pub const DETAIL_TYPE: &str = "Koe Error Notification";
+
+/// One 5xx (or /api/error) answer. Carries no personal data: no bodies, no ids from the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorNotification {
+    pub function: String,
+    pub route: String,
+    pub code: &'static str,
+    pub status: u16,
+    pub request_id: String,
+    #[serde(serialize_with = "rfc3339_millis")]
+    pub time: DateTime<Utc>,
+}
+
+fn rfc3339_millis<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishError(pub String);
+
+impl std::fmt::Display for PublishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[async_trait]
+pub trait EventBus: Send + Sync {
+    async fn publish(&self, notification: &ErrorNotification) -> Result<(), PublishError>;
+}
+
+/// For local runs: the notification becomes one JSON log line.
+pub struct LogEventBus;
+
+#[async_trait]
+impl EventBus for LogEventBus {
+    async fn publish(&self, n: &ErrorNotification) -> Result<(), PublishError> {
+        tracing::error!(
+            notification = DETAIL_TYPE,
+            function = %n.function,
+            route = %n.route,
+            code = n.code,
+            status = n.status,
+            request_id = %n.request_id,
+            "error notification"
+        );
+        Ok(())
+    }
+}

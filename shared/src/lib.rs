@@ -1,0 +1,20 @@
+//! Koe's backend library: domain types, handlers, ports and their adapters.
+//!
+//! Requests enter as `http::Request<Bytes>` (from lambda_http, the local server or a test), are
+//! parsed into domain types at the edge, go through one handler that talks only to ports, and
+//! leave as `http::Response<Bytes>` with the contract's JSON.
+
+pub mod api;
+pub mod app;
+pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod entrypoints;
+pub mod error;
+pub mod event_bus;
+pub mod model;
+pub mod routes;
+pub mod telemetry;
+
+pub use app::App;
+pub use routes::{Api, Endpoint, ROUTES};

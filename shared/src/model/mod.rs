@@ -1,0 +1,81 @@
+//! The `ModelProvider` port: one completion from a chat model.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::domain::chat::ChatMessage;
+use crate::error::{ApiError, ErrorCode};
+
+pub mod openai;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub max_tokens: u32,
+    /// An OpenAI `response_format` value (e.g. a `json_schema`) for structured output.
+    pub response_format: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelReply {
+    pub content: String,
+    pub usage: Usage,
+}
+
+/// Why a completion failed. Each maps to one contract error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderError {
+    /// No API key is configured.
+    NotConfigured,
+    /// The time budget ran out.
+    Timeout,
+    /// The provider says the account's quota or credits are exhausted.
+    InsufficientCredits,
+    /// The provider failed (5xx, other 4xx, connection refused after the retry).
+    Upstream(String),
+    /// The provider answered 2xx with something that is not a usable completion.
+    BadResponse(String),
+}
+
+impl ProviderError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ProviderError::NotConfigured => ErrorCode::ProviderNotConfigured,
+            ProviderError::Timeout => ErrorCode::ProviderTimeout,
+            ProviderError::InsufficientCredits => ErrorCode::InsufficientCredits,
+            ProviderError::Upstream(_) => ErrorCode::ProviderError,
+            ProviderError::BadResponse(_) => ErrorCode::ProviderBadResponse,
+        }
+    }
+}
+
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> ApiError {
+        let message = match &e {
+            ProviderError::NotConfigured => {
+                "the model provider is not configured (OPENAI_API_KEY is not set)"
+            }
+            ProviderError::Timeout => "the model provider did not answer within the time budget",
+            ProviderError::InsufficientCredits => {
+                "the model provider account has no remaining quota or credits"
+            }
+            ProviderError::Upstream(_) => "the model provider failed",
+            ProviderError::BadResponse(_) => "the model provider returned an unusable response",
+        };
+        ApiError::new(e.code(), message)
+    }
+}
+
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError>;
+}

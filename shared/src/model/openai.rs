@@ -1,0 +1,247 @@
+//! OpenAI Chat Completions over HTTPS (reqwest + rustls), or any compatible server.
+//!
+//! One call has a total time budget (default 25 s, below API Gateway's cap). A connect error, a
+//! 5xx or a rate-limit 429 is retried once after a short random pause if the budget still allows;
+//! a quota 429 (`insufficient_quota`) is final.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{ModelProvider, ModelReply, ModelRequest, ProviderError, Usage};
+use crate::config::{OpenAiConfig, Secret};
+
+pub struct OpenAi {
+    client: reqwest::Client,
+    endpoint: String,
+    api_key: Option<Secret>,
+    budget: Duration,
+}
+
+impl OpenAi {
+    /// Builds the HTTP client once (per container); no network traffic happens here.
+    pub fn new(config: &OpenAiConfig) -> OpenAi {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5).min(config.budget))
+            .pool_idle_timeout(Duration::from_secs(50))
+            .build()
+            .expect("reqwest client builds with static settings");
+        OpenAi {
+            client,
+            endpoint: format!("{}/chat/completions", config.base_url.trim_end_matches('/')),
+            api_key: config.api_key.clone(),
+            budget: config.budget,
+        }
+    }
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Done(Result<ModelReply, ProviderError>),
+    /// Worth one more try: connect failure, 5xx, or a rate-limit 429.
+    Retryable(String),
+}
+
+#[derive(Deserialize)]
+struct CompletionBody {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<UsageBody>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ChoiceMessage,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UsageBody {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    error: Option<ErrorDetail>,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    code: Option<serde_json::Value>,
+}
+
+fn is_quota_error(body: &[u8]) -> bool {
+    let Ok(ErrorEnvelope {
+        error: Some(detail),
+    }) = serde_json::from_slice(body)
+    else {
+        return false;
+    };
+    let quota = |s: &str| s == "insufficient_quota" || s == "billing_hard_limit_reached";
+    detail.kind.as_deref().is_some_and(quota)
+        || detail
+            .code
+            .as_ref()
+            .and_then(|c| c.as_str())
+            .is_some_and(quota)
+}
+
+fn parse_completion(body: &[u8]) -> Result<ModelReply, ProviderError> {
+    let parsed: CompletionBody = serde_json::from_slice(body)
+        .map_err(|_| ProviderError::BadResponse("body is not a chat completion".into()))?;
+    let content = parsed
+        .choices
+        .into_iter()
+        .next()
+        .and_then(|c| c.message.content)
+        .ok_or_else(|| ProviderError::BadResponse("completion has no message content".into()))?;
+    let usage = parsed.usage.map_or(Usage::default(), |u| Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        total_tokens: if u.total_tokens > 0 {
+            u.total_tokens
+        } else {
+            u.prompt_tokens + u.completion_tokens
+        },
+    });
+    Ok(ModelReply { content, usage })
+}
+
+impl OpenAi {
+    async fn attempt(&self, key: &Secret, body: &serde_json::Value) -> Attempt {
+        let sent = self
+            .client
+            .post(&self.endpoint)
+            .bearer_auth(key.expose())
+            .json(body)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Attempt::Retryable("connect error".into()),
+            Err(e) if e.is_timeout() => return Attempt::Done(Err(ProviderError::Timeout)),
+            Err(_) => return Attempt::Done(Err(ProviderError::Upstream("request failed".into()))),
+        };
+        let status = response.status();
+        let bytes = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) if e.is_timeout() => return Attempt::Done(Err(ProviderError::Timeout)),
+            Err(_) => {
+                return Attempt::Done(Err(ProviderError::Upstream(format!(
+                    "status {status}, body unreadable"
+                ))));
+            }
+        };
+        if status.is_success() {
+            return Attempt::Done(parse_completion(&bytes));
+        }
+        if status == reqwest::StatusCode::PAYMENT_REQUIRED
+            || (status == reqwest::StatusCode::TOO_MANY_REQUESTS && is_quota_error(&bytes))
+        {
+            return Attempt::Done(Err(ProviderError::InsufficientCredits));
+        }
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Attempt::Retryable(format!("status {status}"));
+        }
+        Attempt::Done(Err(ProviderError::Upstream(format!("status {status}"))))
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAi {
+    async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
+        let key = self.api_key.as_ref().ok_or(ProviderError::NotConfigured)?;
+        let mut body = json!({
+            "model": request.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+        });
+        if let Some(format) = request.response_format {
+            body["response_format"] = format;
+        }
+
+        let started = Instant::now();
+        let deadline = started + self.budget;
+        for attempt in 1..=2 {
+            let outcome = tokio::time::timeout_at(deadline, self.attempt(key, &body)).await;
+            let reason = match outcome {
+                Err(_elapsed) => {
+                    tracing::warn!(
+                        attempt,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "model provider timed out"
+                    );
+                    return Err(ProviderError::Timeout);
+                }
+                Ok(Attempt::Done(result)) => {
+                    if let Err(e) = &result {
+                        tracing::warn!(attempt, error = ?e, "model provider call failed");
+                    } else {
+                        tracing::info!(attempt, elapsed_ms = started.elapsed().as_millis() as u64, model = %request.model, "model provider answered");
+                    }
+                    return result;
+                }
+                Ok(Attempt::Retryable(reason)) => reason,
+            };
+            let pause = Duration::from_millis(fastrand::u64(100..=400));
+            if attempt == 2 || Instant::now() + pause >= deadline {
+                tracing::warn!(attempt, %reason, "model provider failed, no retry left");
+                return Err(ProviderError::Upstream(reason));
+            }
+            tracing::warn!(attempt, %reason, pause_ms = pause.as_millis() as u64, "model provider failed, retrying");
+            tokio::time::sleep(pause).await;
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_errors_are_recognised_by_type_or_code() {
+        assert!(is_quota_error(
+            br#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#
+        ));
+        assert!(is_quota_error(
+            br#"{"error":{"type":"requests","code":"insufficient_quota"}}"#
+        ));
+        assert!(!is_quota_error(
+            br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#
+        ));
+        assert!(!is_quota_error(b"not json"));
+    }
+
+    #[test]
+    fn completions_without_content_are_bad_responses() {
+        assert!(matches!(
+            parse_completion(br#"{"choices":[]}"#),
+            Err(ProviderError::BadResponse(_))
+        ));
+        assert!(matches!(
+            parse_completion(br#"{"choices":[{"message":{"content":null,"refusal":"no"}}]}"#),
+            Err(ProviderError::BadResponse(_))
+        ));
+        let reply = parse_completion(
+            br#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(reply.content, "hi");
+        assert_eq!(reply.usage.total_tokens, 5);
+    }
+}
