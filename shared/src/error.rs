@@ -10,7 +10,6 @@ use crate::api::Response;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     InvalidRequest,
-    Unauthorized,
     NotFound,
     MethodNotAllowed,
     ProviderNotConfigured,
@@ -20,13 +19,11 @@ pub enum ErrorCode {
     InsufficientCredits,
     TestError,
     InternalError,
-    ServiceUnavailable,
 }
 
 impl ErrorCode {
     pub const ALL: &'static [ErrorCode] = &[
         ErrorCode::InvalidRequest,
-        ErrorCode::Unauthorized,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::ProviderNotConfigured,
@@ -36,13 +33,11 @@ impl ErrorCode {
         ErrorCode::InsufficientCredits,
         ErrorCode::TestError,
         ErrorCode::InternalError,
-        ErrorCode::ServiceUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
-            ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
@@ -52,14 +47,12 @@ impl ErrorCode {
             ErrorCode::InsufficientCredits => "INSUFFICIENT_CREDITS",
             ErrorCode::TestError => "TEST_ERROR",
             ErrorCode::InternalError => "INTERNAL_ERROR",
-            ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
         }
     }
 
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::ProviderNotConfigured
@@ -69,7 +62,6 @@ impl ErrorCode {
             | ErrorCode::InsufficientCredits
             | ErrorCode::TestError
             | ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
