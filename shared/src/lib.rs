@@ -14,6 +14,7 @@ pub mod error;
 pub mod event_bus;
 pub mod model;
 pub mod routes;
+pub mod store;
 pub mod telemetry;
 
 pub use app::App;

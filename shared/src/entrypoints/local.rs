@@ -3,9 +3,11 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderValue, Method};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -117,14 +119,17 @@ async fn answer(app: &App, api: Api, request: hyper::Request<Incoming>) -> Respo
     };
     let limit = route.endpoint.body_limit();
     let (parts, body) = request.into_parts();
-    // Read at most one byte past the cap: an oversized body is refused without reading it all.
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => {
-            return ApiError::invalid("body", format!("must be at most {limit} bytes"))
-                .into_response();
+    let bytes = match read_body(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(BodyProblem::TooLarge) => {
+            return closing(
+                ApiError::invalid("body", format!("must be at most {limit} bytes"))
+                    .into_response(),
+            );
         }
-        Err(_) => return ApiError::invalid("body", "could not be read").into_response(),
+        Err(BodyProblem::Unreadable) => {
+            return closing(ApiError::invalid("body", "could not be read").into_response());
+        }
     };
     app.handle(
         route.endpoint,
@@ -132,6 +137,55 @@ async fn answer(app: &App, api: Api, request: hyper::Request<Incoming>) -> Respo
         Request::from_parts(parts, bytes),
     )
     .await
+}
+
+/// How much of an oversized body is read and thrown away, and for how long, before the 400 goes
+/// out. A client that is still sending when the server answers and closes would otherwise see a
+/// reset connection (broken pipe) instead of the 400; beyond these bounds it may.
+const DRAIN_CAP: usize = 16 * 1024 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+enum BodyProblem {
+    TooLarge,
+    Unreadable,
+}
+
+/// Reads the body, keeping at most `limit` bytes. A longer one is refused; its remainder is
+/// drained (within `DRAIN_CAP` and `DRAIN_TIME`) so that the refusal reaches the client.
+async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, BodyProblem> {
+    let mut kept = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyProblem::Unreadable)?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if kept.len() + data.len() > limit {
+            let mut seen = kept.len() + data.len();
+            let drain = async {
+                while seen <= DRAIN_CAP {
+                    match body.frame().await {
+                        Some(Ok(frame)) => {
+                            seen += frame.data_ref().map_or(0, Bytes::len);
+                        }
+                        Some(Err(_)) | None => break,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            return Err(BodyProblem::TooLarge);
+        }
+        kept.extend_from_slice(&data);
+    }
+    Ok(kept.freeze())
+}
+
+/// Marks an answer given before its request body was fully read: the connection is not reused.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("close"),
+    );
+    response
 }
 
 fn route_miss(miss: RouteMiss) -> Response {

@@ -1,0 +1,155 @@
+//! Devices: `DeviceId`, `VoipToken`, `PushEnvironment`, and the registration record.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+
+/// A client-chosen device identifier (typically `identifierForVendor`, a UUID): 1 to 128
+/// characters from `A-Z a-z 0-9 - _ . :`. Logged only as [`DeviceId::log_hash`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId(String);
+
+pub const MAX_DEVICE_ID_CHARS: usize = 128;
+
+impl DeviceId {
+    /// Parses the value of the field named `field` (for the error message).
+    pub fn parse(field: &str, raw: &str) -> Result<DeviceId, ApiError> {
+        let valid = !raw.is_empty()
+            && raw.len() <= MAX_DEVICE_ID_CHARS
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+        if valid {
+            Ok(DeviceId(raw.to_owned()))
+        } else {
+            Err(ApiError::invalid(
+                field,
+                format!(
+                    "must be 1 to {MAX_DEVICE_ID_CHARS} characters of letters, digits, '-', '_', '.' or ':'"
+                ),
+            ))
+        }
+    }
+
+    /// Rebuilds an id read back from the store (it was valid when stored).
+    pub fn from_stored(raw: String) -> DeviceId {
+        DeviceId(raw)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A short salted hash for logs: 12 hex characters of SHA-256(salt ‖ id).
+    pub fn log_hash(&self, salt: &str) -> String {
+        let digest = Sha256::new()
+            .chain_update(salt.as_bytes())
+            .chain_update([0u8])
+            .chain_update(self.0.as_bytes())
+            .finalize();
+        digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// An APNs VoIP device token: 64 to 200 hex digits, stored lowercase. Never logged or returned.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VoipToken(String);
+
+impl VoipToken {
+    pub fn parse(field: &str, raw: &str) -> Result<VoipToken, ApiError> {
+        if (64..=200).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(VoipToken(raw.to_ascii_lowercase()))
+        } else {
+            Err(ApiError::invalid(field, "must be 64 to 200 hexadecimal digits"))
+        }
+    }
+
+    pub fn from_stored(raw: String) -> VoipToken {
+        VoipToken(raw)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for VoipToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VoipToken(***)")
+    }
+}
+
+/// Which APNs environment the token belongs to (debug builds: sandbox).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PushEnvironment {
+    #[default]
+    Production,
+    Sandbox,
+}
+
+impl PushEnvironment {
+    pub fn parse(field: &str, raw: &str) -> Result<PushEnvironment, ApiError> {
+        PushEnvironment::from_stored(raw)
+            .ok_or_else(|| ApiError::invalid(field, "must be one of production, sandbox"))
+    }
+
+    pub fn from_stored(raw: &str) -> Option<PushEnvironment> {
+        match raw {
+            "production" => Some(PushEnvironment::Production),
+            "sandbox" => Some(PushEnvironment::Sandbox),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushEnvironment::Production => "production",
+            PushEnvironment::Sandbox => "sandbox",
+        }
+    }
+}
+
+/// A registered device. One per `DeviceId`; PUT /devices replaces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub device_id: DeviceId,
+    pub voip_token: VoipToken,
+    pub environment: PushEnvironment,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_ids_accept_uuids_and_reject_the_rest() {
+        assert!(DeviceId::parse("deviceId", "6F9619FF-8B86-D011-B42D-00C04FC964FF").is_ok());
+        for bad in ["", "has space", "ü", &"a".repeat(129), "a/b"] {
+            let err = DeviceId::parse("deviceId", bad).unwrap_err();
+            assert!(err.message.starts_with("deviceId must be"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn log_hash_is_short_salted_and_stable() {
+        let id = DeviceId::parse("deviceId", "device-1").unwrap();
+        assert_eq!(id.log_hash("s"), id.log_hash("s"));
+        assert_ne!(id.log_hash("s"), id.log_hash("t"));
+        assert_eq!(id.log_hash("s").len(), 12);
+        assert!(!id.log_hash("s").contains("device"));
+    }
+
+    #[test]
+    fn voip_tokens_are_hex_64_to_200_and_never_debug_printed() {
+        let token = VoipToken::parse("voipToken", &"AB".repeat(32)).unwrap();
+        assert_eq!(token.expose(), "ab".repeat(32));
+        assert!(!format!("{token:?}").contains("ab"));
+        assert!(VoipToken::parse("voipToken", &"a".repeat(63)).is_err());
+        assert!(VoipToken::parse("voipToken", &"a".repeat(201)).is_err());
+        assert!(VoipToken::parse("voipToken", &"g".repeat(64)).is_err());
+    }
+}

@@ -1,0 +1,248 @@
+//! Call reservations: at most one per device, `scheduled` → `claimed` → `sent` | `failed`,
+//! `scheduled` → `missed`, `scheduled` → deleted by cancel.
+
+use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::device::DeviceId;
+use crate::error::ApiError;
+
+/// How soon a reservation may be: the dispatcher needs a moment to see it.
+pub const MIN_LEAD: Duration = Duration::seconds(10);
+/// How far ahead a reservation may be.
+pub const MAX_LEAD: Duration = Duration::days(30);
+/// Longest `callerName`, in characters.
+pub const MAX_CALLER_NAME_CHARS: usize = 64;
+/// Terminal records stay readable (GET /calls) this long, then expire by TTL.
+pub const TERMINAL_RETENTION: Duration = Duration::days(7);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct CallId(String);
+
+impl CallId {
+    pub fn generate() -> CallId {
+        CallId(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)))
+    }
+
+    pub fn from_stored(raw: String) -> CallId {
+        CallId(raw)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationStatus {
+    Scheduled,
+    Claimed,
+    Sent,
+    Failed,
+    Missed,
+}
+
+impl ReservationStatus {
+    pub const ALL: [ReservationStatus; 5] = [
+        ReservationStatus::Scheduled,
+        ReservationStatus::Claimed,
+        ReservationStatus::Sent,
+        ReservationStatus::Failed,
+        ReservationStatus::Missed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationStatus::Scheduled => "scheduled",
+            ReservationStatus::Claimed => "claimed",
+            ReservationStatus::Sent => "sent",
+            ReservationStatus::Failed => "failed",
+            ReservationStatus::Missed => "missed",
+        }
+    }
+
+    pub fn from_stored(raw: &str) -> Option<ReservationStatus> {
+        ReservationStatus::ALL.into_iter().find(|s| s.as_str() == raw)
+    }
+
+    /// Sent, failed and missed records are history: a new POST may replace them.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            ReservationStatus::Sent | ReservationStatus::Failed | ReservationStatus::Missed
+        )
+    }
+}
+
+/// A reservation time: RFC 3339 with an explicit offset, at least [`MIN_LEAD`] and at most
+/// [`MAX_LEAD`] after `now`. Keeps the client's offset for display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduledAt(DateTime<FixedOffset>);
+
+impl ScheduledAt {
+    pub fn parse(field: &str, raw: &str, now: DateTime<Utc>) -> Result<ScheduledAt, ApiError> {
+        let at = DateTime::parse_from_rfc3339(raw).map_err(|_| {
+            ApiError::invalid(
+                field,
+                "must be an RFC 3339 date-time with an offset, e.g. 2026-01-02T07:00:00+09:00",
+            )
+        })?;
+        let lead = at.with_timezone(&Utc) - now;
+        if lead < MIN_LEAD || lead > MAX_LEAD {
+            return Err(ApiError::invalid(
+                field,
+                "must be at least 10 seconds and at most 30 days ahead",
+            ));
+        }
+        Ok(ScheduledAt(at))
+    }
+
+    pub fn from_stored(at: DateTime<FixedOffset>) -> ScheduledAt {
+        ScheduledAt(at)
+    }
+
+    pub fn utc(self) -> DateTime<Utc> {
+        self.0.with_timezone(&Utc)
+    }
+
+    pub fn with_offset(self) -> DateTime<FixedOffset> {
+        self.0
+    }
+
+    /// The dispatcher's time bucket: the UTC minute, e.g. `2026-01-01T22:00Z`.
+    pub fn due_minute(self) -> String {
+        minute_bucket(self.utc())
+    }
+}
+
+/// The time-bucket key of the minute containing `t`.
+pub fn minute_bucket(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%MZ").to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub call_id: CallId,
+    pub device_id: DeviceId,
+    pub scheduled_at: ScheduledAt,
+    pub status: ReservationStatus,
+    pub caller_name: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// Time of the last state change.
+    pub updated_at: DateTime<Utc>,
+    /// Set while `claimed` (and kept after): when the dispatcher claimed it.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// Set on terminal records: TTL (epoch seconds) after which the record is gone.
+    pub expire_at: Option<i64>,
+}
+
+impl Reservation {
+    pub fn new(
+        device_id: DeviceId,
+        scheduled_at: ScheduledAt,
+        caller_name: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Reservation {
+        Reservation {
+            call_id: CallId::generate(),
+            device_id,
+            scheduled_at,
+            status: ReservationStatus::Scheduled,
+            caller_name,
+            created_at: now,
+            updated_at: now,
+            claimed_at: None,
+            expire_at: None,
+        }
+    }
+
+    /// True once TTL has passed: treated as absent even before DynamoDB deletes it.
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expire_at.is_some_and(|t| t <= now.timestamp())
+    }
+}
+
+/// Expiry (epoch seconds) of a record that became terminal at `at`.
+pub fn terminal_expiry(at: DateTime<Utc>) -> i64 {
+    (at + TERMINAL_RETENTION).timestamp()
+}
+
+pub fn rfc3339_millis(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The JSON view of a reservation, as the API returns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationView {
+    pub call_id: String,
+    pub device_id: String,
+    pub scheduled_at: String,
+    pub status: ReservationStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller_name: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&Reservation> for ReservationView {
+    fn from(r: &Reservation) -> ReservationView {
+        ReservationView {
+            call_id: r.call_id.as_str().to_owned(),
+            device_id: r.device_id.as_str().to_owned(),
+            scheduled_at: r
+                .scheduled_at
+                .with_offset()
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            status: r.status,
+            caller_name: r.caller_name.clone(),
+            created_at: rfc3339_millis(r.created_at),
+            updated_at: rfc3339_millis(r.updated_at),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn scheduled_at_needs_an_offset_and_a_lead_of_10s_to_30_days() {
+        let ok = ScheduledAt::parse("scheduledAt", "2026-01-01T09:00:10+09:00", now()).unwrap();
+        assert_eq!(ok.utc(), now() + Duration::seconds(10));
+        assert_eq!(ok.due_minute(), "2026-01-01T00:00Z");
+        assert!(ScheduledAt::parse("scheduledAt", "2026-01-01T00:00:09Z", now()).is_err());
+        assert!(ScheduledAt::parse("scheduledAt", "2026-01-31T00:00:00Z", now()).is_ok());
+        assert!(ScheduledAt::parse("scheduledAt", "2026-01-31T00:00:01Z", now()).is_err());
+        let no_offset = ScheduledAt::parse("scheduledAt", "2026-01-01T00:01:00", now()).unwrap_err();
+        assert!(no_offset.message.starts_with("scheduledAt must be an RFC 3339"));
+    }
+
+    #[test]
+    fn the_view_keeps_the_clients_offset() {
+        let at = ScheduledAt::parse("scheduledAt", "2026-01-01T09:30:00+09:00", now()).unwrap();
+        let device = DeviceId::parse("deviceId", "d1").unwrap();
+        let r = Reservation::new(device, at, None, now());
+        let view = serde_json::to_value(ReservationView::from(&r)).unwrap();
+        assert_eq!(view["scheduledAt"], "2026-01-01T09:30:00+09:00");
+        assert_eq!(view["status"], "scheduled");
+        assert!(view.get("callerName").is_none());
+    }
+
+    #[test]
+    fn statuses_round_trip_and_know_which_are_terminal() {
+        for s in ReservationStatus::ALL {
+            assert_eq!(ReservationStatus::from_stored(s.as_str()), Some(s));
+        }
+        assert!(!ReservationStatus::Scheduled.is_terminal());
+        assert!(!ReservationStatus::Claimed.is_terminal());
+        assert!(ReservationStatus::Missed.is_terminal());
+    }
+}

@@ -1,0 +1,1 @@
+//! DynamoDB adapter (aws-sdk-dynamodb). Being written.

@@ -1,0 +1,199 @@
+//! The embedded store for local runs and fast tests: the same rules as DynamoDB, under one lock.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
+use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::reservation::{
+    CallId, Reservation, ReservationStatus, minute_bucket, terminal_expiry,
+};
+
+#[derive(Default)]
+struct Tables {
+    devices: HashMap<DeviceId, Device>,
+    reservations: HashMap<DeviceId, Reservation>,
+    /// (device, day) → (count, expireAt)
+    usage: HashMap<(DeviceId, String), (u32, i64)>,
+}
+
+#[derive(Default)]
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
+        // A panic while holding the lock cannot leave a half-written record (every write is one
+        // insert/remove), so a poisoned lock is safe to reuse.
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
+    match r.status {
+        ReservationStatus::Scheduled => true,
+        ReservationStatus::Claimed => r.claimed_at.is_some_and(|c| c < abandoned_before),
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
+        self.lock()
+            .devices
+            .insert(device.device_id.clone(), device.clone());
+        Ok(())
+    }
+
+    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
+        Ok(self.lock().devices.get(id).cloned())
+    }
+
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables.devices.get(id).is_some_and(|d| &d.voip_token == token) {
+            tables.devices.remove(id);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    async fn create_reservation(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<(), CreateError> {
+        let mut tables = self.lock();
+        if let Some(existing) = tables.reservations.get(&reservation.device_id) {
+            let replaceable = existing.status.is_terminal()
+                || existing.is_expired(now)
+                || existing.scheduled_at.utc() < stale_before;
+            if !replaceable {
+                return Err(CreateError::Exists);
+            }
+        }
+        tables
+            .reservations
+            .insert(reservation.device_id.clone(), reservation.clone());
+        Ok(())
+    }
+
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        Ok(self
+            .lock()
+            .reservations
+            .get(id)
+            .filter(|r| !r.is_expired(now))
+            .cloned())
+    }
+
+    async fn cancel_reservation(&self, id: &DeviceId, now: DateTime<Utc>) -> Result<(), CancelError> {
+        let mut tables = self.lock();
+        match tables.reservations.get(id) {
+            None => Err(CancelError::NotFound),
+            Some(r) if r.is_expired(now) => Err(CancelError::NotFound),
+            Some(r) if r.status != ReservationStatus::Scheduled => Err(CancelError::TooLate(r.status)),
+            Some(_) => {
+                tables.reservations.remove(id);
+                Ok(())
+            }
+        }
+    }
+
+    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
+        let tables = self.lock();
+        let mut due: Vec<Reservation> = tables
+            .reservations
+            .values()
+            .filter(|r| {
+                matches!(
+                    r.status,
+                    ReservationStatus::Scheduled | ReservationStatus::Claimed
+                ) && minute_bucket(r.scheduled_at.utc()) == minute
+            })
+            .cloned()
+            .collect();
+        due.sort_by_key(|r| r.scheduled_at.utc());
+        Ok(due)
+    }
+
+    async fn claim_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        let Some(r) = tables.reservations.get_mut(id) else {
+            return Ok(false);
+        };
+        if &r.call_id != call_id || !is_claimable(r, abandoned_before) {
+            return Ok(false);
+        }
+        r.status = ReservationStatus::Claimed;
+        r.claimed_at = Some(now);
+        r.updated_at = now;
+        Ok(true)
+    }
+
+    async fn finish_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        let Some(r) = tables.reservations.get_mut(id) else {
+            return Ok(false);
+        };
+        let allowed = &r.call_id == call_id
+            && match outcome {
+                Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
+                Outcome::Missed => is_claimable(r, abandoned_before),
+            };
+        if !allowed {
+            return Ok(false);
+        }
+        r.status = outcome.status();
+        r.updated_at = now;
+        r.expire_at = Some(terminal_expiry(now));
+        Ok(true)
+    }
+
+    async fn count_agent_use(
+        &self,
+        id: &DeviceId,
+        day: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        let mut tables = self.lock();
+        let entry = tables
+            .usage
+            .entry((id.clone(), day.to_owned()))
+            .or_insert((0, expire_at));
+        if entry.0 >= limit {
+            return Ok(UsageOutcome::LimitReached);
+        }
+        entry.0 += 1;
+        entry.1 = expire_at;
+        Ok(UsageOutcome::Counted { count: entry.0 })
+    }
+}

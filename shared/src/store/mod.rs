@@ -1,0 +1,172 @@
+//! The `Store` port: devices, call reservations and agent usage counters.
+//!
+//! Two adapters with the same semantics, held to one contract test suite
+//! (`shared/tests/store_contract.rs`): DynamoDB (`dynamodb`) and in-memory (`memory`).
+//! Every conditional rule below is one conditional write in DynamoDB, so concurrent callers can
+//! never both win. The store takes `now` from the caller (the app's `Clock`): records whose TTL
+//! has passed are treated as absent even before DynamoDB deletes them.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
+
+pub mod dynamodb;
+pub mod memory;
+
+/// Physical table names (`DEVICES_TABLE`, `CALLS_TABLE`, `AGENT_USAGE_TABLE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableNames {
+    pub devices: String,
+    pub calls: String,
+    pub usage: String,
+}
+
+impl Default for TableNames {
+    fn default() -> Self {
+        TableNames {
+            devices: "devices".into(),
+            calls: "scheduledCalls".into(),
+            usage: "agentUsage".into(),
+        }
+    }
+}
+
+/// The name of the reservations table's time-bucket index (partition `dueMinute`, sort
+/// `scheduledAtMs`), holding only `scheduled` and `claimed` reservations (a sparse index).
+pub const DUE_INDEX: &str = "byDueMinute";
+
+/// The store could not answer (outage, throttling, bad data). Handlers answer 503.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateError {
+    /// A `scheduled` or `claimed` reservation that is not stale holds the device's slot.
+    Exists,
+    Store(StoreError),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelError {
+    NotFound,
+    /// Already claimed (or past): the push goes, or went, out.
+    TooLate(ReservationStatus),
+    Store(StoreError),
+}
+
+impl From<StoreError> for CreateError {
+    fn from(e: StoreError) -> Self {
+        CreateError::Store(e)
+    }
+}
+
+impl From<StoreError> for CancelError {
+    fn from(e: StoreError) -> Self {
+        CancelError::Store(e)
+    }
+}
+
+/// How a claimed (or overdue) reservation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Sent,
+    Failed,
+    Missed,
+}
+
+impl Outcome {
+    pub fn status(self) -> ReservationStatus {
+        match self {
+            Outcome::Sent => ReservationStatus::Sent,
+            Outcome::Failed => ReservationStatus::Failed,
+            Outcome::Missed => ReservationStatus::Missed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageOutcome {
+    /// Counted; `count` is the day's total including this use.
+    Counted { count: u32 },
+    /// The limit was already reached; nothing was counted.
+    LimitReached,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Inserts or replaces the device's registration.
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError>;
+
+    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError>;
+
+    /// Deletes the registration only if its token is still `token` (a newer one wins).
+    /// Returns whether it was deleted.
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError>;
+
+    /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
+    /// device already holds one that is `scheduled` or `claimed` with its time at or after
+    /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal or
+    /// expired records).
+    async fn create_reservation(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<(), CreateError>;
+
+    /// The device's reservation in any state; `None` if there is none or it has expired.
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError>;
+
+    /// Deletes the device's reservation if it is still `scheduled`.
+    async fn cancel_reservation(&self, id: &DeviceId, now: DateTime<Utc>) -> Result<(), CancelError>;
+
+    /// Reservations in the time bucket `minute` (see `domain::reservation::minute_bucket`) that
+    /// are `scheduled` or `claimed`, in time order. A query on the bucket index, never a scan.
+    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError>;
+
+    /// `scheduled` → `claimed` for this call, or re-claims a claim made before
+    /// `abandoned_before` (its run died). Returns whether this caller won the claim.
+    async fn claim_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Records how the call ended: `claimed` → `sent`/`failed`, or `scheduled` (or a claim made
+    /// before `abandoned_before`) → `missed`. Terminal records get `expireAt`. Returns whether
+    /// the transition happened.
+    async fn finish_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Counts one agent use for the device on `day` unless `limit` is already reached; one
+    /// atomic conditional update. `expire_at` (epoch seconds) is the counter's TTL.
+    async fn count_agent_use(
+        &self,
+        id: &DeviceId,
+        day: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError>;
+}

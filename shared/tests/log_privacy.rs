@@ -1,0 +1,210 @@
+//! No personal data in the logs: the chat flow runs with sentinel strings in every place personal
+//! data goes (message contents, the API key, the model's reply, provider error bodies), while a
+//! trace-level capture of everything the process logs (our crates and dependencies) is scanned.
+//!
+//! Its own test binary, so the capture sees only this binary's runs.
+
+use koe_testkit::harness::{TestApp, spawn_app};
+use koe_testkit::logs::{self, LogCapture};
+use koe_testkit::openai::Behaviour;
+use serde_json::{Value, json};
+
+const MESSAGE: &str = "SENTINEL-MSG-7f3a";
+const KEY: &str = "sk-SENTINEL-KEY-91c2";
+const REPLY: &str = "SENTINEL-REPLY-55d0";
+const UPSTREAM: &str = "SENTINEL-UPSTREAM-0c4d";
+const PROBE: &str = "SENTINEL-PROBE";
+
+/// Every sentinel, and the distinctive parts a partial leak would show.
+const FORBIDDEN: &[&str] = &[
+    MESSAGE,
+    "MSG-7f3a",
+    KEY,
+    "SENTINEL-KEY",
+    "KEY-91c2",
+    REPLY,
+    "REPLY-55d0",
+    UPSTREAM,
+    "UPSTREAM-0c4d",
+];
+
+fn chat_body() -> Value {
+    json!({"messages": [
+        {"role": "system", "content": format!("You are helpful. {MESSAGE}")},
+        {"role": "user", "content": format!("My secret is {MESSAGE}")},
+    ]})
+}
+
+async fn post(app: &TestApp, body: &Value) -> (u16, Value) {
+    let response = app.post_chat(body.to_string()).await;
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON answer"))
+}
+
+fn assert_no_sentinel(capture: &LogCapture) {
+    let contents = capture.contents();
+    for sentinel in FORBIDDEN {
+        let leaks: Vec<&str> = contents.lines().filter(|l| l.contains(sentinel)).collect();
+        assert!(
+            leaks.is_empty(),
+            "{sentinel} reached the logs in {} line(s):\n{}",
+            leaks.len(),
+            leaks.join("\n")
+        );
+    }
+}
+
+/// Some captured line has every `(field, value)` pair (top-level fields of the JSON line).
+fn has_line(capture: &LogCapture, fields: &[(&str, Value)]) -> bool {
+    capture
+        .lines()
+        .iter()
+        .any(|line| fields.iter().all(|(k, v)| &line[*k] == v))
+}
+
+/// Shows what was captured when a positive control fails.
+fn summary(capture: &LogCapture) -> String {
+    let contents = capture.contents();
+    let lines: Vec<&str> = contents.lines().collect();
+    format!(
+        "{} captured line(s), last ones:\n{}",
+        lines.len(),
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_success_and_provider_failures_log_no_contents_keys_or_replies() {
+    let capture = logs::capture();
+    tracing::info!(probe = PROBE, "capture check");
+
+    let app = spawn_app(&[("OPENAI_API_KEY", KEY)]).await;
+
+    // Success: the contents go to the provider, the reply comes back.
+    app.openai.script([Behaviour::complete(REPLY)]);
+    let (status, body) = post(&app, &chat_body()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["message"]["content"], REPLY);
+    let received = app.openai.received();
+    assert_eq!(
+        received[0].authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str()),
+        "the key was in use"
+    );
+    assert!(
+        received[0].body.to_string().contains(MESSAGE),
+        "the contents reached the provider"
+    );
+
+    // Provider 500 twice (retried), then a quota error, then errors whose bodies echo data.
+    app.openai
+        .script([Behaviour::server_error(), Behaviour::server_error()]);
+    let (status, body) = post(&app, &chat_body()).await;
+    assert_eq!((status, body["code"].as_str()), (500, Some("PROVIDER_ERROR")));
+
+    app.openai.script([Behaviour::insufficient_quota()]);
+    let (status, body) = post(&app, &chat_body()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (500, Some("INSUFFICIENT_CREDITS"))
+    );
+
+    let echoing = json!({"error": {
+        "message": format!("Incorrect API key provided: {KEY}. {UPSTREAM} {MESSAGE}"),
+        "type": "invalid_request_error", "code": "invalid_api_key"}})
+    .to_string();
+    app.openai.script([Behaviour::Raw {
+        status: 401,
+        body: echoing.clone(),
+    }]);
+    let (status, body) = post(&app, &chat_body()).await;
+    assert_eq!((status, body["code"].as_str()), (500, Some("PROVIDER_ERROR")));
+
+    app.openai.script([Behaviour::Raw {
+        status: 200,
+        body: format!("<html>{UPSTREAM} {MESSAGE}</html>"),
+    }]);
+    let (status, body) = post(&app, &chat_body()).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (500, Some("PROVIDER_BAD_RESPONSE"))
+    );
+
+    assert_eq!(app.events.published().len(), 4, "one notification per 500");
+
+    // Positive controls: the capture works and holds the access log of this run.
+    assert!(
+        has_line(&capture, &[("probe", json!(PROBE))]),
+        "the probe line was captured; {}",
+        summary(&capture)
+    );
+    assert!(
+        has_line(
+            &capture,
+            &[("route", json!("/api/chat")), ("status", json!(200))]
+        ),
+        "the access log line of the 200 was captured; {}",
+        summary(&capture)
+    );
+    assert!(
+        has_line(
+            &capture,
+            &[
+                ("route", json!("/api/chat")),
+                ("status", json!(500)),
+                ("code", json!("INSUFFICIENT_CREDITS"))
+            ]
+        ),
+        "the access log line of a 500 was captured; {}",
+        summary(&capture)
+    );
+
+    assert_no_sentinel(&capture);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_requests_log_no_contents() {
+    let capture = logs::capture();
+    let app = spawn_app(&[("OPENAI_API_KEY", KEY)]).await;
+
+    let invalid = [
+        // A bad role next to a sentinel content.
+        json!({"messages": [{"role": "bot", "content": MESSAGE}]}).to_string(),
+        // A sentinel in a field that is not allowed to hold it.
+        json!({"messages": [{"role": "user", "content": "hi"}], "model": MESSAGE}).to_string(),
+        json!({"messages": [{"role": "user", "content": MESSAGE}], "maxTokens": MESSAGE})
+            .to_string(),
+        json!({"messages": [{"role": MESSAGE, "content": MESSAGE}]}).to_string(),
+        // Content over the limit, made of the sentinel.
+        json!({"messages": [{"role": "user", "content": MESSAGE.repeat(1000)}]}).to_string(),
+        // Malformed JSON right after the sentinel.
+        format!(r#"{{"messages": [{{"role": "user", "content": "{MESSAGE}" ,,]"#),
+        // Over the size cap.
+        json!({"messages": [{"role": "user", "content": MESSAGE.repeat(5000)}]}).to_string(),
+    ];
+    for body in invalid {
+        let response = app.post_chat(body.clone()).await;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 400, "{text} for {:.120}", body);
+        assert!(
+            !text.contains(MESSAGE),
+            "the error message names the field, not its value: {text}"
+        );
+    }
+    assert_eq!(app.openai.request_count(), 0);
+
+    assert!(
+        has_line(
+            &capture,
+            &[
+                ("route", json!("/api/chat")),
+                ("status", json!(400)),
+                ("code", json!("INVALID_REQUEST"))
+            ]
+        ),
+        "the access log line of a 400 was captured; {}",
+        summary(&capture)
+    );
+    assert_no_sentinel(&capture);
+}
