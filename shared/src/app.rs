@@ -2,19 +2,22 @@
 //! (body cap, dispatch to the handler, error rendering, error notification, access log).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::HeaderValue;
 
 use crate::api::{self, Request, Response};
 use crate::clock::{Clock, SystemClock};
-use crate::config::Config;
+use crate::config::{Config, StoreKind};
 use crate::error::{ApiError, ErrorCode};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::{ErrorNotification, EventBus, LogEventBus};
 use crate::model::ModelProvider;
 use crate::model::openai::OpenAi;
 use crate::routes::Endpoint;
+use crate::store::Store;
+use crate::store::dynamodb::DynamoStore;
+use crate::store::memory::MemoryStore;
 
 /// How long an error notification may hold up the error answer.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,14 +27,22 @@ pub struct App {
     pub model: Arc<dyn ModelProvider>,
     pub events: Arc<dyn EventBus>,
     pub clock: Arc<dyn Clock>,
+    pub store: Arc<dyn Store>,
     /// `AWS_LAMBDA_FUNCTION_NAME` in a Lambda; else the route's binary name is reported.
     function_name: Option<String>,
 }
 
 impl App {
     /// The production wiring: OpenAI, EventBridge when `EVENT_BUS_NAME` is set (else the log),
-    /// the system clock. Builds clients only; nothing here touches the network.
-    pub fn from_config(config: Config) -> App {
+    /// DynamoDB when `STORE=dynamodb` (else the in-memory store), the system clock. Builds
+    /// clients only; nothing here touches the network.
+    pub async fn from_config(config: Config) -> App {
+        let store: Arc<dyn Store> = match config.store.kind {
+            StoreKind::Memory => Arc::new(MemoryStore::new()),
+            StoreKind::DynamoDb => {
+                Arc::new(DynamoStore::from_env(config.store.tables.clone()).await)
+            }
+        };
         let events: Arc<dyn EventBus> = match &config.event_bus_name {
             Some(bus) => Arc::new(EventBridgeBus::new(bus.clone())),
             None => Arc::new(LogEventBus),
@@ -40,6 +51,7 @@ impl App {
             model: Arc::new(OpenAi::new(&config.openai)),
             events,
             clock: Arc::new(SystemClock),
+            store,
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
             config: Arc::new(config),
         }
@@ -60,18 +72,72 @@ impl App {
         self
     }
 
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> App {
+        self.store = store;
+        self
+    }
+
+    /// The `X-Api-Key` check of agent endpoints; runs before the body is read.
+    pub fn authorize(&self, endpoint: Endpoint, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        if !endpoint.needs_api_key() {
+            return Ok(());
+        }
+        let presented = headers.get("x-api-key").map(HeaderValue::as_bytes);
+        match presented {
+            Some(key) if self.config.agent.api_keys.accepts(key) => Ok(()),
+            _ => Err(ApiError::new(
+                ErrorCode::Unauthorized,
+                "X-Api-Key is missing or not valid",
+            )),
+        }
+    }
+
     /// Answers one request for `endpoint`. Never panics on input and always returns a response;
     /// errors carry the contract's error body.
     pub async fn handle(&self, endpoint: Endpoint, request_id: &str, request: Request) -> Response {
-        let started = std::time::Instant::now();
-        let result = if request.body().len() > endpoint.body_limit() {
-            Err(ApiError::invalid(
+        let started = Instant::now();
+        let result = match self.authorize(endpoint, request.headers()) {
+            Ok(()) => self.checked_dispatch(endpoint, request).await,
+            Err(e) => Err(e),
+        };
+        self.finish(endpoint, request_id, started, result).await
+    }
+
+    /// `handle` for a request whose key the caller already checked with `authorize`.
+    pub async fn handle_authorized(
+        &self,
+        endpoint: Endpoint,
+        request_id: &str,
+        started: Instant,
+        request: Request,
+    ) -> Response {
+        let result = self.checked_dispatch(endpoint, request).await;
+        self.finish(endpoint, request_id, started, result).await
+    }
+
+    async fn checked_dispatch(
+        &self,
+        endpoint: Endpoint,
+        request: Request,
+    ) -> Result<Response, ApiError> {
+        if request.body().len() > endpoint.body_limit() {
+            return Err(ApiError::invalid(
                 "body",
                 format!("must be at most {} bytes", endpoint.body_limit()),
-            ))
-        } else {
-            self.dispatch(endpoint, request).await
-        };
+            ));
+        }
+        self.dispatch(endpoint, request).await
+    }
+
+    /// Turns a result into the answer: error body, error notification for 5xx, request id
+    /// header, access log line.
+    pub async fn finish(
+        &self,
+        endpoint: Endpoint,
+        request_id: &str,
+        started: Instant,
+        result: Result<Response, ApiError>,
+    ) -> Response {
         let (mut response, code) = match result {
             Ok(response) => (response, None),
             Err(error) => {
@@ -105,6 +171,31 @@ impl App {
             Endpoint::Info => Ok(api::meta::info(&self.config.info)),
             Endpoint::ErrorTest => Err(api::meta::error_test()),
             Endpoint::Chat => api::chat::chat(self.model.as_ref(), request).await,
+            Endpoint::PutDevice => {
+                api::devices::put_device(
+                    self.store.as_ref(),
+                    self.clock.now(),
+                    &self.config.agent.device_hash_salt,
+                    request,
+                )
+                .await
+            }
+            Endpoint::CreateCall => api::calls::create(&self.calls_context(), request).await,
+            Endpoint::GetCall => api::calls::get(&self.calls_context(), request).await,
+            Endpoint::CancelCall => api::calls::cancel(&self.calls_context(), request).await,
+        }
+    }
+
+    fn calls_context(&self) -> api::calls::CallsContext<'_> {
+        let now = self.clock.now();
+        let dispatch = &self.config.dispatch;
+        let stale = chrono::Duration::from_std(dispatch.grace + dispatch.claim_timeout)
+            .expect("configured durations are small");
+        api::calls::CallsContext {
+            store: self.store.as_ref(),
+            now,
+            stale_before: now - stale,
+            salt: &self.config.agent.device_hash_salt,
         }
     }
 

@@ -6,6 +6,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::store::TableNames;
+
 /// A secret value: usable, never printed.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -137,12 +142,83 @@ pub struct InfoConfig {
     pub message: Option<String>,
 }
 
+/// The agent API's keys (`AGENT_API_KEYS`, comma-separated, so keys rotate without downtime).
+/// Only SHA-256 digests are kept; a presented key is hashed and compared with every digest in
+/// constant time, so neither timing nor length tells anything about a key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKeys(Vec<[u8; 32]>);
+
+impl ApiKeys {
+    pub fn parse(list: Option<&str>) -> ApiKeys {
+        ApiKeys(
+            list.unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| Sha256::digest(k.as_bytes()).into())
+                .collect(),
+        )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// True when `presented` equals one of the keys.
+    pub fn accepts(&self, presented: &[u8]) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented).into();
+        let mut matched = subtle::Choice::from(0);
+        for key in &self.0 {
+            matched |= key.ct_eq(&digest);
+        }
+        matched.into()
+    }
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKeys({} keys)", self.0.len())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    DynamoDb,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub kind: StoreKind,
+    pub tables: TableNames,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    pub api_keys: ApiKeys,
+    /// Round-1 agent calls per device per JST day.
+    pub daily_limit: u32,
+    /// Salt of the device-id hashes in logs.
+    pub device_hash_salt: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchConfig {
+    /// How late a reservation may still be sent; older ones become `missed`.
+    pub grace: Duration,
+    /// A claim older than this whose run never recorded an outcome counts as abandoned.
+    pub claim_timeout: Duration,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub openai: OpenAiConfig,
     pub info: InfoConfig,
     /// The EventBridge bus for error notifications; unset means notifications are only logged.
     pub event_bus_name: Option<String>,
+    pub store: StoreConfig,
+    pub agent: AgentConfig,
+    pub dispatch: DispatchConfig,
 }
 
 fn is_version(s: &str) -> bool {
@@ -182,10 +258,46 @@ impl Config {
             message: vars.get("INFO_MESSAGE"),
         };
 
+        let store = StoreConfig {
+            kind: match vars.get("STORE").as_deref().map(str::trim) {
+                None | Some("memory") => StoreKind::Memory,
+                Some("dynamodb") => StoreKind::DynamoDb,
+                Some(_) => {
+                    return Err(ConfigError {
+                        var: "STORE",
+                        reason: "must be memory or dynamodb".into(),
+                    });
+                }
+            },
+            tables: TableNames {
+                devices: vars.string_or("DEVICES_TABLE", "devices"),
+                calls: vars.string_or("CALLS_TABLE", "scheduledCalls"),
+                usage: vars.string_or("AGENT_USAGE_TABLE", "agentUsage"),
+            },
+        };
+
+        let agent = AgentConfig {
+            api_keys: ApiKeys::parse(vars.get("AGENT_API_KEYS").as_deref()),
+            daily_limit: vars.int_or("AGENT_DAILY_LIMIT", 50, 1..=100_000)? as u32,
+            device_hash_salt: vars.string_or("DEVICE_HASH_SALT", "koe"),
+        };
+
+        let dispatch = DispatchConfig {
+            grace: Duration::from_secs(vars.int_or("DISPATCH_GRACE_SECS", 120, 0..=3600)?),
+            claim_timeout: Duration::from_secs(vars.int_or(
+                "DISPATCH_CLAIM_TIMEOUT_SECS",
+                30,
+                5..=600,
+            )?),
+        };
+
         Ok(Config {
             openai,
             info,
             event_bus_name: vars.get("EVENT_BUS_NAME"),
+            store,
+            agent,
+            dispatch,
         })
     }
 }
@@ -220,6 +332,9 @@ mod tests {
             ("PROVIDER_TIMEOUT_MS", "soon"),
             ("OPENAI_BASE_URL", "ftp://example.com"),
             ("OPENAI_BASE_URL", "not a url"),
+            ("STORE", "postgres"),
+            ("AGENT_DAILY_LIMIT", "0"),
+            ("DISPATCH_GRACE_SECS", "-1"),
         ];
         for (var, value) in cases {
             let err = Config::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
@@ -239,6 +354,35 @@ mod tests {
         assert_eq!(config.info.message, None);
         assert_eq!(config.openai.api_key, None);
         assert!(config.info.maintenance);
+    }
+
+    #[test]
+    fn api_keys_accept_each_listed_key_and_nothing_else() {
+        let keys = ApiKeys::parse(Some(" old-key-1234 ,new-key-5678,, "));
+        assert!(keys.accepts(b"old-key-1234"));
+        assert!(keys.accepts(b"new-key-5678"));
+        for wrong in [
+            &b""[..],
+            b"old-key-123",
+            b"old-key-12345",
+            b"new-key-5678 ",
+            b"OLD-KEY-1234",
+        ] {
+            assert!(!keys.accepts(wrong), "{wrong:?}");
+        }
+        assert!(ApiKeys::parse(None).is_empty());
+        assert!(!ApiKeys::parse(None).accepts(b""));
+        assert!(!format!("{keys:?}").contains("key-"));
+    }
+
+    #[test]
+    fn store_and_tables_default_to_memory_and_the_spec_names() {
+        let config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
+        assert_eq!(config.store.kind, StoreKind::Memory);
+        assert_eq!(config.store.tables, TableNames::default());
+        assert_eq!(config.agent.daily_limit, 50);
+        let config = Config::from_vars(&Vars::from_pairs(&[("STORE", "dynamodb")])).unwrap();
+        assert_eq!(config.store.kind, StoreKind::DynamoDb);
     }
 
     #[test]

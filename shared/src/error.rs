@@ -10,8 +10,12 @@ use crate::api::Response;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     InvalidRequest,
+    Unauthorized,
     NotFound,
     MethodNotAllowed,
+    ReservationExists,
+    DeviceNotRegistered,
+    TooLate,
     ProviderNotConfigured,
     ProviderTimeout,
     ProviderError,
@@ -19,13 +23,18 @@ pub enum ErrorCode {
     InsufficientCredits,
     TestError,
     InternalError,
+    ServiceUnavailable,
 }
 
 impl ErrorCode {
     pub const ALL: &'static [ErrorCode] = &[
         ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::ReservationExists,
+        ErrorCode::DeviceNotRegistered,
+        ErrorCode::TooLate,
         ErrorCode::ProviderNotConfigured,
         ErrorCode::ProviderTimeout,
         ErrorCode::ProviderError,
@@ -33,11 +42,17 @@ impl ErrorCode {
         ErrorCode::InsufficientCredits,
         ErrorCode::TestError,
         ErrorCode::InternalError,
+        ErrorCode::ServiceUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::ReservationExists => "RESERVATION_EXISTS",
+            ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
+            ErrorCode::TooLate => "TOO_LATE",
+            ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
@@ -53,6 +68,11 @@ impl ErrorCode {
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::ReservationExists | ErrorCode::DeviceNotRegistered | ErrorCode::TooLate => {
+                StatusCode::CONFLICT
+            }
+            ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::ProviderNotConfigured

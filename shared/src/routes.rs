@@ -27,6 +27,10 @@ pub enum Endpoint {
     Info,
     Chat,
     ErrorTest,
+    PutDevice,
+    CreateCall,
+    GetCall,
+    CancelCall,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +78,38 @@ pub static ROUTES: &[Route] = &[
         function: "ErrorTestFunction",
         binary: "error-test",
     },
+    Route {
+        api: Api::Agent,
+        method: Method::PUT,
+        path: "/devices",
+        endpoint: Endpoint::PutDevice,
+        function: "PutDeviceFunction",
+        binary: "put-device",
+    },
+    Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/calls",
+        endpoint: Endpoint::CreateCall,
+        function: "CreateCallFunction",
+        binary: "create-call",
+    },
+    Route {
+        api: Api::Agent,
+        method: Method::GET,
+        path: "/calls",
+        endpoint: Endpoint::GetCall,
+        function: "GetCallFunction",
+        binary: "get-call",
+    },
+    Route {
+        api: Api::Agent,
+        method: Method::DELETE,
+        path: "/calls",
+        endpoint: Endpoint::CancelCall,
+        function: "CancelCallFunction",
+        binary: "cancel-call",
+    },
 ];
 
 impl Endpoint {
@@ -88,8 +124,21 @@ impl Endpoint {
     pub fn body_limit(self) -> usize {
         match self {
             Endpoint::Chat => 64 * 1024,
-            Endpoint::Health | Endpoint::Info | Endpoint::ErrorTest => 8 * 1024,
+            _ => 8 * 1024,
         }
+    }
+
+    /// Endpoints behind `X-Api-Key`.
+    pub fn needs_api_key(self) -> bool {
+        self.route().api == Api::Agent
+    }
+
+    /// Endpoints that read or write the store (their Lambdas must use DynamoDB).
+    pub fn uses_store(self) -> bool {
+        matches!(
+            self,
+            Endpoint::PutDevice | Endpoint::CreateCall | Endpoint::GetCall | Endpoint::CancelCall
+        )
     }
 }
 

@@ -10,6 +10,16 @@ fn filter() -> EnvFilter {
     EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
+/// The AWS SDK logs whole request and response bodies (device ids, VoIP tokens, caller names) at
+/// debug and trace level: whatever the filter asks for, its crates log at info at most.
+const AWS_SDK_CAPS: &[&str] = &[
+    "aws_smithy=info",
+    "aws_sdk=info",
+    "aws_config=info",
+    "aws_runtime=info",
+    "aws_sigv4=info",
+];
+
 /// The JSON subscriber every process uses, writing to `writer` (stdout, or a test's buffer).
 pub fn json_subscriber<W>(
     writer: W,
@@ -19,6 +29,9 @@ pub fn json_subscriber<W>(
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    let filter = AWS_SDK_CAPS.iter().fold(filter, |filter, cap| {
+        filter.add_directive(cap.parse().expect("static directives parse"))
+    });
     let builder = tracing_subscriber::fmt()
         .json()
         .with_ansi(false)

@@ -199,8 +199,16 @@ fn invalid_cases() -> Vec<(String, Vec<u8>, String)> {
     let mut raw = |case: &str, body: &str, expected: &str| {
         cases.push((case.into(), body.as_bytes().to_vec(), expected.into()));
     };
-    raw("malformed JSON", r#"{"messages": ["#, "body is not valid JSON");
-    raw("trailing garbage", r#"{"messages": []} x"#, "body is not valid JSON");
+    raw(
+        "malformed JSON",
+        r#"{"messages": ["#,
+        "body is not valid JSON",
+    );
+    raw(
+        "trailing garbage",
+        r#"{"messages": []} x"#,
+        "body is not valid JSON",
+    );
     raw("empty body", "", "body");
     raw("whitespace body", "  \n ", "body");
     raw("array body", "[]", "=body must be a JSON object");
@@ -293,10 +301,14 @@ fn invalid_cases() -> Vec<(String, Vec<u8>, String)> {
         r#"{"messages": [{"role": "user", "content": "a"}], "model": 4}"#,
         "=model must be a string",
     );
-    for max_tokens in ["0", "-1", "4097", "1e12", "2.5", r#""100""#, "true", "[500]"] {
+    for max_tokens in [
+        "0", "-1", "4097", "1e12", "2.5", r#""100""#, "true", "[500]",
+    ] {
         raw(
             &format!("maxTokens {max_tokens}"),
-            &format!(r#"{{"messages": [{{"role": "user", "content": "a"}}], "maxTokens": {max_tokens}}}"#),
+            &format!(
+                r#"{{"messages": [{{"role": "user", "content": "a"}}], "maxTokens": {max_tokens}}}"#
+            ),
             "=maxTokens must be an integer from 1 to 4096",
         );
     }
@@ -382,7 +394,11 @@ async fn every_class_of_bad_input_is_400_naming_the_field_and_never_reaches_the_
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(app.openai.request_count(), 0, "the provider was never called");
+    assert_eq!(
+        app.openai.request_count(),
+        0,
+        "the provider was never called"
+    );
     assert!(
         app.events.published().is_empty(),
         "4xx answers publish no notification"
@@ -409,7 +425,10 @@ async fn bodies_over_64_kib_are_400_naming_the_body() {
     for (case, len) in [
         ("65 537 bytes", 64 * 1024 + 1),
         ("about 1 MB", 1024 * 1024),
-        ("8 MB, still being sent when the answer is ready", 8 * 1024 * 1024),
+        (
+            "8 MB, still being sent when the answer is ready",
+            8 * 1024 * 1024,
+        ),
     ] {
         failures.extend(check_invalid(&app, case, chat_body_of_len(len), "body").await);
     }
@@ -471,7 +490,10 @@ async fn rate_limit_429_then_success_is_200_after_one_retry() {
     let app = spawn_app(&[]).await;
     let response = chat_with_provider(
         &app,
-        vec![Behaviour::rate_limited(), Behaviour::complete("after the limit")],
+        vec![
+            Behaviour::rate_limited(),
+            Behaviour::complete("after the limit"),
+        ],
     )
     .await;
     assert_eq!(response.status().as_u16(), 200);
@@ -662,7 +684,8 @@ async fn client_errors_publish_no_notification() {
         app.events.published()
     );
     // The same app does notify on a 5xx, so the empty list above means something.
-    app.openai.script([Behaviour::server_error(), Behaviour::server_error()]);
+    app.openai
+        .script([Behaviour::server_error(), Behaviour::server_error()]);
     let response = post_json(&app, &one_message()).await;
     assert_eq!(response.status().as_u16(), 500);
     assert_eq!(app.events.published().len(), 1);
@@ -671,8 +694,8 @@ async fn client_errors_publish_no_notification() {
 #[tokio::test]
 async fn provider_error_bodies_are_never_passed_to_the_client() {
     let app = spawn_app(&[]).await;
-    let upstream = json!({"error": {"message": "UPSTREAM-DETAIL-3b9e", "type": "server_error"}})
-        .to_string();
+    let upstream =
+        json!({"error": {"message": "UPSTREAM-DETAIL-3b9e", "type": "server_error"}}).to_string();
     let response = chat_with_provider(
         &app,
         vec![

@@ -72,7 +72,10 @@ fn template_declares_exactly_the_route_table() {
             )
         })
         .collect();
-    assert_eq!(declared, table, "template.yaml (left) vs route table (right)");
+    assert_eq!(
+        declared, table,
+        "template.yaml (left) vs route table (right)"
+    );
 }
 
 #[test]
@@ -115,7 +118,10 @@ fn openapi_documents_exactly_the_route_table() {
         .iter()
         .map(|r| (r.method.to_string(), r.path.to_owned()))
         .collect();
-    assert_eq!(documented, table, "openapi.yaml (left) vs route table (right)");
+    assert_eq!(
+        documented, table,
+        "openapi.yaml (left) vs route table (right)"
+    );
 }
 
 #[test]
@@ -135,11 +141,17 @@ fn openapi_lists_exactly_the_error_codes_the_code_can_answer() {
 fn every_route_has_a_fixture_for_its_method_and_path() {
     for route in ROUTES {
         let path = repo_root().join(format!("events/{}.json", route.binary));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let event: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(event["requestContext"]["http"]["method"], route.method.as_str());
+        assert_eq!(
+            event["requestContext"]["http"]["method"],
+            route.method.as_str()
+        );
         assert_eq!(event["rawPath"], route.path);
-        assert_eq!(event["routeKey"], format!("{} {}", route.method, route.path));
+        assert_eq!(
+            event["routeKey"],
+            format!("{} {}", route.method, route.path)
+        );
     }
 }

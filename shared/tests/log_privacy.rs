@@ -100,7 +100,10 @@ async fn chat_success_and_provider_failures_log_no_contents_keys_or_replies() {
     app.openai
         .script([Behaviour::server_error(), Behaviour::server_error()]);
     let (status, body) = post(&app, &chat_body()).await;
-    assert_eq!((status, body["code"].as_str()), (500, Some("PROVIDER_ERROR")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (500, Some("PROVIDER_ERROR"))
+    );
 
     app.openai.script([Behaviour::insufficient_quota()]);
     let (status, body) = post(&app, &chat_body()).await;
@@ -118,7 +121,10 @@ async fn chat_success_and_provider_failures_log_no_contents_keys_or_replies() {
         body: echoing.clone(),
     }]);
     let (status, body) = post(&app, &chat_body()).await;
-    assert_eq!((status, body["code"].as_str()), (500, Some("PROVIDER_ERROR")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (500, Some("PROVIDER_ERROR"))
+    );
 
     app.openai.script([Behaviour::Raw {
         status: 200,

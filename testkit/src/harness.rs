@@ -1,31 +1,56 @@
 //! `spawn_app`: the real local server on free loopback ports, configured from variables, with a
 //! stand-in OpenAI and a recording event bus.
+//!
+//! `spawn_app_with` lets a test swap ports of the `App` before it starts (a `ManualClock`, a
+//! failing or DynamoDB-backed store); the `TestApp` keeps the store and clock the server really
+//! uses, so a test can drive state directly (e.g. claim a reservation) and read it back.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use koe::App;
+use koe::clock::Clock;
 use koe::config::{Config, Vars};
+use koe::domain::device::{Device, DeviceId, VoipToken};
+use koe::domain::reservation::{CallId, Reservation};
 use koe::entrypoints::local::{self, LocalConfig, Running};
+use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
 
 use crate::events::RecordingEventBus;
 use crate::openai::StandInOpenAi;
+
+/// The agent API key every test app accepts unless `AGENT_API_KEYS` is overridden.
+pub const TEST_API_KEY: &str = "test-key-0123456789";
 
 pub struct TestApp {
     pub chat_url: String,
     pub agent_url: String,
     pub openai: StandInOpenAi,
     pub events: Arc<RecordingEventBus>,
+    /// The store the server uses.
+    pub store: Arc<dyn Store>,
+    /// The clock the server uses.
+    pub clock: Arc<dyn Clock>,
     pub client: reqwest::Client,
     _running: Running,
 }
 
-/// Starts the app with `OPENAI_BASE_URL` on a fresh stand-in and `OPENAI_API_KEY` set, plus
-/// `vars` (which win over those two).
+/// Starts the app with `OPENAI_BASE_URL` on a fresh stand-in, `OPENAI_API_KEY` set and
+/// `AGENT_API_KEYS` = [`TEST_API_KEY`], plus `vars` (which win over those).
 pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
+    spawn_app_with(vars, |app| app).await
+}
+
+/// `spawn_app`, with `customize` applied to the `App` (after the recording event bus is set)
+/// before it starts serving: e.g. `|app| app.with_clock(clock.clone())`.
+pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -> App) -> TestApp {
     let openai = StandInOpenAi::start().await;
     let base_url = openai.base_url();
     let mut all: Vec<(&str, &str)> = vec![
         ("OPENAI_BASE_URL", &base_url),
         ("OPENAI_API_KEY", "sk-test-key"),
+        ("AGENT_API_KEYS", TEST_API_KEY),
         ("CHAT_ADDR", "127.0.0.1:0"),
         ("AGENT_ADDR", "127.0.0.1:0"),
     ];
@@ -34,7 +59,9 @@ pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
     let config = Config::from_vars(&vars).expect("test configuration is valid");
     let local_config = LocalConfig::from_vars(&vars).expect("test addresses are valid");
     let events = Arc::new(RecordingEventBus::default());
-    let app = koe::App::from_config(config).with_events(events.clone());
+    let app = customize(App::from_config(config).await.with_events(events.clone()));
+    let store = app.store.clone();
+    let clock = app.clock.clone();
     let running = local::start(Arc::new(app), &local_config)
         .await
         .expect("local server starts");
@@ -43,6 +70,8 @@ pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
         agent_url: format!("http://{}", running.agent_addr),
         openai,
         events,
+        store,
+        clock,
         client: reqwest::Client::new(),
         _running: running,
     }
@@ -66,6 +95,38 @@ impl TestApp {
             .await
             .expect("request reaches koe-local")
     }
+
+    /// A request to the agent API (`path` may carry a query) without any `X-Api-Key`.
+    pub fn agent_unauthenticated(
+        &self,
+        method: http::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.agent_url))
+            .header("content-type", "application/json")
+    }
+
+    /// A request to the agent API with `X-Api-Key: key`.
+    pub fn agent_with_key(
+        &self,
+        method: http::Method,
+        path: &str,
+        key: &str,
+    ) -> reqwest::RequestBuilder {
+        self.agent_unauthenticated(method, path)
+            .header("x-api-key", key)
+    }
+
+    /// A request to the agent API with the test key ([`TEST_API_KEY`]).
+    pub fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
+        self.agent_with_key(method, path, TEST_API_KEY)
+    }
+}
+
+/// Sends a request built with `TestApp::agent*`.
+pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
+    request.send().await.expect("request reaches koe-local")
 }
 
 /// Asserts the contract's error body and returns it.
@@ -87,4 +148,95 @@ pub async fn error_body(response: reqwest::Response, status: u16, code: &str) ->
         "error mirrors message in {body}"
     );
     body
+}
+
+/// Asserts a 400 INVALID_REQUEST whose message starts with `field` (the field it names).
+pub async fn invalid_field(response: reqwest::Response, field: &str) -> serde_json::Value {
+    let body = error_body(response, 400, "INVALID_REQUEST").await;
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("{field} ")),
+        "message names {field}: {body}"
+    );
+    body
+}
+
+/// A store whose every operation fails, as DynamoDB does in an outage: handlers must answer 503.
+pub struct FailingStore;
+
+impl FailingStore {
+    fn error() -> StoreError {
+        StoreError("store down (test)".into())
+    }
+}
+
+#[async_trait]
+impl Store for FailingStore {
+    async fn put_device(&self, _: &Device) -> Result<(), StoreError> {
+        Err(Self::error())
+    }
+
+    async fn get_device(&self, _: &DeviceId) -> Result<Option<Device>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn remove_device(&self, _: &DeviceId, _: &VoipToken) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn create_reservation(
+        &self,
+        _: &Reservation,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<(), CreateError> {
+        Err(CreateError::Store(Self::error()))
+    }
+
+    async fn get_reservation(
+        &self,
+        _: &DeviceId,
+        _: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn cancel_reservation(&self, _: &DeviceId, _: DateTime<Utc>) -> Result<(), CancelError> {
+        Err(CancelError::Store(Self::error()))
+    }
+
+    async fn due_reservations(&self, _: &str) -> Result<Vec<Reservation>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn claim_reservation(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn finish_reservation(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: Outcome,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn count_agent_use(
+        &self,
+        _: &DeviceId,
+        _: &str,
+        _: u32,
+        _: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        Err(Self::error())
+    }
 }

@@ -1,6 +1,8 @@
 //! Test and benchmark kit: stand-ins for outside services on loopback, a log capture, and a
 //! harness that starts the real local server.
 
+pub mod clock;
+pub mod dynamodb;
 pub mod events;
 pub mod harness;
 pub mod logs;

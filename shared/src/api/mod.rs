@@ -5,7 +5,9 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde::Serialize;
 
+pub mod calls;
 pub mod chat;
+pub mod devices;
 pub mod meta;
 
 pub type Request = http::Request<Bytes>;
@@ -18,4 +20,23 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Bytes::from(body))
         .expect("static response parts are valid")
+}
+
+/// The first value of query parameter `name`, percent-decoded; `None` when absent or empty.
+pub fn query_param(request: &Request, name: &str) -> Option<String> {
+    let query = request.uri().query()?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+        .filter(|value| !value.is_empty())
+}
+
+impl From<crate::store::StoreError> for crate::error::ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        tracing::error!(error = %e, "store unavailable");
+        crate::error::ApiError::new(
+            crate::error::ErrorCode::ServiceUnavailable,
+            "the data store is unavailable; retry later",
+        )
+    }
 }

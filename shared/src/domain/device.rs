@@ -62,7 +62,10 @@ impl VoipToken {
         if (64..=200).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
             Ok(VoipToken(raw.to_ascii_lowercase()))
         } else {
-            Err(ApiError::invalid(field, "must be 64 to 200 hexadecimal digits"))
+            Err(ApiError::invalid(
+                field,
+                "must be 64 to 200 hexadecimal digits",
+            ))
         }
     }
 

@@ -21,7 +21,11 @@ pub struct CallId(String);
 
 impl CallId {
     pub fn generate() -> CallId {
-        CallId(format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)))
+        CallId(format!(
+            "{:016x}{:016x}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ))
     }
 
     pub fn from_stored(raw: String) -> CallId {
@@ -63,7 +67,9 @@ impl ReservationStatus {
     }
 
     pub fn from_stored(raw: &str) -> Option<ReservationStatus> {
-        ReservationStatus::ALL.into_iter().find(|s| s.as_str() == raw)
+        ReservationStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == raw)
     }
 
     /// Sent, failed and missed records are history: a new POST may replace them.
@@ -221,8 +227,13 @@ mod tests {
         assert!(ScheduledAt::parse("scheduledAt", "2026-01-01T00:00:09Z", now()).is_err());
         assert!(ScheduledAt::parse("scheduledAt", "2026-01-31T00:00:00Z", now()).is_ok());
         assert!(ScheduledAt::parse("scheduledAt", "2026-01-31T00:00:01Z", now()).is_err());
-        let no_offset = ScheduledAt::parse("scheduledAt", "2026-01-01T00:01:00", now()).unwrap_err();
-        assert!(no_offset.message.starts_with("scheduledAt must be an RFC 3339"));
+        let no_offset =
+            ScheduledAt::parse("scheduledAt", "2026-01-01T00:01:00", now()).unwrap_err();
+        assert!(
+            no_offset
+                .message
+                .starts_with("scheduledAt must be an RFC 3339")
+        );
     }
 
     #[test]

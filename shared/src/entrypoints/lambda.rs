@@ -7,7 +7,7 @@ use lambda_http::{Body, RequestExt};
 
 use crate::api::{Request, Response};
 use crate::app::App;
-use crate::config::Config;
+use crate::config::{Config, ConfigError, StoreKind};
 use crate::routes::Endpoint;
 
 pub type Error = lambda_http::Error;
@@ -18,7 +18,16 @@ pub async fn run(endpoint: Endpoint) -> Result<(), Error> {
     crate::telemetry::init_lambda();
     let config =
         Config::from_env().inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let app = App::from_config(config);
+    if endpoint.uses_store() && config.store.kind != StoreKind::DynamoDb {
+        // An in-memory store in a Lambda would lose every write with the container.
+        let e = ConfigError {
+            var: "STORE",
+            reason: "must be dynamodb in a Lambda that stores data".into(),
+        };
+        tracing::error!(error = %e, "start-up failed");
+        return Err(e.into());
+    }
+    let app = App::from_config(config).await;
     let app = &app;
     lambda_http::run(lambda_http::service_fn(
         move |event: lambda_http::Request| async move {

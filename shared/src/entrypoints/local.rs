@@ -3,10 +3,10 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use http::{HeaderValue, Method};
 use bytes::{Bytes, BytesMut};
+use http::{HeaderValue, Method};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -117,26 +117,34 @@ async fn answer(app: &App, api: Api, request: hyper::Request<Incoming>) -> Respo
         Ok(route) => route,
         Err(miss) => return route_miss(miss),
     };
-    let limit = route.endpoint.body_limit();
+    let endpoint = route.endpoint;
+    let started = Instant::now();
+    let limit = endpoint.body_limit();
     let (parts, body) = request.into_parts();
-    let bytes = match read_body(body, limit).await {
-        Ok(bytes) => bytes,
-        Err(BodyProblem::TooLarge) => {
-            return closing(
+    // The key is checked before a byte of the body is read.
+    let refusal = match app.authorize(endpoint, &parts.headers) {
+        Err(e) => e,
+        Ok(()) => match read_body(body, limit).await {
+            Ok(bytes) => {
+                return app
+                    .handle_authorized(
+                        endpoint,
+                        &request_id,
+                        started,
+                        Request::from_parts(parts, bytes),
+                    )
+                    .await;
+            }
+            Err(BodyProblem::TooLarge) => {
                 ApiError::invalid("body", format!("must be at most {limit} bytes"))
-                    .into_response(),
-            );
-        }
-        Err(BodyProblem::Unreadable) => {
-            return closing(ApiError::invalid("body", "could not be read").into_response());
-        }
+            }
+            Err(BodyProblem::Unreadable) => ApiError::invalid("body", "could not be read"),
+        },
     };
-    app.handle(
-        route.endpoint,
-        &request_id,
-        Request::from_parts(parts, bytes),
+    closing(
+        app.finish(endpoint, &request_id, started, Err(refusal))
+            .await,
     )
-    .await
 }
 
 /// How much of an oversized body is read and thrown away, and for how long, before the 400 goes
@@ -181,10 +189,9 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, BodyProble
 
 /// Marks an answer given before its request body was fully read: the connection is not reused.
 fn closing(mut response: Response) -> Response {
-    response.headers_mut().insert(
-        http::header::CONNECTION,
-        HeaderValue::from_static("close"),
-    );
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 

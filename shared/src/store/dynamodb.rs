@@ -1,1 +1,584 @@
-//! DynamoDB adapter (aws-sdk-dynamodb). Being written.
+//! DynamoDB adapter (aws-sdk-dynamodb): the tables `DevicesTable`, `CallsTable` and
+//! `AgentUsageTable` of `template.yaml`.
+//!
+//! Every rule of the [`Store`] port that needs atomicity is one conditional request, so
+//! concurrent callers can never both win; a failed condition is an answer
+//! (`Ok(false)`, `Exists`, `LimitReached`, ...), never an error. Items:
+//!
+//! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S.
+//! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
+//!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
+//!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
+//!   `claimedAtMs` N?, `expireAt` N (terminal records only, TTL).
+//! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
+//!
+//! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,
+//! `claimedAtMs`/`scheduledAtMs` as epoch milliseconds); `scheduledAt` keeps the client's text.
+//! Error messages carry the SDK's error context, never item contents.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::{
+    CancelError, CreateError, DUE_INDEX, Outcome, Store, StoreError, TableNames, UsageOutcome,
+};
+use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use crate::domain::reservation::{
+    CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis, terminal_expiry,
+};
+
+/// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
+/// One attempt (DynamoDB answers in milliseconds; a stuck connection is retried).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+// Attribute names.
+const DEVICE_ID: &str = "deviceId";
+const VOIP_TOKEN: &str = "voipToken";
+const ENVIRONMENT: &str = "environment";
+const UPDATED_AT: &str = "updatedAt";
+const CALL_ID: &str = "callId";
+const SCHEDULED_AT: &str = "scheduledAt";
+const SCHEDULED_AT_MS: &str = "scheduledAtMs";
+const DUE_MINUTE: &str = "dueMinute";
+const STATUS: &str = "status";
+const CALLER_NAME: &str = "callerName";
+const CREATED_AT: &str = "createdAt";
+const CLAIMED_AT_MS: &str = "claimedAtMs";
+const EXPIRE_AT: &str = "expireAt";
+const DAY: &str = "day";
+const USE_COUNT: &str = "useCount";
+
+type Item = HashMap<String, AttributeValue>;
+
+pub struct DynamoStore {
+    client: Client,
+    tables: TableNames,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, tables: TableNames) -> DynamoStore {
+        DynamoStore { client, tables }
+    }
+
+    /// A client from the environment (region, credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with
+    /// the SDK's standard retries (3 attempts) inside a short overall timeout.
+    pub async fn from_env(tables: TableNames) -> DynamoStore {
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(OPERATION_TIMEOUT)
+            .build();
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .timeout_config(timeouts)
+            .load()
+            .await;
+        DynamoStore::new(Client::new(&config), tables)
+    }
+
+    pub fn tables(&self) -> &TableNames {
+        &self.tables
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Any SDK failure other than a failed condition. Never called with a conditional-check
+/// failure (whose response may carry the item).
+fn sdk_error<E, R>(operation: &str, table: &str, err: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError(format!(
+        "DynamoDB {operation} on {table} failed: {}",
+        DisplayErrorContext(&err)
+    ))
+}
+
+/// A stored record that cannot be read back (names the attribute, never its value).
+fn bad_item(table: &str, attribute: &str) -> StoreError {
+    StoreError(format!(
+        "DynamoDB item in {table} has a missing or invalid `{attribute}`"
+    ))
+}
+
+/// The request's condition was false (an answer, not a failure).
+fn condition_failed<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attribute values
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl std::fmt::Display) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// `#name` → name for every attribute used in an expression.
+fn names(list: &[&str]) -> HashMap<String, String> {
+    list.iter()
+        .map(|name| (format!("#{name}"), (*name).to_owned()))
+        .collect()
+}
+
+fn values(list: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> {
+    list.into_iter()
+        .map(|(placeholder, value)| (placeholder.to_owned(), value))
+        .collect()
+}
+
+/// Reads attributes of one item, naming the table and attribute in errors.
+struct Reader<'a> {
+    table: &'a str,
+    item: &'a Item,
+}
+
+impl<'a> Reader<'a> {
+    fn opt_s(&self, name: &str) -> Result<Option<&'a str>, StoreError> {
+        match self.item.get(name) {
+            None => Ok(None),
+            Some(AttributeValue::S(v)) => Ok(Some(v.as_str())),
+            Some(_) => Err(bad_item(self.table, name)),
+        }
+    }
+
+    fn s(&self, name: &str) -> Result<&'a str, StoreError> {
+        self.opt_s(name)?.ok_or_else(|| bad_item(self.table, name))
+    }
+
+    fn opt_i64(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        match self.item.get(name) {
+            None => Ok(None),
+            Some(AttributeValue::N(v)) => v
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| bad_item(self.table, name)),
+            Some(_) => Err(bad_item(self.table, name)),
+        }
+    }
+
+    fn time(&self, name: &str) -> Result<DateTime<Utc>, StoreError> {
+        DateTime::parse_from_rfc3339(self.s(name)?)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| bad_item(self.table, name))
+    }
+
+    fn opt_time_ms(&self, name: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.opt_i64(name)?
+            .map(|ms| DateTime::from_timestamp_millis(ms).ok_or_else(|| bad_item(self.table, name)))
+            .transpose()
+    }
+}
+
+fn device_item(device: &Device) -> Item {
+    HashMap::from([
+        (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
+        (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
+        (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
+        (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
+    ])
+}
+
+fn device_from_item(table: &str, item: &Item) -> Result<Device, StoreError> {
+    let r = Reader { table, item };
+    Ok(Device {
+        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
+        voip_token: VoipToken::from_stored(r.s(VOIP_TOKEN)?.to_owned()),
+        environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
+            .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
+        updated_at: r.time(UPDATED_AT)?,
+    })
+}
+
+fn in_due_index(status: ReservationStatus) -> bool {
+    matches!(
+        status,
+        ReservationStatus::Scheduled | ReservationStatus::Claimed
+    )
+}
+
+fn reservation_item(r: &Reservation) -> Item {
+    let mut item = HashMap::from([
+        (DEVICE_ID.to_owned(), s(r.device_id.as_str())),
+        (CALL_ID.to_owned(), s(r.call_id.as_str())),
+        (
+            SCHEDULED_AT.to_owned(),
+            s(r.scheduled_at
+                .with_offset()
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+        ),
+        (
+            SCHEDULED_AT_MS.to_owned(),
+            n(r.scheduled_at.utc().timestamp_millis()),
+        ),
+        (STATUS.to_owned(), s(r.status.as_str())),
+        (CREATED_AT.to_owned(), s(rfc3339_millis(r.created_at))),
+        (UPDATED_AT.to_owned(), s(rfc3339_millis(r.updated_at))),
+    ]);
+    if in_due_index(r.status) {
+        item.insert(DUE_MINUTE.to_owned(), s(r.scheduled_at.due_minute()));
+    }
+    if let Some(name) = &r.caller_name {
+        item.insert(CALLER_NAME.to_owned(), s(name.as_str()));
+    }
+    if let Some(claimed_at) = r.claimed_at {
+        item.insert(CLAIMED_AT_MS.to_owned(), n(claimed_at.timestamp_millis()));
+    }
+    if let Some(expire_at) = r.expire_at {
+        item.insert(EXPIRE_AT.to_owned(), n(expire_at));
+    }
+    item
+}
+
+fn reservation_from_item(table: &str, item: &Item) -> Result<Reservation, StoreError> {
+    let r = Reader { table, item };
+    let scheduled_at = DateTime::parse_from_rfc3339(r.s(SCHEDULED_AT)?)
+        .map_err(|_| bad_item(table, SCHEDULED_AT))?;
+    Ok(Reservation {
+        call_id: CallId::from_stored(r.s(CALL_ID)?.to_owned()),
+        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
+        scheduled_at: ScheduledAt::from_stored(scheduled_at),
+        status: ReservationStatus::from_stored(r.s(STATUS)?)
+            .ok_or_else(|| bad_item(table, STATUS))?,
+        caller_name: r.opt_s(CALLER_NAME)?.map(str::to_owned),
+        created_at: r.time(CREATED_AT)?,
+        updated_at: r.time(UPDATED_AT)?,
+        claimed_at: r.opt_time_ms(CLAIMED_AT_MS)?,
+        expire_at: r.opt_i64(EXPIRE_AT)?,
+    })
+}
+
+/// The condition under which a reservation may be claimed (or marked missed): still
+/// `scheduled`, or `claimed` before `:abandonedBeforeMs` (the claiming run died).
+const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
+     (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs))";
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
+        let table = &self.tables.devices;
+        self.client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(device_item(device)))
+            .send()
+            .await
+            .map_err(|e| sdk_error("PutItem", table, e))?;
+        Ok(())
+    }
+
+    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
+        let table = &self.tables.devices;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        out.item()
+            .map(|item| device_from_item(table, item))
+            .transpose()
+    }
+
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .condition_expression("#voipToken = :token")
+            .set_expression_attribute_names(Some(names(&[VOIP_TOKEN])))
+            .expression_attribute_values(":token", s(token.expose()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("DeleteItem", table, e)),
+        }
+    }
+
+    async fn create_reservation(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<(), CreateError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(reservation_item(reservation)))
+            .condition_expression(
+                "attribute_not_exists(#deviceId) OR #status IN (:sent, :failed, :missed) \
+                 OR #expireAt <= :nowSecs OR #scheduledAtMs < :staleBeforeMs",
+            )
+            .set_expression_attribute_names(Some(names(&[
+                DEVICE_ID,
+                STATUS,
+                EXPIRE_AT,
+                SCHEDULED_AT_MS,
+            ])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":sent", s(ReservationStatus::Sent.as_str())),
+                (":failed", s(ReservationStatus::Failed.as_str())),
+                (":missed", s(ReservationStatus::Missed.as_str())),
+                (":nowSecs", n(now.timestamp())),
+                (":staleBeforeMs", n(stale_before.timestamp_millis())),
+            ])))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if condition_failed(&e) => Err(CreateError::Exists),
+            Err(e) => Err(CreateError::Store(sdk_error("PutItem", table, e))),
+        }
+    }
+
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let table = &self.tables.calls;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let reservation = reservation_from_item(table, item)?;
+        Ok((!reservation.is_expired(now)).then_some(reservation))
+    }
+
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .condition_expression(
+                "#status = :scheduled AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
+            )
+            .set_expression_attribute_names(Some(names(&[STATUS, EXPIRE_AT])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+                (":nowSecs", n(now.timestamp())),
+            ])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        let old = match err.as_service_error() {
+            Some(DeleteItemError::ConditionalCheckFailedException(failed)) => failed.item(),
+            _ => return Err(CancelError::Store(sdk_error("DeleteItem", table, err))),
+        };
+        // The condition failed on the item returned (no item: there was none).
+        let Some(old) = old else {
+            return Err(CancelError::NotFound);
+        };
+        let existing = reservation_from_item(table, old)?;
+        if existing.is_expired(now) {
+            Err(CancelError::NotFound)
+        } else {
+            Err(CancelError::TooLate(existing.status))
+        }
+    }
+
+    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
+        let table = &self.tables.calls;
+        let mut due = Vec::new();
+        let mut start_key: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(table)
+                .index_name(DUE_INDEX)
+                .key_condition_expression("#dueMinute = :minute")
+                .filter_expression("#status IN (:scheduled, :claimed)")
+                .set_expression_attribute_names(Some(names(&[DUE_MINUTE, STATUS])))
+                .set_expression_attribute_values(Some(values(vec![
+                    (":minute", s(minute)),
+                    (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+                    (":claimed", s(ReservationStatus::Claimed.as_str())),
+                ])))
+                .scan_index_forward(true)
+                .set_exclusive_start_key(start_key.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("Query", table, e))?;
+            for item in out.items() {
+                due.push(reservation_from_item(table, item)?);
+            }
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start_key = Some(key.clone()),
+                _ => break,
+            }
+        }
+        Ok(due)
+    }
+
+    async fn claim_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression(
+                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt",
+            )
+            .condition_expression(CLAIMABLE)
+            .set_expression_attribute_names(Some(names(&[
+                CALL_ID,
+                STATUS,
+                CLAIMED_AT_MS,
+                UPDATED_AT,
+            ])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":callId", s(call_id.as_str())),
+                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+                (":claimed", s(ReservationStatus::Claimed.as_str())),
+                (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
+                (":nowMs", n(now.timestamp_millis())),
+                (":updatedAt", s(rfc3339_millis(now))),
+            ])))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    async fn finish_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let mut vals = vec![
+            (":callId", s(call_id.as_str())),
+            (":claimed", s(ReservationStatus::Claimed.as_str())),
+            (":outcome", s(outcome.status().as_str())),
+            (":updatedAt", s(rfc3339_millis(now))),
+            (":expireAt", n(terminal_expiry(now))),
+        ];
+        let mut attribute_names = vec![CALL_ID, STATUS, UPDATED_AT, EXPIRE_AT, DUE_MINUTE];
+        let condition = match outcome {
+            Outcome::Sent | Outcome::Failed => "#callId = :callId AND #status = :claimed",
+            Outcome::Missed => {
+                vals.push((":scheduled", s(ReservationStatus::Scheduled.as_str())));
+                vals.push((":abandonedBeforeMs", n(abandoned_before.timestamp_millis())));
+                attribute_names.push(CLAIMED_AT_MS);
+                CLAIMABLE
+            }
+        };
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression(
+                "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt \
+                 REMOVE #dueMinute",
+            )
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&attribute_names)))
+            .set_expression_attribute_values(Some(values(vals)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    async fn count_agent_use(
+        &self,
+        id: &DeviceId,
+        day: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        if limit == 0 {
+            // Nothing can be counted (a missing counter would pass the condition below).
+            return Ok(UsageOutcome::LimitReached);
+        }
+        let table = &self.tables.usage;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .key(DAY, s(day))
+            .update_expression("ADD #useCount :one SET #expireAt = :expireAt")
+            .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit")
+            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":one", n(1)),
+                (":limit", n(limit)),
+                (":expireAt", n(expire_at)),
+            ])))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let item = out.attributes().cloned().unwrap_or_default();
+                let count = Reader { table, item: &item }
+                    .opt_i64(USE_COUNT)?
+                    .and_then(|c| u32::try_from(c).ok())
+                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
+                Ok(UsageOutcome::Counted { count })
+            }
+            Err(e) if condition_failed(&e) => Ok(UsageOutcome::LimitReached),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+}

@@ -60,7 +60,11 @@ impl Store for MemoryStore {
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let mut tables = self.lock();
-        if tables.devices.get(id).is_some_and(|d| &d.voip_token == token) {
+        if tables
+            .devices
+            .get(id)
+            .is_some_and(|d| &d.voip_token == token)
+        {
             tables.devices.remove(id);
             return Ok(true);
         }
@@ -101,12 +105,18 @@ impl Store for MemoryStore {
             .cloned())
     }
 
-    async fn cancel_reservation(&self, id: &DeviceId, now: DateTime<Utc>) -> Result<(), CancelError> {
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
         let mut tables = self.lock();
         match tables.reservations.get(id) {
             None => Err(CancelError::NotFound),
             Some(r) if r.is_expired(now) => Err(CancelError::NotFound),
-            Some(r) if r.status != ReservationStatus::Scheduled => Err(CancelError::TooLate(r.status)),
+            Some(r) if r.status != ReservationStatus::Scheduled => {
+                Err(CancelError::TooLate(r.status))
+            }
             Some(_) => {
                 tables.reservations.remove(id);
                 Ok(())

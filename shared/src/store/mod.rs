@@ -132,7 +132,11 @@ pub trait Store: Send + Sync {
     ) -> Result<Option<Reservation>, StoreError>;
 
     /// Deletes the device's reservation if it is still `scheduled`.
-    async fn cancel_reservation(&self, id: &DeviceId, now: DateTime<Utc>) -> Result<(), CancelError>;
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError>;
 
     /// Reservations in the time bucket `minute` (see `domain::reservation::minute_bucket`) that
     /// are `scheduled` or `claimed`, in time order. A query on the bucket index, never a scan.

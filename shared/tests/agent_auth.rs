@@ -1,0 +1,308 @@
+//! `X-Api-Key` on the agent API, over HTTP against the real local server: every agent route of
+//! `koe::ROUTES` (iterated, so a new route is covered the day it is added) refuses a missing or
+//! wrong key with 401 before its body is read, and accepts every configured (rotated) key.
+
+use koe::routes::Route;
+use koe::{Api, ROUTES};
+use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, send, spawn_app};
+
+/// The second key of a rotation: both must work while clients move over.
+const ROTATED_KEY: &str = "rotated-key-abcdef";
+
+fn agent_routes() -> Vec<&'static Route> {
+    let routes: Vec<&Route> = ROUTES.iter().filter(|r| r.api == Api::Agent).collect();
+    assert!(
+        routes.len() >= 4,
+        "the agent API has PUT /devices and POST, GET, DELETE /calls: {routes:?}"
+    );
+    routes
+}
+
+fn chat_routes() -> Vec<&'static Route> {
+    ROUTES.iter().filter(|r| r.api == Api::Chat).collect()
+}
+
+fn name(route: &Route) -> String {
+    format!("{} {}", route.method, route.path)
+}
+
+async fn rotated_app() -> TestApp {
+    let keys = format!("{TEST_API_KEY},{ROTATED_KEY}");
+    spawn_app(&[("AGENT_API_KEYS", &keys)]).await
+}
+
+/// Asserts the 401 with the union error body, naming the case on failure.
+async fn assert_unauthorized(response: reqwest::Response, case: &str) {
+    let status = response.status().as_u16();
+    assert_eq!(status, 401, "{case}: status");
+    error_body(response, 401, "UNAUTHORIZED").await;
+}
+
+/// Keys that must not open the agent API when the configured keys are `TEST_API_KEY` and
+/// `ROTATED_KEY`.
+fn wrong_keys() -> Vec<(&'static str, String)> {
+    let mut same_length = TEST_API_KEY.to_owned();
+    same_length.pop();
+    same_length.push('X');
+    assert_eq!(same_length.len(), TEST_API_KEY.len());
+    vec![
+        ("empty key", String::new()),
+        ("wrong key of the same length", same_length),
+        ("differently-sized key", "nope".to_owned()),
+        (
+            "prefix of a real key",
+            TEST_API_KEY[..TEST_API_KEY.len() - 1].to_owned(),
+        ),
+        ("real key plus one char", format!("{TEST_API_KEY}0")),
+        ("real key in another case", TEST_API_KEY.to_uppercase()),
+        (
+            "the rotated key in another case",
+            ROTATED_KEY.to_uppercase(),
+        ),
+        ("both keys joined", format!("{TEST_API_KEY},{ROTATED_KEY}")),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals
+
+#[tokio::test]
+async fn every_agent_route_refuses_a_missing_key() {
+    let app = rotated_app().await;
+    for route in agent_routes() {
+        let response = send(
+            app.agent_unauthenticated(route.method.clone(), route.path)
+                .body("{}"),
+        )
+        .await;
+        assert_unauthorized(response, &format!("{}: no key", name(route))).await;
+    }
+    assert!(app.events.published().is_empty(), "a 401 is not notified");
+}
+
+#[tokio::test]
+async fn every_agent_route_refuses_every_wrong_key() {
+    let app = rotated_app().await;
+    for route in agent_routes() {
+        for (case, key) in wrong_keys() {
+            let response = send(
+                app.agent_with_key(route.method.clone(), route.path, &key)
+                    .body("{}"),
+            )
+            .await;
+            assert_unauthorized(response, &format!("{}: {case}", name(route))).await;
+        }
+    }
+    assert!(app.events.published().is_empty(), "a 401 is not notified");
+}
+
+#[tokio::test]
+async fn without_configured_keys_every_key_is_refused_even_an_empty_one() {
+    let app = spawn_app(&[("AGENT_API_KEYS", "")]).await;
+    for route in agent_routes() {
+        for key in ["", TEST_API_KEY] {
+            let response = send(
+                app.agent_with_key(route.method.clone(), route.path, key)
+                    .body("{}"),
+            )
+            .await;
+            assert_unauthorized(response, &format!("{}: key {key:?}", name(route))).await;
+        }
+        let response = send(app.agent_unauthenticated(route.method.clone(), route.path)).await;
+        assert_unauthorized(response, &format!("{}: no key", name(route))).await;
+    }
+}
+
+#[tokio::test]
+async fn a_refused_request_changes_nothing() {
+    let app = rotated_app().await;
+    let body = serde_json::json!({
+        "deviceId": "auth-device-1",
+        "voipToken": "ab".repeat(32),
+    });
+    let response = send(
+        app.agent_with_key(http::Method::PUT, "/devices", "wrong-key")
+            .body(body.to_string()),
+    )
+    .await;
+    assert_unauthorized(response, "PUT /devices with a wrong key").await;
+    let id = koe::domain::device::DeviceId::parse("deviceId", "auth-device-1").unwrap();
+    assert!(
+        app.store.get_device(&id).await.unwrap().is_none(),
+        "nothing stored"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key comes before the body
+
+#[tokio::test]
+async fn the_key_is_checked_before_an_invalid_json_body() {
+    let app = rotated_app().await;
+    for route in agent_routes() {
+        let response = send(
+            app.agent_unauthenticated(route.method.clone(), route.path)
+                .body("{not json"),
+        )
+        .await;
+        assert_unauthorized(response, &format!("{}: invalid JSON, no key", name(route))).await;
+        let response = send(
+            app.agent_with_key(route.method.clone(), route.path, "wrong-key")
+                .body("{not json"),
+        )
+        .await;
+        assert_unauthorized(
+            response,
+            &format!("{}: invalid JSON, wrong key", name(route)),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn the_key_is_checked_before_an_oversized_body() {
+    let app = rotated_app().await;
+    let oversized = format!(r#"{{"pad": "{}"}}"#, "x".repeat(100 * 1024));
+    for route in agent_routes() {
+        let response = send(
+            app.agent_unauthenticated(route.method.clone(), route.path)
+                .body(oversized.clone()),
+        )
+        .await;
+        assert_unauthorized(response, &format!("{}: 100 KB body, no key", name(route))).await;
+    }
+    // With the key, the same body is the size cap's 400.
+    let response = send(app.agent(http::Method::PUT, "/devices").body(oversized)).await;
+    let body = error_body(response, 400, "INVALID_REQUEST").await;
+    assert!(
+        body["message"].as_str().unwrap().starts_with("body "),
+        "{body}"
+    );
+}
+
+/// Sends only the head of a request announcing a body that never comes, and returns the
+/// status line of the answer (or panics if none arrives within 5 s).
+fn status_line_without_sending_the_body(agent_url: &str, head: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = agent_url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            Err(e) => panic!(
+                "no answer while the body is outstanding ({e}): the server waits for the body \
+                 before checking the key"
+            ),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn the_key_is_refused_without_waiting_for_the_body() {
+    let app = rotated_app().await;
+    for route in agent_routes() {
+        let head = format!(
+            "{} {} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+             content-length: 4096\r\n\r\n",
+            route.method, route.path
+        );
+        let url = app.agent_url.clone();
+        let line =
+            tokio::task::spawn_blocking(move || status_line_without_sending_the_body(&url, &head))
+                .await
+                .unwrap();
+        assert!(line.starts_with("HTTP/1.1 401"), "{}: {line}", name(route));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accepted keys
+
+#[tokio::test]
+async fn both_rotated_keys_are_accepted_on_every_agent_route() {
+    let app = rotated_app().await;
+    for route in agent_routes() {
+        for key in [TEST_API_KEY, ROTATED_KEY] {
+            // An empty object (or no query): past the key, the request itself is invalid.
+            let response = send(
+                app.agent_with_key(route.method.clone(), route.path, key)
+                    .body("{}"),
+            )
+            .await;
+            let status = response.status().as_u16();
+            assert_ne!(status, 401, "{} with key {key}", name(route));
+            error_body(response, 400, "INVALID_REQUEST").await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_key_works_for_a_real_request() {
+    let app = rotated_app().await;
+    let body = serde_json::json!({
+        "deviceId": "auth-device-2",
+        "voipToken": "cd".repeat(32),
+    });
+    let response = send(
+        app.agent_with_key(http::Method::PUT, "/devices", ROTATED_KEY)
+            .body(body.to_string()),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let response = send(app.agent_with_key(
+        http::Method::GET,
+        "/calls?deviceId=auth-device-2",
+        TEST_API_KEY,
+    ))
+    .await;
+    error_body(response, 404, "NOT_FOUND").await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chat needs no key
+
+#[tokio::test]
+async fn chat_routes_need_no_key() {
+    let app = rotated_app().await;
+    let chat = chat_routes();
+    assert!(!chat.is_empty());
+    for route in chat {
+        let body = if route.method == http::Method::POST {
+            r#"{"messages": [{"role": "user", "content": "Hello?"}]}"#
+        } else {
+            ""
+        };
+        let response = app
+            .client
+            .request(
+                route.method.clone(),
+                format!("{}{}", app.chat_url, route.path),
+            )
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        assert_ne!(status, 401, "{} without a key", name(route));
+        if route.path == "/api/error" {
+            error_body(response, 500, "TEST_ERROR").await;
+        } else {
+            assert_eq!(status, 200, "{} without a key", name(route));
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! PUT /devices over HTTP against the real local server (in-memory store, manual clock).
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use koe::clock::Clock;
+use koe::domain::device::{DeviceId, PushEnvironment};
+use koe_testkit::clock::ManualClock;
+use koe_testkit::harness::{
+    FailingStore, TestApp, error_body, invalid_field, send, spawn_app_with,
+};
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-03-01T00:00:00Z";
+const NOW_MILLIS: &str = "2026-03-01T00:00:00.000Z";
+const DEVICE: &str = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
+
+fn token() -> String {
+    format!("ab{}", "cdef0123".repeat(8))
+}
+
+async fn app_at_now() -> (TestApp, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone())).await;
+    (app, clock)
+}
+
+async fn put_raw(app: &TestApp, body: impl Into<reqwest::Body>) -> reqwest::Response {
+    send(app.agent(http::Method::PUT, "/devices").body(body)).await
+}
+
+async fn put(app: &TestApp, body: &Value) -> reqwest::Response {
+    put_raw(app, body.to_string()).await
+}
+
+fn device_id(raw: &str) -> DeviceId {
+    DeviceId::parse("deviceId", raw).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Success
+
+#[tokio::test]
+async fn put_registers_the_device_and_answers_without_the_token() {
+    let (app, _clock) = app_at_now().await;
+    let response = put(&app, &json!({"deviceId": DEVICE, "voipToken": token()})).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let text = response.text().await.unwrap();
+    assert!(
+        !text.contains(&token()),
+        "the token is never returned: {text}"
+    );
+    assert!(!text.contains("cdef0123"), "no part of the token: {text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        body,
+        json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS})
+    );
+
+    let stored = app
+        .store
+        .get_device(&device_id(DEVICE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.voip_token.expose(), token());
+    assert_eq!(stored.environment, PushEnvironment::Production);
+    assert_eq!(stored.updated_at, app.clock.now());
+    assert!(app.events.published().is_empty());
+}
+
+#[tokio::test]
+async fn environment_sandbox_and_explicit_production_are_kept() {
+    let (app, _clock) = app_at_now().await;
+    for (device, environment) in [("dev-sandbox", "sandbox"), ("dev-production", "production")] {
+        let response = put(
+            &app,
+            &json!({"deviceId": device, "voipToken": token(), "environment": environment}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 200, "{environment}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["environment"], environment);
+        let stored = app
+            .store
+            .get_device(&device_id(device))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.environment.as_str(), environment);
+    }
+}
+
+#[tokio::test]
+async fn null_environment_means_production_and_unknown_fields_are_ignored() {
+    let (app, _clock) = app_at_now().await;
+    let response = put(
+        &app,
+        &json!({"deviceId": DEVICE, "voipToken": token(), "environment": null, "extra": [1, 2]}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["environment"], "production");
+    assert!(body.get("extra").is_none());
+}
+
+#[tokio::test]
+async fn an_uppercase_hex_token_is_accepted_and_stored_lowercase() {
+    let (app, _clock) = app_at_now().await;
+    let upper = token().to_uppercase();
+    let response = put(&app, &json!({"deviceId": DEVICE, "voipToken": upper})).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    assert!(!text.to_lowercase().contains(&token()), "{text}");
+    let stored = app
+        .store
+        .get_device(&device_id(DEVICE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.voip_token.expose(), token());
+}
+
+#[tokio::test]
+async fn tokens_of_64_and_200_hex_digits_are_accepted() {
+    let (app, _clock) = app_at_now().await;
+    for (device, len) in [("dev-64", 64), ("dev-200", 200)] {
+        let hex = "0123456789abcdef".repeat(13)[..len].to_owned();
+        let response = put(&app, &json!({"deviceId": device, "voipToken": hex})).await;
+        assert_eq!(response.status().as_u16(), 200, "{len} digits");
+        let stored = app
+            .store
+            .get_device(&device_id(device))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.voip_token.expose(), hex);
+    }
+}
+
+#[tokio::test]
+async fn device_ids_of_every_allowed_character_and_128_chars_are_accepted() {
+    let (app, _clock) = app_at_now().await;
+    for device in ["a", "AZaz09-_.:", &"d".repeat(128)] {
+        let response = put(&app, &json!({"deviceId": device, "voipToken": token()})).await;
+        assert_eq!(response.status().as_u16(), 200, "{device}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["deviceId"], device);
+    }
+}
+
+#[tokio::test]
+async fn a_second_put_replaces_token_environment_and_time() {
+    let (app, clock) = app_at_now().await;
+    let first = put(&app, &json!({"deviceId": DEVICE, "voipToken": token()})).await;
+    assert_eq!(first.status().as_u16(), 200);
+
+    clock.advance(Duration::seconds(90));
+    let new_token = "ef".repeat(40);
+    let second = put(
+        &app,
+        &json!({"deviceId": DEVICE, "voipToken": new_token, "environment": "sandbox"}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"deviceId": DEVICE, "environment": "sandbox", "updatedAt": "2026-03-01T00:01:30.000Z"})
+    );
+    let stored = app
+        .store
+        .get_device(&device_id(DEVICE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.voip_token.expose(), new_token);
+    assert_eq!(stored.environment, PushEnvironment::Sandbox);
+    assert_eq!(stored.updated_at, clock.now());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 400: every class names its field
+
+#[tokio::test]
+async fn each_invalid_body_is_a_400_naming_its_field() {
+    let (app, _clock) = app_at_now().await;
+    let t = token();
+    let obj = |pairs: Value| pairs.to_string();
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("malformed JSON", r#"{"deviceId": "#.to_owned(), "body"),
+        ("empty body", String::new(), "body"),
+        ("whitespace body", "  \n ".to_owned(), "body"),
+        ("array", "[1, 2]".to_owned(), "body"),
+        ("string", r#""device""#.to_owned(), "body"),
+        ("null", "null".to_owned(), "body"),
+        ("deviceId missing", obj(json!({"voipToken": t})), "deviceId"),
+        (
+            "deviceId null",
+            obj(json!({"deviceId": null, "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId empty",
+            obj(json!({"deviceId": "", "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId with a space",
+            obj(json!({"deviceId": "my phone", "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId with a slash",
+            obj(json!({"deviceId": "a/b", "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId non-ASCII",
+            obj(json!({"deviceId": "デバイス", "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId 129 chars",
+            obj(json!({"deviceId": "d".repeat(129), "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId a number",
+            obj(json!({"deviceId": 42, "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "deviceId an object",
+            obj(json!({"deviceId": {"id": "x"}, "voipToken": t})),
+            "deviceId",
+        ),
+        (
+            "voipToken missing",
+            obj(json!({"deviceId": DEVICE})),
+            "voipToken",
+        ),
+        (
+            "voipToken empty",
+            obj(json!({"deviceId": DEVICE, "voipToken": ""})),
+            "voipToken",
+        ),
+        (
+            "voipToken 63 chars",
+            obj(json!({"deviceId": DEVICE, "voipToken": "a".repeat(63)})),
+            "voipToken",
+        ),
+        (
+            "voipToken 201 chars",
+            obj(json!({"deviceId": DEVICE, "voipToken": "a".repeat(201)})),
+            "voipToken",
+        ),
+        (
+            "voipToken non-hex",
+            obj(json!({"deviceId": DEVICE, "voipToken": "g".repeat(64)})),
+            "voipToken",
+        ),
+        (
+            "voipToken with spaces",
+            obj(json!({"deviceId": DEVICE, "voipToken": format!("<{}>", "ab ".repeat(30))})),
+            "voipToken",
+        ),
+        (
+            "voipToken a number",
+            obj(json!({"deviceId": DEVICE, "voipToken": 1234})),
+            "voipToken",
+        ),
+        (
+            "voipToken an array",
+            obj(json!({"deviceId": DEVICE, "voipToken": [t]})),
+            "voipToken",
+        ),
+        (
+            "environment staging",
+            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": "staging"})),
+            "environment",
+        ),
+        (
+            "environment uppercase",
+            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": "Sandbox"})),
+            "environment",
+        ),
+        (
+            "environment a number",
+            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": 1})),
+            "environment",
+        ),
+        (
+            "environment a boolean",
+            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": true})),
+            "environment",
+        ),
+    ];
+    for (case, body, field) in cases {
+        let response = put_raw(&app, body).await;
+        assert_eq!(response.status().as_u16(), 400, "{case}");
+        let body = invalid_field(response, field).await;
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            !message.contains(&t),
+            "{case}: the message never quotes the token"
+        );
+    }
+    assert!(
+        app.store
+            .get_device(&device_id(DEVICE))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing was stored"
+    );
+    assert!(app.events.published().is_empty(), "a 400 is not notified");
+}
+
+#[tokio::test]
+async fn a_body_over_8_kib_is_a_400_naming_the_body() {
+    let (app, _clock) = app_at_now().await;
+    let padding = "x".repeat(8 * 1024);
+    let body = json!({"deviceId": DEVICE, "voipToken": token(), "pad": padding});
+    let response = put(&app, &body).await;
+    let body = invalid_field(response, "body").await;
+    assert!(body["message"].as_str().unwrap().contains("8192"), "{body}");
+    assert!(
+        app.store
+            .get_device(&device_id(DEVICE))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_body_of_exactly_8_kib_is_accepted() {
+    let (app, _clock) = app_at_now().await;
+    let base = json!({"deviceId": DEVICE, "voipToken": token(), "pad": ""}).to_string();
+    let padding = "x".repeat(8 * 1024 - base.len());
+    let body = json!({"deviceId": DEVICE, "voipToken": token(), "pad": padding}).to_string();
+    assert_eq!(body.len(), 8 * 1024);
+    let response = put_raw(&app, body).await;
+    assert_eq!(response.status().as_u16(), 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 503
+
+#[tokio::test]
+async fn a_failing_store_is_a_503_with_an_error_notification() {
+    let app = spawn_app_with(&[], |app| app.with_store(Arc::new(FailingStore))).await;
+    let response = put(&app, &json!({"deviceId": DEVICE, "voipToken": token()})).await;
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text_check = error_body(response, 503, "SERVICE_UNAVAILABLE").await;
+    assert!(!text_check.to_string().contains(&token()));
+
+    let published = app.events.published();
+    assert_eq!(published.len(), 1, "one notification: {published:?}");
+    let n = &published[0];
+    assert_eq!(n.code, "SERVICE_UNAVAILABLE");
+    assert_eq!(n.status, 503);
+    assert_eq!(n.route, "PUT /devices");
+    assert_eq!(n.function, "put-device");
+    assert_eq!(n.request_id, request_id);
+    assert!(
+        (Utc::now() - n.time).num_seconds().abs() < 60,
+        "system clock time"
+    );
+}
+
+#[tokio::test]
+async fn validation_comes_before_the_store() {
+    let app = spawn_app_with(&[], |app| app.with_store(Arc::new(FailingStore))).await;
+    let response = put(&app, &json!({"deviceId": DEVICE, "voipToken": "xyz"})).await;
+    invalid_field(response, "voipToken").await;
+    assert!(app.events.published().is_empty());
+}

@@ -1,0 +1,1051 @@
+//! The contract of the `Store` port (`koe::store::Store`), held against every adapter.
+//!
+//! Each contract test is one adapter-agnostic `async fn name(store: Arc<dyn Store>)` at the top
+//! of this file; `contract_suite!` instantiates all of them once per adapter (`mod memory`,
+//! `mod dynamodb`), so both adapters answer to exactly the same assertions.
+//!
+//! Conventions:
+//! - Time is always explicit (`now` handed to the store, as the app's `Clock` does), starting at
+//!   [`t0`] in 2035 so that TTLs set by the tests never lapse by the wall clock (DynamoDB itself
+//!   must never delete a record a test still reads). Times carry milliseconds: adapters round-trip
+//!   timestamps to the millisecond.
+//! - Device ids are random, so tests never collide even on shared tables.
+//! - `stale_before` = now − [`GRACE`], `abandoned_before` = now − [`CLAIM_TIMEOUT`], as the
+//!   dispatcher computes them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{
+    CallId, Reservation, ReservationStatus, ScheduledAt, minute_bucket, terminal_expiry,
+};
+use koe::store::{CancelError, CreateError, Outcome, Store, UsageOutcome};
+use tokio::sync::Barrier;
+
+type DynStore = Arc<dyn Store>;
+
+/// A scheduled reservation this far past its time can no longer be sent (app default 120 s).
+const GRACE: Duration = Duration::seconds(120);
+/// A claim this old counts as abandoned (its run died).
+const CLAIM_TIMEOUT: Duration = Duration::seconds(30);
+/// How far ahead the standard test reservation is made.
+const LEAD: Duration = Duration::seconds(60);
+
+const JST: i32 = 9 * 3600;
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+/// The tests' base time: 2035-03-01T00:00:00.123Z.
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2035, 3, 1, 0, 0, 0).unwrap() + Duration::milliseconds(123)
+}
+
+fn secs(n: i64) -> Duration {
+    Duration::seconds(n)
+}
+
+fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - GRACE
+}
+
+fn abandoned_before(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - CLAIM_TIMEOUT
+}
+
+fn new_device_id() -> DeviceId {
+    let raw = format!(
+        "contract-{:016x}-{:08x}",
+        fastrand::u64(..),
+        fastrand::u32(..)
+    );
+    DeviceId::parse("deviceId", &raw).unwrap()
+}
+
+fn new_token() -> VoipToken {
+    let hex: String = (0..64)
+        .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
+        .collect();
+    VoipToken::parse("voipToken", &hex).unwrap()
+}
+
+fn device(id: &DeviceId, environment: PushEnvironment, now: DateTime<Utc>) -> Device {
+    Device {
+        device_id: id.clone(),
+        voip_token: new_token(),
+        environment,
+        updated_at: now,
+    }
+}
+
+/// `now + lead`, written with the given UTC offset (seconds east) and milliseconds, parsed the way
+/// the API parses a client's `scheduledAt`.
+fn scheduled_at(now: DateTime<Utc>, lead: Duration, offset_east_secs: i32) -> ScheduledAt {
+    let offset = FixedOffset::east_opt(offset_east_secs).unwrap();
+    let raw = (now + lead)
+        .with_timezone(&offset)
+        .to_rfc3339_opts(SecondsFormat::Millis, false);
+    ScheduledAt::parse("scheduledAt", &raw, now).unwrap()
+}
+
+/// A new `scheduled` reservation made at `now`, `lead` ahead, in JST, with a caller name.
+fn reservation(id: &DeviceId, now: DateTime<Utc>, lead: Duration) -> Reservation {
+    Reservation::new(
+        id.clone(),
+        scheduled_at(now, lead, JST),
+        Some("Mika".into()),
+        now,
+    )
+}
+
+async fn create(store: &DynStore, r: &Reservation, now: DateTime<Utc>) {
+    store
+        .create_reservation(r, now, stale_before(now))
+        .await
+        .unwrap_or_else(|e| panic!("create_reservation {}: {e:?}", r.call_id.as_str()));
+}
+
+async fn get(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Option<Reservation> {
+    store
+        .get_reservation(id, now)
+        .await
+        .expect("get_reservation")
+}
+
+async fn get_some(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Reservation {
+    get(store, id, now)
+        .await
+        .unwrap_or_else(|| panic!("a reservation for {id:?} at {now}"))
+}
+
+async fn claim(store: &DynStore, r: &Reservation, now: DateTime<Utc>) -> bool {
+    store
+        .claim_reservation(&r.device_id, &r.call_id, now, abandoned_before(now))
+        .await
+        .expect("claim_reservation")
+}
+
+async fn finish(store: &DynStore, r: &Reservation, outcome: Outcome, now: DateTime<Utc>) -> bool {
+    store
+        .finish_reservation(
+            &r.device_id,
+            &r.call_id,
+            outcome,
+            now,
+            abandoned_before(now),
+        )
+        .await
+        .expect("finish_reservation")
+}
+
+/// A reservation driven into `status` along the dispatcher's path, for a fresh device: made at
+/// [`t0`] for `t0 + LEAD`, claimed at its time, sent/failed a second later, or missed after the
+/// grace period. Returns the record as stored and the time of its last transition.
+async fn seeded(store: &DynStore, status: ReservationStatus) -> (Reservation, DateTime<Utc>) {
+    let id = new_device_id();
+    let r = reservation(&id, t0(), LEAD);
+    create(store, &r, t0()).await;
+    let due = r.scheduled_at.utc();
+    let last = match status {
+        ReservationStatus::Scheduled => t0(),
+        ReservationStatus::Claimed => {
+            assert!(claim(store, &r, due).await, "seed: claim");
+            due
+        }
+        ReservationStatus::Sent | ReservationStatus::Failed => {
+            assert!(claim(store, &r, due).await, "seed: claim");
+            let outcome = if status == ReservationStatus::Sent {
+                Outcome::Sent
+            } else {
+                Outcome::Failed
+            };
+            assert!(
+                finish(store, &r, outcome, due + secs(1)).await,
+                "seed: finish"
+            );
+            due + secs(1)
+        }
+        ReservationStatus::Missed => {
+            let late = due + GRACE + secs(1);
+            assert!(finish(store, &r, Outcome::Missed, late).await, "seed: miss");
+            late
+        }
+    };
+    let stored = get_some(store, &id, last).await;
+    assert_eq!(stored.status, status, "seeded status");
+    (stored, last)
+}
+
+fn counted(count: u32) -> UsageOutcome {
+    UsageOutcome::Counted { count }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+async fn put_device_then_get_returns_the_same_record(store: DynStore) {
+    let id = new_device_id();
+    let d = device(&id, PushEnvironment::Sandbox, t0());
+    store.put_device(&d).await.expect("put_device");
+    assert_eq!(store.get_device(&id).await.expect("get_device"), Some(d));
+
+    let other = device(&new_device_id(), PushEnvironment::Production, t0());
+    store.put_device(&other).await.expect("put_device");
+    assert_eq!(
+        store
+            .get_device(&other.device_id)
+            .await
+            .expect("get_device"),
+        Some(other)
+    );
+}
+
+async fn put_device_again_replaces_token_and_environment(store: DynStore) {
+    let id = new_device_id();
+    let first = device(&id, PushEnvironment::Sandbox, t0());
+    store.put_device(&first).await.expect("put_device");
+    let second = device(&id, PushEnvironment::Production, t0() + secs(5));
+    assert_ne!(first.voip_token, second.voip_token);
+    store.put_device(&second).await.expect("put_device again");
+    assert_eq!(
+        store.get_device(&id).await.expect("get_device"),
+        Some(second)
+    );
+}
+
+async fn get_unknown_device_is_none(store: DynStore) {
+    assert_eq!(
+        store
+            .get_device(&new_device_id())
+            .await
+            .expect("get_device"),
+        None
+    );
+}
+
+async fn remove_device_with_the_current_token_deletes_it(store: DynStore) {
+    let id = new_device_id();
+    let d = device(&id, PushEnvironment::Production, t0());
+    store.put_device(&d).await.expect("put_device");
+    assert!(
+        store
+            .remove_device(&id, &d.voip_token)
+            .await
+            .expect("remove_device"),
+        "removed with the current token"
+    );
+    assert_eq!(store.get_device(&id).await.expect("get_device"), None);
+    assert!(
+        !store
+            .remove_device(&id, &d.voip_token)
+            .await
+            .expect("remove_device"),
+        "nothing left to remove"
+    );
+}
+
+async fn remove_device_with_a_stale_token_keeps_it(store: DynStore) {
+    let id = new_device_id();
+    let old = device(&id, PushEnvironment::Production, t0());
+    store.put_device(&old).await.expect("put_device");
+    let new = device(&id, PushEnvironment::Production, t0() + secs(1));
+    store.put_device(&new).await.expect("put_device again");
+    assert!(
+        !store
+            .remove_device(&id, &old.voip_token)
+            .await
+            .expect("remove_device"),
+        "a stale token removes nothing"
+    );
+    assert_eq!(store.get_device(&id).await.expect("get_device"), Some(new));
+
+    let unknown = new_device_id();
+    assert!(
+        !store
+            .remove_device(&unknown, &new_token())
+            .await
+            .expect("remove_device"),
+        "an unknown device removes nothing"
+    );
+    assert_eq!(store.get_device(&unknown).await.expect("get_device"), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reservations: create and get
+
+async fn create_then_get_returns_the_equal_record(store: DynStore) {
+    // A caller name beyond ASCII, a fractional second and a non-UTC offset.
+    let id = new_device_id();
+    let r = Reservation::new(
+        id.clone(),
+        scheduled_at(t0(), LEAD, JST),
+        Some("ミカ 🌸 \"Mika\"".into()),
+        t0(),
+    );
+    create(&store, &r, t0()).await;
+    let stored = get_some(&store, &id, t0()).await;
+    assert_eq!(stored, r);
+    assert_eq!(stored.status, ReservationStatus::Scheduled);
+    assert_eq!(
+        stored.scheduled_at.with_offset().offset(),
+        &FixedOffset::east_opt(JST).unwrap(),
+        "the client's offset is kept"
+    );
+    assert_eq!(
+        stored
+            .scheduled_at
+            .with_offset()
+            .to_rfc3339_opts(SecondsFormat::Millis, false),
+        "2035-03-01T09:01:00.123+09:00"
+    );
+
+    // No caller name, a negative half-hour offset.
+    let id2 = new_device_id();
+    let r2 = Reservation::new(
+        id2.clone(),
+        scheduled_at(t0(), secs(3600), -(3 * 3600 + 1800)),
+        None,
+        t0(),
+    );
+    create(&store, &r2, t0()).await;
+    let stored2 = get_some(&store, &id2, t0()).await;
+    assert_eq!(stored2, r2);
+    assert_eq!(stored2.caller_name, None);
+    assert_eq!(
+        stored2.scheduled_at.with_offset().offset(),
+        &FixedOffset::west_opt(3 * 3600 + 1800).unwrap()
+    );
+}
+
+async fn get_unknown_reservation_is_none(store: DynStore) {
+    assert_eq!(get(&store, &new_device_id(), t0()).await, None);
+}
+
+async fn create_while_scheduled_is_exists_and_keeps_the_first(store: DynStore) {
+    let (first, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = t0() + secs(10);
+    let second = reservation(&first.device_id, now, secs(300));
+    assert_eq!(
+        store
+            .create_reservation(&second, now, stale_before(now))
+            .await,
+        Err(CreateError::Exists)
+    );
+    assert_eq!(get(&store, &first.device_id, now).await, Some(first));
+}
+
+async fn create_while_claimed_is_exists(store: DynStore) {
+    let (first, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(5);
+    let second = reservation(&first.device_id, now, secs(300));
+    assert_eq!(
+        store
+            .create_reservation(&second, now, stale_before(now))
+            .await,
+        Err(CreateError::Exists)
+    );
+    assert_eq!(get(&store, &first.device_id, now).await, Some(first));
+}
+
+async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
+    for status in [
+        ReservationStatus::Sent,
+        ReservationStatus::Failed,
+        ReservationStatus::Missed,
+    ] {
+        let (old, ended) = seeded(&store, status).await;
+        let now = ended + secs(1);
+        let new = reservation(&old.device_id, now, secs(600));
+        assert_eq!(
+            store.create_reservation(&new, now, stale_before(now)).await,
+            Ok(()),
+            "a {status:?} record is replaced"
+        );
+        assert_eq!(
+            get(&store, &old.device_id, now).await,
+            Some(new),
+            "after replacing {status:?}"
+        );
+    }
+}
+
+async fn create_replaces_a_stale_scheduled_or_claimed_record(store: DynStore) {
+    // Scheduled, never dispatched: its time is exactly `stale_before` → still holds the slot;
+    // one millisecond later it is stale and is replaced.
+    let (old, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let due = old.scheduled_at.utc();
+    let now = due + GRACE;
+    let new = reservation(&old.device_id, now, secs(600));
+    assert_eq!(
+        store.create_reservation(&new, now, due).await,
+        Err(CreateError::Exists),
+        "time == stale_before is not stale"
+    );
+    assert_eq!(get(&store, &old.device_id, now).await, Some(old.clone()));
+    let later = now + Duration::milliseconds(1);
+    assert_eq!(
+        store
+            .create_reservation(&new, later, stale_before(later))
+            .await,
+        Ok(()),
+        "time < stale_before is stale"
+    );
+    assert_eq!(get(&store, &old.device_id, later).await, Some(new));
+
+    // Claimed by a run that never finished, long past its time: also replaceable.
+    let (old, _) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = old.scheduled_at.utc() + GRACE + secs(1);
+    let new = reservation(&old.device_id, now, secs(600));
+    assert_eq!(
+        store.create_reservation(&new, now, stale_before(now)).await,
+        Ok(()),
+        "a stale claim is replaced"
+    );
+    assert_eq!(get(&store, &old.device_id, now).await, Some(new));
+}
+
+async fn an_expired_terminal_record_reads_as_none_and_is_replaceable(store: DynStore) {
+    let (sent, ended) = seeded(&store, ReservationStatus::Sent).await;
+    let expire_at = sent.expire_at.expect("a terminal record has expireAt");
+    let expiry = Utc.timestamp_opt(expire_at, 0).unwrap();
+
+    let just_before = expiry - secs(1);
+    assert_eq!(
+        get(&store, &sent.device_id, just_before).await,
+        Some(sent.clone()),
+        "readable until expireAt"
+    );
+    assert_eq!(
+        get(&store, &sent.device_id, expiry).await,
+        None,
+        "gone at expireAt ({ended} + retention)"
+    );
+
+    let new = reservation(&sent.device_id, expiry, secs(600));
+    assert_eq!(
+        store
+            .create_reservation(&new, expiry, stale_before(expiry))
+            .await,
+        Ok(())
+    );
+    assert_eq!(get(&store, &sent.device_id, expiry).await, Some(new));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancel
+
+async fn cancel_scheduled_deletes_it(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = t0() + secs(5);
+    assert_eq!(store.cancel_reservation(&r.device_id, now).await, Ok(()));
+    assert_eq!(get(&store, &r.device_id, now).await, None);
+    assert_eq!(
+        store.cancel_reservation(&r.device_id, now).await,
+        Err(CancelError::NotFound),
+        "a second cancel finds nothing"
+    );
+}
+
+async fn cancel_without_a_reservation_is_not_found(store: DynStore) {
+    assert_eq!(
+        store.cancel_reservation(&new_device_id(), t0()).await,
+        Err(CancelError::NotFound)
+    );
+}
+
+async fn cancel_claimed_is_too_late_and_keeps_it(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + Duration::milliseconds(10);
+    assert_eq!(
+        store.cancel_reservation(&r.device_id, now).await,
+        Err(CancelError::TooLate(ReservationStatus::Claimed))
+    );
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r));
+}
+
+async fn cancel_sent_failed_or_missed_is_too_late_with_its_status(store: DynStore) {
+    for status in [
+        ReservationStatus::Sent,
+        ReservationStatus::Failed,
+        ReservationStatus::Missed,
+    ] {
+        let (r, ended) = seeded(&store, status).await;
+        let now = ended + secs(60);
+        assert_eq!(
+            store.cancel_reservation(&r.device_id, now).await,
+            Err(CancelError::TooLate(status))
+        );
+        assert_eq!(get(&store, &r.device_id, now).await, Some(r));
+    }
+}
+
+async fn cancel_expired_is_not_found(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Sent).await;
+    let expiry = Utc
+        .timestamp_opt(r.expire_at.expect("expireAt"), 0)
+        .unwrap();
+    assert_eq!(
+        store.cancel_reservation(&r.device_id, expiry).await,
+        Err(CancelError::NotFound)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim
+
+async fn claim_with_a_wrong_call_id_or_device_is_refused(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = r.scheduled_at.utc();
+    let wrong = CallId::generate();
+    assert_ne!(wrong, r.call_id);
+    assert!(
+        !store
+            .claim_reservation(&r.device_id, &wrong, now, abandoned_before(now))
+            .await
+            .expect("claim_reservation"),
+        "wrong callId"
+    );
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
+    assert!(
+        !store
+            .claim_reservation(&new_device_id(), &r.call_id, now, abandoned_before(now))
+            .await
+            .expect("claim_reservation"),
+        "unknown device"
+    );
+}
+
+async fn claim_scheduled_wins_and_records_claimed_at(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = r.scheduled_at.utc() - Duration::milliseconds(1500);
+    assert!(claim(&store, &r, now).await);
+    let stored = get_some(&store, &r.device_id, now).await;
+    let expected = Reservation {
+        status: ReservationStatus::Claimed,
+        claimed_at: Some(now),
+        updated_at: now,
+        ..r
+    };
+    assert_eq!(stored, expected);
+}
+
+async fn a_second_claim_of_a_fresh_claim_is_refused(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(5);
+    assert!(!claim(&store, &r, now).await, "fresh claim held");
+    // Boundary: a claim made exactly at `abandoned_before` is not abandoned.
+    assert!(
+        !store
+            .claim_reservation(&r.device_id, &r.call_id, now, claimed_at)
+            .await
+            .expect("claim_reservation"),
+        "claimed_at == abandoned_before is not abandoned"
+    );
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r));
+}
+
+async fn a_claim_made_before_abandoned_before_can_be_reclaimed(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + CLAIM_TIMEOUT + Duration::milliseconds(1);
+    assert!(abandoned_before(now) > claimed_at);
+    assert!(claim(&store, &r, now).await, "abandoned claim re-claimed");
+    let stored = get_some(&store, &r.device_id, now).await;
+    assert_eq!(stored.status, ReservationStatus::Claimed);
+    assert_eq!(stored.claimed_at, Some(now), "the new claim's time");
+    assert_eq!(stored.call_id, r.call_id);
+    // The new claim is fresh again.
+    let soon = now + secs(1);
+    assert!(!claim(&store, &r, soon).await, "the re-claim is fresh");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finish
+
+async fn finish_sent_or_failed_from_claimed_sets_status_and_expiry(store: DynStore) {
+    for outcome in [Outcome::Sent, Outcome::Failed] {
+        let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+        let now = claimed_at + Duration::milliseconds(700);
+        assert!(finish(&store, &r, outcome, now).await, "{outcome:?}");
+        let stored = get_some(&store, &r.device_id, now).await;
+        let expected = Reservation {
+            status: outcome.status(),
+            updated_at: now,
+            expire_at: Some(terminal_expiry(now)),
+            ..r
+        };
+        assert_eq!(stored, expected, "{outcome:?} keeps claimed_at");
+    }
+}
+
+async fn finish_sent_or_failed_from_scheduled_is_refused(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = r.scheduled_at.utc();
+    assert!(!finish(&store, &r, Outcome::Sent, now).await, "sent");
+    assert!(!finish(&store, &r, Outcome::Failed, now).await, "failed");
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r));
+}
+
+async fn finish_with_a_wrong_call_id_is_refused(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(1);
+    let wrong = CallId::generate();
+    for outcome in [Outcome::Sent, Outcome::Failed, Outcome::Missed] {
+        assert!(
+            !store
+                .finish_reservation(&r.device_id, &wrong, outcome, now, now)
+                .await
+                .expect("finish_reservation"),
+            "{outcome:?} with a wrong callId"
+        );
+    }
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r));
+}
+
+async fn finish_missed_from_scheduled_sets_status_and_expiry(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let now = r.scheduled_at.utc() + GRACE + Duration::milliseconds(250);
+    assert!(finish(&store, &r, Outcome::Missed, now).await);
+    let stored = get_some(&store, &r.device_id, now).await;
+    let expected = Reservation {
+        status: ReservationStatus::Missed,
+        updated_at: now,
+        expire_at: Some(terminal_expiry(now)),
+        ..r
+    };
+    assert_eq!(stored, expected);
+}
+
+async fn finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one(
+    store: DynStore,
+) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(5);
+    assert!(
+        !finish(&store, &r, Outcome::Missed, now).await,
+        "fresh claim"
+    );
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
+
+    let later = claimed_at + GRACE + secs(1);
+    assert!(abandoned_before(later) > claimed_at);
+    assert!(
+        finish(&store, &r, Outcome::Missed, later).await,
+        "abandoned claim"
+    );
+    let stored = get_some(&store, &r.device_id, later).await;
+    assert_eq!(stored.status, ReservationStatus::Missed);
+    assert_eq!(stored.expire_at, Some(terminal_expiry(later)));
+}
+
+async fn finishing_twice_is_refused_the_second_time(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(1);
+    assert!(finish(&store, &r, Outcome::Sent, now).await, "first finish");
+    let sent = get_some(&store, &r.device_id, now).await;
+    let later = now + secs(10);
+    for outcome in [Outcome::Sent, Outcome::Failed, Outcome::Missed] {
+        assert!(
+            !finish(&store, &r, outcome, later).await,
+            "{outcome:?} after sent"
+        );
+    }
+    // Also far later, when every claim would count as abandoned.
+    assert!(
+        !finish(&store, &r, Outcome::Missed, now + secs(3600)).await,
+        "missed after sent, much later"
+    );
+    assert!(
+        !claim(&store, &r, now + secs(3600)).await,
+        "a finished record is never claimed again"
+    );
+    assert_eq!(
+        get(&store, &r.device_id, later).await,
+        Some(sent),
+        "unchanged"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Due reservations (the time-bucket index)
+
+async fn due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order(
+    store: DynStore,
+) {
+    // A random minute, so even shared tables hold nothing else in it.
+    let minute = Utc.with_ymd_and_hms(2035, 1, 1, 0, 0, 0).unwrap()
+        + Duration::minutes(fastrand::i64(0..500_000));
+    let now = minute - Duration::minutes(5);
+    let bucket = minute_bucket(minute);
+    let make = |offset_ms: i64, offset_east: i32| {
+        let id = new_device_id();
+        let lead = Duration::minutes(5) + Duration::milliseconds(offset_ms);
+        Reservation::new(id, scheduled_at(now, lead, offset_east), None, now)
+    };
+    let a = make(40_000, JST);
+    let b = make(5_250, 5 * 3600 + 1800);
+    let b2 = make(5_100, 0);
+    let c = make(20_000, -(3 * 3600 + 1800));
+    let g = make(30_000, JST);
+    let h = make(50_000, -8 * 3600);
+    let k = make(45_000, JST);
+    let e = make(-1, JST); // the minute before
+    let f = make(60_000, JST); // the minute after
+    for r in [&a, &b, &b2, &c, &g, &h, &k, &e, &f] {
+        create(&store, r, now).await;
+    }
+    assert_eq!(b.scheduled_at.due_minute(), bucket);
+    assert_ne!(e.scheduled_at.due_minute(), bucket);
+    assert_ne!(f.scheduled_at.due_minute(), bucket);
+
+    assert_eq!(store.cancel_reservation(&k.device_id, now).await, Ok(()));
+    assert!(claim(&store, &c, c.scheduled_at.utc()).await);
+    assert!(claim(&store, &h, h.scheduled_at.utc()).await);
+
+    let ids = |rs: &[Reservation]| -> Vec<String> {
+        rs.iter()
+            .map(|r| format!("{}/{}", r.device_id.as_str(), r.status.as_str()))
+            .collect()
+    };
+    let later = minute + secs(55);
+    let mut expected = Vec::new();
+    for r in [&b2, &b, &c, &g, &a, &h] {
+        expected.push(get_some(&store, &r.device_id, later).await);
+    }
+    let due = store.due_reservations(&bucket).await.expect("due");
+    assert_eq!(ids(&due), ids(&expected), "scheduled and claimed, in order");
+    assert_eq!(due, expected, "full records");
+
+    // Finished ones leave the bucket.
+    assert!(finish(&store, &g, Outcome::Missed, later + GRACE).await);
+    assert!(finish(&store, &h, Outcome::Sent, h.scheduled_at.utc() + secs(1)).await);
+    expected.retain(|r| r.device_id != g.device_id && r.device_id != h.device_id);
+    let due = store.due_reservations(&bucket).await.expect("due");
+    assert_eq!(ids(&due), ids(&expected), "terminal ones vanish");
+    assert_eq!(due, expected);
+
+    // The neighbouring minutes hold only their own.
+    let before = store
+        .due_reservations(&minute_bucket(minute - secs(1)))
+        .await
+        .expect("due");
+    assert_eq!(before, vec![get_some(&store, &e.device_id, now).await]);
+    let after = store
+        .due_reservations(&minute_bucket(minute + secs(60)))
+        .await
+        .expect("due");
+    assert_eq!(after, vec![get_some(&store, &f.device_id, now).await]);
+    let empty = store
+        .due_reservations(&minute_bucket(minute + Duration::minutes(2)))
+        .await
+        .expect("due");
+    assert_eq!(empty, vec![]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+
+async fn cancel_and_claim_race_has_exactly_one_winner(store: DynStore, trials: usize) {
+    let (mut cancel_won, mut claim_won) = (0usize, 0usize);
+    for trial in 0..trials {
+        let id = new_device_id();
+        let r = reservation(&id, t0(), LEAD);
+        create(&store, &r, t0()).await;
+        let now = r.scheduled_at.utc();
+        let barrier = Arc::new(Barrier::new(2));
+        let cancel_task = {
+            let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
+            async move {
+                barrier.wait().await;
+                store.cancel_reservation(&id, now).await
+            }
+        };
+        let claim_task = {
+            let (store, r, barrier) = (store.clone(), r.clone(), barrier.clone());
+            async move {
+                barrier.wait().await;
+                store
+                    .claim_reservation(&r.device_id, &r.call_id, now, abandoned_before(now))
+                    .await
+                    .expect("claim_reservation")
+            }
+        };
+        // Alternate which one is spawned first, so both get a head start now and then.
+        let (cancel, claim) = if trial % 2 == 0 {
+            let cancel = tokio::spawn(cancel_task);
+            (cancel, tokio::spawn(claim_task))
+        } else {
+            let claim = tokio::spawn(claim_task);
+            (tokio::spawn(cancel_task), claim)
+        };
+        let cancel = cancel.await.expect("cancel task");
+        let claimed = claim.await.expect("claim task");
+        let after = get(&store, &id, now).await;
+        match (&cancel, claimed) {
+            (Ok(()), false) => {
+                assert_eq!(
+                    after, None,
+                    "trial {trial}: cancel won, record must be gone"
+                );
+                cancel_won += 1;
+            }
+            (Err(CancelError::TooLate(ReservationStatus::Claimed)), true) => {
+                let after = after.unwrap_or_else(|| panic!("trial {trial}: claim won, no record"));
+                assert_eq!(after.status, ReservationStatus::Claimed, "trial {trial}");
+                assert_eq!(after.call_id, r.call_id, "trial {trial}");
+                assert_eq!(after.claimed_at, Some(now), "trial {trial}");
+                claim_won += 1;
+            }
+            _ => panic!(
+                "trial {trial}: not exactly one winner: cancel {cancel:?}, claim {claimed}, record {after:?}"
+            ),
+        }
+    }
+    println!(
+        "cancel vs claim over {trials} trials: cancel won {cancel_won}, claim won {claim_won}"
+    );
+    assert_eq!(cancel_won + claim_won, trials);
+}
+
+async fn concurrent_creates_for_one_device_have_one_winner(store: DynStore) {
+    const CALLERS: usize = 20;
+    let id = new_device_id();
+    let now = t0();
+    let candidates: Vec<Reservation> = (0..CALLERS)
+        .map(|i| reservation(&id, now, LEAD + secs(i as i64)))
+        .collect();
+    let distinct: HashSet<&CallId> = candidates.iter().map(|r| &r.call_id).collect();
+    assert_eq!(distinct.len(), CALLERS, "distinct callIds");
+
+    let barrier = Arc::new(Barrier::new(CALLERS));
+    let tasks: Vec<_> = candidates
+        .iter()
+        .cloned()
+        .map(|r| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let result = store.create_reservation(&r, now, stale_before(now)).await;
+                (r, result)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut exists = 0;
+    for task in tasks {
+        match task.await.expect("create task") {
+            (r, Ok(())) => winners.push(r),
+            (_, Err(CreateError::Exists)) => exists += 1,
+            (r, Err(other)) => panic!("create {}: {other:?}", r.call_id.as_str()),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one create wins");
+    assert_eq!(exists, CALLERS - 1, "the others get Exists");
+    let winner = winners.pop().unwrap();
+    assert_eq!(
+        get(&store, &id, now).await,
+        Some(winner),
+        "the winner is stored"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agent usage counter
+
+const DAY: &str = "2035-03-01";
+const NEXT_DAY: &str = "2035-03-02";
+
+fn usage_expiry(day_end: DateTime<Utc>) -> i64 {
+    (day_end + Duration::days(7)).timestamp()
+}
+
+async fn count(store: &DynStore, id: &DeviceId, day: &str, limit: u32) -> UsageOutcome {
+    store
+        .count_agent_use(id, day, limit, usage_expiry(t0()))
+        .await
+        .expect("count_agent_use")
+}
+
+async fn usage_counts_up_to_the_limit_then_refuses_without_counting(store: DynStore) {
+    let id = new_device_id();
+    for n in 1..=3 {
+        assert_eq!(count(&store, &id, DAY, 3).await, counted(n));
+    }
+    assert_eq!(count(&store, &id, DAY, 3).await, UsageOutcome::LimitReached);
+    assert_eq!(count(&store, &id, DAY, 3).await, UsageOutcome::LimitReached);
+    // Refusals counted nothing: with a higher limit the count goes on from 3.
+    assert_eq!(count(&store, &id, DAY, 4).await, counted(4));
+    assert_eq!(count(&store, &id, DAY, 4).await, UsageOutcome::LimitReached);
+}
+
+async fn usage_is_counted_per_day_and_per_device(store: DynStore) {
+    let (a, b) = (new_device_id(), new_device_id());
+    assert_eq!(count(&store, &a, DAY, 2).await, counted(1));
+    assert_eq!(count(&store, &a, DAY, 2).await, counted(2));
+    assert_eq!(count(&store, &a, DAY, 2).await, UsageOutcome::LimitReached);
+    assert_eq!(
+        count(&store, &a, NEXT_DAY, 2).await,
+        counted(1),
+        "a new day"
+    );
+    assert_eq!(
+        count(&store, &b, DAY, 2).await,
+        counted(1),
+        "another device"
+    );
+    assert_eq!(count(&store, &b, DAY, 2).await, counted(2));
+    assert_eq!(count(&store, &a, NEXT_DAY, 2).await, counted(2));
+    assert_eq!(count(&store, &a, DAY, 2).await, UsageOutcome::LimitReached);
+}
+
+/// `callers` concurrent counts for one fresh device on [`DAY`]; the device and the outcomes.
+async fn concurrent_usage(
+    store: &DynStore,
+    callers: usize,
+    limit: u32,
+) -> (DeviceId, Vec<UsageOutcome>) {
+    let id = new_device_id();
+    let barrier = Arc::new(Barrier::new(callers));
+    let tasks: Vec<_> = (0..callers)
+        .map(|_| {
+            let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                count(&store, &id, DAY, limit).await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::with_capacity(callers);
+    for task in tasks {
+        outcomes.push(task.await.expect("count task"));
+    }
+    (id, outcomes)
+}
+
+/// The sorted counts of the counted calls, and how many were refused.
+fn split(outcomes: &[UsageOutcome]) -> (Vec<u32>, usize) {
+    let mut counts: Vec<u32> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            UsageOutcome::Counted { count } => Some(*count),
+            UsageOutcome::LimitReached => None,
+        })
+        .collect();
+    counts.sort_unstable();
+    let refused = outcomes.len() - counts.len();
+    (counts, refused)
+}
+
+async fn concurrent_usage_never_exceeds_the_limit(store: DynStore) {
+    let (id, outcomes) = concurrent_usage(&store, 60, 50).await;
+    let (counts, refused) = split(&outcomes);
+    assert_eq!(counts, (1..=50).collect::<Vec<u32>>(), "50 distinct counts");
+    assert_eq!(refused, 10, "10 refused");
+    // The stored count is exactly 50: the refusals counted nothing.
+    assert_eq!(
+        count(&store, &id, DAY, 50).await,
+        UsageOutcome::LimitReached
+    );
+    assert_eq!(count(&store, &id, DAY, 51).await, counted(51));
+}
+
+async fn concurrent_usage_at_exactly_the_limit_counts_everyone(store: DynStore) {
+    let (id, outcomes) = concurrent_usage(&store, 50, 50).await;
+    let (counts, refused) = split(&outcomes);
+    assert_eq!(counts, (1..=50).collect::<Vec<u32>>(), "all 50 counted");
+    assert_eq!(refused, 0, "none refused");
+    assert_eq!(
+        count(&store, &id, DAY, 50).await,
+        UsageOutcome::LimitReached
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One instantiation per adapter
+
+macro_rules! contract_suite {
+    (store: $store:expr, race_trials: $trials:expr $(,)?) => {
+        use std::sync::Arc;
+
+        use koe::store::Store;
+
+        async fn store() -> Arc<dyn Store> {
+            Arc::new($store)
+        }
+
+        contract_suite!(@tests
+            sequential: [
+                put_device_then_get_returns_the_same_record,
+                put_device_again_replaces_token_and_environment,
+                get_unknown_device_is_none,
+                remove_device_with_the_current_token_deletes_it,
+                remove_device_with_a_stale_token_keeps_it,
+                create_then_get_returns_the_equal_record,
+                get_unknown_reservation_is_none,
+                create_while_scheduled_is_exists_and_keeps_the_first,
+                create_while_claimed_is_exists,
+                create_replaces_sent_failed_and_missed_records,
+                create_replaces_a_stale_scheduled_or_claimed_record,
+                an_expired_terminal_record_reads_as_none_and_is_replaceable,
+                cancel_scheduled_deletes_it,
+                cancel_without_a_reservation_is_not_found,
+                cancel_claimed_is_too_late_and_keeps_it,
+                cancel_sent_failed_or_missed_is_too_late_with_its_status,
+                cancel_expired_is_not_found,
+                claim_with_a_wrong_call_id_or_device_is_refused,
+                claim_scheduled_wins_and_records_claimed_at,
+                a_second_claim_of_a_fresh_claim_is_refused,
+                a_claim_made_before_abandoned_before_can_be_reclaimed,
+                finish_sent_or_failed_from_claimed_sets_status_and_expiry,
+                finish_sent_or_failed_from_scheduled_is_refused,
+                finish_with_a_wrong_call_id_is_refused,
+                finish_missed_from_scheduled_sets_status_and_expiry,
+                finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
+                finishing_twice_is_refused_the_second_time,
+                due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order,
+                usage_counts_up_to_the_limit_then_refuses_without_counting,
+                usage_is_counted_per_day_and_per_device,
+            ],
+            concurrent: [
+                concurrent_creates_for_one_device_have_one_winner,
+                concurrent_usage_never_exceeds_the_limit,
+                concurrent_usage_at_exactly_the_limit_counts_everyone,
+            ]
+        );
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn cancel_and_claim_race_has_exactly_one_winner() {
+            super::cancel_and_claim_race_has_exactly_one_winner(store().await, $trials).await;
+        }
+    };
+    (@tests sequential: [$($seq:ident),* $(,)?], concurrent: [$($conc:ident),* $(,)?]) => {
+        $(
+            #[tokio::test]
+            async fn $seq() {
+                super::$seq(store().await).await;
+            }
+        )*
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $conc() {
+                super::$conc(store().await).await;
+            }
+        )*
+    };
+}
+
+mod memory {
+    contract_suite!(
+        store: koe::store::memory::MemoryStore::new(),
+        race_trials: 100,
+    );
+}
+
+/// DynamoDB Local at `KOE_TEST_DYNAMODB_ENDPOINT`, fresh tables from `template.yaml` per test.
+mod dynamodb {
+    contract_suite!(
+        store: koe_testkit::dynamodb::fresh_store().await,
+        race_trials: 30,
+    );
+}
