@@ -9,11 +9,17 @@ use http::HeaderValue;
 use crate::api::{self, Request, Response};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreKind};
+use crate::dispatch::trigger::{DispatchTrigger, InProcessTrigger};
+use crate::dispatch::{Dispatcher, RunCause, RunReport};
 use crate::error::{ApiError, ErrorCode};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::{ErrorNotification, EventBus, LogEventBus};
 use crate::model::ModelProvider;
 use crate::model::openai::OpenAi;
+use crate::oidc::OidcVerifier;
+use crate::push::apns::ApnsSender;
+use crate::push::log::LogPushSender;
+use crate::push::{PushSender, UnavailablePushSender};
 use crate::routes::Endpoint;
 use crate::store::Store;
 use crate::store::dynamodb::DynamoStore;
@@ -28,6 +34,15 @@ pub struct App {
     pub events: Arc<dyn EventBus>,
     pub clock: Arc<dyn Clock>,
     pub store: Arc<dyn Store>,
+    /// APNs when `APNS_*` is configured, else the logging sender.
+    pub push: Arc<dyn PushSender>,
+    /// Where POST /internal/dispatch hands a run: by default `run_requests` (koe-local's
+    /// dispatcher loop); the dispatch Lambda sets an EventBridge trigger.
+    pub dispatch_trigger: Arc<dyn DispatchTrigger>,
+    /// Wakes the in-process dispatcher loop (koe-local) for a requested run.
+    pub run_requests: Arc<tokio::sync::Notify>,
+    /// Verifier of POST /internal/dispatch's ID tokens; `None` refuses every caller.
+    oidc: Option<Arc<OidcVerifier>>,
     /// `AWS_LAMBDA_FUNCTION_NAME` in a Lambda; else the route's binary name is reported.
     function_name: Option<String>,
 }
@@ -47,11 +62,30 @@ impl App {
             Some(bus) => Arc::new(EventBridgeBus::new(bus.clone())),
             None => Arc::new(LogEventBus),
         };
+        let push: Arc<dyn PushSender> = match &config.apns {
+            Some(apns) => match ApnsSender::new(apns) {
+                Ok(sender) => Arc::new(sender),
+                Err(e) => {
+                    // Config validation built the same key, so this is not expected; if it
+                    // happens every push fails visibly rather than being silently logged.
+                    tracing::error!(error = %e, "APNs client could not be built");
+                    Arc::new(UnavailablePushSender)
+                }
+            },
+            None => Arc::new(LogPushSender::new(config.agent.device_hash_salt.clone())),
+        };
+        let run_requests = Arc::new(tokio::sync::Notify::new());
         App {
             model: Arc::new(OpenAi::new(&config.openai)),
             events,
             clock: Arc::new(SystemClock),
             store,
+            push,
+            dispatch_trigger: Arc::new(InProcessTrigger {
+                requests: run_requests.clone(),
+            }),
+            run_requests,
+            oidc: config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c))),
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
             config: Arc::new(config),
         }
@@ -77,8 +111,41 @@ impl App {
         self
     }
 
+    pub fn with_push(mut self, push: Arc<dyn PushSender>) -> App {
+        self.push = push;
+        self
+    }
+
+    pub fn with_dispatch_trigger(mut self, trigger: Arc<dyn DispatchTrigger>) -> App {
+        self.dispatch_trigger = trigger;
+        self
+    }
+
+    /// The dispatcher on this app's store, push sender and clock.
+    pub fn dispatcher(&self) -> Dispatcher {
+        Dispatcher::new(
+            self.store.clone(),
+            self.push.clone(),
+            self.clock.clone(),
+            self.config.dispatch.clone(),
+            self.config.agent.device_hash_salt.clone(),
+        )
+    }
+
+    /// One dispatch run (the schedule's, a requested one, or koe-local's).
+    pub async fn dispatch_run(&self, cause: RunCause) -> RunReport {
+        self.dispatcher().run(cause).await
+    }
+
     /// The `X-Api-Key` check of agent endpoints; runs before the body is read.
+    /// For POST /internal/dispatch, the part of the OIDC check that needs no I/O (a Bearer token
+    /// is present) also runs here; the token itself is verified by the handler.
     pub fn authorize(&self, endpoint: Endpoint, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        if endpoint == Endpoint::Dispatch {
+            return crate::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
+                .map(|_| ())
+                .map_err(|_| api::dispatch::unauthorized());
+        }
         if !endpoint.needs_api_key() {
             return Ok(());
         }
@@ -171,6 +238,7 @@ impl App {
             Endpoint::Info => Ok(api::meta::info(&self.config.info)),
             Endpoint::ErrorTest => Err(api::meta::error_test()),
             Endpoint::Chat => api::chat::chat(self.model.as_ref(), request).await,
+            Endpoint::Agent => api::agent::agent(&self.agent_context(), request).await,
             Endpoint::PutDevice => {
                 api::devices::put_device(
                     self.store.as_ref(),
@@ -183,6 +251,24 @@ impl App {
             Endpoint::CreateCall => api::calls::create(&self.calls_context(), request).await,
             Endpoint::GetCall => api::calls::get(&self.calls_context(), request).await,
             Endpoint::CancelCall => api::calls::cancel(&self.calls_context(), request).await,
+            Endpoint::Dispatch => {
+                let cx = api::dispatch::DispatchContext {
+                    verifier: self.oidc.as_deref(),
+                    trigger: self.dispatch_trigger.as_ref(),
+                    now: self.clock.now(),
+                };
+                api::dispatch::request_run(&cx, request).await
+            }
+        }
+    }
+
+    fn agent_context(&self) -> api::agent::AgentContext<'_> {
+        api::agent::AgentContext {
+            model: self.model.as_ref(),
+            store: self.store.as_ref(),
+            now: self.clock.now(),
+            settings: &self.config.agent,
+            budget: self.config.openai.budget,
         }
     }
 

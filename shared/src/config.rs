@@ -200,6 +200,49 @@ pub struct AgentConfig {
     pub daily_limit: u32,
     /// Salt of the device-id hashes in logs.
     pub device_hash_salt: String,
+    /// Model of round 1's planner call (`AGENT_PLANNER_MODEL`).
+    pub planner_model: String,
+    /// Model of round 2's responder call (`AGENT_RESPONDER_MODEL`).
+    pub responder_model: String,
+    /// The character's speaking style, the start of both agent prompts (`AGENT_PERSONA`).
+    pub persona: String,
+}
+
+pub const DEFAULT_AGENT_MODEL: &str = "gpt-4o-mini";
+/// Longest `AGENT_PERSONA`, in characters.
+pub const MAX_PERSONA_CHARS: usize = 8000;
+
+/// A model name as OpenAI-compatible APIs spell them (`gpt-4o-mini`, `ft:gpt-4o-mini:org::id`,
+/// `meta-llama/Llama-3-8b`).
+fn model_name(vars: &Vars, var: &'static str) -> Result<String, ConfigError> {
+    let name = vars.string_or(var, DEFAULT_AGENT_MODEL).trim().to_owned();
+    let valid = name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'));
+    if valid {
+        Ok(name)
+    } else {
+        Err(ConfigError {
+            var,
+            reason:
+                "must be a model name of at most 128 letters, digits, '-', '_', '.', ':' or '/'"
+                    .into(),
+        })
+    }
+}
+
+fn persona(vars: &Vars) -> Result<String, ConfigError> {
+    let Some(persona) = vars.get("AGENT_PERSONA") else {
+        return Ok(crate::agent::prompts::DEFAULT_PERSONA.to_owned());
+    };
+    if persona.chars().count() > MAX_PERSONA_CHARS {
+        return Err(ConfigError {
+            var: "AGENT_PERSONA",
+            reason: format!("must be at most {MAX_PERSONA_CHARS} characters"),
+        });
+    }
+    Ok(persona.trim().to_owned())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +251,146 @@ pub struct DispatchConfig {
     pub grace: Duration,
     /// A claim older than this whose run never recorded an outcome counts as abandoned.
     pub claim_timeout: Duration,
+    /// How far past its start a run covers, and so how long it lasts: the minute until the next
+    /// run plus an overlap, so a next run that starts a few seconds late costs nothing.
+    pub window: Duration,
+    /// How often a run re-reads the time buckets it covers, to pick up reservations made after
+    /// it started (they are at least 10 s ahead, so this must stay well below 10 s).
+    pub reselect_every: Duration,
+    /// How long before its second a reservation is claimed, so the store write is off the
+    /// critical path. Also the cancel cut-off: a cancel later than this gets 409 TOO_LATE.
+    pub claim_lead: Duration,
+    /// How long a push may take from its second, retries included.
+    pub push_budget: Duration,
+    /// Claims and pushes in flight at once (`DISPATCH_CONCURRENCY`).
+    pub concurrency: usize,
+}
+
+pub const DEFAULT_DISPATCH_WINDOW: Duration = Duration::from_secs(70);
+pub const DEFAULT_DISPATCH_RESELECT_EVERY: Duration = Duration::from_secs(5);
+pub const DEFAULT_DISPATCH_CLAIM_LEAD: Duration = Duration::from_millis(500);
+pub const DEFAULT_DISPATCH_PUSH_BUDGET: Duration = Duration::from_secs(1);
+
+/// APNs token authentication (`APNS_*`, all or none). Absent: pushes go to the logging sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApnsConfig {
+    /// The `.p8` key as PKCS#8 PEM (`APNS_KEY_P8`).
+    pub key_pem: Secret,
+    pub key_id: String,
+    pub team_id: String,
+    pub bundle_id: String,
+}
+
+impl ApnsConfig {
+    /// The VoIP push topic: the app's bundle id plus `.voip`.
+    pub fn topic(&self) -> String {
+        format!("{}.voip", self.bundle_id)
+    }
+}
+
+/// Who may call POST /internal/dispatch (`DISPATCH_OIDC_*`, all or none): an OIDC ID token from
+/// `issuer`, for `audience`, of the service account `service_account`, signed by a key of
+/// `jwks_url`. Absent: that route answers 401 to everyone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcConfig {
+    pub jwks_url: String,
+    pub issuer: String,
+    pub audience: String,
+    pub service_account: String,
+}
+
+/// Reads a group of variables that must be set together: `None` when none is set, a
+/// [`ConfigError`] naming the first missing one when only some are.
+fn all_or_none<const N: usize>(
+    vars: &Vars,
+    names: [&'static str; N],
+) -> Result<Option<[String; N]>, ConfigError> {
+    let values = names.map(|name| vars.get(name).map(|v| v.trim().to_owned()));
+    if values.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    if let Some(missing) = names.iter().zip(&values).find(|(_, v)| v.is_none()) {
+        return Err(ConfigError {
+            var: missing.0,
+            reason: format!(
+                "must be set together with {} (all or none)",
+                names.join(", ")
+            ),
+        });
+    }
+    Ok(Some(values.map(|v| v.expect("checked above"))))
+}
+
+fn apns_from_vars(vars: &Vars) -> Result<Option<ApnsConfig>, ConfigError> {
+    let Some([key, key_id, team_id, bundle_id]) = all_or_none(
+        vars,
+        [
+            "APNS_KEY_P8",
+            "APNS_KEY_ID",
+            "APNS_TEAM_ID",
+            "APNS_BUNDLE_ID",
+        ],
+    )?
+    else {
+        return Ok(None);
+    };
+    let key_pem = crate::push::apns::normalize_p8(&key).map_err(|reason| ConfigError {
+        var: "APNS_KEY_P8",
+        reason: reason.into(),
+    })?;
+    // The reason a2 gives names the problem (PEM, key type), never the key.
+    crate::push::apns::check_key(&key_pem).map_err(|e| ConfigError {
+        var: "APNS_KEY_P8",
+        reason: format!("is not a usable .p8 (PKCS#8 EC P-256) key: {e}"),
+    })?;
+    let apple_id = |var: &'static str, value: String| {
+        if value.len() == 10 && value.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            Ok(value)
+        } else {
+            Err(ConfigError {
+                var,
+                reason: "must be the 10-character identifier Apple shows".into(),
+            })
+        }
+    };
+    let valid_bundle = !bundle_id.is_empty()
+        && !bundle_id.ends_with(".voip")
+        && bundle_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+    if !valid_bundle {
+        return Err(ConfigError {
+            var: "APNS_BUNDLE_ID",
+            reason: "must be the app's bundle id, e.g. com.example.koe (without .voip)".into(),
+        });
+    }
+    Ok(Some(ApnsConfig {
+        key_pem: Secret::new(key_pem),
+        key_id: apple_id("APNS_KEY_ID", key_id)?,
+        team_id: apple_id("APNS_TEAM_ID", team_id)?,
+        bundle_id,
+    }))
+}
+
+fn oidc_from_vars(vars: &Vars) -> Result<Option<OidcConfig>, ConfigError> {
+    let Some([jwks_url, issuer, audience, service_account]) = all_or_none(
+        vars,
+        [
+            "DISPATCH_OIDC_JWKS_URL",
+            "DISPATCH_OIDC_ISSUER",
+            "DISPATCH_OIDC_AUDIENCE",
+            "DISPATCH_OIDC_SERVICE_ACCOUNT",
+        ],
+    )?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(OidcConfig {
+        jwks_url: vars.url_or("DISPATCH_OIDC_JWKS_URL", &jwks_url)?,
+        issuer,
+        audience,
+        service_account,
+    }))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,6 +402,10 @@ pub struct Config {
     pub store: StoreConfig,
     pub agent: AgentConfig,
     pub dispatch: DispatchConfig,
+    /// APNs credentials; `None` sends pushes to the logging sender.
+    pub apns: Option<ApnsConfig>,
+    /// Callers of POST /internal/dispatch; `None` refuses every one.
+    pub oidc: Option<OidcConfig>,
 }
 
 fn is_version(s: &str) -> bool {
@@ -280,6 +467,9 @@ impl Config {
             api_keys: ApiKeys::parse(vars.get("AGENT_API_KEYS").as_deref()),
             daily_limit: vars.int_or("AGENT_DAILY_LIMIT", 50, 1..=100_000)? as u32,
             device_hash_salt: vars.string_or("DEVICE_HASH_SALT", "koe"),
+            planner_model: model_name(vars, "AGENT_PLANNER_MODEL")?,
+            responder_model: model_name(vars, "AGENT_RESPONDER_MODEL")?,
+            persona: persona(vars)?,
         };
 
         let dispatch = DispatchConfig {
@@ -289,6 +479,11 @@ impl Config {
                 30,
                 5..=600,
             )?),
+            window: DEFAULT_DISPATCH_WINDOW,
+            reselect_every: DEFAULT_DISPATCH_RESELECT_EVERY,
+            claim_lead: DEFAULT_DISPATCH_CLAIM_LEAD,
+            push_budget: DEFAULT_DISPATCH_PUSH_BUDGET,
+            concurrency: vars.int_or("DISPATCH_CONCURRENCY", 500, 1..=5000)? as usize,
         };
 
         Ok(Config {
@@ -298,6 +493,8 @@ impl Config {
             store,
             agent,
             dispatch,
+            apns: apns_from_vars(vars)?,
+            oidc: oidc_from_vars(vars)?,
         })
     }
 }
@@ -386,8 +583,153 @@ mod tests {
     }
 
     #[test]
+    fn agent_models_and_persona_have_defaults_and_are_checked() {
+        let config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
+        assert_eq!(config.agent.planner_model, "gpt-4o-mini");
+        assert_eq!(config.agent.responder_model, "gpt-4o-mini");
+        assert_eq!(config.agent.persona, crate::agent::prompts::DEFAULT_PERSONA);
+        let config = Config::from_vars(&Vars::from_pairs(&[
+            ("AGENT_PLANNER_MODEL", "gpt-4o"),
+            (
+                "AGENT_RESPONDER_MODEL",
+                "ft:gpt-4o-mini-2024-07-18:koe::abc123",
+            ),
+            ("AGENT_PERSONA", " You are Hal. "),
+        ]))
+        .unwrap();
+        assert_eq!(config.agent.planner_model, "gpt-4o");
+        assert_eq!(
+            config.agent.responder_model,
+            "ft:gpt-4o-mini-2024-07-18:koe::abc123"
+        );
+        assert_eq!(config.agent.persona, "You are Hal.");
+        let long = "あ".repeat(MAX_PERSONA_CHARS + 1);
+        for (var, value) in [
+            ("AGENT_PLANNER_MODEL", "gpt 4o"),
+            ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
+            ("AGENT_PERSONA", long.as_str()),
+        ] {
+            let err = Config::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
+            assert_eq!(err.var, var, "{var}={value}");
+        }
+    }
+
+    #[test]
     fn secrets_do_not_print() {
         let secret = Secret::new("sk-sentinel");
         assert!(!format!("{secret:?}").contains("sentinel"));
+    }
+
+    const TEST_P8: &str = include_str!("../../testkit/keys/apns-test.p8");
+
+    fn apns_vars(key: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("APNS_KEY_P8", key.to_owned()),
+            ("APNS_KEY_ID", "ABCDE12345".to_owned()),
+            ("APNS_TEAM_ID", "TEAM123456".to_owned()),
+            ("APNS_BUNDLE_ID", "com.example.koe".to_owned()),
+        ]
+    }
+
+    fn from(pairs: &[(&'static str, String)]) -> Result<Config, ConfigError> {
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Config::from_vars(&Vars::from_pairs(&pairs))
+    }
+
+    #[test]
+    fn dispatch_defaults_are_the_production_timing() {
+        let config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
+        let d = &config.dispatch;
+        assert_eq!(d.grace, Duration::from_secs(120));
+        assert_eq!(d.claim_timeout, Duration::from_secs(30));
+        assert_eq!(d.window, Duration::from_secs(70));
+        assert_eq!(d.reselect_every, Duration::from_secs(5));
+        assert!(d.claim_lead <= Duration::from_secs(1));
+        assert_eq!(d.push_budget, Duration::from_secs(1));
+        assert_eq!(d.concurrency, 500);
+        assert_eq!(config.apns, None);
+        assert_eq!(config.oidc, None);
+        let err = Config::from_vars(&Vars::from_pairs(&[("DISPATCH_CONCURRENCY", "0")]));
+        assert_eq!(err.unwrap_err().var, "DISPATCH_CONCURRENCY");
+    }
+
+    #[test]
+    fn apns_is_all_or_none_and_its_key_is_checked_at_start_up() {
+        let config = from(&apns_vars(TEST_P8)).unwrap();
+        let apns = config.apns.expect("APNs configured");
+        assert_eq!(apns.topic(), "com.example.koe.voip");
+        assert!(
+            apns.key_pem
+                .expose()
+                .starts_with("-----BEGIN PRIVATE KEY-----\n")
+        );
+        assert!(
+            !format!("{apns:?}").contains("BEGIN"),
+            "the key never prints"
+        );
+
+        for missing in [
+            "APNS_KEY_P8",
+            "APNS_KEY_ID",
+            "APNS_TEAM_ID",
+            "APNS_BUNDLE_ID",
+        ] {
+            let partial: Vec<_> = apns_vars(TEST_P8)
+                .into_iter()
+                .filter(|(k, _)| *k != missing)
+                .collect();
+            assert_eq!(from(&partial).unwrap_err().var, missing);
+        }
+        let mut bad_key = apns_vars("AAAA");
+        let err = from(&bad_key).unwrap_err();
+        assert_eq!(err.var, "APNS_KEY_P8");
+        bad_key[0].1 = "-----BEGIN PRIVATE KEY-----\n!!\n-----END PRIVATE KEY-----".into();
+        assert_eq!(from(&bad_key).unwrap_err().var, "APNS_KEY_P8");
+        for (var, value) in [
+            ("APNS_KEY_ID", "short"),
+            ("APNS_TEAM_ID", "TEAM-12345"),
+            ("APNS_BUNDLE_ID", "com.example.koe.voip"),
+            ("APNS_BUNDLE_ID", "com example"),
+        ] {
+            let mut vars = apns_vars(TEST_P8);
+            vars.retain(|(k, _)| *k != var);
+            vars.push((var, value.to_owned()));
+            assert_eq!(from(&vars).unwrap_err().var, var, "{var}={value}");
+        }
+    }
+
+    #[test]
+    fn oidc_is_all_or_none_with_a_url_for_the_jwks() {
+        let vars = |url: &str| {
+            vec![
+                ("DISPATCH_OIDC_JWKS_URL", url.to_owned()),
+                (
+                    "DISPATCH_OIDC_ISSUER",
+                    "https://accounts.google.com".to_owned(),
+                ),
+                (
+                    "DISPATCH_OIDC_AUDIENCE",
+                    "https://koe.example/dispatch".to_owned(),
+                ),
+                (
+                    "DISPATCH_OIDC_SERVICE_ACCOUNT",
+                    "scheduler@koe.iam.gserviceaccount.com".to_owned(),
+                ),
+            ]
+        };
+        let oidc = from(&vars("https://www.googleapis.com/oauth2/v3/certs"))
+            .unwrap()
+            .oidc
+            .expect("OIDC configured");
+        assert_eq!(oidc.audience, "https://koe.example/dispatch");
+        assert_eq!(
+            from(&vars("not a url")).unwrap_err().var,
+            "DISPATCH_OIDC_JWKS_URL"
+        );
+        let partial: Vec<_> = vars("https://x.example/certs")
+            .into_iter()
+            .filter(|(k, _)| *k != "DISPATCH_OIDC_AUDIENCE")
+            .collect();
+        assert_eq!(from(&partial).unwrap_err().var, "DISPATCH_OIDC_AUDIENCE");
     }
 }

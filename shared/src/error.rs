@@ -16,6 +16,7 @@ pub enum ErrorCode {
     ReservationExists,
     DeviceNotRegistered,
     TooLate,
+    DailyLimitExceeded,
     ProviderNotConfigured,
     ProviderTimeout,
     ProviderError,
@@ -35,6 +36,7 @@ impl ErrorCode {
         ErrorCode::ReservationExists,
         ErrorCode::DeviceNotRegistered,
         ErrorCode::TooLate,
+        ErrorCode::DailyLimitExceeded,
         ErrorCode::ProviderNotConfigured,
         ErrorCode::ProviderTimeout,
         ErrorCode::ProviderError,
@@ -52,6 +54,7 @@ impl ErrorCode {
             ErrorCode::ReservationExists => "RESERVATION_EXISTS",
             ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
             ErrorCode::TooLate => "TOO_LATE",
+            ErrorCode::DailyLimitExceeded => "DAILY_LIMIT_EXCEEDED",
             ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
@@ -72,6 +75,7 @@ impl ErrorCode {
             ErrorCode::ReservationExists | ErrorCode::DeviceNotRegistered | ErrorCode::TooLate => {
                 StatusCode::CONFLICT
             }
+            ErrorCode::DailyLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -4,15 +4,19 @@
 //! parsed into domain types at the edge, go through one handler that talks only to ports, and
 //! leave as `http::Response<Bytes>` with the contract's JSON.
 
+pub mod agent;
 pub mod api;
 pub mod app;
 pub mod clock;
 pub mod config;
+pub mod dispatch;
 pub mod domain;
 pub mod entrypoints;
 pub mod error;
 pub mod event_bus;
 pub mod model;
+pub mod oidc;
+pub mod push;
 pub mod routes;
 pub mod store;
 pub mod telemetry;

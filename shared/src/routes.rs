@@ -27,10 +27,12 @@ pub enum Endpoint {
     Info,
     Chat,
     ErrorTest,
+    Agent,
     PutDevice,
     CreateCall,
     GetCall,
     CancelCall,
+    Dispatch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +82,14 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         api: Api::Agent,
+        method: Method::POST,
+        path: "/agent",
+        endpoint: Endpoint::Agent,
+        function: "AgentFunction",
+        binary: "agent",
+    },
+    Route {
+        api: Api::Agent,
         method: Method::PUT,
         path: "/devices",
         endpoint: Endpoint::PutDevice,
@@ -110,6 +120,14 @@ pub static ROUTES: &[Route] = &[
         function: "CancelCallFunction",
         binary: "cancel-call",
     },
+    Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/internal/dispatch",
+        endpoint: Endpoint::Dispatch,
+        function: "DispatchFunction",
+        binary: "dispatch",
+    },
 ];
 
 impl Endpoint {
@@ -123,21 +141,27 @@ impl Endpoint {
     /// Largest request body accepted, in bytes (SPEC: 64 KiB for chat and agent, 8 KiB elsewhere).
     pub fn body_limit(self) -> usize {
         match self {
-            Endpoint::Chat => 64 * 1024,
+            Endpoint::Chat | Endpoint::Agent => 64 * 1024,
             _ => 8 * 1024,
         }
     }
 
-    /// Endpoints behind `X-Api-Key`.
+    /// Endpoints behind `X-Api-Key`: the agent API's, except POST /internal/dispatch, which
+    /// an external scheduler calls with an OIDC ID token instead.
     pub fn needs_api_key(self) -> bool {
-        self.route().api == Api::Agent
+        self.route().api == Api::Agent && self != Endpoint::Dispatch
     }
 
     /// Endpoints that read or write the store (their Lambdas must use DynamoDB).
     pub fn uses_store(self) -> bool {
         matches!(
             self,
-            Endpoint::PutDevice | Endpoint::CreateCall | Endpoint::GetCall | Endpoint::CancelCall
+            Endpoint::Agent
+                | Endpoint::PutDevice
+                | Endpoint::CreateCall
+                | Endpoint::GetCall
+                | Endpoint::CancelCall
+                | Endpoint::Dispatch
         )
     }
 }

@@ -10,7 +10,12 @@ use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, send, spawn_app};
 const ROTATED_KEY: &str = "rotated-key-abcdef";
 
 fn agent_routes() -> Vec<&'static Route> {
-    let routes: Vec<&Route> = ROUTES.iter().filter(|r| r.api == Api::Agent).collect();
+    // POST /internal/dispatch is on the agent API but takes an OIDC ID token instead of the key
+    // (its refusals are in oidc.rs).
+    let routes: Vec<&Route> = ROUTES
+        .iter()
+        .filter(|r| r.api == Api::Agent && r.endpoint.needs_api_key())
+        .collect();
     assert!(
         routes.len() >= 4,
         "the agent API has PUT /devices and POST, GET, DELETE /calls: {routes:?}"

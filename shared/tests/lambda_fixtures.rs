@@ -19,10 +19,18 @@ fn expected(endpoint: Endpoint) -> (u16, &'static str) {
         Endpoint::Info => (200, r#""minimumVersion":"1.0.0""#),
         Endpoint::Chat => (200, r#""content":"フィクスチャの返事""#),
         Endpoint::ErrorTest => (500, r#""code":"TEST_ERROR""#),
+        // The planner (scripted below) plans one calendar step for "tomorrow".
+        Endpoint::Agent => (
+            200,
+            r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
+        ),
         Endpoint::PutDevice => (200, r#""environment":"sandbox""#),
         Endpoint::CreateCall => (201, r#""scheduledAt":"2027-01-01T07:00:00+09:00""#),
         Endpoint::GetCall => (200, r#""callerName":"こえ""#),
         Endpoint::CancelCall => (204, ""),
+        // The fixture's Bearer token is a placeholder that no issuer signed (and this app trusts
+        // no issuer): the honest answer is 401. `dispatch_lambda.rs` covers the accepted path.
+        Endpoint::Dispatch => (401, r#""code":"UNAUTHORIZED""#),
     }
 }
 
@@ -54,6 +62,11 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
         assert_eq!(event.method(), route.method, "{}", route.binary);
         assert_eq!(event.uri().path(), route.path, "{}", route.binary);
 
+        if route.endpoint == Endpoint::Agent {
+            openai.script([Behaviour::complete(
+                r#"{"decision":{"type":"plan","steps":[{"tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]}}"#,
+            )]);
+        }
         let response = handle_event(&app, route.endpoint, event).await;
         let (status, needle) = expected(route.endpoint);
         assert_eq!(response.status().as_u16(), status, "{}", route.binary);

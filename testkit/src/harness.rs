@@ -15,6 +15,7 @@ use koe::config::{Config, Vars};
 use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation};
 use koe::entrypoints::local::{self, LocalConfig, Running};
+use koe::push::PushSender;
 use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
 
 use crate::events::RecordingEventBus;
@@ -32,12 +33,16 @@ pub struct TestApp {
     pub store: Arc<dyn Store>,
     /// The clock the server uses.
     pub clock: Arc<dyn Clock>,
+    /// The push sender the server's dispatcher uses.
+    pub push: Arc<dyn PushSender>,
     pub client: reqwest::Client,
     _running: Running,
 }
 
-/// Starts the app with `OPENAI_BASE_URL` on a fresh stand-in, `OPENAI_API_KEY` set and
-/// `AGENT_API_KEYS` = [`TEST_API_KEY`], plus `vars` (which win over those).
+/// Starts the app with `OPENAI_BASE_URL` on a fresh stand-in, `OPENAI_API_KEY` set,
+/// `AGENT_API_KEYS` = [`TEST_API_KEY`] and the in-process dispatcher off
+/// (`LOCAL_DISPATCHER=false`: tests drive reservations themselves), plus `vars` (which win over
+/// those).
 pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
     spawn_app_with(vars, |app| app).await
 }
@@ -53,6 +58,7 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
         ("AGENT_API_KEYS", TEST_API_KEY),
         ("CHAT_ADDR", "127.0.0.1:0"),
         ("AGENT_ADDR", "127.0.0.1:0"),
+        ("LOCAL_DISPATCHER", "false"),
     ];
     all.extend_from_slice(vars);
     let vars = Vars::from_pairs(&all);
@@ -62,6 +68,7 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
     let app = customize(App::from_config(config).await.with_events(events.clone()));
     let store = app.store.clone();
     let clock = app.clock.clone();
+    let push = app.push.clone();
     let running = local::start(Arc::new(app), &local_config)
         .await
         .expect("local server starts");
@@ -72,6 +79,7 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
         events,
         store,
         clock,
+        push,
         client: reqwest::Client::new(),
         _running: running,
     }

@@ -6,5 +6,7 @@ pub mod dynamodb;
 pub mod events;
 pub mod harness;
 pub mod logs;
+pub mod oidc;
 pub mod openai;
+pub mod push;
 pub mod template;

@@ -5,9 +5,11 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde::Serialize;
 
+pub mod agent;
 pub mod calls;
 pub mod chat;
 pub mod devices;
+pub mod dispatch;
 pub mod meta;
 
 pub type Request = http::Request<Bytes>;

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use crate::api::{Request, Response};
 use crate::app::App;
 use crate::config::{ConfigError, Vars};
+use crate::dispatch::RunCause;
 use crate::error::{ApiError, ErrorCode};
 use crate::routes::{self, Api, RouteMiss};
 
@@ -25,6 +26,9 @@ use crate::routes::{self, Api, RouteMiss};
 pub struct LocalConfig {
     pub chat_addr: SocketAddr,
     pub agent_addr: SocketAddr,
+    /// Run the dispatcher in-process (`LOCAL_DISPATCHER`, default true): at start-up, at every
+    /// UTC minute, and whenever POST /internal/dispatch asks.
+    pub dispatcher: bool,
 }
 
 impl LocalConfig {
@@ -40,6 +44,7 @@ impl LocalConfig {
         Ok(LocalConfig {
             chat_addr: addr("CHAT_ADDR", "127.0.0.1:3000")?,
             agent_addr: addr("AGENT_ADDR", "127.0.0.1:3001")?,
+            dispatcher: vars.bool_or("LOCAL_DISPATCHER", true)?,
         })
     }
 }
@@ -48,7 +53,7 @@ pub fn new_request_id() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
-/// Both APIs serving; dropping it stops them.
+/// Both APIs serving (and the dispatcher loop, if enabled); dropping it stops them all.
 pub struct Running {
     pub chat_addr: SocketAddr,
     pub agent_addr: SocketAddr,
@@ -77,16 +82,48 @@ pub async fn start(app: Arc<App>, config: &LocalConfig) -> std::io::Result<Runni
     let agent = TcpListener::bind(config.agent_addr).await?;
     let chat_addr = chat.local_addr()?;
     let agent_addr = agent.local_addr()?;
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(serve(chat, Api::Chat, app.clone())),
-        tokio::spawn(serve(agent, Api::Agent, app)),
+        tokio::spawn(serve(agent, Api::Agent, app.clone())),
     ];
+    if config.dispatcher {
+        tasks.push(tokio::spawn(dispatch_every_minute(app)));
+    }
     tracing::info!(%chat_addr, %agent_addr, "koe-local listening");
     Ok(Running {
         chat_addr,
         agent_addr,
         tasks,
     })
+}
+
+/// koe-local's dispatcher: a run at start-up, one at every UTC minute (as the deployed schedule
+/// does; each lasts the dispatch window, so consecutive runs overlap a little), and one for
+/// each POST /internal/dispatch. Aborting this task drops the set, which aborts the runs.
+async fn dispatch_every_minute(app: Arc<App>) {
+    let mut runs = tokio::task::JoinSet::new();
+    let spawn_run = |runs: &mut tokio::task::JoinSet<()>, cause| {
+        let app = app.clone();
+        runs.spawn(async move {
+            app.dispatch_run(cause).await;
+        });
+    };
+    spawn_run(&mut runs, RunCause::Local);
+    loop {
+        while runs.try_join_next().is_some() {}
+        let now = app.clock.now();
+        let next_minute =
+            chrono::DateTime::from_timestamp((now.timestamp().div_euclid(60) + 1) * 60, 0)
+                .expect("a representable minute");
+        tokio::select! {
+            () = app.clock.sleep_until(next_minute) => {
+                if app.clock.now() >= next_minute {
+                    spawn_run(&mut runs, RunCause::Local);
+                }
+            }
+            () = app.run_requests.notified() => spawn_run(&mut runs, RunCause::Request),
+        }
+    }
 }
 
 async fn serve(listener: TcpListener, api: Api, app: Arc<App>) {

@@ -1,0 +1,151 @@
+//! POST /agent: one round of agent mode. Round 1 is counted against the device's daily limit
+//! and answered by the planner (a plan or the answer); round 2 is answered by the responder.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use http::{HeaderName, HeaderValue, StatusCode};
+
+use super::{Request, Response, json_response};
+use crate::agent::daily_limit::{self, Allowance};
+use crate::agent::{planner, responder};
+use crate::config::AgentConfig;
+use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
+use crate::error::{ApiError, ErrorCode};
+use crate::model::{ModelProvider, ProviderError};
+use crate::store::Store;
+
+pub const RATE_LIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub const RATE_LIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+
+/// What the handler talks to.
+pub struct AgentContext<'a> {
+    pub model: &'a dyn ModelProvider,
+    pub store: &'a dyn Store,
+    pub now: DateTime<Utc>,
+    pub settings: &'a AgentConfig,
+    /// Total time for the round's provider work, the retry of an invalid output included.
+    pub budget: Duration,
+}
+
+pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, ApiError> {
+    match AgentRequest::parse(request.body())? {
+        AgentRequest::Round1(round) => round_1(cx, &round).await,
+        AgentRequest::Round2(round) => round_2(cx, &round).await,
+    }
+}
+
+fn number(n: impl Into<u64>) -> HeaderValue {
+    HeaderValue::from(n.into())
+}
+
+/// Runs the round's provider work within the budget (two completions must not together
+/// outlast what API Gateway waits).
+async fn within_budget<F>(budget: Duration, work: F) -> Result<AgentReply, ApiError>
+where
+    F: std::future::Future<Output = Result<AgentReply, ProviderError>>,
+{
+    match tokio::time::timeout(budget, work).await {
+        Ok(result) => Ok(result?),
+        Err(_) => {
+            tracing::warn!(
+                budget_ms = budget.as_millis() as u64,
+                "agent round ran out of its time budget"
+            );
+            Err(ProviderError::Timeout.into())
+        }
+    }
+}
+
+fn answer(reply: &AgentReply, headers: Vec<(HeaderName, HeaderValue)>) -> Response {
+    let mut response = json_response(StatusCode::OK, &AgentReplyView::from(reply));
+    response.headers_mut().extend(headers);
+    response
+}
+
+fn kind(reply: &AgentReply) -> (&'static str, usize) {
+    match reply {
+        AgentReply::Plan(steps) => ("plan", steps.len()),
+        AgentReply::Answer { .. } => ("answer", 0),
+    }
+}
+
+async fn round_1(cx: &AgentContext<'_>, round: &Round1) -> Result<Response, ApiError> {
+    let limit = cx.settings.daily_limit;
+    let device = round.device_id.log_hash(&cx.settings.device_hash_salt);
+    // Counted before the planner runs: a request that passes validation uses one of the day's
+    // calls even if the provider then fails.
+    let remaining = match daily_limit::count_use(cx.store, &round.device_id, &device, limit, cx.now)
+        .await
+    {
+        Allowance::Counted { remaining } => Some(remaining),
+        Allowance::Unknown => None,
+        Allowance::Exceeded { retry_after_secs } => {
+            tracing::info!(device = %device, limit, retry_after_secs, "agent daily limit reached");
+            return Err(ApiError::new(
+                ErrorCode::DailyLimitExceeded,
+                format!(
+                    "deviceId has used its {limit} agent requests for today; the limit \
+                     resets at 00:00 Japan time (see Retry-After)"
+                ),
+            )
+            .with_header(http::header::RETRY_AFTER, number(retry_after_secs))
+            .with_header(RATE_LIMIT_LIMIT, number(limit))
+            .with_header(RATE_LIMIT_REMAINING, number(0u32)));
+        }
+    };
+
+    let reply = within_budget(
+        cx.budget,
+        planner::plan(cx.model, cx.settings, round, cx.now),
+    )
+    .await?;
+    let (outcome, steps) = kind(&reply);
+    tracing::info!(
+        round = 1,
+        device = %device,
+        capabilities = round.capabilities.len(),
+        outcome,
+        steps,
+        remaining,
+        "agent round answered"
+    );
+    let mut headers = vec![(RATE_LIMIT_LIMIT, number(limit))];
+    // Unknown when the counter failed (fail-open): then the header is left out.
+    if let Some(remaining) = remaining {
+        headers.push((RATE_LIMIT_REMAINING, number(remaining)));
+    }
+    Ok(answer(&reply, headers))
+}
+
+async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiError> {
+    let device = round
+        .device_id
+        .as_ref()
+        .map(|d| d.log_hash(&cx.settings.device_hash_salt));
+    let reply = within_budget(
+        cx.budget,
+        responder::respond(cx.model, cx.settings, round, cx.now),
+    )
+    .await?;
+    let events: usize = round
+        .results
+        .iter()
+        .map(|r| match &r.output {
+            ToolOutput::Calendar { events } => events.len(),
+        })
+        .sum();
+    tracing::info!(
+        round = 2,
+        device = device.as_deref(),
+        results = round.results.len(),
+        events,
+        outcome = kind(&reply).0,
+        "agent round answered"
+    );
+    // Round 2 is not counted and does not read the counter: only the limit is reported.
+    Ok(answer(
+        &reply,
+        vec![(RATE_LIMIT_LIMIT, number(cx.settings.daily_limit))],
+    ))
+}

@@ -1,0 +1,72 @@
+//! POST /internal/dispatch: an external scheduler's way to start a dispatch run, behind an
+//! OIDC ID token (`Authorization: Bearer`). The run lasts about 70 s, longer than API Gateway
+//! lets a request wait, so the answer is 202 as soon as the run is handed on; the run's numbers
+//! go to the logs and metrics like every other run's.
+
+use http::StatusCode;
+use serde::Serialize;
+
+use super::{Request, Response, json_response};
+use crate::dispatch::trigger::DispatchTrigger;
+use crate::error::{ApiError, ErrorCode};
+use crate::oidc::{OidcVerifier, Rejection};
+
+pub struct DispatchContext<'a> {
+    /// `None` when no issuer is configured: every caller is refused.
+    pub verifier: Option<&'a OidcVerifier>,
+    pub trigger: &'a dyn DispatchTrigger,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Serialize)]
+struct Accepted {
+    status: &'static str,
+}
+
+/// The 401 of this route (the same text whatever was wrong: the reason goes to the log only).
+pub fn unauthorized() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        "Authorization must be a Bearer OIDC ID token of the dispatch service account",
+    )
+}
+
+pub async fn request_run(cx: &DispatchContext<'_>, request: Request) -> Result<Response, ApiError> {
+    let Some(verifier) = cx.verifier else {
+        tracing::warn!(
+            reason = "no OIDC issuer configured",
+            "dispatch request refused"
+        );
+        return Err(unauthorized());
+    };
+    let authorization = request.headers().get(http::header::AUTHORIZATION);
+    match verifier.verify(authorization, cx.now).await {
+        Ok(()) => {}
+        Err(Rejection::Unauthorized(reason)) => {
+            tracing::warn!(reason, "dispatch request refused");
+            return Err(unauthorized());
+        }
+        Err(Rejection::JwksUnavailable(error)) => {
+            tracing::error!(
+                error,
+                "dispatch request not judged: the JWKS is unavailable"
+            );
+            return Err(ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the token issuer's keys could not be fetched; retry later",
+            ));
+        }
+    }
+    if let Err(e) = cx.trigger.request_run().await {
+        tracing::error!(error = %e, "dispatch run could not be requested");
+        return Err(ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the dispatch run could not be started; retry later",
+        ));
+    }
+    tracing::info!("dispatch run requested");
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &Accepted { status: "accepted" },
+    ))
+}

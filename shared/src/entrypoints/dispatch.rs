@@ -1,0 +1,155 @@
+//! The dispatch Lambda: one function for three kinds of event.
+//!
+//! - The every-minute EventBridge schedule (`source: aws.events`): one dispatch run.
+//! - A requested run (`source: koe.dispatch`, published by POST /internal/dispatch): one run.
+//! - API Gateway HTTP API (payload v2, has `requestContext`): POST /internal/dispatch through
+//!   the same `App::handle` as every route (OIDC check, 202, access log), answered in API
+//!   Gateway's response shape.
+//!
+//! The payload arrives as JSON and is told apart here, so a single binary serves both the
+//! schedule and the route.
+
+use std::sync::Arc;
+
+use lambda_http::RequestExt;
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
+use lambda_http::request::LambdaRequest;
+use lambda_runtime::{LambdaEvent, service_fn};
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::config::{Config, ConfigError, StoreKind};
+use crate::dispatch::trigger::{self, EventBridgeTrigger};
+use crate::dispatch::{RunCause, RunReport};
+use crate::entrypoints::lambda::{Error, handle_event};
+use crate::routes::Endpoint;
+
+/// What an invocation carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invocation {
+    Http,
+    Run(RunCause),
+    Unknown,
+}
+
+pub fn classify(payload: &Value) -> Invocation {
+    if payload.get("requestContext").is_some() {
+        return Invocation::Http;
+    }
+    match (
+        payload.get("source").and_then(Value::as_str),
+        payload.get("detail-type").and_then(Value::as_str),
+    ) {
+        (Some("aws.events"), Some("Scheduled Event")) => Invocation::Run(RunCause::Schedule),
+        (Some(trigger::SOURCE), Some(trigger::DETAIL_TYPE)) => Invocation::Run(RunCause::Request),
+        _ => Invocation::Unknown,
+    }
+}
+
+/// The whole of the dispatch Lambda's `main`.
+pub async fn run() -> Result<(), Error> {
+    crate::telemetry::init_lambda();
+    let config =
+        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
+    let startup_error = |e: ConfigError| {
+        tracing::error!(error = %e, "start-up failed");
+        Error::from(e)
+    };
+    if config.store.kind != StoreKind::DynamoDb {
+        return Err(startup_error(ConfigError {
+            var: "STORE",
+            reason: "must be dynamodb in the dispatch Lambda".into(),
+        }));
+    }
+    let Some(bus) = config.event_bus_name.clone() else {
+        return Err(startup_error(ConfigError {
+            var: "EVENT_BUS_NAME",
+            reason: "must name the bus that carries requested dispatch runs".into(),
+        }));
+    };
+    if config.apns.is_none() {
+        tracing::warn!("APNS_* is not configured: pushes are only logged, nothing rings");
+    }
+    let app = App::from_config(config)
+        .await
+        .with_dispatch_trigger(Arc::new(EventBridgeTrigger::new(bus)));
+    let app = &app;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        handle(app, event).await
+    }))
+    .await
+}
+
+/// One invocation: an HTTP answer in API Gateway's shape, or a run's summary.
+pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Error> {
+    let LambdaEvent { payload, context } = event;
+    match classify(&payload) {
+        Invocation::Http => {
+            let request: LambdaRequest = serde_json::from_value(payload)?;
+            let request = http::Request::from(request).with_lambda_context(context);
+            let response = handle_event(app, Endpoint::Dispatch, request).await;
+            Ok(serde_json::to_value(api_gateway_response(response))?)
+        }
+        Invocation::Run(cause) => Ok(summary(&app.dispatch_run(cause).await)),
+        Invocation::Unknown => {
+            tracing::error!("dispatch invoked with an event it does not know");
+            Err("not an API Gateway HTTP API, schedule or dispatch-request event".into())
+        }
+    }
+}
+
+fn summary(report: &RunReport) -> Value {
+    json!({
+        "cause": report.cause,
+        "claimed": report.claimed,
+        "sent": report.sent,
+        "failed": report.failed,
+        "missed": report.missed,
+        "lost": report.lost,
+        "maxLatenessMs": report.max_lateness_ms(),
+    })
+}
+
+/// An `http::Response` as API Gateway HTTP API (v2) expects it back from the Lambda.
+pub fn api_gateway_response(
+    response: lambda_http::Response<lambda_http::Body>,
+) -> ApiGatewayV2httpResponse {
+    let (parts, body) = response.into_parts();
+    let mut out = ApiGatewayV2httpResponse::default();
+    out.status_code = i64::from(parts.status.as_u16());
+    out.headers = parts.headers;
+    out.is_base64_encoded = matches!(body, lambda_http::Body::Binary(_));
+    out.body = match body {
+        lambda_http::Body::Empty => None,
+        other => Some(other),
+    };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_told_apart() {
+        assert_eq!(
+            classify(&json!({"requestContext": {"http": {}}, "rawPath": "/internal/dispatch"})),
+            Invocation::Http
+        );
+        assert_eq!(
+            classify(&json!({"source": "aws.events", "detail-type": "Scheduled Event"})),
+            Invocation::Run(RunCause::Schedule)
+        );
+        assert_eq!(
+            classify(&json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Requested"})),
+            Invocation::Run(RunCause::Request)
+        );
+        for other in [
+            json!({}),
+            json!({"source": "koe.backend", "detail-type": "Koe Error Notification"}),
+            json!({"source": "aws.events", "detail-type": "EC2 Instance State-change"}),
+        ] {
+            assert_eq!(classify(&other), Invocation::Unknown, "{other}");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Verification of the OIDC ID token that an external scheduler presents to
+//! POST /internal/dispatch (`Authorization: Bearer <token>`), with jsonwebtoken.
+//!
+//! Accepted only: RS256 (never the header's choice), a `kid` found in the issuer's JWKS, a valid
+//! signature, `iss` and `aud` equal to the configured ones, `exp` in the future (jsonwebtoken's
+//! default 60 s leeway for clock skew), `email` equal to the configured service account and
+//! `email_verified: true`. The JWKS is fetched on first use and cached for the container's life;
+//! an unknown `kid` (the issuer rotated its keys) triggers a refetch, at most once a minute, so
+//! made-up `kid`s cannot turn requests into fetches.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use crate::config::OidcConfig;
+
+/// The shortest time between two JWKS fetches.
+pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a token was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The token is missing or not acceptable: 401. The text is for logs (it never quotes the
+    /// token or its claims).
+    Unauthorized(&'static str),
+    /// The issuer's keys could not be fetched, so no token can be judged: 503.
+    JwksUnavailable(String),
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    email: Option<String>,
+    email_verified: Option<bool>,
+}
+
+#[derive(Default)]
+struct KeyCache {
+    keys: HashMap<String, Arc<DecodingKey>>,
+    last_fetch: Option<DateTime<Utc>>,
+    /// Why the last fetch failed, while no key has ever been fetched.
+    unavailable: Option<String>,
+}
+
+pub struct OidcVerifier {
+    config: OidcConfig,
+    validation: Validation,
+    http: reqwest::Client,
+    cache: Mutex<KeyCache>,
+}
+
+impl OidcVerifier {
+    pub fn new(config: OidcConfig) -> OidcVerifier {
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_issuer(&[config.issuer.as_str()]);
+        validation.set_audience(&[config.audience.as_str()]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .build()
+            .expect("a plain HTTPS client builds");
+        OidcVerifier {
+            config,
+            validation,
+            http,
+            cache: Mutex::new(KeyCache::default()),
+        }
+    }
+
+    /// Checks the `Authorization` header's token. `now` (the app's clock) paces JWKS refetches.
+    pub async fn verify(
+        &self,
+        authorization: Option<&http::HeaderValue>,
+        now: DateTime<Utc>,
+    ) -> Result<(), Rejection> {
+        let token = bearer_token(authorization)?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| Rejection::Unauthorized("the token is not a JWT"))?;
+        if header.alg != Algorithm::RS256 {
+            return Err(Rejection::Unauthorized(
+                "the token is not signed with RS256",
+            ));
+        }
+        let kid = header
+            .kid
+            .ok_or(Rejection::Unauthorized("the token has no kid"))?;
+        let key = self.key(&kid, now).await?.ok_or(Rejection::Unauthorized(
+            "the token's kid is not in the JWKS",
+        ))?;
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &self.validation)
+            .map_err(|e| Rejection::Unauthorized(describe(e.kind())))?;
+        if data.claims.email.as_deref() != Some(self.config.service_account.as_str()) {
+            return Err(Rejection::Unauthorized(
+                "the token's email is not the configured service account",
+            ));
+        }
+        if data.claims.email_verified != Some(true) {
+            return Err(Rejection::Unauthorized("the token's email is not verified"));
+        }
+        Ok(())
+    }
+
+    /// The key with this `kid`, fetching the JWKS when none is cached or when the `kid` is
+    /// unknown and the last fetch is at least [`REFETCH_AFTER`] old. One fetch at a time.
+    async fn key(
+        &self,
+        kid: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Arc<DecodingKey>>, Rejection> {
+        let mut cache = self.cache.lock().await;
+        if let Some(key) = cache.keys.get(kid) {
+            return Ok(Some(key.clone()));
+        }
+        let may_fetch = cache
+            .last_fetch
+            .is_none_or(|last| now - last >= REFETCH_AFTER);
+        if may_fetch {
+            cache.last_fetch = Some(now);
+            match self.fetch().await {
+                Ok(keys) => {
+                    tracing::info!(keys = keys.len(), "OIDC JWKS fetched");
+                    cache.keys = keys;
+                    cache.unavailable = None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "OIDC JWKS fetch failed");
+                    if cache.keys.is_empty() {
+                        cache.unavailable = Some(e);
+                    }
+                }
+            }
+        }
+        match (cache.keys.get(kid), &cache.unavailable) {
+            (Some(key), _) => Ok(Some(key.clone())),
+            (None, Some(e)) => Err(Rejection::JwksUnavailable(e.clone())),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The RSA signing keys of the JWKS, by `kid`.
+    async fn fetch(&self) -> Result<HashMap<String, Arc<DecodingKey>>, String> {
+        let response = self
+            .http
+            .get(&self.config.jwks_url)
+            .send()
+            .await
+            .map_err(|e| format!("GET JWKS: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("GET JWKS: status {}", response.status()));
+        }
+        let set: JwkSet = response
+            .json()
+            .await
+            .map_err(|e| format!("JWKS is not a JWK set: {e}"))?;
+        let mut keys = HashMap::new();
+        for jwk in &set.keys {
+            let usable = matches!(jwk.algorithm, AlgorithmParameters::RSA(_))
+                && jwk
+                    .common
+                    .key_algorithm
+                    .is_none_or(|alg| alg == KeyAlgorithm::RS256)
+                && jwk
+                    .common
+                    .public_key_use
+                    .as_ref()
+                    .is_none_or(|u| *u == PublicKeyUse::Signature);
+            let (true, Some(kid)) = (usable, &jwk.common.key_id) else {
+                continue;
+            };
+            if let Ok(key) = DecodingKey::from_jwk(jwk) {
+                keys.insert(kid.clone(), Arc::new(key));
+            }
+        }
+        Ok(keys)
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (the scheme in any case).
+pub fn bearer_token(authorization: Option<&http::HeaderValue>) -> Result<&str, Rejection> {
+    let value = authorization
+        .ok_or(Rejection::Unauthorized("no Authorization header"))?
+        .to_str()
+        .map_err(|_| Rejection::Unauthorized("the Authorization header is not text"))?;
+    match value.split_once(' ') {
+        Some((scheme, token))
+            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+        {
+            Ok(token.trim())
+        }
+        _ => Err(Rejection::Unauthorized(
+            "the Authorization header is not Bearer",
+        )),
+    }
+}
+
+fn describe(kind: &jsonwebtoken::errors::ErrorKind) -> &'static str {
+    use jsonwebtoken::errors::ErrorKind;
+    match kind {
+        ErrorKind::InvalidSignature => "the token's signature does not verify",
+        ErrorKind::ExpiredSignature => "the token has expired",
+        ErrorKind::ImmatureSignature => "the token is not valid yet",
+        ErrorKind::InvalidIssuer => "the token's iss is not the configured issuer",
+        ErrorKind::InvalidAudience => "the token's aud is not the configured audience",
+        ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (exp, iss, aud)",
+        ErrorKind::InvalidAlgorithm => "the token's algorithm does not match its key",
+        _ => "the token is malformed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_header_yields_a_token() {
+        let header = |v: &str| http::HeaderValue::from_str(v).unwrap();
+        assert_eq!(
+            bearer_token(Some(&header("Bearer abc.def.ghi"))),
+            Ok("abc.def.ghi")
+        );
+        assert_eq!(bearer_token(Some(&header("bearer abc"))), Ok("abc"));
+        for bad in [
+            "Basic dXNlcjpwYXNz",
+            "Bearer",
+            "Bearer ",
+            "abc.def.ghi",
+            "Token abc",
+        ] {
+            assert!(bearer_token(Some(&header(bad))).is_err(), "{bad}");
+        }
+        assert!(bearer_token(None).is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! The `PushSender` port: one VoIP push to one device.
+//!
+//! Adapters: APNs through a2 (`apns`), and a sender that only writes a log line (`log`), used by
+//! local runs and whenever APNs is not configured. The dispatcher decides what to do with each
+//! kind of [`PushError`] (retry within the second's budget, remove the token, give up); adapters
+//! only classify.
+
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::domain::device::Device;
+use crate::domain::reservation::Reservation;
+
+pub mod apns;
+pub mod log;
+
+/// How long APNs may hold a call's push for an offline device: a call that rings half a minute
+/// late is still a call; one that rings minutes late is worse than none.
+pub const CALL_PUSH_LIFETIME: chrono::Duration = chrono::Duration::seconds(30);
+
+/// The VoIP push payload the app receives. Only what the incoming-call screen needs: the call's
+/// id (so the app can drop a rare duplicate), the caller name to show, and the reserved time.
+/// `aps` is empty: VoIP pushes are handed to the app (PushKit), never shown by the system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoipPush {
+    pub aps: Aps,
+    pub call_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller_name: Option<String>,
+    /// The reservation's `scheduledAt`, with the client's offset.
+    pub scheduled_at: String,
+    /// After this APNs discards the push if it could not deliver it (`apns-expiration`); not part
+    /// of the payload.
+    #[serde(skip)]
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Aps {}
+
+impl VoipPush {
+    /// The push for `reservation`, sent at `now`.
+    pub fn for_reservation(reservation: &Reservation, now: DateTime<Utc>) -> VoipPush {
+        VoipPush {
+            aps: Aps {},
+            call_id: reservation.call_id.as_str().to_owned(),
+            caller_name: reservation.caller_name.clone(),
+            scheduled_at: reservation
+                .scheduled_at
+                .with_offset()
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            expires_at: now + CALL_PUSH_LIFETIME,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the payload serializes")
+    }
+}
+
+/// Why a push did not go out. Reasons name the APNs status and reason, never the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushError {
+    /// APNs says the token is not (or no longer) valid (400 `BadDeviceToken`, 410
+    /// `Unregistered`): the device's token is removed and the call fails.
+    InvalidToken { status: u16, reason: String },
+    /// Worth another attempt within the budget: 429, 5xx, connection trouble, a timeout.
+    Retryable { status: Option<u16>, reason: String },
+    /// Will fail again however often it is tried (another 4xx, a bad provider key, ...).
+    Rejected { status: Option<u16>, reason: String },
+}
+
+impl PushError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            PushError::InvalidToken { status, .. } => Some(*status),
+            PushError::Retryable { status, .. } | PushError::Rejected { status, .. } => *status,
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            PushError::InvalidToken { reason, .. }
+            | PushError::Retryable { reason, .. }
+            | PushError::Rejected { reason, .. } => reason,
+        }
+    }
+}
+
+impl std::fmt::Display for PushError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.status() {
+            Some(status) => write!(f, "{status} {}", self.reason()),
+            None => f.write_str(self.reason()),
+        }
+    }
+}
+
+#[async_trait]
+pub trait PushSender: Send + Sync {
+    /// Sends `push` to `device` (its token, in its environment). `Ok` means APNs accepted it.
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError>;
+}
+
+/// Stands in for an APNs client that could not be built: every push fails (and says why), so
+/// calls are recorded `failed` instead of pretending to ring.
+pub struct UnavailablePushSender;
+
+#[async_trait]
+impl PushSender for UnavailablePushSender {
+    async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+        Err(PushError::Rejected {
+            status: None,
+            reason: "the APNs client could not be built at start-up".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::device::DeviceId;
+    use crate::domain::reservation::ScheduledAt;
+
+    #[test]
+    fn the_payload_is_an_empty_aps_and_the_call() {
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let at = ScheduledAt::parse("scheduledAt", "2026-01-01T09:00:30+09:00", now).unwrap();
+        let device = DeviceId::parse("deviceId", "d1").unwrap();
+        let mut reservation = Reservation::new(device, at, Some("こえ".into()), now);
+        let push = VoipPush::for_reservation(&reservation, at.utc());
+        let json: serde_json::Value = serde_json::from_str(&push.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "aps": {},
+                "callId": reservation.call_id.as_str(),
+                "callerName": "こえ",
+                "scheduledAt": "2026-01-01T09:00:30+09:00",
+            })
+        );
+        assert_eq!(push.expires_at, at.utc() + chrono::Duration::seconds(30));
+
+        reservation.caller_name = None;
+        let json: serde_json::Value =
+            serde_json::from_str(&VoipPush::for_reservation(&reservation, now).to_json()).unwrap();
+        assert!(json.get("callerName").is_none(), "{json}");
+        assert!(
+            json.get("deviceId").is_none(),
+            "no device id in the payload"
+        );
+    }
+}

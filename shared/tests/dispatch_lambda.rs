@@ -1,0 +1,158 @@
+//! The dispatch Lambda's entrypoint, in-process: the committed fixtures `events/dispatch.json`
+//! (API Gateway HTTP API) and `events/dispatch-schedule.json` (the EventBridge schedule) go
+//! through `koe::entrypoints::dispatch::handle` exactly as the runtime would hand them over.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use chrono::{Duration, FixedOffset, Utc};
+use koe::App;
+use koe::config::{Config, Vars};
+use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::entrypoints::dispatch::handle;
+use koe_testkit::oidc::{self, StandInIssuer};
+use koe_testkit::push::RecordingPushSender;
+use koe_testkit::template::repo_root;
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::Value;
+
+fn fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join("events").join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn event(payload: Value) -> LambdaEvent<Value> {
+    LambdaEvent::new(payload, Context::default())
+}
+
+#[derive(Default)]
+struct CountingTrigger(AtomicUsize);
+
+#[async_trait]
+impl DispatchTrigger for CountingTrigger {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+async fn app(vars: &[(&str, &str)], short_window: bool) -> App {
+    let mut config = Config::from_vars(&Vars::from_pairs(vars)).unwrap();
+    if short_window {
+        // A real-clock run: 2 s instead of 70 s, re-selecting every 500 ms.
+        config.dispatch.window = StdDuration::from_secs(2);
+        config.dispatch.reselect_every = StdDuration::from_millis(500);
+    }
+    App::from_config(config).await
+}
+
+#[tokio::test]
+async fn the_schedule_fixture_runs_a_dispatch() {
+    let app = app(&[], true).await;
+    let push = Arc::new(RecordingPushSender::new(app.clock.clone()));
+    let app = app.with_push(push.clone());
+
+    let now = Utc::now();
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", "schedule-fixture").unwrap(),
+        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at: now,
+    };
+    app.store.put_device(&device).await.unwrap();
+    let second = now + Duration::milliseconds(1000);
+    let jst = FixedOffset::east_opt(9 * 3600).unwrap();
+    let r = Reservation::new(
+        device.device_id.clone(),
+        ScheduledAt::from_stored(second.with_timezone(&jst)),
+        None,
+        now,
+    );
+    app.store
+        .create_reservation(&r, now, now - Duration::seconds(150))
+        .await
+        .unwrap();
+
+    let summary = handle(&app, event(fixture("dispatch-schedule.json")))
+        .await
+        .expect("a scheduled event runs the dispatcher");
+    assert_eq!(summary["cause"], "schedule");
+    assert_eq!(summary["sent"], 1, "{summary}");
+    let pushes = push.sent();
+    assert_eq!(pushes.len(), 1);
+    assert_eq!(pushes[0].call_id, r.call_id.as_str());
+    assert!(pushes[0].at >= second, "never early");
+    let stored = app
+        .store
+        .get_reservation(&r.device_id, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(stored.unwrap().status, ReservationStatus::Sent);
+}
+
+#[tokio::test]
+async fn the_http_fixture_is_refused_with_401_in_api_gateway_shape() {
+    let app = app(&[], false).await;
+    let response = handle(&app, event(fixture("dispatch.json")))
+        .await
+        .expect("an HTTP event gets an HTTP answer");
+    assert_eq!(response["statusCode"], 401, "{response}");
+    assert_eq!(response["headers"]["content-type"], "application/json");
+    let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["code"], "UNAUTHORIZED");
+    assert_eq!(body["error"], body["message"]);
+}
+
+#[tokio::test]
+async fn a_valid_token_in_the_http_event_is_accepted_and_the_run_handed_on() {
+    let issuer = StandInIssuer::start().await;
+    let vars = issuer.vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let trigger = Arc::new(CountingTrigger::default());
+    let app = app(&vars, false)
+        .await
+        .with_dispatch_trigger(trigger.clone());
+
+    let mut payload = fixture("dispatch.json");
+    payload["headers"]["authorization"] = format!("Bearer {}", oidc::valid_token()).into();
+    let response = handle(&app, event(payload)).await.unwrap();
+    assert_eq!(response["statusCode"], 202, "{response}");
+    let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["status"], "accepted");
+    assert_eq!(trigger.0.load(Ordering::SeqCst), 1, "one run requested");
+
+    // The committed placeholder token is refused by the same app.
+    let response = handle(&app, event(fixture("dispatch.json"))).await.unwrap();
+    assert_eq!(response["statusCode"], 401);
+    assert_eq!(trigger.0.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_requested_run_event_runs_the_dispatcher() {
+    let app = app(&[], true).await;
+    let payload = serde_json::json!({
+        "version": "0",
+        "id": "0b7c2f4e-1d3a-4c5b-8e9f-001122334455",
+        "detail-type": "Koe Dispatch Requested",
+        "source": "koe.dispatch",
+        "account": "123456789012",
+        "time": "2026-01-01T00:01:01Z",
+        "region": "ap-northeast-1",
+        "resources": [],
+        "detail": {"requestedAt": "2026-01-01T00:01:00.512Z"}
+    });
+    let summary = handle(&app, event(payload)).await.unwrap();
+    assert_eq!(summary["cause"], "request");
+    assert_eq!(summary["sent"], 0);
+}
+
+#[tokio::test]
+async fn an_unknown_event_is_an_error_not_a_run() {
+    let app = app(&[], false).await;
+    let result = handle(&app, event(serde_json::json!({"hello": "world"}))).await;
+    assert!(result.is_err());
+}

@@ -1,0 +1,330 @@
+//! POST /internal/dispatch over HTTP against the real local server, with a stand-in OIDC issuer
+//! (`koe_testkit::oidc`, TEST-ONLY keys): every forged, misdirected or malformed token is 401
+//! with the error body and starts nothing; a valid one is 202 and hands one run on. The JWKS is
+//! fetched once, cached, and refetched for an unknown `kid` at most once a minute.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use chrono::Duration;
+use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
+use koe_testkit::clock::ManualClock;
+use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, spawn_app_with};
+use koe_testkit::oidc::{
+    self, KID_1, KID_2, StandInIssuer, TestKey, claims_with, mint, valid_claims, valid_token,
+};
+use serde_json::json;
+
+#[derive(Default)]
+struct CountingTrigger(AtomicUsize);
+
+impl CountingTrigger {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl DispatchTrigger for CountingTrigger {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+struct Setup {
+    app: TestApp,
+    issuer: StandInIssuer,
+    clock: Arc<ManualClock>,
+    runs: Arc<CountingTrigger>,
+}
+
+async fn setup() -> Setup {
+    let issuer = StandInIssuer::start().await;
+    setup_with(issuer, true).await
+}
+
+async fn setup_with(issuer: StandInIssuer, trust_issuer: bool) -> Setup {
+    let clock = Arc::new(ManualClock::at(chrono::Utc::now()));
+    let runs = Arc::new(CountingTrigger::default());
+    let vars = if trust_issuer {
+        issuer.vars()
+    } else {
+        Vec::new()
+    };
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (c, r) = (clock.clone(), runs.clone());
+    let app = spawn_app_with(&vars, move |app| app.with_clock(c).with_dispatch_trigger(r)).await;
+    Setup {
+        app,
+        issuer,
+        clock,
+        runs,
+    }
+}
+
+impl Setup {
+    async fn post(&self, authorization: Option<&str>) -> reqwest::Response {
+        let mut request = self
+            .app
+            .agent_unauthenticated(http::Method::POST, "/internal/dispatch");
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.send().await.expect("koe-local answers")
+    }
+
+    async fn post_token(&self, token: &str) -> reqwest::Response {
+        self.post(Some(&format!("Bearer {token}"))).await
+    }
+
+    async fn assert_refused(&self, response: reqwest::Response, case: &str) {
+        let runs = self.runs.count();
+        assert_eq!(response.status().as_u16(), 401, "{case}");
+        error_body(response, 401, "UNAUTHORIZED").await;
+        assert_eq!(self.runs.count(), runs, "{case}: no run requested");
+    }
+
+    async fn assert_accepted(&self, response: reqwest::Response, case: &str) {
+        assert_eq!(response.status().as_u16(), 202, "{case}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["status"], "accepted", "{case}");
+    }
+}
+
+#[tokio::test]
+async fn a_valid_token_is_accepted_and_requests_one_run() {
+    let s = setup().await;
+    s.assert_accepted(s.post_token(&valid_token()).await, "valid token")
+        .await;
+    assert_eq!(s.runs.count(), 1);
+    // No X-Api-Key needed, and the scheme's case does not matter.
+    s.assert_accepted(
+        s.post(Some(&format!("bearer {}", valid_token()))).await,
+        "lower-case scheme",
+    )
+    .await;
+    assert_eq!(s.runs.count(), 2);
+    assert_eq!(s.issuer.fetches(), 1, "the JWKS is fetched once and cached");
+}
+
+#[tokio::test]
+async fn every_attack_is_401() {
+    let s = setup().await;
+    let now = chrono::Utc::now().timestamp();
+    let valid = valid_token();
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("missing Authorization", None),
+        (
+            "non-Bearer (Basic)",
+            Some("Basic ZGlzcGF0Y2g6c2VjcmV0".into()),
+        ),
+        ("the token without a scheme", Some(valid.clone())),
+        (
+            "an X-Api-Key-like value",
+            Some(format!("ApiKey {TEST_API_KEY}")),
+        ),
+        ("not a JWT", Some("Bearer not.a.jwt".into())),
+        (
+            "wrong aud",
+            bearer(&mint(
+                &claims_with(json!({"aud": "https://elsewhere.test"})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "wrong iss",
+            bearer(&mint(
+                &claims_with(json!({"iss": "https://evil.test"})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "wrong email",
+            bearer(&mint(
+                &claims_with(json!({"email": "someone@koe-test.iam.gserviceaccount.com"})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "email_verified false",
+            bearer(&mint(
+                &claims_with(json!({"email_verified": false})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "email_verified missing",
+            bearer(&mint(
+                &claims_with(json!({"email_verified": null})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "email missing",
+            bearer(&mint(
+                &claims_with(json!({"email": null})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "expired",
+            bearer(&mint(
+                &claims_with(json!({"exp": now - 3600, "iat": now - 7200})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "no exp",
+            bearer(&mint(
+                &claims_with(json!({"exp": null})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "no aud",
+            bearer(&mint(
+                &claims_with(json!({"aud": null})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        (
+            "not valid yet",
+            bearer(&mint(
+                &claims_with(json!({"nbf": now + 3600})),
+                TestKey::One,
+                Some(KID_1),
+            )),
+        ),
+        ("alg none", bearer(&oidc::alg_none_token(&valid_claims()))),
+        (
+            "HS256 signed with the public key",
+            bearer(&oidc::hs256_with_public_key(&valid_claims())),
+        ),
+        (
+            "signed by another key under the known kid",
+            bearer(&mint(&valid_claims(), TestKey::Two, Some(KID_1))),
+        ),
+        (
+            "unknown kid",
+            bearer(&mint(&valid_claims(), TestKey::One, Some("no-such-kid"))),
+        ),
+        ("no kid", bearer(&mint(&valid_claims(), TestKey::One, None))),
+        (
+            "tampered payload (other email)",
+            bearer(&oidc::tampered(
+                &valid,
+                &claims_with(json!({"email": "attacker@evil.test"})),
+            )),
+        ),
+        (
+            "tampered payload (later exp)",
+            bearer(&oidc::tampered(
+                &valid,
+                &claims_with(json!({"exp": now + 86_400})),
+            )),
+        ),
+        (
+            "signature stripped",
+            bearer(&format!("{}.", valid.rsplit_once('.').unwrap().0)),
+        ),
+    ];
+    for (case, authorization) in cases {
+        let response = s.post(authorization.as_deref()).await;
+        s.assert_refused(response, case).await;
+    }
+    // A valid X-Api-Key opens nothing here.
+    let response = s
+        .app
+        .agent(http::Method::POST, "/internal/dispatch")
+        .send()
+        .await
+        .unwrap();
+    s.assert_refused(response, "X-Api-Key instead of a token")
+        .await;
+    // After all that, a valid token still works: nothing was poisoned.
+    s.assert_accepted(s.post_token(&valid).await, "valid token afterwards")
+        .await;
+    assert_eq!(s.runs.count(), 1);
+}
+
+fn bearer(token: &str) -> Option<String> {
+    Some(format!("Bearer {token}"))
+}
+
+#[tokio::test]
+async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
+    let s = setup().await;
+    s.assert_accepted(s.post_token(&valid_token()).await, "valid")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+
+    // Made-up kids: the JWKS was fetched less than a minute ago, so no fetch.
+    for i in 0..5 {
+        let token = mint(&valid_claims(), TestKey::One, Some(&format!("made-up-{i}")));
+        s.assert_refused(s.post_token(&token).await, "made-up kid")
+            .await;
+    }
+    assert_eq!(s.issuer.fetches(), 1, "no refetch within the minute");
+
+    // The issuer rotates to key two. Within the minute its tokens are refused...
+    s.issuer.serve_keys(&[TestKey::Two]);
+    let rotated = mint(&valid_claims(), TestKey::Two, Some(KID_2));
+    s.assert_refused(s.post_token(&rotated).await, "rotated key, same minute")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+    // ...a minute later the unknown kid triggers one refetch, which finds the new key.
+    s.clock.advance(Duration::seconds(61));
+    s.assert_accepted(s.post_token(&rotated).await, "rotated key, next minute")
+        .await;
+    assert_eq!(s.issuer.fetches(), 2);
+    // Key one is gone from the JWKS now; again at most one fetch a minute.
+    s.assert_refused(s.post_token(&valid_token()).await, "retired key")
+        .await;
+    s.assert_refused(s.post_token(&valid_token()).await, "retired key again")
+        .await;
+    assert_eq!(s.issuer.fetches(), 2);
+    s.clock.advance(Duration::seconds(61));
+    s.assert_refused(
+        s.post_token(&valid_token()).await,
+        "retired key, next minute",
+    )
+    .await;
+    assert_eq!(s.issuer.fetches(), 3);
+}
+
+#[tokio::test]
+async fn an_unreachable_jwks_is_503_and_recovers() {
+    let issuer = StandInIssuer::start().await;
+    issuer.set_failing(true);
+    let s = setup_with(issuer, true).await;
+    let response = s.post_token(&valid_token()).await;
+    error_body(response, 503, "SERVICE_UNAVAILABLE").await;
+    assert_eq!(s.runs.count(), 0);
+    s.issuer.set_failing(false);
+    s.clock.advance(Duration::seconds(61));
+    s.assert_accepted(s.post_token(&valid_token()).await, "JWKS back")
+        .await;
+    assert_eq!(s.issuer.fetches(), 2);
+}
+
+#[tokio::test]
+async fn without_a_configured_issuer_every_token_is_refused() {
+    let issuer = StandInIssuer::start().await;
+    let s = setup_with(issuer, false).await;
+    s.assert_refused(s.post_token(&valid_token()).await, "no issuer configured")
+        .await;
+    s.assert_refused(s.post(None).await, "no issuer, no token")
+        .await;
+    assert_eq!(s.issuer.fetches(), 0);
+}

@@ -1,0 +1,188 @@
+//! A stand-in `PushSender`: records every push attempt with the (test) clock's time at the moment
+//! it was made, and answers as scripted per device (accept, an APNs-like failure, or hang).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use koe::clock::Clock;
+use koe::domain::device::{Device, PushEnvironment};
+use koe::push::{PushError, PushSender, VoipPush};
+
+/// One push attempt as the sender saw it.
+#[derive(Debug, Clone)]
+pub struct RecordedPush {
+    pub call_id: String,
+    pub device_id: String,
+    pub token: String,
+    pub environment: PushEnvironment,
+    /// The clock's time when the push was handed to the sender.
+    pub at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// The JSON body the device would receive.
+    pub payload: serde_json::Value,
+    /// Whether the stand-in accepted it (a failed or hung attempt is recorded too).
+    pub accepted: bool,
+}
+
+/// How the stand-in answers one attempt.
+#[derive(Debug, Clone)]
+pub enum Scripted {
+    Accept,
+    Fail(PushError),
+    /// Never answers (the dispatcher must give up at its budget).
+    Hang,
+}
+
+impl Scripted {
+    /// APNs 400 `BadDeviceToken`.
+    pub fn bad_device_token() -> Scripted {
+        Scripted::Fail(PushError::InvalidToken {
+            status: 400,
+            reason: "BadDeviceToken".into(),
+        })
+    }
+
+    /// APNs 410 `Unregistered`.
+    pub fn unregistered() -> Scripted {
+        Scripted::Fail(PushError::InvalidToken {
+            status: 410,
+            reason: "Unregistered".into(),
+        })
+    }
+
+    /// APNs 429 `TooManyRequests`.
+    pub fn too_many_requests() -> Scripted {
+        Scripted::Fail(PushError::Retryable {
+            status: Some(429),
+            reason: "TooManyRequests".into(),
+        })
+    }
+
+    /// APNs 500 `InternalServerError`.
+    pub fn server_error() -> Scripted {
+        Scripted::Fail(PushError::Retryable {
+            status: Some(500),
+            reason: "InternalServerError".into(),
+        })
+    }
+}
+
+pub struct RecordingPushSender {
+    clock: Arc<dyn Clock>,
+    attempts: Mutex<Vec<RecordedPush>>,
+    /// Per device id: the answers to its next attempts; afterwards, `Accept`.
+    scripts: Mutex<HashMap<String, VecDeque<Scripted>>>,
+    /// Real time each accepted push takes (as an APNs round trip would).
+    latency: Mutex<Duration>,
+}
+
+impl RecordingPushSender {
+    pub fn new(clock: Arc<dyn Clock>) -> RecordingPushSender {
+        RecordingPushSender {
+            clock,
+            attempts: Mutex::new(Vec::new()),
+            scripts: Mutex::new(HashMap::new()),
+            latency: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    /// The next attempts for `device_id` get these answers, in order; then `Accept`.
+    pub fn script(&self, device_id: &str, answers: impl IntoIterator<Item = Scripted>) {
+        self.scripts
+            .lock()
+            .unwrap()
+            .entry(device_id.to_owned())
+            .or_default()
+            .extend(answers);
+    }
+
+    /// Every push takes this long in real time before it is answered.
+    pub fn set_latency(&self, latency: Duration) {
+        *self.latency.lock().unwrap() = latency;
+    }
+
+    /// Every attempt so far, in the order they were made.
+    pub fn attempts(&self) -> Vec<RecordedPush> {
+        self.attempts.lock().unwrap().clone()
+    }
+
+    /// The accepted pushes so far.
+    pub fn sent(&self) -> Vec<RecordedPush> {
+        self.attempts().into_iter().filter(|p| p.accepted).collect()
+    }
+
+    /// The accepted pushes of one call.
+    pub fn sent_for_call(&self, call_id: &str) -> Vec<RecordedPush> {
+        self.sent()
+            .into_iter()
+            .filter(|p| p.call_id == call_id)
+            .collect()
+    }
+
+    /// Waits (real time, at most `timeout`) until `ready` holds for the attempts so far;
+    /// panics naming `what` if it never does.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&[RecordedPush]) -> bool,
+    ) -> Vec<RecordedPush> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let attempts = self.attempts();
+            if ready(&attempts) {
+                return attempts;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; attempts so far: {attempts:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl PushSender for RecordingPushSender {
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
+        let answer = self
+            .scripts
+            .lock()
+            .unwrap()
+            .get_mut(device.device_id.as_str())
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(Scripted::Accept);
+        let mut recorded = RecordedPush {
+            call_id: push.call_id.clone(),
+            device_id: device.device_id.as_str().to_owned(),
+            token: device.voip_token.expose().to_owned(),
+            environment: device.environment,
+            at: self.clock.now(),
+            expires_at: push.expires_at,
+            payload: serde_json::from_str(&push.to_json()).expect("payload is JSON"),
+            accepted: false,
+        };
+        match answer {
+            Scripted::Accept => {
+                recorded.accepted = true;
+                self.attempts.lock().unwrap().push(recorded);
+                let latency = *self.latency.lock().unwrap();
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                Ok(())
+            }
+            Scripted::Fail(error) => {
+                self.attempts.lock().unwrap().push(recorded);
+                Err(error)
+            }
+            Scripted::Hang => {
+                self.attempts.lock().unwrap().push(recorded);
+                std::future::pending().await
+            }
+        }
+    }
+}
