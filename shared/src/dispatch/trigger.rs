@@ -9,8 +9,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::Notify;
+
+use crate::domain::reservation::rfc3339_millis;
+use crate::event_bus::eventbridge::Publisher;
 
 /// EventBridge `source` of a requested run (the template's rule matches it).
 pub const SOURCE: &str = "koe.dispatch";
@@ -48,15 +50,13 @@ impl DispatchTrigger for InProcessTrigger {
 
 /// Publishes a "dispatch requested" event (detail `{"requestedAt"}`) to an EventBridge bus.
 pub struct EventBridgeTrigger {
-    bus_name: String,
-    client: OnceCell<aws_sdk_eventbridge::Client>,
+    publisher: Publisher,
 }
 
 impl EventBridgeTrigger {
     pub fn new(bus_name: String) -> EventBridgeTrigger {
         EventBridgeTrigger {
-            bus_name,
-            client: OnceCell::new(),
+            publisher: Publisher::new(bus_name),
         }
     }
 }
@@ -64,41 +64,10 @@ impl EventBridgeTrigger {
 #[async_trait]
 impl DispatchTrigger for EventBridgeTrigger {
     async fn request_run(&self) -> Result<(), TriggerError> {
-        let client = self
-            .client
-            .get_or_init(|| async {
-                let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                aws_sdk_eventbridge::Client::new(&config)
-            })
-            .await;
-        let detail = serde_json::json!({ "requestedAt": crate::domain::reservation::rfc3339_millis(chrono::Utc::now()) }).to_string();
-        let entry = PutEventsRequestEntry::builder()
-            .event_bus_name(&self.bus_name)
-            .source(SOURCE)
-            .detail_type(DETAIL_TYPE)
-            .detail(detail)
-            .build();
-        let output = client
-            .put_events()
-            .entries(entry)
-            .send()
+        let detail = serde_json::json!({ "requestedAt": rfc3339_millis(chrono::Utc::now()) });
+        self.publisher
+            .put(SOURCE, DETAIL_TYPE, detail.to_string())
             .await
-            .map_err(|e| {
-                TriggerError(format!(
-                    "PutEvents failed: {}",
-                    aws_sdk_eventbridge::error::DisplayErrorContext(e)
-                ))
-            })?;
-        if output.failed_entry_count() > 0 {
-            let reason = output
-                .entries()
-                .first()
-                .and_then(|e| e.error_code())
-                .unwrap_or("unknown");
-            return Err(TriggerError(format!(
-                "PutEvents rejected the entry: {reason}"
-            )));
-        }
-        Ok(())
+            .map_err(|e| TriggerError(e.0))
     }
 }

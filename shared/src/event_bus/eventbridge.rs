@@ -1,4 +1,5 @@
-//! Error notifications as EventBridge events (PutEvents), routed to the team chat by the template.
+//! EventBridge PutEvents: error notifications (routed to the team chat by the template), and the
+//! one-entry publisher other events (a requested dispatch run) share.
 
 use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
@@ -6,16 +7,16 @@ use tokio::sync::OnceCell;
 
 use super::{DETAIL_TYPE, ErrorNotification, EventBus, PublishError, SOURCE};
 
-/// Publishes to one bus. The SDK client is built on the first notification, not at cold start:
-/// most containers never publish, and building it costs start-up time on every one.
-pub struct EventBridgeBus {
+/// Puts single events on one bus. The SDK client is built on the first event, not at cold
+/// start: most containers never publish, and building it costs start-up time on every one.
+pub struct Publisher {
     bus_name: String,
     client: OnceCell<aws_sdk_eventbridge::Client>,
 }
 
-impl EventBridgeBus {
-    pub fn new(bus_name: String) -> EventBridgeBus {
-        EventBridgeBus {
+impl Publisher {
+    pub fn new(bus_name: String) -> Publisher {
+        Publisher {
             bus_name,
             client: OnceCell::new(),
         }
@@ -29,16 +30,19 @@ impl EventBridgeBus {
             })
             .await
     }
-}
 
-#[async_trait]
-impl EventBus for EventBridgeBus {
-    async fn publish(&self, n: &ErrorNotification) -> Result<(), PublishError> {
-        let detail = serde_json::to_string(n).map_err(|e| PublishError(e.to_string()))?;
+    /// Publishes one event; an error says why (never the detail, which callers keep free of
+    /// personal data anyway).
+    pub async fn put(
+        &self,
+        source: &str,
+        detail_type: &str,
+        detail: String,
+    ) -> Result<(), PublishError> {
         let entry = PutEventsRequestEntry::builder()
             .event_bus_name(&self.bus_name)
-            .source(SOURCE)
-            .detail_type(DETAIL_TYPE)
+            .source(source)
+            .detail_type(detail_type)
             .detail(detail)
             .build();
         let output = self
@@ -59,12 +63,32 @@ impl EventBus for EventBridgeBus {
                 .entries()
                 .first()
                 .and_then(|e| e.error_code())
-                .unwrap_or("unknown")
-                .to_owned();
+                .unwrap_or("unknown");
             return Err(PublishError(format!(
                 "PutEvents rejected the entry: {reason}"
             )));
         }
         Ok(())
+    }
+}
+
+/// Error notifications on the stack's bus.
+pub struct EventBridgeBus {
+    publisher: Publisher,
+}
+
+impl EventBridgeBus {
+    pub fn new(bus_name: String) -> EventBridgeBus {
+        EventBridgeBus {
+            publisher: Publisher::new(bus_name),
+        }
+    }
+}
+
+#[async_trait]
+impl EventBus for EventBridgeBus {
+    async fn publish(&self, n: &ErrorNotification) -> Result<(), PublishError> {
+        let detail = serde_json::to_string(n).map_err(|e| PublishError(e.to_string()))?;
+        self.publisher.put(SOURCE, DETAIL_TYPE, detail).await
     }
 }
