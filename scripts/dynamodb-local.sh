@@ -13,6 +13,11 @@
 #                   (default: $KOE_CACHE_DIR/dynamodb-local/run). Use distinct values to
 #                   run several instances side by side.
 #   KOE_DYNAMODB_JAVA_OPTS  extra JVM options (word-split), appended after the defaults.
+#   KOE_DYNAMODB_PORT       start on this port instead of a free one (e.g. to restart an
+#                           instance where its clients expect it).
+#   KOE_DYNAMODB_PERSIST    1: keep the data in $KOE_STATE_DIR/db (-dbPath) instead of in
+#                           memory, so a stop and a start with the same state dir find the same
+#                           tables and items (the fault tests restart it mid-test).
 #
 # Notes:
 #   - The emulator comes from the npm package amplify-dynamodb-simulator@2.9.30, which
@@ -21,7 +26,7 @@
 #     listens on ALL interfaces on the chosen port. We always talk to it via 127.0.0.1.
 #   - Without -sharedDb, tables are scoped per access key id AND region: every client of
 #     one instance must use the same (dummy) credentials and the same AWS_REGION.
-#   - -inMemory: every start is a fresh, empty database.
+#   - -inMemory (the default): every start is a fresh, empty database.
 #
 # Only the `start` and `endpoint` commands write to stdout (exactly the URL); all
 # diagnostics go to stderr.
@@ -232,9 +237,14 @@ cmd_start() {
 
   # shellcheck disable=SC2206  # word splitting of the user's extra options is intended
   local extra_opts=(${KOE_DYNAMODB_JAVA_OPTS:-})
+  local storage_opts=(-inMemory)
+  if [[ "${KOE_DYNAMODB_PERSIST:-}" == "1" ]]; then
+    mkdir -p "${STATE_DIR}/db"
+    storage_opts=(-dbPath "${STATE_DIR}/db")
+  fi
   local attempt started deadline
   for attempt in 1 2 3; do
-    port="$(free_port)"
+    port="${KOE_DYNAMODB_PORT:-$(free_port)}"
     [[ "${port}" =~ ^[0-9]+$ ]] || die "could not pick a free port"
 
     # cwd = state dir so nothing the emulator might write lands in the caller's cwd.
@@ -245,7 +255,7 @@ cmd_start() {
         -Xmx256m -XX:+UseSerialGC -Djava.awt.headless=true \
         "-Djava.library.path=${LIB_DIR}" \
         ${extra_opts[@]+"${extra_opts[@]}"} \
-        -jar "${JAR}" -inMemory -port "${port}" -disableTelemetry
+        -jar "${JAR}" "${storage_opts[@]}" -port "${port}" -disableTelemetry
     ) </dev/null >"${LOG_FILE}" 2>&1 &
     pid=$!
     printf '%s\n' "${pid}" >"${PID_FILE}"
@@ -274,10 +284,12 @@ cmd_start() {
     fi
     wait "${pid}" 2>/dev/null || true
     clear_state
-    # Lost the race for the port between picking and binding: try another one.
+    # Lost the race for the port between picking and binding: try another one (or, for a
+    # fixed port, the same one a moment later: the previous instance may still hold it).
     if grep -qiE 'address already in use|BindException|Could not start server on port' "${LOG_FILE}" 2>/dev/null \
       && ((attempt < 3)); then
-      log "port ${port} was taken; retrying with another port"
+      log "port ${port} was taken; retrying"
+      [[ -z "${KOE_DYNAMODB_PORT:-}" ]] || sleep 1
       continue
     fi
     break

@@ -36,6 +36,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cfn-lint template.yaml"
 "$VENV/bin/cfn-lint" template.yaml
 
+step "cargo lambda build --release --arm64 (every function, as sam build does; zip sizes)"
+scripts/lambda-build.sh
+
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
@@ -49,6 +52,12 @@ echo "DynamoDB Local at $KOE_TEST_DYNAMODB_ENDPOINT" >&2
 step "cargo test"
 LOG="$(mktemp)"
 cargo test --workspace --locked 2>&1 | tee "$LOG"
+# Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
+# then the table of the faults that shared/tests/faults_*.rs injected (rows in the test output).
+step "schemathesis: koe-local against openapi.yaml"
+scripts/schemathesis.sh
+step "fault table"
+scripts/fault-table.sh "$LOG"
 # One closing line for the whole run (cargo's own last lines are per-binary, often doc tests).
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "\nSummary: %d passed, %d failed, %d skipped\n", p, f, i }' "$LOG"
 rm -f "$LOG"

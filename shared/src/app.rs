@@ -1,6 +1,8 @@
 //! `App`: the ports an endpoint talks to, and the one place every request passes through
 //! (body cap, dispatch to the handler, error rendering, error notification, access log).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,22 +10,21 @@ use http::HeaderValue;
 
 use crate::api::{self, Request, Response};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, StoreKind};
+use crate::config::Config;
 use crate::dispatch::trigger::{DispatchTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, RunCause, RunReport};
 use crate::error::{ApiError, ErrorCode};
-use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::{ErrorNotification, EventBus, LogEventBus};
 use crate::model::ModelProvider;
-use crate::model::openai::OpenAi;
-use crate::oidc::OidcVerifier;
-use crate::push::apns::ApnsSender;
-use crate::push::log::LogPushSender;
+use crate::oidc::TokenVerifier;
 use crate::push::{PushSender, UnavailablePushSender};
 use crate::routes::Endpoint;
 use crate::store::Store;
-use crate::store::dynamodb::DynamoStore;
-use crate::store::memory::MemoryStore;
+use crate::wiring::{NoModel, NoStore};
+
+/// What answers one endpoint (one of [`handlers`]): the handler's call with this app's ports.
+pub type Handler = for<'a> fn(&'a App, Request) -> HandlerFuture<'a>;
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send + 'a>>;
 
 /// How long an error notification may hold up the error answer.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -42,53 +43,41 @@ pub struct App {
     /// Wakes the in-process dispatcher loop (koe-local) for a requested run.
     pub run_requests: Arc<tokio::sync::Notify>,
     /// Verifier of POST /internal/dispatch's ID tokens; `None` refuses every caller.
-    oidc: Option<Arc<OidcVerifier>>,
+    oidc: Option<Arc<dyn TokenVerifier>>,
     /// `AWS_LAMBDA_FUNCTION_NAME` in a Lambda; else the route's binary name is reported.
     function_name: Option<String>,
 }
 
 impl App {
-    /// The production wiring: OpenAI, EventBridge when `EVENT_BUS_NAME` is set (else the log),
-    /// DynamoDB when `STORE=dynamodb` (else the in-memory store), the system clock. Builds
-    /// clients only; nothing here touches the network.
-    pub async fn from_config(config: Config) -> App {
-        let store: Arc<dyn Store> = match config.store.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new()),
-            StoreKind::DynamoDb => {
-                Arc::new(DynamoStore::from_env(config.store.tables.clone()).await)
-            }
-        };
-        let events: Arc<dyn EventBus> = match &config.event_bus_name {
-            Some(bus) => Arc::new(EventBridgeBus::new(bus.clone())),
-            None => Arc::new(LogEventBus),
-        };
-        let push: Arc<dyn PushSender> = match &config.apns {
-            Some(apns) => match ApnsSender::new(apns) {
-                Ok(sender) => Arc::new(sender),
-                Err(e) => {
-                    // Config validation built the same key, so this is not expected; if it
-                    // happens every push fails visibly rather than being silently logged.
-                    tracing::error!(error = %e, "APNs client could not be built");
-                    Arc::new(UnavailablePushSender)
-                }
-            },
-            None => Arc::new(LogPushSender::new(config.agent.device_hash_salt.clone())),
-        };
+    /// An app whose ports are all stand-ins that refuse: no model (PROVIDER_NOT_CONFIGURED), no
+    /// store (503), no push sender, notifications as log lines, no OIDC issuer (401). The
+    /// constructors in [`crate::wiring`] add the adapters a process uses; nothing here touches
+    /// the network or builds a client.
+    pub fn new(config: Config) -> App {
         let run_requests = Arc::new(tokio::sync::Notify::new());
         App {
-            model: Arc::new(OpenAi::new(&config.openai)),
-            events,
+            model: Arc::new(NoModel),
+            events: Arc::new(LogEventBus),
             clock: Arc::new(SystemClock),
-            store,
-            push,
+            store: Arc::new(NoStore),
+            push: Arc::new(UnavailablePushSender),
             dispatch_trigger: Arc::new(InProcessTrigger {
                 requests: run_requests.clone(),
             }),
             run_requests,
-            oidc: config.oidc.clone().map(|c| Arc::new(OidcVerifier::new(c))),
+            oidc: None,
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
             config: Arc::new(config),
         }
+    }
+
+    /// Every adapter the configuration asks for ([`crate::wiring::full`]): OpenAI, EventBridge
+    /// when `EVENT_BUS_NAME` is set (else the log), DynamoDB when `STORE=dynamodb` (else the
+    /// in-memory store), APNs or the logging sender, the OIDC verifier, the system clock. Builds
+    /// clients only; nothing here touches the network. A Lambda builds only its own part
+    /// (`wiring::chat`, ...).
+    pub async fn from_config(config: Config) -> App {
+        crate::wiring::full(config).await
     }
 
     pub fn with_events(mut self, events: Arc<dyn EventBus>) -> App {
@@ -118,6 +107,11 @@ impl App {
 
     pub fn with_dispatch_trigger(mut self, trigger: Arc<dyn DispatchTrigger>) -> App {
         self.dispatch_trigger = trigger;
+        self
+    }
+
+    pub fn with_token_verifier(mut self, verifier: Arc<dyn TokenVerifier>) -> App {
+        self.oidc = Some(verifier);
         self
     }
 
@@ -162,9 +156,23 @@ impl App {
     /// Answers one request for `endpoint`. Never panics on input and always returns a response;
     /// errors carry the contract's error body.
     pub async fn handle(&self, endpoint: Endpoint, request_id: &str, request: Request) -> Response {
+        self.handle_with(endpoint, handlers::of(endpoint), request_id, request)
+            .await
+    }
+
+    /// `handle` with the endpoint's handler named by the caller: a Lambda names its own at
+    /// compile time, so no other endpoint's handler (nor what only it uses, such as the agent's
+    /// time-zone database) is linked into it.
+    pub async fn handle_with(
+        &self,
+        endpoint: Endpoint,
+        handler: Handler,
+        request_id: &str,
+        request: Request,
+    ) -> Response {
         let started = Instant::now();
         let result = match self.authorize(endpoint, request.headers()) {
-            Ok(()) => self.checked_dispatch(endpoint, request).await,
+            Ok(()) => self.checked(endpoint, handler, request).await,
             Err(e) => Err(e),
         };
         self.finish(endpoint, request_id, started, result).await
@@ -178,13 +186,16 @@ impl App {
         started: Instant,
         request: Request,
     ) -> Response {
-        let result = self.checked_dispatch(endpoint, request).await;
+        let result = self
+            .checked(endpoint, handlers::of(endpoint), request)
+            .await;
         self.finish(endpoint, request_id, started, result).await
     }
 
-    async fn checked_dispatch(
+    async fn checked(
         &self,
         endpoint: Endpoint,
+        handler: Handler,
         request: Request,
     ) -> Result<Response, ApiError> {
         if request.body().len() > endpoint.body_limit() {
@@ -193,7 +204,7 @@ impl App {
                 format!("must be at most {} bytes", endpoint.body_limit()),
             ));
         }
-        self.dispatch(endpoint, request).await
+        handler(self, request).await
     }
 
     /// Turns a result into the answer: error body, error notification for 5xx, request id
@@ -230,36 +241,6 @@ impl App {
             "request"
         );
         response
-    }
-
-    async fn dispatch(&self, endpoint: Endpoint, request: Request) -> Result<Response, ApiError> {
-        match endpoint {
-            Endpoint::Health => Ok(api::meta::health()),
-            Endpoint::Info => Ok(api::meta::info(&self.config.info)),
-            Endpoint::ErrorTest => Err(api::meta::error_test()),
-            Endpoint::Chat => api::chat::chat(self.model.as_ref(), request).await,
-            Endpoint::Agent => api::agent::agent(&self.agent_context(), request).await,
-            Endpoint::PutDevice => {
-                api::devices::put_device(
-                    self.store.as_ref(),
-                    self.clock.now(),
-                    &self.config.agent.device_hash_salt,
-                    request,
-                )
-                .await
-            }
-            Endpoint::CreateCall => api::calls::create(&self.calls_context(), request).await,
-            Endpoint::GetCall => api::calls::get(&self.calls_context(), request).await,
-            Endpoint::CancelCall => api::calls::cancel(&self.calls_context(), request).await,
-            Endpoint::Dispatch => {
-                let cx = api::dispatch::DispatchContext {
-                    verifier: self.oidc.as_deref(),
-                    trigger: self.dispatch_trigger.as_ref(),
-                    now: self.clock.now(),
-                };
-                api::dispatch::request_run(&cx, request).await
-            }
-        }
     }
 
     fn agent_context(&self) -> api::agent::AgentContext<'_> {
@@ -306,5 +287,80 @@ impl App {
             }
             Err(_) => tracing::warn!(code = code.as_str(), "error notification timed out"),
         }
+    }
+}
+
+/// The handler of each endpoint: the `api` function it runs, given this app's ports.
+pub mod handlers {
+    use super::{App, Handler, HandlerFuture};
+    use crate::api::{self, Request};
+    use crate::routes::Endpoint;
+
+    /// The handler of `endpoint`, chosen at run time (koe-local, tests): links every handler.
+    pub fn of(endpoint: Endpoint) -> Handler {
+        match endpoint {
+            Endpoint::Health => health,
+            Endpoint::Info => info,
+            Endpoint::ErrorTest => error_test,
+            Endpoint::Chat => chat,
+            Endpoint::Agent => agent,
+            Endpoint::PutDevice => put_device,
+            Endpoint::CreateCall => create_call,
+            Endpoint::GetCall => get_call,
+            Endpoint::CancelCall => cancel_call,
+            Endpoint::Dispatch => dispatch,
+        }
+    }
+
+    pub fn health(_: &App, _: Request) -> HandlerFuture<'_> {
+        Box::pin(async { Ok(api::meta::health()) })
+    }
+
+    pub fn info(app: &App, _: Request) -> HandlerFuture<'_> {
+        Box::pin(async move { Ok(api::meta::info(&app.config.info)) })
+    }
+
+    pub fn error_test(_: &App, _: Request) -> HandlerFuture<'_> {
+        Box::pin(async { Err(api::meta::error_test()) })
+    }
+
+    pub fn chat(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(api::chat::chat(app.model.as_ref(), request))
+    }
+
+    pub fn agent(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(async move { api::agent::agent(&app.agent_context(), request).await })
+    }
+
+    pub fn put_device(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(api::devices::put_device(
+            app.store.as_ref(),
+            app.clock.now(),
+            &app.config.agent.device_hash_salt,
+            request,
+        ))
+    }
+
+    pub fn create_call(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(async move { api::calls::create(&app.calls_context(), request).await })
+    }
+
+    pub fn get_call(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(async move { api::calls::get(&app.calls_context(), request).await })
+    }
+
+    pub fn cancel_call(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(async move { api::calls::cancel(&app.calls_context(), request).await })
+    }
+
+    pub fn dispatch(app: &App, request: Request) -> HandlerFuture<'_> {
+        Box::pin(async move {
+            let cx = api::dispatch::DispatchContext {
+                verifier: app.oidc.as_deref(),
+                trigger: app.dispatch_trigger.as_ref(),
+                now: app.clock.now(),
+            };
+            api::dispatch::request_run(&cx, request).await
+        })
     }
 }

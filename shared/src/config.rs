@@ -338,7 +338,7 @@ fn apns_from_vars(vars: &Vars) -> Result<Option<ApnsConfig>, ConfigError> {
         var: "APNS_KEY_P8",
         reason: reason.into(),
     })?;
-    // The reason a2 gives names the problem (PEM, key type), never the key.
+    // The reason names the problem (PEM, key type), never the key.
     crate::push::apns::check_key(&key_pem).map_err(|e| ConfigError {
         var: "APNS_KEY_P8",
         reason: format!("is not a usable .p8 (PKCS#8 EC P-256) key: {e}"),

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod api;
 pub mod app;
+pub mod aws;
 pub mod clock;
 pub mod config;
 pub mod dispatch;
@@ -14,12 +15,14 @@ pub mod domain;
 pub mod entrypoints;
 pub mod error;
 pub mod event_bus;
+pub mod https;
 pub mod model;
 pub mod oidc;
 pub mod push;
 pub mod routes;
 pub mod store;
 pub mod telemetry;
+pub mod wiring;
 
 pub use app::App;
 pub use routes::{Api, Endpoint, ROUTES};

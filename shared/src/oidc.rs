@@ -48,6 +48,29 @@ struct KeyCache {
     unavailable: Option<String>,
 }
 
+/// The check of POST /internal/dispatch's `Authorization` header, as the handler sees it (a trait,
+/// so functions without the route link no JWT or JWKS code).
+#[async_trait::async_trait]
+pub trait TokenVerifier: Send + Sync {
+    /// Checks the header's token. `now` (the app's clock) paces JWKS refetches.
+    async fn verify(
+        &self,
+        authorization: Option<&http::HeaderValue>,
+        now: DateTime<Utc>,
+    ) -> Result<(), Rejection>;
+}
+
+#[async_trait::async_trait]
+impl TokenVerifier for OidcVerifier {
+    async fn verify(
+        &self,
+        authorization: Option<&http::HeaderValue>,
+        now: DateTime<Utc>,
+    ) -> Result<(), Rejection> {
+        OidcVerifier::verify(self, authorization, now).await
+    }
+}
+
 pub struct OidcVerifier {
     config: OidcConfig,
     validation: Validation,
@@ -62,7 +85,7 @@ impl OidcVerifier {
         validation.set_audience(&[config.audience.as_str()]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
-        let http = reqwest::Client::builder()
+        let http = crate::https::client_builder()
             .timeout(FETCH_TIMEOUT)
             .build()
             .expect("a plain HTTPS client builds");

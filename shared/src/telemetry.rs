@@ -3,34 +3,43 @@
 //! Nothing personal goes into any field: handlers log route templates, status codes, error codes,
 //! latencies and salted device hashes only.
 
-use tracing_subscriber::EnvFilter;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
 
-fn filter() -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"))
+/// `RUST_LOG` as a list of `target=level` directives ("info", "info,koe=debug"); unset, empty or
+/// not understood: info. (A `Targets` filter rather than tracing-subscriber's `EnvFilter`, whose
+/// span and field matchers need a regex engine in every binary.)
+fn filter() -> Targets {
+    std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO))
 }
 
 /// The AWS SDK logs whole request and response bodies (device ids, VoIP tokens, caller names) at
 /// debug and trace level: whatever the filter asks for, its crates log at info at most.
 const AWS_SDK_CAPS: &[&str] = &[
-    "aws_smithy=info",
-    "aws_sdk=info",
-    "aws_config=info",
-    "aws_runtime=info",
-    "aws_sigv4=info",
+    "aws_smithy",
+    "aws_sdk",
+    "aws_config",
+    "aws_runtime",
+    "aws_sigv4",
 ];
 
 /// The JSON subscriber every process uses, writing to `writer` (stdout, or a test's buffer).
 pub fn json_subscriber<W>(
     writer: W,
-    filter: EnvFilter,
+    filter: Targets,
     with_time: bool,
 ) -> Box<dyn tracing::Subscriber + Send + Sync>
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = AWS_SDK_CAPS.iter().fold(filter, |filter, cap| {
-        filter.add_directive(cap.parse().expect("static directives parse"))
+    let filter = AWS_SDK_CAPS.iter().fold(filter, |filter, target| {
+        filter.with_target(*target, LevelFilter::INFO)
     });
     let builder = tracing_subscriber::fmt()
         .json()
@@ -39,12 +48,11 @@ where
         .with_current_span(false)
         .with_span_list(false)
         .flatten_event(true)
-        .with_env_filter(filter)
         .with_writer(writer);
     if with_time {
-        Box::new(builder.finish())
+        Box::new(builder.finish().with(filter))
     } else {
-        Box::new(builder.without_time().finish())
+        Box::new(builder.without_time().finish().with(filter))
     }
 }
 

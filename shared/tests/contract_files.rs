@@ -155,3 +155,115 @@ fn every_route_has_a_fixture_for_its_method_and_path() {
         );
     }
 }
+
+/// The function ids and binaries of every `AWS::Serverless::Function` in the template.
+fn template_functions(template: &Value) -> Vec<(String, String)> {
+    template["Resources"]
+        .as_mapping()
+        .expect("Resources")
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .map(|(id, r)| {
+            let id = id.as_str().unwrap().to_owned();
+            let binary = str_at(r, &["Metadata", "BuildProperties", "Binary"])
+                .unwrap_or_else(|| panic!("{id} has no BuildProperties.Binary"))
+                .to_owned();
+            (id, binary)
+        })
+        .collect()
+}
+
+/// Each function of `template.yaml` is deployable as built: a binary in `functions/src/bin` (and
+/// no binary without a function), which runs its own constructor in `koe::wiring`
+/// (`lambda_fixtures.rs` runs every fixture through those constructors and checks their
+/// endpoints), at
+/// least one route in the route table (the dispatcher also its schedule, with its own fixture),
+/// and a fixture in `events/`.
+#[test]
+fn every_template_function_has_a_binary_a_route_and_a_fixture() {
+    let template = load_yaml("template.yaml");
+    let functions = template_functions(&template);
+
+    let binaries: BTreeSet<String> = std::fs::read_dir(repo_root().join("functions/src/bin"))
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".rs").expect("only .rs files").to_owned()
+        })
+        .collect();
+    let deployed: BTreeSet<String> = functions.iter().map(|(_, b)| b.clone()).collect();
+    assert_eq!(
+        binaries, deployed,
+        "functions/src/bin (left) vs template.yaml (right)"
+    );
+
+    for (id, binary) in &functions {
+        let routes: Vec<_> = ROUTES.iter().filter(|r| r.function == id).collect();
+        assert!(!routes.is_empty(), "{id}: no route in the route table");
+        for route in &routes {
+            assert_eq!(route.binary, binary, "{id}");
+        }
+        let source =
+            std::fs::read_to_string(repo_root().join(format!("functions/src/bin/{binary}.rs")))
+                .unwrap();
+        if binary == "dispatch" {
+            assert!(
+                source.contains("koe::entrypoints::dispatch::run()"),
+                "{binary}.rs"
+            );
+        } else {
+            let wiring = format!(
+                "koe::entrypoints::lambda::run(koe::wiring::{})",
+                binary.replace('-', "_")
+            );
+            assert!(
+                source.contains(&wiring),
+                "functions/src/bin/{binary}.rs must call {wiring}"
+            );
+        }
+        assert!(
+            repo_root().join(format!("events/{binary}.json")).exists(),
+            "{id}: events/{binary}.json is missing"
+        );
+    }
+
+    // The dispatcher's every-minute schedule (6-field EventBridge cron) and its fixture.
+    let events = &template["Resources"]["DispatchFunction"]["Properties"]["Events"];
+    let schedules: Vec<&str> = events
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|e| e["Type"].as_str() == Some("Schedule"))
+        .map(|e| str_at(e, &["Properties", "Schedule"]).unwrap())
+        .collect();
+    assert_eq!(schedules, ["cron(* * * * ? *)"]);
+    let text = std::fs::read_to_string(repo_root().join("events/dispatch-schedule.json")).unwrap();
+    let event: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(event["source"], "aws.events");
+    assert_eq!(event["detail-type"], "Scheduled Event");
+}
+
+/// Timeouts fit the work: chat and agent stay under API Gateway's 29 s with the largest provider
+/// budget the template allows plus an error notification (at most 2 s); the dispatcher outlasts
+/// its run window.
+#[test]
+fn function_timeouts_fit_their_work() {
+    let template = load_yaml("template.yaml");
+    let timeout = |id: &str| {
+        template["Resources"][id]["Properties"]["Timeout"]
+            .as_u64()
+            .unwrap_or_else(|| template["Globals"]["Function"]["Timeout"].as_u64().unwrap())
+    };
+    let max_budget_ms = template["Parameters"]["ProviderTimeoutMs"]["MaxValue"]
+        .as_u64()
+        .unwrap();
+    for id in ["ChatFunction", "AgentFunction"] {
+        assert!(timeout(id) < 29, "{id}");
+        assert!(max_budget_ms + 2_000 <= timeout(id) * 1000, "{id}");
+    }
+    let window = koe::config::DEFAULT_DISPATCH_WINDOW.as_secs();
+    assert!(timeout("DispatchFunction") > window + 10);
+    for (id, _) in template_functions(&template) {
+        assert!(timeout(&id) <= 90, "{id}");
+    }
+}

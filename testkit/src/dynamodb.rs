@@ -57,7 +57,24 @@ pub fn endpoint() -> String {
 /// A client for DynamoDB Local with fixed dummy credentials and region (nothing from the
 /// environment but the endpoint). One per test: a client is tied to its test's runtime.
 pub async fn client() -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
+    Client::from_conf(config_builder(&endpoint()).build())
+}
+
+/// A client for the DynamoDB Local at `endpoint` configured as the deployed functions' is
+/// (`DynamoStore::timeouts`, the SDK's standard retries), for tests of what an outage does.
+pub fn production_like_client(endpoint: &str) -> Client {
+    Client::from_conf(
+        config_builder(endpoint)
+            .timeout_config(DynamoStore::timeouts())
+            .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::standard())
+            .build(),
+    )
+}
+
+/// The client configuration every testkit client starts from: the endpoint, fixed dummy
+/// credentials and region.
+pub fn config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
+    aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(REGION))
         .credentials_provider(Credentials::new(
@@ -67,9 +84,82 @@ pub async fn client() -> Client {
             None,
             "koe-testkit",
         ))
-        .endpoint_url(endpoint())
-        .build();
-    Client::from_conf(config)
+        .endpoint_url(endpoint)
+}
+
+/// A DynamoDB Local of one test's own, run by `scripts/dynamodb-local.sh` with a state dir of
+/// its own, keeping its data on disk (`KOE_DYNAMODB_PERSIST=1`), so that the test can stop it
+/// (an outage) and start it again on the same port with the same tables and items (the
+/// recovery), while the code under test keeps its client. Stopped and removed when dropped.
+pub struct PrivateDynamoDb {
+    state_dir: std::path::PathBuf,
+    /// `http://127.0.0.1:<port>`, the same across restarts.
+    pub endpoint: String,
+    port: String,
+}
+
+impl PrivateDynamoDb {
+    /// Starts a fresh instance on a free port.
+    pub async fn start() -> PrivateDynamoDb {
+        let state_dir = std::env::temp_dir().join(format!("koe-private-ddb-{}", random_prefix()));
+        let endpoint = script(&state_dir, "start", None).await;
+        let port = endpoint
+            .rsplit_once(':')
+            .map(|(_, port)| port.to_owned())
+            .expect("the script prints http://127.0.0.1:<port>");
+        PrivateDynamoDb {
+            state_dir,
+            endpoint,
+            port,
+        }
+    }
+
+    /// Stops the instance (its port refuses connections until `restart`).
+    pub async fn stop(&self) {
+        script(&self.state_dir, "stop", None).await;
+    }
+
+    /// Starts it again on the same port, with the data it had when it stopped.
+    pub async fn restart(&self) {
+        let endpoint = script(&self.state_dir, "start", Some(&self.port)).await;
+        assert_eq!(endpoint, self.endpoint, "restarted on the same port");
+    }
+}
+
+impl Drop for PrivateDynamoDb {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(
+            crate::template::repo_root().join("scripts/dynamodb-local.sh"),
+        )
+        .arg("stop")
+        .env("KOE_STATE_DIR", &self.state_dir)
+        .stderr(std::process::Stdio::null())
+        .status();
+        let _ = std::fs::remove_dir_all(&self.state_dir);
+    }
+}
+
+/// Runs `scripts/dynamodb-local.sh <command>` for the instance in `state_dir`; returns its stdout.
+async fn script(state_dir: &std::path::Path, command: &str, port: Option<&str>) -> String {
+    let mut cmd =
+        std::process::Command::new(crate::template::repo_root().join("scripts/dynamodb-local.sh"));
+    cmd.arg(command)
+        .env("KOE_STATE_DIR", state_dir)
+        .env("KOE_DYNAMODB_PERSIST", "1")
+        .env_remove("KOE_DYNAMODB_PORT");
+    if let Some(port) = port {
+        cmd.env("KOE_DYNAMODB_PORT", port);
+    }
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("the script's thread")
+        .expect("scripts/dynamodb-local.sh runs");
+    assert!(
+        output.status.success(),
+        "scripts/dynamodb-local.sh {command} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// One `AWS::DynamoDB::Table` of `template.yaml`, as CreateTable/UpdateTimeToLive input.

@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Clone, Default)]
@@ -54,8 +53,12 @@ pub fn capture() -> LogCapture {
     CAPTURE
         .get_or_init(|| {
             let capture = LogCapture::default();
-            let subscriber =
-                koe::telemetry::json_subscriber(capture.clone(), EnvFilter::new("trace"), true);
+            let subscriber = koe::telemetry::json_subscriber(
+                capture.clone(),
+                tracing_subscriber::filter::Targets::new()
+                    .with_default(tracing::level_filters::LevelFilter::TRACE),
+                true,
+            );
             tracing::subscriber::set_global_default(subscriber)
                 .expect("no other global subscriber in this test binary");
             capture

@@ -1,6 +1,7 @@
-//! Lambda for the `CancelCall` endpoint (see the route table in `koe::routes`).
+//! Lambda for DELETE /calls (see the route table in `koe::routes`). It links and builds only the
+//! handler and adapters `koe::wiring::cancel_call` names.
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::Endpoint::CancelCall).await
+    koe::entrypoints::lambda::run(koe::wiring::cancel_call).await
 }

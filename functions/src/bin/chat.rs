@@ -1,6 +1,7 @@
-//! Lambda for the `Chat` endpoint (see the route table in `koe::routes`).
+//! Lambda for POST /api/chat (see the route table in `koe::routes`). It links and builds only the
+//! handler and adapters `koe::wiring::chat` names.
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::Endpoint::Chat).await
+    koe::entrypoints::lambda::run(koe::wiring::chat).await
 }

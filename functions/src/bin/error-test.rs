@@ -1,6 +1,7 @@
-//! Lambda for the `ErrorTest` endpoint (see the route table in `koe::routes`).
+//! Lambda for GET /api/error (see the route table in `koe::routes`). It links and builds only the
+//! handler and adapters `koe::wiring::error_test` names.
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::Endpoint::ErrorTest).await
+    koe::entrypoints::lambda::run(koe::wiring::error_test).await
 }

@@ -1,6 +1,7 @@
-//! Lambda for the `GetCall` endpoint (see the route table in `koe::routes`).
+//! Lambda for GET /calls (see the route table in `koe::routes`). It links and builds only the
+//! handler and adapters `koe::wiring::get_call` names.
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::Endpoint::GetCall).await
+    koe::entrypoints::lambda::run(koe::wiring::get_call).await
 }

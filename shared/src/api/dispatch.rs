@@ -9,11 +9,11 @@ use serde::Serialize;
 use super::{Request, Response, json_response};
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::error::{ApiError, ErrorCode};
-use crate::oidc::{OidcVerifier, Rejection};
+use crate::oidc::{Rejection, TokenVerifier};
 
 pub struct DispatchContext<'a> {
     /// `None` when no issuer is configured: every caller is refused.
-    pub verifier: Option<&'a OidcVerifier>,
+    pub verifier: Option<&'a dyn TokenVerifier>,
     pub trigger: &'a dyn DispatchTrigger,
     pub now: chrono::DateTime<chrono::Utc>,
 }

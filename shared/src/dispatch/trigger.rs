@@ -54,9 +54,9 @@ pub struct EventBridgeTrigger {
 }
 
 impl EventBridgeTrigger {
-    pub fn new(bus_name: String) -> EventBridgeTrigger {
+    pub fn new(bus_name: String, load: crate::aws::LoadConfig) -> EventBridgeTrigger {
         EventBridgeTrigger {
-            publisher: Publisher::new(bus_name),
+            publisher: Publisher::new(bus_name, load),
         }
     }
 }

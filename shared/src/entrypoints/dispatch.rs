@@ -9,19 +9,17 @@
 //! The payload arrives as JSON and is told apart here, so a single binary serves both the
 //! schedule and the route.
 
-use std::sync::Arc;
-
 use lambda_http::RequestExt;
 use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use lambda_http::request::LambdaRequest;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
-use crate::app::App;
+use crate::app::{App, handlers};
 use crate::config::{Config, ConfigError, StoreKind};
-use crate::dispatch::trigger::{self, EventBridgeTrigger};
+use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
-use crate::entrypoints::lambda::{Error, handle_event};
+use crate::entrypoints::lambda::{Error, handle_event_with};
 use crate::routes::Endpoint;
 
 /// What an invocation carries.
@@ -61,18 +59,17 @@ pub async fn run() -> Result<(), Error> {
             reason: "must be dynamodb in the dispatch Lambda".into(),
         }));
     }
-    let Some(bus) = config.event_bus_name.clone() else {
+    if config.event_bus_name.is_none() {
         return Err(startup_error(ConfigError {
             var: "EVENT_BUS_NAME",
             reason: "must name the bus that carries requested dispatch runs".into(),
         }));
-    };
+    }
     if config.apns.is_none() {
         tracing::warn!("APNS_* is not configured: pushes are only logged, nothing rings");
     }
-    let app = App::from_config(config)
-        .await
-        .with_dispatch_trigger(Arc::new(EventBridgeTrigger::new(bus)));
+    // Its own adapters only (store, push, OIDC, the bus as the trigger of requested runs).
+    let app = crate::wiring::dispatch(config).await.app;
     let app = &app;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handle(app, event).await
@@ -87,7 +84,8 @@ pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Error
         Invocation::Http => {
             let request: LambdaRequest = serde_json::from_value(payload)?;
             let request = http::Request::from(request).with_lambda_context(context);
-            let response = handle_event(app, Endpoint::Dispatch, request).await;
+            let response =
+                handle_event_with(app, Endpoint::Dispatch, handlers::dispatch, request).await;
             Ok(serde_json::to_value(api_gateway_response(response))?)
         }
         Invocation::Run(cause) => Ok(summary(&app.dispatch_run(cause).await)),

@@ -6,18 +6,22 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use tokio::sync::OnceCell;
 
 use super::{DETAIL_TYPE, ErrorNotification, EventBus, PublishError, SOURCE};
+use crate::aws::LoadConfig;
 
 /// Puts single events on one bus. The SDK client is built on the first event, not at cold
 /// start: most containers never publish, and building it costs start-up time on every one.
 pub struct Publisher {
     bus_name: String,
+    /// Where the client's configuration comes from (see `crate::aws`).
+    load: LoadConfig,
     client: OnceCell<aws_sdk_eventbridge::Client>,
 }
 
 impl Publisher {
-    pub fn new(bus_name: String) -> Publisher {
+    pub fn new(bus_name: String, load: LoadConfig) -> Publisher {
         Publisher {
             bus_name,
+            load,
             client: OnceCell::new(),
         }
     }
@@ -25,7 +29,7 @@ impl Publisher {
     async fn client(&self) -> &aws_sdk_eventbridge::Client {
         self.client
             .get_or_init(|| async {
-                let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let config = (self.load)().await;
                 aws_sdk_eventbridge::Client::new(&config)
             })
             .await
@@ -78,9 +82,9 @@ pub struct EventBridgeBus {
 }
 
 impl EventBridgeBus {
-    pub fn new(bus_name: String) -> EventBridgeBus {
+    pub fn new(bus_name: String, load: LoadConfig) -> EventBridgeBus {
         EventBridgeBus {
-            publisher: Publisher::new(bus_name),
+            publisher: Publisher::new(bus_name, load),
         }
     }
 }

@@ -24,7 +24,7 @@ pub struct OpenAi {
 impl OpenAi {
     /// Builds the HTTP client once (per container); no network traffic happens here.
     pub fn new(config: &OpenAiConfig) -> OpenAi {
-        let client = reqwest::Client::builder()
+        let client = crate::https::client_builder()
             .connect_timeout(Duration::from_secs(5).min(config.budget))
             .pool_idle_timeout(Duration::from_secs(50))
             .build()

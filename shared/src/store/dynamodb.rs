@@ -72,16 +72,20 @@ impl DynamoStore {
     /// A client from the environment (region, credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with
     /// the SDK's standard retries (3 attempts) inside a short overall timeout.
     pub async fn from_env(tables: TableNames) -> DynamoStore {
-        let timeouts = aws_config::timeout::TimeoutConfig::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-            .operation_timeout(OPERATION_TIMEOUT)
-            .build();
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .timeout_config(timeouts)
+            .timeout_config(DynamoStore::timeouts())
             .load()
             .await;
         DynamoStore::new(Client::new(&config), tables)
+    }
+
+    /// The client timeouts `from_env` uses (tests build their clients with them too).
+    pub fn timeouts() -> aws_config::timeout::TimeoutConfig {
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(OPERATION_TIMEOUT)
+            .build()
     }
 
     pub fn tables(&self) -> &TableNames {

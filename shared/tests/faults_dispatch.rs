@@ -1,0 +1,278 @@
+//! Fault injection on the dispatcher, end to end and in real time: the dispatch Lambda's own
+//! entrypoint (`koe::entrypoints::dispatch::handle`) gets the committed schedule event
+//! (`events/dispatch-schedule.json`), on DynamoDB Local, with a stand-in APNs
+//! (`koe_testkit::push`) answering as APNs does when things go wrong. (a2 only ever talks to
+//! Apple, so the stand-in replaces the sender behind the same `PushSender` port.)
+//!
+//! Expected (SPEC "Dispatch", README "Exactly once"): 400 `BadDeviceToken` and 410
+//! `Unregistered` remove the device's token and fail the call at once. 429 and 5xx are retried
+//! with backoff within 1 s of the second, then fail (the token is kept). The same event
+//! delivered twice, with an overlapping run on top, still means one push per call. A run killed
+//! between its claim and its push is left alone while its claim is fresh, and the next run
+//! after the claim timeout sends it, within grace: one push.
+//!
+//! The runs are shortened (3 s window, re-selection every 500 ms, 4 s claim timeout) so the test
+//! takes seconds; everything else is the deployed configuration.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, FixedOffset, Utc};
+use koe::App;
+use koe::config::{Config, Vars};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::entrypoints::dispatch::handle;
+use koe_testkit::dynamodb::fresh_store;
+use koe_testkit::faults;
+use koe_testkit::push::{RecordedPush, RecordingPushSender, Scripted};
+use koe_testkit::template::repo_root;
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::Value;
+
+const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
+
+fn schedule_event() -> LambdaEvent<Value> {
+    let path = repo_root().join("events/dispatch-schedule.json");
+    let payload = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    LambdaEvent::new(payload, Context::default())
+}
+
+async fn dispatch_app() -> (App, Arc<RecordingPushSender>) {
+    let mut config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
+    config.dispatch.window = StdDuration::from_secs(3);
+    config.dispatch.reselect_every = StdDuration::from_millis(500);
+    config.dispatch.claim_timeout = CLAIM_TIMEOUT;
+    let app = App::from_config(config)
+        .await
+        .with_store(Arc::new(fresh_store().await));
+    let push = Arc::new(RecordingPushSender::new(app.clock.clone()));
+    (app.with_push(push.clone()), push)
+}
+
+async fn device(app: &App, name: &str) -> Device {
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", name).unwrap(),
+        voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at: Utc::now(),
+    };
+    app.store.put_device(&device).await.unwrap();
+    device
+}
+
+async fn reserve(app: &App, device: &Device, at: DateTime<Utc>) -> Reservation {
+    let jst = FixedOffset::east_opt(9 * 3600).unwrap();
+    let now = Utc::now();
+    let r = Reservation::new(
+        device.device_id.clone(),
+        ScheduledAt::from_stored(at.with_timezone(&jst)),
+        Some("こえ".into()),
+        now,
+    );
+    app.store
+        .create_reservation(&r, now, now - Duration::seconds(150))
+        .await
+        .unwrap();
+    r
+}
+
+async fn status(app: &App, r: &Reservation) -> ReservationStatus {
+    app.store
+        .get_reservation(&r.device_id, Utc::now())
+        .await
+        .unwrap()
+        .expect("the reservation is there")
+        .status
+}
+
+fn attempts_of(pushes: &[RecordedPush], device: &Device) -> Vec<RecordedPush> {
+    pushes
+        .iter()
+        .filter(|p| p.device_id == device.device_id.as_str())
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apns_failures_and_duplicated_overlapping_runs() {
+    let (app, push) = dispatch_app().await;
+    let ok = device(&app, "fault-ok").await;
+    let bad = device(&app, "fault-bad-token").await;
+    let gone = device(&app, "fault-unregistered").await;
+    let throttled = device(&app, "fault-429").await;
+    let failing = device(&app, "fault-500").await;
+    push.script("fault-bad-token", [Scripted::bad_device_token()]);
+    push.script("fault-unregistered", [Scripted::unregistered()]);
+    push.script("fault-429", [Scripted::too_many_requests()]);
+    push.script("fault-500", vec![Scripted::server_error(); 100]);
+
+    let second = Utc::now() + Duration::milliseconds(2500);
+    let mut calls = Vec::new();
+    for d in [&ok, &bad, &gone, &throttled, &failing] {
+        calls.push(reserve(&app, d, second).await);
+    }
+
+    // The schedule event twice at once (EventBridge delivers at least once), and a third run
+    // overlapping them.
+    let third = async {
+        tokio::time::sleep(StdDuration::from_millis(700)).await;
+        handle(&app, schedule_event()).await
+    };
+    let (a, b, c) = tokio::join!(
+        handle(&app, schedule_event()),
+        handle(&app, schedule_event()),
+        third
+    );
+    let summaries = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let total = |key: &str| {
+        summaries
+            .iter()
+            .map(|s| s[key].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let attempts = push.attempts();
+
+    // Every call was claimed once, by one of the runs; the others lost the claim.
+    assert_eq!(total("claimed"), 5, "{summaries:?}");
+    assert_eq!(total("sent"), 2, "{summaries:?}");
+    assert_eq!(total("failed"), 3, "{summaries:?}");
+    for (r, d) in calls.iter().zip([&ok, &bad, &gone, &throttled, &failing]) {
+        let accepted: Vec<_> = attempts_of(&attempts, d)
+            .into_iter()
+            .filter(|p| p.accepted)
+            .collect();
+        let expected = usize::from(d == &ok || d == &throttled);
+        assert_eq!(
+            accepted.len(),
+            expected,
+            "{}: {accepted:#?}",
+            r.call_id.as_str()
+        );
+        assert!(
+            attempts_of(&attempts, d).iter().all(|p| p.at >= second),
+            "never early"
+        );
+    }
+    faults::record(
+        "Dispatch: schedule event delivered twice + an overlapping run",
+        "every call claimed by exactly one run; one push per call",
+        &format!(
+            "3 runs: {} claims for 5 calls, {} claims lost; accepted pushes per call: 1 (or 0 if failed)",
+            total("claimed"),
+            total("lost")
+        ),
+    );
+
+    // 400 BadDeviceToken and 410 Unregistered: one attempt, call failed, token removed.
+    for (d, r, name, answer) in [
+        (&bad, &calls[1], "APNs: 400 BadDeviceToken", "400"),
+        (&gone, &calls[2], "APNs: 410 Unregistered", "410"),
+    ] {
+        assert_eq!(
+            attempts_of(&attempts, d).len(),
+            1,
+            "no retry of a dead token"
+        );
+        assert_eq!(status(&app, r).await, ReservationStatus::Failed);
+        assert_eq!(app.store.get_device(&d.device_id).await.unwrap(), None);
+        faults::record(
+            name,
+            "call failed at once, the device's token removed (POST /calls then 409 until re-registered)",
+            &format!("APNs {answer} once: 1 attempt, call failed, device removed"),
+        );
+    }
+
+    // 429 then accepted: retried inside the budget and sent.
+    let tries = attempts_of(&attempts, &throttled);
+    assert_eq!(tries.len(), 2, "{tries:#?}");
+    assert_eq!(status(&app, &calls[3]).await, ReservationStatus::Sent);
+    let late = (tries[1].at - second).num_milliseconds();
+    let retry_after = (tries[1].at - tries[0].at).num_milliseconds();
+    assert!(
+        retry_after < 1000,
+        "retried within the 1 s budget: {retry_after} ms"
+    );
+    faults::record(
+        "APNs: 429 TooManyRequests, then accepted",
+        "retried with backoff within 1 s of the second: sent",
+        &format!("2 attempts, sent {late} ms after its second"),
+    );
+
+    // 500 every time: retried until the budget is spent, then failed; the token is kept.
+    let tries = attempts_of(&attempts, &failing);
+    assert!(tries.len() >= 2, "retried: {tries:#?}");
+    let span = (tries.last().unwrap().at - tries[0].at).num_milliseconds();
+    assert!(span < 1000, "all attempts within the 1 s budget: {span} ms");
+    assert_eq!(status(&app, &calls[4]).await, ReservationStatus::Failed);
+    assert!(
+        app.store
+            .get_device(&failing.device_id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    faults::record(
+        "APNs: 500 InternalServerError, every time",
+        "retried with backoff until 1 s after the second, then failed; token kept",
+        &format!(
+            "{} attempts over {span} ms, call failed, device kept",
+            tries.len()
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_between_claim_and_push_is_recovered_once() {
+    let (app, push) = dispatch_app().await;
+    let app = Arc::new(app);
+    let d = device(&app, "fault-crash").await;
+    let second = Utc::now() + Duration::milliseconds(2000);
+    let r = reserve(&app, &d, second).await;
+
+    // A run claims the call (0.5 s before its second) and is killed before it pushes.
+    let run = {
+        let app = app.clone();
+        tokio::spawn(async move { handle(&app, schedule_event()).await })
+    };
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(10);
+    while status(&app, &r).await != ReservationStatus::Claimed {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run claims the call"
+        );
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    let killed_at = Utc::now();
+    assert!(push.sent().is_empty(), "killed before a push went out");
+
+    // A run that starts while the claim is fresh leaves it to the recovery.
+    let fresh = handle(&app, schedule_event()).await.unwrap();
+    assert_eq!(fresh["sent"], 0, "{fresh}");
+    assert_eq!(status(&app, &r).await, ReservationStatus::Claimed);
+    assert!(push.sent().is_empty());
+
+    // Once the claim is older than the claim timeout, the next run sends it: one push.
+    let claim_age = Utc::now() - killed_at;
+    let wait = Duration::from_std(CLAIM_TIMEOUT).unwrap() + Duration::milliseconds(300) - claim_age;
+    if wait > Duration::zero() {
+        tokio::time::sleep(wait.to_std().unwrap()).await;
+    }
+    let recovery = handle(&app, schedule_event()).await.unwrap();
+    assert_eq!(recovery["sent"], 1, "{recovery}");
+    let pushes = push.sent();
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
+    assert_eq!(status(&app, &r).await, ReservationStatus::Sent);
+    let late = (pushes[0].at - second).num_milliseconds();
+    assert!(late < 120_000, "within grace: {late} ms");
+    faults::record(
+        "Dispatch: run killed between claim and push",
+        "a run while the claim is fresh leaves it; the first run after the claim timeout sends it within grace; one push",
+        &format!(
+            "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout 4 s here); 1 push in all"
+        ),
+    );
+}

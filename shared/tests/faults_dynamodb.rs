@@ -1,0 +1,404 @@
+//! Fault injection: DynamoDB unavailable, for real. The test starts a DynamoDB Local of its own
+//! (`scripts/dynamodb-local.sh` with its own state dir, data kept on disk), serves the real local
+//! server on it with the deployed functions' client settings (3 s budget, standard retries),
+//! kills DynamoDB while requests are in flight, checks every endpoint's answer during the
+//! outage, and then starts DynamoDB again **on the same port with the same data**. The server
+//! keeps the client it had, so this is the recovery a deployed function sees when DynamoDB comes
+//! back: no restart, no new configuration.
+//!
+//! Expected (SPEC, README "Reliability"): `PUT /devices` and `POST`/`GET`/`DELETE /calls`
+//! answer 503 `SERVICE_UNAVAILABLE` with the error body and an error notification, quickly. The
+//! daily limit of `POST /agent` fails open: the call is answered, not counted, and
+//! `X-RateLimit-Remaining` is left out. A dispatcher run counts store errors and sends nothing.
+//! Nothing is half written: every write answered 2xx is there after the restart, every item
+//! reads back whole through the store, and nothing refused during the outage appears later.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use koe::clock::SystemClock;
+use koe::config::{Config, Vars};
+use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::device::DeviceId;
+use koe::domain::reservation::ReservationStatus;
+use koe::store::Store;
+use koe::store::dynamodb::DynamoStore;
+use koe_testkit::dynamodb::{self, PrivateDynamoDb};
+use koe_testkit::faults;
+use koe_testkit::harness::{TestApp, error_body, send, spawn_app_with};
+use koe_testkit::openai::Behaviour;
+use koe_testkit::push::RecordingPushSender;
+use serde_json::{Value, json};
+
+/// How long an outage answer may take: the client's 3 s budget plus the answer itself.
+const OUTAGE_ANSWER_BOUND: Duration = Duration::from_millis(4500);
+const DAILY_LIMIT: u32 = 5;
+
+fn token(n: u32) -> String {
+    format!("{n:08x}").repeat(8)
+}
+
+fn device_id(name: &str) -> DeviceId {
+    DeviceId::parse("deviceId", name).unwrap()
+}
+
+async fn put_device(app: &TestApp, id: &str, n: u32) -> reqwest::Response {
+    send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(json!({"deviceId": id, "voipToken": token(n)}).to_string()),
+    )
+    .await
+}
+
+async fn post_call(app: &TestApp, id: &str) -> reqwest::Response {
+    let at = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    send(
+        app.agent(http::Method::POST, "/calls")
+            .body(json!({"deviceId": id, "scheduledAt": at}).to_string()),
+    )
+    .await
+}
+
+async fn get_call(app: &TestApp, id: &str) -> reqwest::Response {
+    send(app.agent(http::Method::GET, &format!("/calls?deviceId={id}"))).await
+}
+
+async fn delete_call(app: &TestApp, id: &str) -> reqwest::Response {
+    send(app.agent(http::Method::DELETE, &format!("/calls?deviceId={id}"))).await
+}
+
+async fn agent_round1(app: &TestApp, id: &str) -> reqwest::Response {
+    send(
+        app.agent(http::Method::POST, "/agent").body(
+            json!({"message": "明日の予定は？", "capabilities": ["calendar"], "deviceId": id})
+                .to_string(),
+        ),
+    )
+    .await
+}
+
+fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// The answer of `request` and how long it took.
+async fn timed(
+    request: impl std::future::Future<Output = reqwest::Response>,
+) -> (Duration, reqwest::Response) {
+    let started = Instant::now();
+    let response = request.await;
+    (started.elapsed(), response)
+}
+
+/// Asserts the outage answer of one endpoint (503, error body, in time) and reports the row.
+async fn expect_503(what: &str, (took, response): (Duration, reqwest::Response)) {
+    error_body(response, 503, "SERVICE_UNAVAILABLE").await;
+    assert!(
+        took < OUTAGE_ANSWER_BOUND,
+        "{what}: answered after {took:?}"
+    );
+    faults::record(
+        &format!("DynamoDB: down during {what}"),
+        "503 SERVICE_UNAVAILABLE + error body + notification, within the 3 s client budget",
+        &format!(
+            "503 SERVICE_UNAVAILABLE + error body in {} ms",
+            took.as_millis()
+        ),
+    );
+}
+
+/// Every item of the three tables, read raw and then back through the store: a half-written
+/// item (a missing or malformed attribute) is an error there. Returns the number of items.
+async fn assert_every_item_whole(ddb: &PrivateDynamoDb, store: &DynamoStore) -> usize {
+    let client = dynamodb::production_like_client(&ddb.endpoint);
+    let tables = store.tables();
+    let mut items = 0;
+    let scan = |table: String| {
+        let client = client.clone();
+        async move {
+            let output = client
+                .scan()
+                .table_name(&table)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("scan {table}: {e:?}"));
+            assert!(output.last_evaluated_key().is_none(), "one page");
+            output.items().to_vec()
+        }
+    };
+    for item in scan(tables.devices.clone()).await {
+        let id = item["deviceId"].as_s().unwrap();
+        for attribute in ["voipToken", "environment", "updatedAt"] {
+            assert!(
+                item.contains_key(attribute),
+                "device {id} lacks {attribute}"
+            );
+        }
+        let device = store.get_device(&device_id(id)).await;
+        assert!(
+            matches!(device, Ok(Some(_))),
+            "device {id} reads back: {device:?}"
+        );
+        items += 1;
+    }
+    for item in scan(tables.calls.clone()).await {
+        let id = item["deviceId"].as_s().unwrap();
+        for attribute in [
+            "callId",
+            "scheduledAt",
+            "scheduledAtMs",
+            "status",
+            "createdAt",
+            "updatedAt",
+        ] {
+            assert!(
+                item.contains_key(attribute),
+                "call of {id} lacks {attribute}"
+            );
+        }
+        let reservation = store.get_reservation(&device_id(id), Utc::now()).await;
+        let Ok(Some(reservation)) = reservation else {
+            panic!("call of {id} reads back: {reservation:?}");
+        };
+        if matches!(
+            reservation.status,
+            ReservationStatus::Scheduled | ReservationStatus::Claimed
+        ) {
+            assert!(
+                item.contains_key("dueMinute"),
+                "a pending call of {id} is in the dispatcher's index"
+            );
+        }
+        items += 1;
+    }
+    for item in scan(tables.usage.clone()).await {
+        for attribute in ["deviceId", "day", "useCount", "expireAt"] {
+            assert!(item.contains_key(attribute), "usage item lacks {attribute}");
+        }
+        items += 1;
+    }
+    items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_stopped_mid_test_then_restarted_on_the_same_port() {
+    let ddb = PrivateDynamoDb::start().await;
+    let client = dynamodb::production_like_client(&ddb.endpoint);
+    let tables = dynamodb::create_tables(&client, &dynamodb::random_prefix()).await;
+    let store = Arc::new(DynamoStore::new(client, tables));
+    let limit = DAILY_LIMIT.to_string();
+    let app_store = store.clone();
+    let app = spawn_app_with(&[("AGENT_DAILY_LIMIT", &limit)], move |app| {
+        app.with_store(app_store)
+    })
+    .await;
+    app.openai.set_default(Behaviour::schema_valid());
+
+    // ---- Before: a device with a reservation, a device without, one counted agent call.
+    assert_eq!(put_device(&app, "ddb-a", 1).await.status().as_u16(), 200);
+    assert_eq!(put_device(&app, "ddb-c", 3).await.status().as_u16(), 200);
+    let created = post_call(&app, "ddb-a").await;
+    assert_eq!(created.status().as_u16(), 201);
+    let reservation: Value = created.json().await.unwrap();
+    let response = agent_round1(&app, "ddb-a").await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        header(&response, "x-ratelimit-remaining").as_deref(),
+        Some((DAILY_LIMIT - 1).to_string().as_str())
+    );
+
+    // ---- DynamoDB dies while registrations keep coming in.
+    let stop_writing = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (client, url, stop) = (
+            app.client.clone(),
+            app.agent_url.clone(),
+            stop_writing.clone(),
+        );
+        tokio::spawn(async move {
+            // Until DynamoDB is stopped and one registration has met the outage (bounded).
+            let mut answers: Vec<(String, u16)> = Vec::new();
+            let mut n = 0;
+            while n < 2000
+                && !(stop.load(Ordering::SeqCst) && answers.iter().any(|(_, s)| *s != 200))
+            {
+                n += 1;
+                let id = format!("inflight-{n}");
+                let status = client
+                    .put(format!("{url}/devices"))
+                    .header("x-api-key", koe_testkit::harness::TEST_API_KEY)
+                    .body(json!({"deviceId": id, "voipToken": token(100 + n)}).to_string())
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0);
+                answers.push((id, status));
+            }
+            answers
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ddb.stop().await;
+    stop_writing.store(true, Ordering::SeqCst);
+    let inflight = writer.await.unwrap();
+    let ok = inflight.iter().filter(|(_, s)| *s == 200).count();
+    let unavailable = inflight.iter().filter(|(_, s)| *s == 503).count();
+    assert_eq!(
+        ok + unavailable,
+        inflight.len(),
+        "every in-flight registration is 200 or 503: {inflight:?}"
+    );
+    assert!(
+        ok > 0 && unavailable > 0,
+        "some before, some during: {inflight:?}"
+    );
+
+    // ---- During the outage: each endpoint's answer, and a dispatcher run, all at once.
+    let notifications = app.events.published().len();
+    let push = Arc::new(RecordingPushSender::new(Arc::new(SystemClock)));
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    settings.window = Duration::from_secs(1);
+    settings.reselect_every = Duration::from_millis(300);
+    let dispatcher = Dispatcher::new(
+        store.clone(),
+        push.clone(),
+        Arc::new(SystemClock),
+        settings,
+        "salt",
+    );
+    let (put, post, get, delete, agent, report) = tokio::join!(
+        timed(put_device(&app, "ddb-b", 2)),
+        timed(post_call(&app, "ddb-c")),
+        timed(get_call(&app, "ddb-a")),
+        timed(delete_call(&app, "ddb-a")),
+        timed(agent_round1(&app, "ddb-a")),
+        tokio::time::timeout(Duration::from_secs(20), dispatcher.run(RunCause::Local)),
+    );
+    expect_503("PUT /devices", put).await;
+    expect_503("POST /calls", post).await;
+    expect_503("GET /calls", get).await;
+    expect_503("DELETE /calls", delete).await;
+    let published = app.events.published();
+    assert_eq!(
+        published.len(),
+        notifications + 4,
+        "one notification per 503"
+    );
+    assert!(
+        published[notifications..]
+            .iter()
+            .all(|n| n.code == "SERVICE_UNAVAILABLE" && n.status == 503),
+        "{published:?}"
+    );
+
+    // The daily limit fails open: answered, not counted, no Remaining header, not notified.
+    let (took, response) = agent;
+    assert_eq!(response.status().as_u16(), 200, "fail-open");
+    assert_eq!(
+        header(&response, "x-ratelimit-limit").as_deref(),
+        Some(limit.as_str())
+    );
+    assert_eq!(header(&response, "x-ratelimit-remaining"), None);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["type"], "plan", "{body}");
+    faults::record(
+        "DynamoDB: down during POST /agent round 1",
+        "daily limit fails open: 200, not counted, no X-RateLimit-Remaining",
+        &format!(
+            "200 plan in {} ms, X-RateLimit-Limit {limit}, no X-RateLimit-Remaining",
+            took.as_millis()
+        ),
+    );
+
+    // The dispatcher run: ends on time, counts the errors, claims and sends nothing.
+    let report = report.expect("the run ends while DynamoDB is down");
+    assert!(report.store_errors > 0, "{report:?}");
+    assert_eq!((report.claimed, report.sent), (0, 0), "{report:?}");
+    assert!(push.attempts().is_empty());
+    faults::record(
+        "DynamoDB: down during a dispatch run",
+        "run ends, counts store errors, claims and sends nothing",
+        &format!(
+            "run ended; {} store errors, 0 claimed, 0 pushes",
+            report.store_errors
+        ),
+    );
+
+    // ---- DynamoDB comes back on the same port with its data; the server keeps its client.
+    let restarted = Instant::now();
+    ddb.restart().await;
+    let mut recovered_after = None;
+    for _ in 0..50 {
+        let response = get_call(&app, "ddb-a").await;
+        if response.status().as_u16() == 200 {
+            let after: Value = response.json().await.unwrap();
+            assert_eq!(
+                after["callId"], reservation["callId"],
+                "the same reservation"
+            );
+            assert_eq!(
+                after["status"], "scheduled",
+                "the cancel refused during the outage did not happen"
+            );
+            recovered_after = Some(restarted.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recovered_after = recovered_after.expect("the server recovers once DynamoDB is back");
+
+    // Nothing refused during the outage was written...
+    assert_eq!(store.get_device(&device_id("ddb-b")).await.unwrap(), None);
+    error_body(get_call(&app, "ddb-c").await, 404, "NOT_FOUND").await;
+    // ...every registration answered 200 is there...
+    for (id, status) in &inflight {
+        let stored = store.get_device(&device_id(id)).await.unwrap();
+        if *status == 200 {
+            assert!(stored.is_some(), "{id} was answered 200 and is durable");
+        }
+    }
+    // ...and every item reads back whole.
+    let items = assert_every_item_whole(&ddb, &store).await;
+
+    // The counter counts again, from where it was: the outage call was not counted.
+    let response = agent_round1(&app, "ddb-a").await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        header(&response, "x-ratelimit-remaining").as_deref(),
+        Some((DAILY_LIMIT - 2).to_string().as_str())
+    );
+    // And every endpoint works again.
+    assert_eq!(put_device(&app, "ddb-b", 2).await.status().as_u16(), 200);
+    assert_eq!(post_call(&app, "ddb-c").await.status().as_u16(), 201);
+    assert_eq!(delete_call(&app, "ddb-a").await.status().as_u16(), 204);
+    assert_eq!(
+        app.events.published().len(),
+        notifications + 4,
+        "no 5xx after the recovery: {:?}",
+        app.events.published()
+    );
+
+    faults::record(
+        "DynamoDB: killed with registrations in flight",
+        "each answered 200 or 503; every 200 durable; no partial item",
+        &format!(
+            "{} requests: {ok} x 200 (all durable), {unavailable} x 503; {items} items all whole",
+            inflight.len()
+        ),
+    );
+    faults::record(
+        "DynamoDB: restarted on the same port",
+        "same server recovers without a restart; data from before intact; outage writes absent",
+        &format!(
+            "recovered {} ms after the restart began; reservation still scheduled; \
+             counter resumed at {}; refused writes absent",
+            recovered_after.as_millis(),
+            DAILY_LIMIT - 2
+        ),
+    );
+}

@@ -1,0 +1,168 @@
+//! Fault injection, bad input: request bodies over the size cap, on every route of
+//! `koe::ROUTES` (64 KiB for `POST /api/chat` and `POST /agent`, 8 KiB elsewhere). They are
+//! refused with 400 naming the body, never parsed: an oversized body of broken JSON gets the
+//! size answer, not a JSON error. A body far larger than anything the server keeps (1 GiB
+//! announced, streamed until the server answers) is answered after the server has read at most
+//! its drain cap (16 MiB), and the connection is closed. So a client cannot make the server
+//! read, buffer or parse without bound.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use koe::ROUTES;
+use koe::routes::{Api, Endpoint};
+use koe_testkit::faults;
+use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, spawn_app};
+
+/// What the server reads of a refused body at most (`DRAIN_CAP` in `entrypoints/local.rs`).
+const DRAIN_CAP: usize = 16 * 1024 * 1024;
+
+fn base(app: &TestApp, api: Api) -> &str {
+    match api {
+        Api::Chat => &app.chat_url,
+        Api::Agent => &app.agent_url,
+    }
+}
+
+/// Headers that get a request past authentication, so that the body is what is judged.
+fn credentials(endpoint: Endpoint) -> Vec<(&'static str, String)> {
+    if endpoint == Endpoint::Dispatch {
+        // Only the token's presence is checked before the body is read; the body cap comes
+        // before the token is verified.
+        vec![("authorization", "Bearer not-verified-yet".into())]
+    } else if endpoint.needs_api_key() {
+        vec![("x-api-key", TEST_API_KEY.into())]
+    } else {
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn every_route_refuses_a_body_over_its_cap_without_parsing_it() {
+    let app = spawn_app(&[]).await;
+    let mut observed = Vec::new();
+    for route in ROUTES {
+        let limit = route.endpoint.body_limit();
+        // Broken JSON, one byte over the cap: a parser would answer "not valid JSON".
+        let body = format!("{{\"pad\": \"{}", "x".repeat(limit));
+        assert!(body.len() > limit);
+        let mut request = app
+            .client
+            .request(
+                route.method.clone(),
+                format!("{}{}", base(&app, route.api), route.path),
+            )
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in credentials(route.endpoint) {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.expect("an answer");
+        let body = error_body(response, 400, "INVALID_REQUEST").await;
+        assert_eq!(
+            body["message"],
+            format!("body must be at most {limit} bytes"),
+            "{} {}",
+            route.method,
+            route.path
+        );
+        observed.push(format!("{} {}", route.method, route.path));
+    }
+    assert_eq!(app.openai.request_count(), 0);
+    assert!(app.events.published().is_empty(), "a 400 is not notified");
+    faults::record(
+        "Bad input: body over the cap, broken JSON, every route",
+        "400 INVALID_REQUEST `body must be at most N bytes` (64 KiB chat/agent, 8 KiB else), never parsed",
+        &format!(
+            "{} routes: 400 `body must be at most N bytes`, 0 provider calls",
+            observed.len()
+        ),
+    );
+}
+
+/// Announces a 1 GiB body and streams it until the server answers; returns the status line and
+/// how many body bytes had been written by then.
+fn stream_endless_body(addr: &str, method: &str, path: &str, headers: &str) -> (String, usize) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         {headers}content-length: {}\r\n\r\n",
+        1usize << 30
+    )
+    .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0usize;
+        while sent < 1 << 30 {
+            match writer.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break, // the server closed the connection
+            }
+        }
+        sent
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let sent = sender.join().unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (answer.lines().next().unwrap_or_default().to_owned(), sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_body_is_refused_after_a_bounded_read() {
+    let app = spawn_app(&[]).await;
+    let mut observed = Vec::new();
+    for (url, path, headers) in [
+        (app.chat_url.clone(), "/api/chat", String::new()),
+        (
+            app.agent_url.clone(),
+            "/agent",
+            format!("x-api-key: {TEST_API_KEY}\r\n"),
+        ),
+        (
+            app.agent_url.clone(),
+            "/devices",
+            format!("x-api-key: {TEST_API_KEY}\r\n"),
+        ),
+    ] {
+        let method = if path == "/devices" { "PUT" } else { "POST" };
+        let addr = url.trim_start_matches("http://").to_owned();
+        let started = Instant::now();
+        let (line, sent) = tokio::task::spawn_blocking({
+            let (method, path) = (method.to_owned(), path.to_owned());
+            move || stream_endless_body(&addr, &method, &path, &headers)
+        })
+        .await
+        .unwrap();
+        let took = started.elapsed();
+        assert!(line.starts_with("HTTP/1.1 400"), "{method} {path}: {line}");
+        // What the server read, plus what the sockets' buffers took in, is far below 1 GiB.
+        assert!(
+            sent < DRAIN_CAP + 32 * 1024 * 1024,
+            "{method} {path}: {sent} bytes went out before the answer"
+        );
+        observed.push(format!(
+            "{method} {path} 400 after {} MiB sent, {} ms",
+            sent / (1024 * 1024),
+            took.as_millis()
+        ));
+    }
+    assert_eq!(app.openai.request_count(), 0);
+    faults::record(
+        "Bad input: 1 GiB body streamed without end",
+        "400 once at most the 16 MiB drain cap is read; connection closed",
+        &observed.join("; "),
+    );
+}

@@ -1,0 +1,728 @@
+//! Log audit: every route of `koe::ROUTES` is called through the real local server, with
+//! sentinel personal data wherever such data can go. That covers message contents, the model's
+//! replies, calendar titles and times, VoIP tokens, caller names, API keys (the agent's and
+//! OpenAI's), ID tokens and their claims, and device ids in clear. Each route is called on its
+//! success path and on the refusals that repeat input back (400, 401, 404, 409), on the memory
+//! store, on DynamoDB Local and on a DynamoDB that is down. A trace-level capture of everything
+//! the process logs (`koe_testkit::logs::capture`, the production JSON format, dependencies
+//! included) must then hold none of the sentinels. The device ids may appear only as their
+//! salted hash.
+//!
+//! Coverage follows the route table: every route's endpoint runs through `exercise` (an
+//! exhaustive `match`, so a new endpoint does not compile without a scenario here), and the
+//! test fails if any route of `ROUTES` left no access-log line in a pass.
+//!
+//! Its own test binary, so the capture sees only this binary's runs.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{Duration, FixedOffset, Utc};
+use koe::config::{Config, Vars};
+use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::routes::{Endpoint, ROUTES};
+use koe::store::Store;
+use koe::store::dynamodb::DynamoStore;
+use koe_testkit::dynamodb;
+use koe_testkit::harness::{TestApp, send, spawn_app_with};
+use koe_testkit::logs::{self, LogCapture};
+use koe_testkit::oidc::{self, StandInIssuer, TestKey, claims_with};
+use koe_testkit::openai::Behaviour;
+use serde_json::{Value, json};
+
+const SALT: &str = "audit-salt";
+const AGENT_KEY: &str = "SENTINEL-AGENTKEY-4a1f";
+const WRONG_KEY: &str = "SENTINEL-WRONGKEY-8b2e";
+const OPENAI_KEY: &str = "sk-SENTINEL-OPENAIKEY-c93d";
+const CHAT_TEXT: &str = "SENTINEL-CHATTEXT-d04c";
+const CHAT_REPLY: &str = "SENTINEL-CHATREPLY-e15b";
+const AGENT_MESSAGE: &str = "SENTINEL-AGENTMSG-f26a";
+const AGENT_REPLY: &str = "SENTINEL-AGENTREPLY-0379";
+const TITLE: &str = "SENTINEL-TITLE-1488";
+/// Calendar times nobody else uses, so any trace of them is a leak.
+const EVENT_START: &str = "2031-07-19T13:37:11+09:00";
+const EVENT_END: &str = "2031-07-19T14:48:22+09:00";
+const CALLER: &str = "SENTINEL-CALLER-2597";
+const UPSTREAM: &str = "SENTINEL-UPSTREAM-36a6";
+const ID_TOKEN_JUNK: &str = "SENTINEL-IDTOKEN-47b5";
+const CLAIM_EMAIL: &str = "sentinel-claim-58c4@evil.test";
+/// VoIP token hex (sent in upper case; stored lower case).
+const TOKEN_HEX: &str = "5e471ae15e471ae1";
+
+/// The device ids of one pass, in clear (with the pass's name, so passes never share them).
+struct Devices {
+    agent: String,
+    registered: String,
+    unregistered: String,
+    cancelled: String,
+    dispatched: String,
+}
+
+impl Devices {
+    fn of(pass: &str) -> Devices {
+        let id = |what: &str| format!("SENTINEL-DEVICE-{what}-{pass}");
+        Devices {
+            agent: id("agent"),
+            registered: id("registered"),
+            unregistered: id("unregistered"),
+            cancelled: id("cancelled"),
+            dispatched: id("dispatched"),
+        }
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [
+            &self.agent,
+            &self.registered,
+            &self.unregistered,
+            &self.cancelled,
+            &self.dispatched,
+        ]
+    }
+}
+
+fn voip_token() -> String {
+    TOKEN_HEX.repeat(4).to_uppercase()
+}
+
+/// Every sentinel, and distinctive parts a partial or re-encoded leak would show.
+fn forbidden() -> Vec<String> {
+    let mut list: Vec<String> = [
+        AGENT_KEY,
+        "AGENTKEY-4a1f",
+        WRONG_KEY,
+        "WRONGKEY-8b2e",
+        OPENAI_KEY,
+        "OPENAIKEY-c93d",
+        CHAT_TEXT,
+        "CHATTEXT-d04c",
+        CHAT_REPLY,
+        "CHATREPLY-e15b",
+        AGENT_MESSAGE,
+        "AGENTMSG-f26a",
+        AGENT_REPLY,
+        "AGENTREPLY-0379",
+        TITLE,
+        "TITLE-1488",
+        // The event times: their date (also in UTC), and the times with their offset (a bare
+        // "13:37:11" could be any log line's own timestamp).
+        "2031-07-19",
+        "13:37:11+09:00",
+        "14:48:22+09:00",
+        CALLER,
+        "CALLER-2597",
+        UPSTREAM,
+        "UPSTREAM-36a6",
+        ID_TOKEN_JUNK,
+        "IDTOKEN-47b5",
+        CLAIM_EMAIL,
+        TOKEN_HEX,
+        &TOKEN_HEX.to_uppercase(),
+        "SENTINEL-DEVICE",
+        "DEVICE-agent",
+        "DEVICE-registered",
+        "DEVICE-unregistered",
+        "DEVICE-cancelled",
+        "DEVICE-dispatched",
+        // The sentinels' shared prefix: no sentinel at all, whole or in part.
+        "SENTINEL",
+        "sentinel",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    list.push(format!("{:?}", CHAT_TEXT.as_bytes()));
+    list
+}
+
+/// One pass of every route against one store.
+struct Pass {
+    name: &'static str,
+    app: TestApp,
+    /// A store that is down: store-backed routes answer 503, the agent fails open.
+    down: bool,
+    devices: Devices,
+    /// ID tokens used in this pass: they, and their signatures, must not be logged.
+    tokens: Vec<String>,
+    /// Serves the JWKS for POST /internal/dispatch.
+    _issuer: StandInIssuer,
+}
+
+impl Pass {
+    async fn start(name: &'static str, store: Option<Arc<dyn Store>>, down: bool) -> Pass {
+        let issuer = StandInIssuer::start().await;
+        let mut vars: Vec<(&str, String)> = issuer.vars();
+        vars.extend([
+            ("AGENT_API_KEYS", AGENT_KEY.to_owned()),
+            ("OPENAI_API_KEY", OPENAI_KEY.to_owned()),
+            ("DEVICE_HASH_SALT", SALT.to_owned()),
+            ("AGENT_DAILY_LIMIT", "2".to_owned()),
+        ]);
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let app = spawn_app_with(&vars, move |app| match store {
+            Some(store) => app.with_store(store),
+            None => app,
+        })
+        .await;
+        Pass {
+            name,
+            app,
+            down,
+            devices: Devices::of(name),
+            tokens: Vec::new(),
+            _issuer: issuer,
+        }
+    }
+
+    fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
+        self.app.agent_with_key(method, path, AGENT_KEY)
+    }
+
+    /// Sends and checks the status: `healthy` normally, 503 for a store-backed answer while
+    /// the store is down (`store_backed`).
+    async fn expect(
+        &self,
+        what: &str,
+        request: reqwest::RequestBuilder,
+        healthy: u16,
+        store_backed: bool,
+    ) -> Value {
+        let response = send(request).await;
+        let status = response.status().as_u16();
+        let expected = if self.down && store_backed {
+            503
+        } else {
+            healthy
+        };
+        let text = response.text().await.unwrap();
+        assert_eq!(status, expected, "{} pass, {what}: {text}", self.name);
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    async fn store_device(&self, id: &str) -> Device {
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", id).unwrap(),
+            voip_token: VoipToken::parse("voipToken", &voip_token()).unwrap(),
+            environment: PushEnvironment::Sandbox,
+            updated_at: Utc::now(),
+        };
+        if !self.down {
+            self.app.store.put_device(&device).await.unwrap();
+        }
+        device
+    }
+
+    async fn store_reservation(&self, device: &Device, in_ms: i64) -> Reservation {
+        let now = Utc::now();
+        let jst = FixedOffset::east_opt(9 * 3600).unwrap();
+        let r = Reservation::new(
+            device.device_id.clone(),
+            ScheduledAt::from_stored((now + Duration::milliseconds(in_ms)).with_timezone(&jst)),
+            Some(CALLER.into()),
+            now,
+        );
+        if !self.down {
+            self.app
+                .store
+                .create_reservation(&r, now, now - Duration::seconds(150))
+                .await
+                .unwrap();
+        }
+        r
+    }
+}
+
+/// Calls one endpoint the ways that put personal data in front of it. Exhaustive on purpose:
+/// a new endpoint needs a scenario here before this file compiles.
+async fn exercise(pass: &mut Pass, endpoint: Endpoint) {
+    let d = &pass.devices;
+    match endpoint {
+        Endpoint::Health => {
+            pass.expect(
+                "GET /health",
+                pass.app.client.get(format!("{}/health", pass.app.chat_url)),
+                200,
+                false,
+            )
+            .await;
+        }
+        Endpoint::Info => {
+            pass.expect(
+                "GET /api/info",
+                pass.app
+                    .client
+                    .get(format!("{}/api/info", pass.app.chat_url)),
+                200,
+                false,
+            )
+            .await;
+        }
+        Endpoint::ErrorTest => {
+            pass.expect(
+                "GET /api/error",
+                pass.app
+                    .client
+                    .get(format!("{}/api/error", pass.app.chat_url)),
+                500,
+                false,
+            )
+            .await;
+        }
+        Endpoint::Chat => {
+            let url = format!("{}/api/chat", pass.app.chat_url);
+            let body = json!({"messages": [
+                {"role": "system", "content": format!("Be kind. {CHAT_TEXT}")},
+                {"role": "user", "content": CHAT_TEXT},
+            ]})
+            .to_string();
+            pass.app.openai.script([Behaviour::complete(CHAT_REPLY)]);
+            let reply = pass
+                .expect(
+                    "chat",
+                    pass.app.client.post(&url).body(body.clone()),
+                    200,
+                    false,
+                )
+                .await;
+            assert_eq!(reply["message"]["content"], CHAT_REPLY);
+            // A provider error whose body echoes the request and the key.
+            pass.app.openai.script([Behaviour::Raw {
+                status: 400,
+                body: json!({"error": {"message": format!("{UPSTREAM}: {CHAT_TEXT} {OPENAI_KEY}"),
+                    "type": "invalid_request_error"}})
+                .to_string(),
+            }]);
+            pass.expect(
+                "chat, provider 400",
+                pass.app.client.post(&url).body(body),
+                500,
+                false,
+            )
+            .await;
+            // Refusals next to the data.
+            for bad in [
+                json!({"messages": [{"role": CHAT_TEXT, "content": CHAT_TEXT}]}).to_string(),
+                json!({"messages": [{"role": "user", "content": CHAT_TEXT}], "model": CHAT_TEXT})
+                    .to_string(),
+                format!(r#"{{"messages": [{{"role": "user", "content": "{CHAT_TEXT}" ,,"#),
+            ] {
+                pass.expect(
+                    "chat, invalid",
+                    pass.app.client.post(&url).body(bad),
+                    400,
+                    false,
+                )
+                .await;
+            }
+        }
+        Endpoint::Agent => {
+            let round1 = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
+                "deviceId": d.agent, "timezone": "Asia/Tokyo"});
+            pass.app.openai.set_default(Behaviour::schema_valid());
+            pass.expect(
+                "agent round 1",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(round1.to_string()),
+                200,
+                false,
+            )
+            .await;
+            // The model answers with the user's data in it: once refused (bad emotion), then used.
+            pass.app.openai.script([
+                Behaviour::complete(
+                    json!({"decision": {"type": "answer",
+                    "reply": format!("{AGENT_REPLY} {AGENT_MESSAGE}"), "emotion": TITLE}})
+                    .to_string(),
+                ),
+                Behaviour::complete(
+                    json!({"decision": {"type": "answer",
+                    "reply": AGENT_REPLY, "emotion": "happy"}})
+                    .to_string(),
+                ),
+            ]);
+            let answer = pass
+                .expect(
+                    "agent round 1, answer",
+                    pass.agent(http::Method::POST, "/agent")
+                        .body(round1.to_string()),
+                    200,
+                    false,
+                )
+                .await;
+            assert_eq!(answer["reply"], AGENT_REPLY);
+            // Over the daily limit (2): 429 (while the store is down, the limit fails open).
+            let limited = if pass.down { 200 } else { 429 };
+            pass.expect(
+                "agent round 1, limited",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(round1.to_string()),
+                limited,
+                false,
+            )
+            .await;
+            let round2 = json!({"message": AGENT_MESSAGE, "deviceId": d.agent, "results": [
+            {"stepId": "s1", "tool": "calendar", "output": {"events": [
+                {"title": TITLE, "start": EVENT_START, "end": EVENT_END},
+                {"title": format!("{TITLE} 2"), "start": EVENT_START, "end": EVENT_END, "allDay": true},
+            ]}}]});
+            pass.app.openai.script([Behaviour::complete(
+                json!({"reply": AGENT_REPLY, "emotion": "happy"}).to_string(),
+            )]);
+            pass.expect(
+                "agent round 2",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(round2.to_string()),
+                200,
+                false,
+            )
+            .await;
+            let mut bad = round2.clone();
+            bad["results"][0]["output"]["events"][0]["title"] = json!(TITLE.repeat(20));
+            pass.expect(
+                "agent round 2, title too long",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(bad.to_string()),
+                400,
+                false,
+            )
+            .await;
+            let mut bad = round2.clone();
+            bad["results"][0]["output"]["events"][0]["start"] =
+                json!(format!("{TITLE} {EVENT_START}"));
+            pass.expect(
+                "agent round 2, bad time",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(bad.to_string()),
+                400,
+                false,
+            )
+            .await;
+            let bad = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
+                "deviceId": format!("{} {AGENT_MESSAGE}", d.agent), "timezone": AGENT_MESSAGE});
+            pass.expect(
+                "agent, bad device id and zone",
+                pass.agent(http::Method::POST, "/agent")
+                    .body(bad.to_string()),
+                400,
+                false,
+            )
+            .await;
+            pass.expect(
+                "agent, wrong key",
+                pass.app
+                    .agent_with_key(http::Method::POST, "/agent", WRONG_KEY)
+                    .body(round1.to_string()),
+                401,
+                false,
+            )
+            .await;
+            pass.app.openai.set_default(Behaviour::schema_valid());
+        }
+        Endpoint::PutDevice => {
+            let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox"});
+            pass.expect(
+                "PUT /devices",
+                pass.agent(http::Method::PUT, "/devices")
+                    .body(body.to_string()),
+                200,
+                true,
+            )
+            .await;
+            let bad =
+                json!({"deviceId": d.registered, "voipToken": format!("{}{CALLER}", voip_token())});
+            pass.expect(
+                "PUT /devices, bad token",
+                pass.agent(http::Method::PUT, "/devices")
+                    .body(bad.to_string()),
+                400,
+                false,
+            )
+            .await;
+            pass.expect(
+                "PUT /devices, wrong key",
+                pass.app
+                    .agent_with_key(http::Method::PUT, "/devices", WRONG_KEY)
+                    .body(body.to_string()),
+                401,
+                false,
+            )
+            .await;
+        }
+        Endpoint::CreateCall => {
+            pass.store_device(&d.registered).await;
+            let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
+            let body = json!({"deviceId": d.registered, "scheduledAt": at, "callerName": CALLER});
+            pass.expect(
+                "POST /calls",
+                pass.agent(http::Method::POST, "/calls")
+                    .body(body.to_string()),
+                201,
+                true,
+            )
+            .await;
+            pass.expect(
+                "POST /calls, again",
+                pass.agent(http::Method::POST, "/calls")
+                    .body(body.to_string()),
+                409,
+                true,
+            )
+            .await;
+            let unregistered =
+                json!({"deviceId": d.unregistered, "scheduledAt": at, "callerName": CALLER});
+            pass.expect(
+                "POST /calls, unregistered",
+                pass.agent(http::Method::POST, "/calls")
+                    .body(unregistered.to_string()),
+                409,
+                true,
+            )
+            .await;
+            let bad = json!({"deviceId": d.registered, "scheduledAt": format!("{CALLER}"), "callerName": CALLER.repeat(10)});
+            pass.expect(
+                "POST /calls, invalid",
+                pass.agent(http::Method::POST, "/calls")
+                    .body(bad.to_string()),
+                400,
+                false,
+            )
+            .await;
+        }
+        Endpoint::GetCall => {
+            let device = pass.store_device(&d.registered).await;
+            if !pass.down
+                && pass
+                    .app
+                    .store
+                    .get_reservation(&device.device_id, Utc::now())
+                    .await
+                    .unwrap()
+                    .is_none()
+            {
+                pass.store_reservation(&device, 3_600_000).await;
+            }
+            pass.expect(
+                "GET /calls",
+                pass.agent(
+                    http::Method::GET,
+                    &format!("/calls?deviceId={}", d.registered),
+                ),
+                200,
+                true,
+            )
+            .await;
+            pass.expect(
+                "GET /calls, none",
+                pass.agent(
+                    http::Method::GET,
+                    &format!("/calls?deviceId={}", d.unregistered),
+                ),
+                404,
+                true,
+            )
+            .await;
+            pass.expect(
+                "GET /calls, invalid id",
+                pass.agent(
+                    http::Method::GET,
+                    &format!("/calls?deviceId={}%20{CALLER}", d.registered),
+                ),
+                400,
+                false,
+            )
+            .await;
+        }
+        Endpoint::CancelCall => {
+            let device = pass.store_device(&d.cancelled).await;
+            pass.store_reservation(&device, 3_600_000).await;
+            let path = format!("/calls?deviceId={}", d.cancelled);
+            pass.expect(
+                "DELETE /calls",
+                pass.agent(http::Method::DELETE, &path),
+                204,
+                true,
+            )
+            .await;
+            pass.expect(
+                "DELETE /calls, again",
+                pass.agent(http::Method::DELETE, &path),
+                404,
+                true,
+            )
+            .await;
+        }
+        Endpoint::Dispatch => {
+            // The route: a valid ID token, a forged one with a sentinel claim, junk.
+            let valid = oidc::valid_token();
+            let forged = oidc::mint(
+                &claims_with(json!({"email": CLAIM_EMAIL, "sub": CLAIM_EMAIL})),
+                TestKey::One,
+                Some(oidc::KID_1),
+            );
+            for (authorization, status) in [
+                (format!("Bearer {valid}"), 202),
+                (format!("Bearer {forged}"), 401),
+                (format!("Bearer {ID_TOKEN_JUNK}"), 401),
+                (format!("Basic {ID_TOKEN_JUNK}"), 401),
+            ] {
+                pass.expect(
+                    "POST /internal/dispatch",
+                    pass.app
+                        .agent_unauthenticated(http::Method::POST, "/internal/dispatch")
+                        .header("authorization", authorization),
+                    status,
+                    false,
+                )
+                .await;
+            }
+            pass.tokens.extend([valid, forged]);
+            // A dispatcher run pushing a call through the app's logging push sender.
+            let device = pass.store_device(&d.dispatched).await;
+            pass.store_reservation(&device, 1200).await;
+            let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+            settings.window = StdDuration::from_secs(3);
+            settings.reselect_every = StdDuration::from_millis(500);
+            let dispatcher = Dispatcher::new(
+                pass.app.store.clone(),
+                pass.app.push.clone(),
+                pass.app.clock.clone(),
+                settings,
+                SALT,
+            );
+            let report = dispatcher.run(RunCause::Local).await;
+            if pass.down {
+                assert!(report.store_errors > 0, "{report:?}");
+            } else {
+                assert_eq!(report.sent, 1, "{} pass: {report:?}", pass.name);
+            }
+        }
+    }
+}
+
+fn assert_no_sentinel(capture: &LogCapture, tokens: &[String]) {
+    let contents = capture.contents();
+    let mut forbidden = forbidden();
+    for token in tokens {
+        forbidden.push(token.clone());
+        for part in token.split('.') {
+            forbidden.push(part.to_owned()); // header, claims, signature: each on its own
+        }
+    }
+    for sentinel in &forbidden {
+        let leaks: Vec<&str> = contents
+            .lines()
+            .filter(|l| l.contains(sentinel.as_str()))
+            .collect();
+        assert!(
+            leaks.is_empty(),
+            "{sentinel} reached the logs in {} line(s):\n{}",
+            leaks.len(),
+            leaks.join("\n")
+        );
+    }
+}
+
+/// The access-log lines (`message: request`) captured from `offset` on, as (method, route).
+fn routes_logged(capture: &LogCapture, offset: usize) -> Vec<(String, String)> {
+    capture.lines()[offset..]
+        .iter()
+        .filter(|l| l["message"] == "request")
+        .map(|l| {
+            (
+                l["method"].as_str().unwrap_or_default().to_owned(),
+                l["route"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_on_every_store_logs_no_personal_data() {
+    let capture = logs::capture();
+    tracing::info!(probe = "log-audit-probe", "capture check");
+
+    // A DynamoDB that is down: a closed port. Without retries, so that every call fails at
+    // once (what is audited here is what the failures log, not how long they take).
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let down: Arc<dyn Store> = Arc::new(DynamoStore::new(
+        aws_sdk_dynamodb::Client::from_conf(
+            dynamodb::config_builder(&closed)
+                .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+                .build(),
+        ),
+        koe::store::TableNames {
+            devices: "devices".into(),
+            calls: "scheduledCalls".into(),
+            usage: "agentUsage".into(),
+        },
+    ));
+    let dynamo: Arc<dyn Store> = Arc::new(dynamodb::fresh_store().await);
+    let passes = [
+        ("memory", None, false),
+        ("dynamodb", Some(dynamo), false),
+        ("dynamodb-down", Some(down), true),
+    ];
+
+    let mut tokens = Vec::new();
+    for (name, store, is_down) in passes {
+        let mut pass = Pass::start(name, store, is_down).await;
+        let offset = capture.lines().len();
+        for route in ROUTES {
+            exercise(&mut pass, route.endpoint).await;
+        }
+        // Every route of the table left its access-log line in this pass.
+        let logged = routes_logged(&capture, offset);
+        for route in ROUTES {
+            assert!(
+                logged
+                    .iter()
+                    .any(|(m, r)| *m == route.method.as_str() && r == route.path),
+                "{name} pass: {} {} was not exercised (no access-log line)",
+                route.method,
+                route.path
+            );
+        }
+        // Devices appear as their salted hash (positive control), never in clear.
+        let contents = capture.contents();
+        let hash = DeviceId::parse("deviceId", &pass.devices.dispatched)
+            .unwrap()
+            .log_hash(SALT);
+        if !is_down {
+            assert!(
+                contents.contains(&hash),
+                "{name} pass: the pushed device's hash is logged"
+            );
+        }
+        for id in pass.devices.all() {
+            assert!(!contents.contains(id), "{name} pass: {id} in clear");
+        }
+        tokens.append(&mut pass.tokens);
+    }
+
+    let lines = capture.lines();
+    assert!(
+        lines.iter().any(|l| l["probe"] == "log-audit-probe"),
+        "the capture works (positive control)"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "voip push (logged, not sent)"),
+        "the logging push sender's line was captured (positive control)"
+    );
+    assert!(
+        lines.iter().any(|l| l["code"] == "SERVICE_UNAVAILABLE"),
+        "the outage pass was logged (positive control)"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["error"].as_str().is_some_and(|e| e.contains("DynamoDB"))),
+        "the DynamoDB SDK's errors were logged, and so audited (positive control)"
+    );
+    assert_no_sentinel(&capture, &tokens);
+}

@@ -1,0 +1,27 @@
+//! The fault table: each fault-injection test (`shared/tests/faults_*.rs`) reports one row per
+//! fault, `fault → expected behaviour → observed`, once it has checked the behaviour.
+//! `scripts/fault-table.sh` collects the rows from the test output and prints them as one table
+//! at the end of `scripts/test.sh`.
+//!
+//! A row is one line on the process's real standard output, written past the test harness's
+//! capture (which only takes `print!`), so it reaches the log of a passing test too:
+//! `FAULT-TABLE<TAB>fault<TAB>expected<TAB>observed`.
+
+use std::io::Write;
+
+/// Starts every row line.
+pub const MARKER: &str = "FAULT-TABLE";
+
+/// Reports one row of the fault table.
+pub fn record(fault: &str, expected: &str, observed: &str) {
+    let clean = |text: &str| text.replace(['\t', '\n', '\r'], " ");
+    let line = format!(
+        "{MARKER}\t{}\t{}\t{}\n",
+        clean(fault),
+        clean(expected),
+        clean(observed)
+    );
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(line.as_bytes());
+    let _ = stdout.flush();
+}
