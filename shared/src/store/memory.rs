@@ -37,6 +37,14 @@ impl MemoryStore {
     }
 }
 
+/// The span `[start, start + 1 min)` of a bucket name ("2026-01-01T22:00Z"), if it is one.
+fn minute_span(minute: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let start = DateTime::parse_from_rfc3339(&format!("{}:00Z", minute.strip_suffix('Z')?))
+        .ok()?
+        .with_timezone(&Utc);
+    (minute_bucket(start) == minute).then_some((start, start + chrono::Duration::minutes(1)))
+}
+
 fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
     match r.status {
         ReservationStatus::Scheduled => true,
@@ -125,6 +133,13 @@ impl Store for MemoryStore {
     }
 
     async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
+        // The bucket as a time span, so that the filter compares two integers per record
+        // instead of formatting a time (this runs under the lock, over every reservation).
+        let span = minute_span(minute);
+        let in_bucket = |t: DateTime<Utc>| match span {
+            Some((start, end)) => start <= t && t < end,
+            None => minute_bucket(t) == minute,
+        };
         let tables = self.lock();
         let mut due: Vec<Reservation> = tables
             .reservations
@@ -133,7 +148,7 @@ impl Store for MemoryStore {
                 matches!(
                     r.status,
                     ReservationStatus::Scheduled | ReservationStatus::Claimed
-                ) && minute_bucket(r.scheduled_at.utc()) == minute
+                ) && in_bucket(r.scheduled_at.utc())
             })
             .cloned()
             .collect();
