@@ -12,7 +12,7 @@ use crate::api::{self, Request, Response};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::dispatch::trigger::{DispatchTrigger, InProcessTrigger};
-use crate::dispatch::{Dispatcher, RunCause, RunReport};
+use crate::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use crate::error::{ApiError, ErrorCode};
 use crate::event_bus::{ErrorNotification, EventBus, LogEventBus};
 use crate::model::ModelProvider;
@@ -42,6 +42,9 @@ pub struct App {
     pub dispatch_trigger: Arc<dyn DispatchTrigger>,
     /// Wakes the in-process dispatcher loop (koe-local) for a requested run.
     pub run_requests: Arc<tokio::sync::Notify>,
+    /// The calls this process's dispatch runs hold (koe-local starts a run every minute, and
+    /// their windows overlap): a run leaves alone what another run here already has.
+    in_flight: InFlight,
     /// Verifier of POST /internal/dispatch's ID tokens; `None` refuses every caller.
     oidc: Option<Arc<dyn TokenVerifier>>,
     /// `AWS_LAMBDA_FUNCTION_NAME` in a Lambda; else the route's binary name is reported.
@@ -65,6 +68,7 @@ impl App {
                 requests: run_requests.clone(),
             }),
             run_requests,
+            in_flight: InFlight::default(),
             oidc: None,
             function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
             config: Arc::new(config),
@@ -124,6 +128,7 @@ impl App {
             self.config.dispatch.clone(),
             self.config.agent.device_hash_salt.clone(),
         )
+        .sharing(self.in_flight.clone())
     }
 
     /// One dispatch run (the schedule's, a requested one, or koe-local's).

@@ -18,7 +18,7 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::clock::Clock;
 use koe::config::{Config, DispatchConfig, Vars};
-use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::store::Store;
@@ -95,6 +95,12 @@ impl World {
     /// Starts a run at the clock's current time.
     fn start_run(&self) -> JoinHandle<RunReport> {
         let dispatcher = self.dispatcher();
+        tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
+    }
+
+    /// Starts a run that shares `in_flight` with other runs (one process's runs).
+    fn start_run_sharing(&self, in_flight: &InFlight) -> JoinHandle<RunReport> {
+        let dispatcher = self.dispatcher().sharing(in_flight.clone());
         tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
     }
 
@@ -333,6 +339,49 @@ async fn duplicate_and_overlapping_runs_push_once(store: DynStore) {
     let claimed: u32 = reports.iter().map(|r| r.claimed).sum();
     let sent: u32 = reports.iter().map(|r| r.sent).sum();
     assert_eq!((claimed, sent), (20, 20), "{reports:#?}");
+}
+
+async fn overlapping_runs_of_one_process_leave_each_others_calls_alone(store: DynStore) {
+    let w = World::new(store);
+    let mut reservations = Vec::new();
+    for i in 0..20 {
+        let device = w
+            .device(&format!("own-{i}"), PushEnvironment::Production)
+            .await;
+        // 11 s .. 95 s: the first run's 70 s window holds the first 14.
+        reservations.push(w.reserve(&device, at_ms(11_000 + i * 4_400)).await);
+    }
+    let in_flight = InFlight::default();
+    let first = w.start_run_sharing(&in_flight);
+    w.step_to(at(30)).await;
+    let second = w.start_run_sharing(&in_flight);
+    let reports = w
+        .finish(
+            vec![first, second],
+            at(30) + w.window() + Duration::seconds(2),
+        )
+        .await;
+
+    for r in &reservations {
+        assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
+        assert_eq!(w.stored(r).await.unwrap().status, ReservationStatus::Sent);
+    }
+    let in_first = reservations
+        .iter()
+        .filter(|r| r.scheduled_at.utc() < at(70))
+        .count() as u32;
+    assert_eq!(in_first, 14);
+    assert_eq!(
+        (reports[0].selected, reports[0].sent, reports[0].lost),
+        (in_first, in_first, 0),
+        "{reports:#?}"
+    );
+    assert_eq!(
+        (reports[1].selected, reports[1].sent, reports[1].lost),
+        (20 - in_first, 20 - in_first, 0),
+        "the second run takes only what the first does not hold: {reports:#?}"
+    );
+    assert!(in_flight.is_empty(), "every call released");
 }
 
 async fn a_cancel_racing_the_claim_either_wins_or_gets_too_late_never_both(
@@ -654,6 +703,7 @@ macro_rules! dispatch_suite {
             pushes_leave_at_their_second_and_never_early,
             a_reservation_made_mid_run_still_leaves_on_time,
             duplicate_and_overlapping_runs_push_once,
+            overlapping_runs_of_one_process_leave_each_others_calls_alone,
             a_run_that_died_after_claiming_is_recovered_once_by_a_later_run,
             an_invalid_token_removes_the_device_and_fails_the_call,
             a_429_then_success_within_the_budget_is_sent,

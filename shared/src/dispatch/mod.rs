@@ -13,8 +13,9 @@
 //!    before its second, claims it `claim_lead` (500 ms) before its second with one conditional
 //!    write (`scheduled` → `claimed`, or an abandoned claim), sleeps to the second, pushes, and
 //!    records `sent` or `failed`. Store calls and pushes are bounded by a semaphore
-//!    (`concurrency`); sleeping tasks hold nothing, so thousands due in one minute cost only
-//!    timers.
+//!    (`concurrency`). A task is started only a second before its device read: until then a
+//!    selected reservation waits in the run's queue, so a run that selects thousands at once
+//!    starts only the next seconds' tasks and holds no sleeping task per reservation.
 //! 3. Reservations more than `grace` late become `missed` without a push.
 //!
 //! **Exactly once.** The claim is the guard: of any number of runs (duplicated deliveries,
@@ -57,6 +58,79 @@ const DEVICE_READ_LEAD: chrono::Duration = chrono::Duration::milliseconds(1500);
 const FIRST_BACKOFF: chrono::Duration = chrono::Duration::milliseconds(100);
 /// Re-selection is never more frequent than this, whatever the settings say.
 const MIN_RESELECT: Duration = Duration::from_millis(100);
+
+/// How long before a reservation's device read its task is started. Until then a selected
+/// reservation is only an entry in the run's [`Pending`] queue: a run that selects thousands at
+/// once (every run starts with its whole minute) starts only the next few seconds' tasks, so
+/// it neither delays the pushes due at that moment nor holds a sleeping task per reservation.
+const TASK_LEAD: chrono::Duration = chrono::Duration::seconds(1);
+
+/// The calls that runs in this process have taken on and not yet finished.
+#[derive(Clone, Default)]
+pub struct InFlight(Arc<Mutex<HashSet<CallId>>>);
+
+impl InFlight {
+    /// Takes the call unless a run here already has it; the guard gives it back when dropped.
+    fn take(&self, call_id: &CallId) -> Option<Held> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.insert(call_id.clone()).then(|| Held {
+            in_flight: self.clone(),
+            call_id: call_id.clone(),
+        })
+    }
+
+    /// How many calls are held (for tests).
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A call held by one run: released when its task ends, however it ends.
+struct Held {
+    in_flight: InFlight,
+    call_id: CallId,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.remove(&self.call_id);
+    }
+}
+
+/// What a selected reservation's task will do.
+#[derive(Debug, Clone, Copy)]
+enum Task {
+    Deliver,
+    Miss,
+}
+
+/// A run's selected reservations whose tasks have not started, by start time.
+#[derive(Default)]
+struct Pending(std::collections::BTreeMap<DateTime<Utc>, Vec<(Task, Reservation, Held)>>);
+
+impl Pending {
+    fn add(&mut self, start: DateTime<Utc>, task: Task, r: Reservation, held: Held) {
+        self.0.entry(start).or_default().push((task, r, held));
+    }
+
+    fn next_start(&self) -> Option<DateTime<Utc>> {
+        self.0.keys().next().copied()
+    }
+
+    /// Removes and returns every entry whose start is at or before `now`, earliest first.
+    fn take_until(&mut self, now: DateTime<Utc>) -> Vec<(Task, Reservation, Held)> {
+        let later = self.0.split_off(&(now + chrono::Duration::nanoseconds(1)));
+        std::mem::replace(&mut self.0, later)
+            .into_values()
+            .flatten()
+            .collect()
+    }
+}
 
 /// What started a run (for logs and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +200,7 @@ pub struct Dispatcher {
     settings: DispatchConfig,
     /// Salt of the device hashes in logs.
     salt: String,
+    in_flight: InFlight,
 }
 
 impl Dispatcher {
@@ -142,7 +217,16 @@ impl Dispatcher {
             clock,
             settings,
             salt: salt.into(),
+            in_flight: InFlight::default(),
         }
+    }
+
+    /// Runs of dispatchers that share an [`InFlight`] leave each other's calls alone (a
+    /// process's overlapping runs). Runs in different processes do not know of each other;
+    /// there the claim keeps each call to one push.
+    pub fn sharing(mut self, in_flight: InFlight) -> Dispatcher {
+        self.in_flight = in_flight;
+        self
     }
 
     pub fn settings(&self) -> &DispatchConfig {
@@ -159,19 +243,30 @@ impl Dispatcher {
             "dispatch run started"
         );
         let mut known = HashSet::new();
+        let mut pending = Pending::default();
         let mut tasks = JoinSet::new();
         run.select(
             started - run.grace - MISSED_LOOKBACK,
             &mut known,
-            &mut tasks,
+            &mut pending,
         )
         .await;
         let every = chrono_duration(self.settings.reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
-        while tick < run.end {
-            wait_until(self.clock.as_ref(), tick).await;
-            run.select(self.clock.now(), &mut known, &mut tasks).await;
-            tick += every;
+        loop {
+            run.start_due(&mut pending, &mut tasks);
+            let next_start = pending.next_start();
+            let wake = match (tick < run.end, next_start) {
+                (true, Some(start)) => tick.min(start),
+                (true, None) => tick,
+                (false, Some(start)) => start,
+                (false, None) => break,
+            };
+            wait_until(self.clock.as_ref(), wake).await;
+            if tick < run.end && self.clock.now() >= tick {
+                run.select(self.clock.now(), &mut known, &mut pending).await;
+                tick += every;
+            }
         }
         while let Some(joined) = tasks.join_next().await {
             if let Err(e) = joined {
@@ -273,7 +368,7 @@ impl Run {
         self: &Arc<Self>,
         from: DateTime<Utc>,
         known: &mut HashSet<CallId>,
-        tasks: &mut JoinSet<()>,
+        pending: &mut Pending,
     ) {
         let now = self.clock().now();
         for minute in buckets(from, self.end) {
@@ -287,17 +382,17 @@ impl Run {
             };
             self.tally(|t| t.queries += 1);
             for reservation in due {
-                self.take_on(reservation, now, known, tasks);
+                self.take_on(reservation, now, known, pending);
             }
         }
     }
 
     fn take_on(
-        self: &Arc<Self>,
+        &self,
         r: Reservation,
         now: DateTime<Utc>,
         known: &mut HashSet<CallId>,
-        tasks: &mut JoinSet<()>,
+        pending: &mut Pending,
     ) {
         let at = r.scheduled_at.utc();
         if known.contains(&r.call_id) || at >= self.end {
@@ -310,13 +405,33 @@ impl Run {
         {
             return;
         }
+        // Another run of this process has it (and would win its claim anyway). Not `known`:
+        // should that run give it up, a re-selection here takes it on.
+        let Some(held) = self.dispatcher.in_flight.take(&r.call_id) else {
+            return;
+        };
         known.insert(r.call_id.clone());
         self.tally(|t| t.selected += 1);
-        let run = self.clone();
-        if at < now - self.grace {
-            tasks.spawn(async move { run.miss(&r).await });
+        let task = if at < now - self.grace {
+            Task::Miss
         } else {
-            tasks.spawn(run.deliver(r));
+            Task::Deliver
+        };
+        let start = at - self.claim_lead - DEVICE_READ_LEAD - TASK_LEAD;
+        pending.add(start, task, r, held);
+    }
+
+    /// Gives every pending reservation whose start has come its task.
+    fn start_due(self: &Arc<Self>, pending: &mut Pending, tasks: &mut JoinSet<()>) {
+        for (task, r, held) in pending.take_until(self.clock().now()) {
+            let run = self.clone();
+            tasks.spawn(async move {
+                match task {
+                    Task::Miss => run.miss(&r).await,
+                    Task::Deliver => run.deliver(r).await,
+                }
+                drop(held);
+            });
         }
     }
 
@@ -561,6 +676,77 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn pending_hands_out_what_has_started_in_start_order_and_keeps_the_rest() {
+        let r = |i: u32| {
+            Reservation::new(
+                crate::domain::device::DeviceId::parse(
+                    "deviceId",
+                    &format!("{i:08}-0000-4000-8000-000000000000"),
+                )
+                .unwrap(),
+                crate::domain::reservation::ScheduledAt::from_stored(
+                    t("2026-01-01T00:01:00Z").fixed_offset(),
+                ),
+                None,
+                t("2026-01-01T00:00:00Z"),
+            )
+        };
+        let in_flight = InFlight::default();
+        let mut pending = Pending::default();
+        assert_eq!(pending.next_start(), None);
+        for (start, task, i) in [
+            ("2026-01-01T00:00:20Z", Task::Deliver, 3),
+            ("2026-01-01T00:00:10Z", Task::Deliver, 1),
+            ("2026-01-01T00:00:10Z", Task::Miss, 2),
+            ("2026-01-01T00:00:30Z", Task::Deliver, 4),
+        ] {
+            let r = r(i);
+            let held = in_flight.take(&r.call_id).expect("free");
+            pending.add(t(start), task, r, held);
+        }
+        assert_eq!(in_flight.len(), 4);
+        assert_eq!(pending.next_start(), Some(t("2026-01-01T00:00:10Z")));
+        assert!(pending.take_until(t("2026-01-01T00:00:09.999Z")).is_empty());
+        let ids = |v: Vec<(Task, Reservation, Held)>| -> Vec<String> {
+            v.into_iter()
+                .map(|(_, r, _)| r.device_id.as_str()[..8].to_string())
+                .collect()
+        };
+        assert_eq!(
+            ids(pending.take_until(t("2026-01-01T00:00:20Z"))),
+            vec!["00000001", "00000002", "00000003"],
+            "a start exactly at `now` is due"
+        );
+        assert_eq!(pending.next_start(), Some(t("2026-01-01T00:00:30Z")));
+        assert_eq!(
+            in_flight.len(),
+            1,
+            "handed-out entries released once dropped"
+        );
+        assert_eq!(
+            ids(pending.take_until(t("2026-01-01T00:05:00Z"))),
+            vec!["00000004"]
+        );
+        assert_eq!(pending.next_start(), None);
+        assert!(in_flight.is_empty());
+    }
+
+    #[test]
+    fn a_call_is_held_by_one_run_at_a_time_and_free_again_when_released() {
+        let shared = InFlight::default();
+        let other = shared.clone();
+        let call = CallId::generate();
+        let held = shared.take(&call).expect("free");
+        assert!(other.take(&call).is_none(), "held by the first run");
+        assert!(
+            InFlight::default().take(&call).is_some(),
+            "another process's runs know nothing of it"
+        );
+        drop(held);
+        assert!(other.take(&call).is_some(), "free once released");
     }
 
     #[test]
