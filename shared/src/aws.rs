@@ -6,7 +6,8 @@
 //! (nor the STS and IMDS clients behind them) is linked into the function or set up at its cold
 //! start. koe-local and the tests use the SDK's whole default chain, so a developer's profile or
 //! DynamoDB Local's variables work as usual. Adapters take the loader as a function pointer:
-//! only the one a process names is linked.
+//! only the one a process names is linked. Both give the SDK our HTTP client
+//! ([`crate::aws_http`]), not the SDK's own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,12 +17,18 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 
+use crate::aws_http::sdk_http_client;
+
 /// Loads an [`SdkConfig`]; called once per client, when the client is built.
 pub type LoadConfig = fn() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>>;
 
 /// The SDK's default chain (environment, profiles, web identity, ECS, IMDS).
 pub fn default_chain() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
-    Box::pin(aws_config::load_defaults(BehaviorVersion::latest()))
+    Box::pin(
+        aws_config::defaults(BehaviorVersion::latest())
+            .http_client(sdk_http_client())
+            .load(),
+    )
 }
 
 /// A Lambda's configuration: region and credentials from the environment, the SDK's standard
@@ -43,6 +50,7 @@ fn lambda_config() -> SdkConfig {
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
             credentials,
         ))
+        .http_client(sdk_http_client())
         .retry_config(RetryConfig::standard())
         .timeout_config(
             TimeoutConfig::builder()
@@ -63,6 +71,10 @@ mod tests {
     async fn a_lambda_config_has_credentials_retries_and_a_timeout_without_the_default_chain() {
         let config = lambda_environment().await;
         assert!(config.credentials_provider().is_some());
+        assert!(
+            config.http_client().is_some(),
+            "ours, not the SDK's default"
+        );
         assert_eq!(config.retry_config().unwrap().max_attempts(), 3);
         assert_eq!(
             config.timeout_config().unwrap().connect_timeout(),

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod api;
 pub mod app;
 pub mod aws;
+pub mod aws_http;
 pub mod clock;
 pub mod config;
 pub mod dispatch;

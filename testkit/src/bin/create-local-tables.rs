@@ -16,7 +16,10 @@ async fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(koe::aws_http::sdk_http_client())
+        .load()
+        .await;
     let client = aws_sdk_dynamodb::Client::new(&config);
     let prefix = format!("koe-local-{}", koe_testkit::dynamodb::random_prefix());
     let tables = koe_testkit::dynamodb::create_tables(&client, &prefix).await;
