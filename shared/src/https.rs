@@ -1,10 +1,11 @@
-//! The HTTPS clients of our own adapters (OpenAI, the OIDC issuer's JWKS): reqwest over rustls
-//! with Mozilla's root certificates compiled in (webpki-roots).
+//! Every HTTPS client of ours (OpenAI, the OIDC issuer's JWKS, and the AWS SDK's through
+//! [`crate::aws_http`]): reqwest over rustls with Mozilla's root certificates compiled in
+//! (webpki-roots).
 //!
-//! reqwest's default verifier reads and parses the system's certificate store when a client is
-//! built, a few milliseconds of every cold start of the functions that have one (measured with
-//! `bench/run.sh`); the compiled-in roots cost nothing to load. The AWS SDK's clients keep the
-//! system store (they load it at their first request).
+//! reqwest's default verifier, like the SDK's own HTTPS client, reads and parses the system's
+//! certificate store when a client is built, about a millisecond of every cold start of the
+//! functions that have one (measured with `bench/run.sh`); the compiled-in roots are trust
+//! anchors already, nothing to load or parse.
 
 use std::sync::Arc;
 
