@@ -53,7 +53,7 @@ echo "pinning: ${PINNING/proxy/dispatcher}; stand-in APNs ${PUSH_MS} ms per push
 echo
 python3 - "$WORK/results.txt" <<'EOF'
 import sys
-print("| store | due in one minute | sent | p50 | p99 | max | early | duplicates | misses | not `sent` in store | dispatcher peak RSS |")
+print("| store | due in one minute | sent | p50 | p99 | max | early | duplicates | misses | not `sent` in store | process peak RSS |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for line in open(sys.argv[1]):
     r = dict(kv.split("=", 1) for kv in line.split())
