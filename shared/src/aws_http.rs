@@ -14,7 +14,7 @@
 //! anything else [`ConnectorError::other`]. Request bodies are the SDK's in-memory JSON bodies;
 //! a streaming body (which no operation we call has) is refused as a user error.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_smithy_runtime_api::client::http::{
@@ -59,7 +59,7 @@ impl HttpClient for ReqwestSdkClient {
 
 #[derive(Debug, Clone)]
 struct ReqwestConnector {
-    client: Arc<reqwest::Client>,
+    client: reqwest::Client,
 }
 
 impl ReqwestConnector {
@@ -74,9 +74,7 @@ impl ReqwestConnector {
         let client = builder
             .build()
             .expect("a reqwest client with compiled-in roots always builds");
-        ReqwestConnector {
-            client: Arc::new(client),
-        }
+        ReqwestConnector { client }
     }
 }
 

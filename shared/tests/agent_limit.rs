@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use koe::domain::device::DeviceId;
 use koe::store::{Store, UsageOutcome};
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{FailingStore, TestApp, error_body, send, spawn_app_with};
+use koe_testkit::harness::{FailingStore, TestApp, error_body, header, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -70,13 +70,6 @@ async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
             .body(body.to_string()),
     )
     .await
-}
-
-fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
 }
 
 /// Posts round 1 and asserts a 200 with `remaining` left; returns nothing else.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{TestApp, error_body, send, spawn_app_with};
+use koe_testkit::harness::{TestApp, error_body, header, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
@@ -77,13 +77,6 @@ fn refusal() -> Behaviour {
         })
         .to_string(),
     }
-}
-
-fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
 }
 
 async fn ok_body(response: reqwest::Response) -> Value {

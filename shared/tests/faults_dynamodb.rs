@@ -27,7 +27,7 @@ use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
 use koe_testkit::dynamodb::{self, PrivateDynamoDb};
 use koe_testkit::faults;
-use koe_testkit::harness::{TestApp, error_body, send, spawn_app_with};
+use koe_testkit::harness::{TestApp, error_body, header, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
 use koe_testkit::push::RecordingPushSender;
 use serde_json::{Value, json};
@@ -77,13 +77,6 @@ async fn agent_round1(app: &TestApp, id: &str) -> reqwest::Response {
         ),
     )
     .await
-}
-
-fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
 }
 
 /// The answer of `request` and how long it took.
@@ -277,7 +270,10 @@ async fn dynamodb_stopped_mid_test_then_restarted_on_the_same_port() {
         timed(get_call(&app, "ddb-a")),
         timed(delete_call(&app, "ddb-a")),
         timed(agent_round1(&app, "ddb-a")),
-        tokio::time::timeout(Duration::from_secs(20), dispatcher.run(RunCause::Local)),
+        // Its first selection queries 8 or 9 minute buckets (grace + 5 min back) one after
+        // another, each failing within the 3 s operation timeout (retries with random
+        // backoff): at most 27 s, usually about half.
+        tokio::time::timeout(Duration::from_secs(30), dispatcher.run(RunCause::Local)),
     );
     expect_503("PUT /devices", put).await;
     expect_503("POST /calls", post).await;

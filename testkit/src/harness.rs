@@ -137,6 +137,14 @@ pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
     request.send().await.expect("request reaches koe-local")
 }
 
+/// A response header as text, if present.
+pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
 /// Asserts the contract's error body and returns it.
 pub async fn error_body(response: reqwest::Response, status: u16, code: &str) -> serde_json::Value {
     assert_eq!(response.status().as_u16(), status, "status");
