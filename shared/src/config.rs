@@ -68,6 +68,18 @@ impl Vars {
         )
     }
 
+    /// These variables, with `var` reading `value` (koe-local's defaults).
+    pub fn with(self, var: &'static str, value: &'static str) -> Vars {
+        let inner = self.0;
+        Vars(Box::new(move |name| {
+            if name == var {
+                Some(value.to_owned())
+            } else {
+                inner(name)
+            }
+        }))
+    }
+
     /// The variable's value, `None` when unset or empty.
     pub fn get(&self, var: &str) -> Option<String> {
         (self.0)(var).filter(|v| !v.trim().is_empty())

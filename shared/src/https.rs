@@ -1,5 +1,5 @@
 //! Every HTTPS client of ours (OpenAI, the OIDC issuer's JWKS, and the AWS SDK's through
-//! [`crate::aws_http`]): reqwest over rustls with Mozilla's root certificates compiled in
+//! `aws_http`): reqwest over rustls with Mozilla's root certificates compiled in
 //! (webpki-roots).
 //!
 //! reqwest's default verifier, like the SDK's own HTTPS client, reads and parses the system's

@@ -11,15 +11,16 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::App;
 use koe::clock::Clock;
-use koe::config::{Config, Vars};
+use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation};
-use koe::entrypoints::local::{self, LocalConfig, Running};
+use koe::endpoints::Adapters;
 use koe::push::PushSender;
 use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
 
 use crate::events::RecordingEventBus;
 use crate::openai::StandInOpenAi;
+use koe_local::{LocalConfig, Running};
 
 /// The agent API key every test app accepts unless `AGENT_API_KEYS` is overridden.
 pub const TEST_API_KEY: &str = "test-key-0123456789";
@@ -62,14 +63,14 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
     ];
     all.extend_from_slice(vars);
     let vars = Vars::from_pairs(&all);
-    let config = Config::from_vars(&vars).expect("test configuration is valid");
     let local_config = LocalConfig::from_vars(&vars).expect("test addresses are valid");
     let events = Arc::new(RecordingEventBus::default());
-    let app = customize(App::from_config(config).await.with_events(events.clone()));
-    let store = app.store.clone();
-    let clock = app.clock.clone();
-    let push = app.push.clone();
-    let running = local::start(Arc::new(app), &local_config)
+    let app = customize(App::local(vars).with_events(events.clone()));
+    app.check_config().expect("test configuration is valid");
+    let store = app.store().await.expect("the store builds");
+    let clock = app.clock();
+    let push = app.push().expect("the push sender builds");
+    let running = koe_local::start(app, &local_config)
         .await
         .expect("local server starts");
     TestApp {

@@ -1,7 +1,6 @@
-//! Lambda for POST /agent (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::agent` names.
+//! Lambda for POST /agent: `koe::endpoints::Agent` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::agent).await
+    koe::entrypoints::lambda::run::<koe::endpoints::Agent>().await
 }

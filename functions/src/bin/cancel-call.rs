@@ -1,7 +1,6 @@
-//! Lambda for DELETE /calls (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::cancel_call` names.
+//! Lambda for DELETE /calls: `koe::endpoints::CancelCall` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::cancel_call).await
+    koe::entrypoints::lambda::run::<koe::endpoints::CancelCall>().await
 }

@@ -1,7 +1,6 @@
-//! Lambda for POST /api/chat (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::chat` names.
+//! Lambda for POST /api/chat: `koe::endpoints::Chat` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::chat).await
+    koe::entrypoints::lambda::run::<koe::endpoints::Chat>().await
 }

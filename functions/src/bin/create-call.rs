@@ -1,7 +1,6 @@
-//! Lambda for POST /calls (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::create_call` names.
+//! Lambda for POST /calls: `koe::endpoints::CreateCall` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::create_call).await
+    koe::entrypoints::lambda::run::<koe::endpoints::CreateCall>().await
 }

@@ -1,7 +1,6 @@
-//! Lambda for GET /api/error (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::error_test` names.
+//! Lambda for GET /api/error: `koe::endpoints::ErrorTest` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::error_test).await
+    koe::entrypoints::lambda::run::<koe::endpoints::ErrorTest>().await
 }

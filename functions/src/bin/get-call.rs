@@ -1,7 +1,6 @@
-//! Lambda for GET /calls (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::get_call` names.
+//! Lambda for GET /calls: `koe::endpoints::GetCall` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::get_call).await
+    koe::entrypoints::lambda::run::<koe::endpoints::GetCall>().await
 }

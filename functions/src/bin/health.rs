@@ -1,7 +1,6 @@
-//! Lambda for GET /health (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::health` names.
+//! Lambda for GET /health: `koe::endpoints::Health` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::health).await
+    koe::entrypoints::lambda::run::<koe::endpoints::Health>().await
 }

@@ -1,7 +1,6 @@
-//! Lambda for GET /api/info (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::info` names.
+//! Lambda for GET /api/info: `koe::endpoints::Info` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::info).await
+    koe::entrypoints::lambda::run::<koe::endpoints::Info>().await
 }

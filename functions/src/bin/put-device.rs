@@ -1,7 +1,6 @@
-//! Lambda for PUT /devices (see the route table in `koe::routes`). It links and builds only the
-//! handler and adapters `koe::wiring::put_device` names.
+//! Lambda for PUT /devices: `koe::endpoints::PutDevice` (links only what its ports use).
 
 #[tokio::main]
 async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run(koe::wiring::put_device).await
+    koe::entrypoints::lambda::run::<koe::endpoints::PutDevice>().await
 }

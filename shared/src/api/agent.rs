@@ -9,9 +9,10 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use super::{Request, Response, json_response};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::json::parse_object;
 use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
-use crate::error::{ApiError, ErrorCode};
 use crate::model::{ModelProvider, ProviderError};
 use crate::store::Store;
 
@@ -29,7 +30,7 @@ pub struct AgentContext<'a> {
 }
 
 pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, ApiError> {
-    match AgentRequest::parse(request.body())? {
+    match AgentRequest::parse(&parse_object(request.body())?)? {
         AgentRequest::Round1(round) => round_1(cx, &round).await,
         AgentRequest::Round2(round) => round_2(cx, &round).await,
     }

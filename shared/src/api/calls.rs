@@ -4,12 +4,13 @@ use chrono::{DateTime, Utc};
 use http::StatusCode;
 
 use super::{Request, Response, json_response, query_param};
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::json::parse_object;
 use crate::domain::device::DeviceId;
-use crate::domain::json::{Fields, parse_object};
+use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
-use crate::error::{ApiError, ErrorCode};
 use crate::store::{CancelError, CreateError, Store};
 
 /// What the handlers need besides the store.
@@ -24,7 +25,7 @@ pub struct CallsContext<'a> {
 fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
     let raw = query_param(request, "deviceId")
         .ok_or_else(|| ApiError::invalid("deviceId", "is required (query parameter)"))?;
-    DeviceId::parse("deviceId", &raw)
+    Ok(DeviceId::parse("deviceId", &raw)?)
 }
 
 pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {

@@ -4,8 +4,9 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
+use crate::api::error::ApiError;
+use crate::api::json::parse_object;
 use crate::domain::chat::{ChatRequest, Role};
-use crate::error::ApiError;
 use crate::model::{ModelProvider, ModelRequest, Usage};
 
 #[derive(Serialize)]
@@ -23,7 +24,7 @@ struct AssistantMessage {
 }
 
 pub async fn chat(model: &dyn ModelProvider, request: Request) -> Result<Response, ApiError> {
-    let chat = ChatRequest::parse(request.body())?;
+    let chat = ChatRequest::parse(&parse_object(request.body())?)?;
     let reply = model
         .complete(ModelRequest {
             model: chat.model.as_str().to_owned(),

@@ -5,10 +5,11 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
+use crate::api::error::ApiError;
+use crate::api::json::parse_object;
 use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use crate::domain::json::{Fields, parse_object};
+use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
-use crate::error::ApiError;
 use crate::store::Store;
 
 /// The stored record minus the token, which is never returned.

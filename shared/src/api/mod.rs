@@ -6,10 +6,13 @@ use http::StatusCode;
 use serde::Serialize;
 
 pub mod agent;
+pub mod body;
 pub mod calls;
 pub mod chat;
 pub mod devices;
 pub mod dispatch;
+pub mod error;
+pub mod json;
 pub mod meta;
 
 pub type Request = http::Request<Bytes>;
@@ -31,14 +34,4 @@ pub fn query_param(request: &Request, name: &str) -> Option<String> {
         .find(|(key, _)| key == name)
         .map(|(_, value)| value.into_owned())
         .filter(|value| !value.is_empty())
-}
-
-impl From<crate::store::StoreError> for crate::error::ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
-        tracing::error!(error = %e, "store unavailable");
-        crate::error::ApiError::new(
-            crate::error::ErrorCode::ServiceUnavailable,
-            "the data store is unavailable; retry later",
-        )
-    }
 }

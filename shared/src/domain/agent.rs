@@ -8,8 +8,10 @@ use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::device::DeviceId;
-use super::json::{Fields, parse_object};
-use crate::error::ApiError;
+use super::fields::Fields;
+use serde_json::{Map, Value};
+
+use super::Invalid;
 
 pub const MAX_MESSAGE_CHARS: usize = 4000;
 /// Most steps in a plan, and so most results in a round 2.
@@ -144,20 +146,20 @@ fn rfc3339<S: serde::Serializer>(t: &DateTime<FixedOffset>, s: S) -> Result<S::O
 }
 
 /// An RFC 3339 date-time with an offset, as the value of the field named `field`.
-pub fn parse_rfc3339(field: &str, raw: &str) -> Result<DateTime<FixedOffset>, ApiError> {
+pub fn parse_rfc3339(field: &str, raw: &str) -> Result<DateTime<FixedOffset>, Invalid> {
     DateTime::parse_from_rfc3339(raw).map_err(|_| {
-        ApiError::invalid(
+        Invalid::new(
             field,
             "must be an RFC 3339 date-time with an offset, e.g. 2026-01-02T10:00:00+09:00",
         )
     })
 }
 
-fn parse_timezone(fields: &Fields<'_>) -> Result<Tz, ApiError> {
+fn parse_timezone(fields: &Fields<'_>) -> Result<Tz, Invalid> {
     match fields.optional_str("timezone")? {
         None => Ok(DEFAULT_TIMEZONE),
         Some(name) => name.parse::<Tz>().map_err(|_| {
-            ApiError::invalid(
+            Invalid::new(
                 "timezone",
                 "must be an IANA time zone name, e.g. Asia/Tokyo",
             )
@@ -165,12 +167,12 @@ fn parse_timezone(fields: &Fields<'_>) -> Result<Tz, ApiError> {
     }
 }
 
-fn parse_capabilities(fields: &Fields<'_>) -> Result<Vec<Capability>, ApiError> {
+fn parse_capabilities(fields: &Fields<'_>) -> Result<Vec<Capability>, Invalid> {
     let mut capabilities = Vec::new();
     for (i, item) in fields.required_array("capabilities")?.iter().enumerate() {
         let name = item
             .as_str()
-            .ok_or_else(|| ApiError::invalid(format!("capabilities[{i}]"), "must be a string"))?;
+            .ok_or_else(|| Invalid::new(format!("capabilities[{i}]"), "must be a string"))?;
         if let Some(capability) = Capability::from_name(name)
             && !capabilities.contains(&capability)
         {
@@ -180,7 +182,7 @@ fn parse_capabilities(fields: &Fields<'_>) -> Result<Vec<Capability>, ApiError> 
     Ok(capabilities)
 }
 
-fn parse_event(event: &Fields<'_>) -> Result<CalendarEvent, ApiError> {
+fn parse_event(event: &Fields<'_>) -> Result<CalendarEvent, Invalid> {
     let title = event.required_text("title", 0, MAX_TITLE_CHARS)?.to_owned();
     let start = parse_rfc3339(&event.name("start"), event.required_str("start")?)?;
     let end = parse_rfc3339(&event.name("end"), event.required_str("end")?)?;
@@ -193,13 +195,13 @@ fn parse_event(event: &Fields<'_>) -> Result<CalendarEvent, ApiError> {
     })
 }
 
-fn parse_result(result: &Fields<'_>) -> Result<StepResult, ApiError> {
+fn parse_result(result: &Fields<'_>) -> Result<StepResult, Invalid> {
     let step_id = result
         .required_text("stepId", 1, MAX_STEP_ID_CHARS)?
         .to_owned();
     let tool = result.required_str("tool")?;
     let tool = Capability::from_name(tool).ok_or_else(|| {
-        ApiError::invalid(
+        Invalid::new(
             result.name("tool"),
             format!("must be one of {}", Capability::names()),
         )
@@ -209,7 +211,7 @@ fn parse_result(result: &Fields<'_>) -> Result<StepResult, ApiError> {
         Capability::Calendar => {
             let items = output.required_array("events")?;
             if items.len() > MAX_EVENTS {
-                return Err(ApiError::invalid(
+                return Err(Invalid::new(
                     output.name("events"),
                     format!("must have at most {MAX_EVENTS} items"),
                 ));
@@ -231,9 +233,8 @@ fn parse_result(result: &Fields<'_>) -> Result<StepResult, ApiError> {
 }
 
 impl AgentRequest {
-    pub fn parse(body: &[u8]) -> Result<AgentRequest, ApiError> {
-        let map = parse_object(body)?;
-        let fields = Fields::root(&map);
+    pub fn parse(body: &Map<String, Value>) -> Result<AgentRequest, Invalid> {
+        let fields = Fields::root(body);
         let message = fields
             .required_text("message", 1, MAX_MESSAGE_CHARS)?
             .to_owned();
@@ -251,7 +252,7 @@ impl AgentRequest {
         };
 
         if items.len() > MAX_STEPS {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "results",
                 format!("must have at most {MAX_STEPS} items (one per plan step)"),
             ));
@@ -344,7 +345,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(body: serde_json::Value) -> Result<AgentRequest, String> {
-        AgentRequest::parse(body.to_string().as_bytes()).map_err(|e| e.message)
+        AgentRequest::parse(body.as_object().unwrap()).map_err(|e| e.to_string())
     }
 
     #[test]

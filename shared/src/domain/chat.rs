@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::json::{Fields, parse_object};
-use crate::error::ApiError;
+use super::fields::Fields;
+use serde_json::{Map, Value};
+
+use super::Invalid;
 
 pub const MAX_MESSAGES: usize = 100;
 pub const MAX_CONTENT_CHARS: usize = 16_000;
@@ -70,13 +72,12 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
-        let map = parse_object(body)?;
-        let fields = Fields::root(&map);
+    pub fn parse(body: &Map<String, Value>) -> Result<ChatRequest, Invalid> {
+        let fields = Fields::root(body);
 
         let items = fields.required_array("messages")?;
         if items.is_empty() || items.len() > MAX_MESSAGES {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "messages",
                 format!("must have 1 to {MAX_MESSAGES} items"),
             ));
@@ -86,7 +87,7 @@ impl ChatRequest {
             let message = Fields::nested(item, format!("messages[{i}]"))?;
             let role = message.required_str("role")?;
             let role = Role::parse(role).ok_or_else(|| {
-                ApiError::invalid(
+                Invalid::new(
                     message.name("role"),
                     "must be one of system, user, assistant",
                 )
@@ -101,7 +102,7 @@ impl ChatRequest {
         let model = match fields.optional_str("model")? {
             None => ChatModel::default(),
             Some(name) => ChatModel::parse(name)
-                .ok_or_else(|| ApiError::invalid("model", "must be one of gpt-4o-mini, gpt-4o"))?,
+                .ok_or_else(|| Invalid::new("model", "must be one of gpt-4o-mini, gpt-4o"))?,
         };
 
         let max_tokens = fields
@@ -121,7 +122,8 @@ mod tests {
     use super::*;
 
     fn parse(body: &str) -> Result<ChatRequest, String> {
-        ChatRequest::parse(body.as_bytes()).map_err(|e| e.message)
+        let body: serde_json::Value = serde_json::from_str(body).unwrap();
+        ChatRequest::parse(body.as_object().unwrap()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -191,13 +193,13 @@ mod tests {
             "maxTokens": 4096,
             "model": "gpt-4o",
         });
-        let request = ChatRequest::parse(body.to_string().as_bytes()).unwrap();
+        let request = ChatRequest::parse(body.as_object().unwrap()).unwrap();
         assert_eq!(request.max_tokens, 4096);
         assert_eq!(request.model, ChatModel::Gpt4o);
 
         let many = serde_json::json!({
             "messages": vec![serde_json::json!({"role": "user", "content": "a"}); MAX_MESSAGES + 1],
         });
-        assert!(ChatRequest::parse(many.to_string().as_bytes()).is_err());
+        assert!(ChatRequest::parse(many.as_object().unwrap()).is_err());
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::error::ApiError;
+use super::Invalid;
 
 /// A client-chosen device identifier (typically `identifierForVendor`, a UUID): 1 to 128
 /// characters from `A-Z a-z 0-9 - _ . :`. Logged only as [`DeviceId::log_hash`].
@@ -15,7 +15,7 @@ pub const MAX_DEVICE_ID_CHARS: usize = 128;
 
 impl DeviceId {
     /// Parses the value of the field named `field` (for the error message).
-    pub fn parse(field: &str, raw: &str) -> Result<DeviceId, ApiError> {
+    pub fn parse(field: &str, raw: &str) -> Result<DeviceId, Invalid> {
         let valid = !raw.is_empty()
             && raw.len() <= MAX_DEVICE_ID_CHARS
             && raw
@@ -24,7 +24,7 @@ impl DeviceId {
         if valid {
             Ok(DeviceId(raw.to_owned()))
         } else {
-            Err(ApiError::invalid(
+            Err(Invalid::new(
                 field,
                 format!(
                     "must be 1 to {MAX_DEVICE_ID_CHARS} characters of letters, digits, '-', '_', '.' or ':'"
@@ -58,14 +58,11 @@ impl DeviceId {
 pub struct VoipToken(String);
 
 impl VoipToken {
-    pub fn parse(field: &str, raw: &str) -> Result<VoipToken, ApiError> {
+    pub fn parse(field: &str, raw: &str) -> Result<VoipToken, Invalid> {
         if (64..=200).contains(&raw.len()) && raw.bytes().all(|b| b.is_ascii_hexdigit()) {
             Ok(VoipToken(raw.to_ascii_lowercase()))
         } else {
-            Err(ApiError::invalid(
-                field,
-                "must be 64 to 200 hexadecimal digits",
-            ))
+            Err(Invalid::new(field, "must be 64 to 200 hexadecimal digits"))
         }
     }
 
@@ -94,9 +91,9 @@ pub enum PushEnvironment {
 }
 
 impl PushEnvironment {
-    pub fn parse(field: &str, raw: &str) -> Result<PushEnvironment, ApiError> {
+    pub fn parse(field: &str, raw: &str) -> Result<PushEnvironment, Invalid> {
         PushEnvironment::from_stored(raw)
-            .ok_or_else(|| ApiError::invalid(field, "must be one of production, sandbox"))
+            .ok_or_else(|| Invalid::new(field, "must be one of production, sandbox"))
     }
 
     pub fn from_stored(raw: &str) -> Option<PushEnvironment> {
@@ -133,7 +130,7 @@ mod tests {
         assert!(DeviceId::parse("deviceId", "6F9619FF-8B86-D011-B42D-00C04FC964FF").is_ok());
         for bad in ["", "has space", "ü", &"a".repeat(129), "a/b"] {
             let err = DeviceId::parse("deviceId", bad).unwrap_err();
-            assert!(err.message.starts_with("deviceId must be"), "{bad}");
+            assert!(err.to_string().starts_with("deviceId must be"), "{bad}");
         }
     }
 

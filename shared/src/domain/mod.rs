@@ -3,5 +3,30 @@
 pub mod agent;
 pub mod chat;
 pub mod device;
-pub mod json;
+pub mod fields;
 pub mod reservation;
+
+/// Why a value was refused: the field at fault and the rule it broke (never the value itself).
+/// `api` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub field: String,
+    pub problem: String,
+}
+
+impl Invalid {
+    pub fn new(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Invalid {
+        Invalid {
+            field: field.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for Invalid {}

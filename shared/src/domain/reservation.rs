@@ -4,8 +4,8 @@
 use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, Utc};
 use serde::Serialize;
 
+use super::Invalid;
 use super::device::DeviceId;
-use crate::error::ApiError;
 
 /// How soon a reservation may be: the dispatcher needs a moment to see it.
 pub const MIN_LEAD: Duration = Duration::seconds(10);
@@ -87,16 +87,16 @@ impl ReservationStatus {
 pub struct ScheduledAt(DateTime<FixedOffset>);
 
 impl ScheduledAt {
-    pub fn parse(field: &str, raw: &str, now: DateTime<Utc>) -> Result<ScheduledAt, ApiError> {
+    pub fn parse(field: &str, raw: &str, now: DateTime<Utc>) -> Result<ScheduledAt, Invalid> {
         let at = DateTime::parse_from_rfc3339(raw).map_err(|_| {
-            ApiError::invalid(
+            Invalid::new(
                 field,
                 "must be an RFC 3339 date-time with an offset, e.g. 2026-01-02T07:00:00+09:00",
             )
         })?;
         let lead = at.with_timezone(&Utc) - now;
         if lead < MIN_LEAD || lead > MAX_LEAD {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 field,
                 "must be at least 10 seconds and at most 30 days ahead",
             ));
@@ -231,7 +231,7 @@ mod tests {
             ScheduledAt::parse("scheduledAt", "2026-01-01T00:01:00", now()).unwrap_err();
         assert!(
             no_offset
-                .message
+                .to_string()
                 .starts_with("scheduledAt must be an RFC 3339")
         );
     }

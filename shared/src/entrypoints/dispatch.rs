@@ -15,12 +15,13 @@ use lambda_http::request::LambdaRequest;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
-use crate::app::{App, handlers};
-use crate::config::{Config, ConfigError, StoreKind};
+use crate::config::Vars;
 use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
-use crate::entrypoints::lambda::{Error, handle_event_with};
-use crate::routes::Endpoint;
+use crate::endpoints::Dispatch;
+use crate::entrypoints::lambda::{Error, handle_event};
+use crate::service::Service;
+use crate::wiring::App;
 
 /// What an invocation carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,49 +47,38 @@ pub fn classify(payload: &Value) -> Invocation {
 
 /// The whole of the dispatch Lambda's `main`.
 pub async fn run() -> Result<(), Error> {
+    let vars = Vars::from_env();
     crate::telemetry::init_lambda();
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let startup_error = |e: ConfigError| {
-        tracing::error!(error = %e, "start-up failed");
-        Error::from(e)
-    };
-    if config.store.kind != StoreKind::DynamoDb {
-        return Err(startup_error(ConfigError {
-            var: "STORE",
-            reason: "must be dynamodb in the dispatch Lambda".into(),
-        }));
-    }
-    if config.event_bus_name.is_none() {
-        return Err(startup_error(ConfigError {
-            var: "EVENT_BUS_NAME",
-            reason: "must name the bus that carries requested dispatch runs".into(),
-        }));
-    }
-    if config.apns.is_none() {
-        tracing::warn!("APNS_* is not configured: pushes are only logged, nothing rings");
-    }
-    // Its own adapters only (store, push, OIDC, the bus as the trigger of requested runs).
-    let app = crate::wiring::dispatch(config).await.app;
-    let app = &app;
+    // Its own adapters only: store, push, OIDC, and the bus as the trigger of requested runs
+    // (the store must be DynamoDB and EVENT_BUS_NAME set, or the start-up fails naming them).
+    let service = App::lambda(vars)
+        .service::<Dispatch>()
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
+    let service = &service;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        handle(app, event).await
+        handle(service, event).await
     }))
     .await
 }
 
 /// One invocation: an HTTP answer in API Gateway's shape, or a run's summary.
-pub async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, Error> {
+pub async fn handle(
+    service: &Service<Dispatch>,
+    event: LambdaEvent<Value>,
+) -> Result<Value, Error> {
     let LambdaEvent { payload, context } = event;
     match classify(&payload) {
         Invocation::Http => {
             let request: LambdaRequest = serde_json::from_value(payload)?;
             let request = http::Request::from(request).with_lambda_context(context);
-            let response =
-                handle_event_with(app, Endpoint::Dispatch, handlers::dispatch, request).await;
+            let response = handle_event(service, request).await;
             Ok(serde_json::to_value(api_gateway_response(response))?)
         }
-        Invocation::Run(cause) => Ok(summary(&app.dispatch_run(cause).await)),
+        Invocation::Run(cause) => {
+            let report = service.ports().dispatcher.run(cause).await;
+            Ok(summary(&report))
+        }
         Invocation::Unknown => {
             tracing::error!("dispatch invoked with an event it does not know");
             Err("not an API Gateway HTTP API, schedule or dispatch-request event".into())

@@ -1,88 +1,48 @@
-//! API Gateway HTTP API (payload v2) → `App::handle_with` (the function's own handler) → API
-//! Gateway, through lambda_http.
+//! API Gateway HTTP API (payload v2) → the endpoint's `Service` → API Gateway, through
+//! lambda_http.
 
 use std::convert::Infallible;
 
-use bytes::Bytes;
 use lambda_http::{Body, RequestExt};
 
-use crate::api::{Request, Response};
-use crate::app::{App, Handler, handlers};
-use crate::config::{Config, ConfigError, StoreKind};
-use crate::routes::Endpoint;
-use crate::wiring::Function;
+use crate::api::Response;
+use crate::config::Vars;
+use crate::endpoints::Endpoint;
+use crate::service::{Service, new_request_id};
+use crate::wiring::App;
 
 pub type Error = lambda_http::Error;
 
-/// The whole of an HTTP Lambda's `main`: logging, config (a bad value stops the start-up with a
-/// message naming the variable), the function built once per container by `wire` (its
-/// constructor in [`crate::wiring`], which decides what the binary links), then the runtime
-/// loop.
-pub async fn run(wire: impl AsyncFnOnce(Config) -> Function) -> Result<(), Error> {
+/// The whole of an HTTP Lambda's `main`: logging, the endpoint's service built once per
+/// container (a bad setting stops the start-up with a message naming the variable), then the
+/// runtime loop. Only what `E`'s ports name is built and linked.
+pub async fn run<E: Endpoint>() -> Result<(), Error> {
+    let vars = Vars::from_env();
     crate::telemetry::init_lambda();
-    let config =
-        Config::from_env().inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let store = config.store.kind;
-    let Function {
-        endpoint,
-        handler,
-        app,
-    } = wire(config).await;
-    if endpoint.uses_store() && store != StoreKind::DynamoDb {
-        // An in-memory store in a Lambda would lose every write with the container.
-        let e = ConfigError {
-            var: "STORE",
-            reason: "must be dynamodb in a Lambda that stores data".into(),
-        };
-        tracing::error!(error = %e, "start-up failed");
-        return Err(e.into());
-    }
-    let app = &app;
+    let service = App::lambda(vars)
+        .service::<E>()
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
+    let service = &service;
     lambda_http::run(lambda_http::service_fn(
         move |event: lambda_http::Request| async move {
-            Ok::<_, Infallible>(handle_event_with(app, endpoint, handler, event).await)
+            Ok::<_, Infallible>(handle_event(service, event).await)
         },
     ))
     .await
 }
 
-/// One API Gateway event through the app, for `endpoint` with its handler chosen at run time
-/// (tests).
-pub async fn handle_event(
-    app: &App,
-    endpoint: Endpoint,
-    event: lambda_http::Request,
-) -> lambda_http::Response<Body> {
-    handle_event_with(app, endpoint, handlers::of(endpoint), event).await
-}
-
-/// One API Gateway event through the app, answered by `handler`.
-pub async fn handle_event_with(
-    app: &App,
-    endpoint: Endpoint,
-    handler: Handler,
+/// One API Gateway event through the service.
+pub async fn handle_event<E: Endpoint>(
+    service: &Service<E>,
     event: lambda_http::Request,
 ) -> lambda_http::Response<Body> {
     let request_id = event
         .lambda_context_ref()
         .map(|c| c.request_id.clone())
         .filter(|id| !id.is_empty())
-        .unwrap_or_else(crate::entrypoints::local::new_request_id);
-    let response = app
-        .handle_with(endpoint, handler, &request_id, to_request(event))
-        .await;
-    to_lambda_response(response)
-}
-
-pub fn to_request(event: lambda_http::Request) -> Request {
-    let (parts, body) = event.into_parts();
-    let bytes = match body {
-        Body::Empty => Bytes::new(),
-        Body::Text(text) => Bytes::from(text),
-        Body::Binary(data) => Bytes::from(data),
-        _ => Bytes::new(),
-    };
-    Request::from_parts(parts, bytes)
+        .unwrap_or_else(new_request_id);
+    to_lambda_response(service.handle(&request_id, event).await)
 }
 
 pub fn to_lambda_response(response: Response) -> lambda_http::Response<Body> {

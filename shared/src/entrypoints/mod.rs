@@ -1,5 +1,5 @@
-//! How requests reach `App::handle`: from API Gateway through lambda_http, or from the local server.
+//! How events reach an endpoint's `Service` in a Lambda: API Gateway through lambda_http, and the
+//! dispatch function's schedule and run-request events.
 
 pub mod dispatch;
 pub mod lambda;
-pub mod local;

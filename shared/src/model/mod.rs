@@ -4,7 +4,6 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::domain::chat::ChatMessage;
-use crate::error::{ApiError, ErrorCode};
 
 pub mod openai;
 
@@ -44,35 +43,6 @@ pub enum ProviderError {
     Upstream(String),
     /// The provider answered 2xx with something that is not a usable completion.
     BadResponse(String),
-}
-
-impl ProviderError {
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            ProviderError::NotConfigured => ErrorCode::ProviderNotConfigured,
-            ProviderError::Timeout => ErrorCode::ProviderTimeout,
-            ProviderError::InsufficientCredits => ErrorCode::InsufficientCredits,
-            ProviderError::Upstream(_) => ErrorCode::ProviderError,
-            ProviderError::BadResponse(_) => ErrorCode::ProviderBadResponse,
-        }
-    }
-}
-
-impl From<ProviderError> for ApiError {
-    fn from(e: ProviderError) -> ApiError {
-        let message = match &e {
-            ProviderError::NotConfigured => {
-                "the model provider is not configured (OPENAI_API_KEY is not set)"
-            }
-            ProviderError::Timeout => "the model provider did not answer within the time budget",
-            ProviderError::InsufficientCredits => {
-                "the model provider account has no remaining quota or credits"
-            }
-            ProviderError::Upstream(_) => "the model provider failed",
-            ProviderError::BadResponse(_) => "the model provider returned an unusable response",
-        };
-        ApiError::new(e.code(), message)
-    }
 }
 
 #[async_trait]

@@ -1,6 +1,6 @@
 //! Dispatch precision benchmark (`bench/dispatch-precision.sh` runs it): `--calls` reservations
 //! due in one UTC minute, spread evenly over its seconds, sent by koe-local's own dispatcher loop
-//! (`entrypoints::local::start`: a run at start-up and one at every UTC minute) on the real
+//! (`koe_local::start`: a run at start-up and one at every UTC minute) on the real
 //! clock, with a stand-in APNs that takes `--push-ms` per push.
 //!
 //! ```sh
@@ -22,11 +22,11 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
 use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, Vars};
+use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::entrypoints::local::{self, LocalConfig};
 use koe::store::Store;
+use koe_local::LocalConfig;
 use koe_testkit::push::RecordingPushSender;
 
 /// Store calls in flight while the reservations are made.
@@ -212,14 +212,12 @@ async fn main() -> ExitCode {
         ("LOCAL_DISPATCHER", "true"),
         ("DEVICE_HASH_SALT", "bench"),
     ]);
-    let config = Config::from_vars(&vars).expect("bench configuration");
     let local_config = LocalConfig::from_vars(&vars).expect("bench addresses");
-    let app = App::from_config(config)
-        .await
+    let app = App::local(vars)
         .with_store(store.clone())
         .with_push(push.clone())
         .with_clock(clock.clone());
-    let running = local::start(Arc::new(app), &local_config)
+    let running = koe_local::start(app, &local_config)
         .await
         .expect("koe-local starts");
 

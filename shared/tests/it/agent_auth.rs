@@ -2,8 +2,8 @@
 //! `koe::ROUTES` (iterated, so a new route is covered the day it is added) refuses a missing or
 //! wrong key with 401 before its body is read, and accepts every configured (rotated) key.
 
-use koe::routes::Route;
-use koe::{Api, ROUTES};
+use koe::endpoints::Auth;
+use koe::{Api, ROUTES, Route};
 use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, send, spawn_app};
 
 /// The second key of a rotation: both must work while clients move over.
@@ -14,7 +14,7 @@ fn agent_routes() -> Vec<&'static Route> {
     // (its refusals are in oidc.rs).
     let routes: Vec<&Route> = ROUTES
         .iter()
-        .filter(|r| r.api == Api::Agent && r.endpoint.needs_api_key())
+        .filter(|r| r.api == Api::Agent && r.auth == Auth::ApiKey)
         .collect();
     assert!(
         routes.len() >= 4,

@@ -19,10 +19,10 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
-use koe::config::{Config, Vars};
+use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::entrypoints::dispatch::handle;
+use koe::endpoints::{Adapters, Dispatch};
 use koe_testkit::dynamodb::fresh_store;
 use koe_testkit::faults;
 use koe_testkit::push::{RecordedPush, RecordingPushSender, Scripted};
@@ -32,6 +32,12 @@ use serde_json::Value;
 
 const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 
+/// One invocation of the dispatch function running on `app`'s adapters.
+async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+    let service = app.service::<Dispatch>().await.unwrap();
+    koe::entrypoints::dispatch::handle(&service, event).await
+}
+
 fn schedule_event() -> LambdaEvent<Value> {
     let path = repo_root().join("events/dispatch-schedule.json");
     let payload = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -39,23 +45,27 @@ fn schedule_event() -> LambdaEvent<Value> {
 }
 
 async fn dispatch_app() -> (App, Arc<RecordingPushSender>) {
-    let mut config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
-    config.dispatch.window = StdDuration::from_secs(3);
-    config.dispatch.reselect_every = StdDuration::from_millis(500);
-    config.dispatch.claim_timeout = CLAIM_TIMEOUT;
-    let app = App::from_config(config)
-        .await
-        .with_store(Arc::new(fresh_store().await));
-    let push = Arc::new(RecordingPushSender::new(app.clock.clone()));
+    let app = App::local(Vars::from_pairs(&[])).with_dispatch_settings(settings());
+    let app = app.with_store(Arc::new(fresh_store().await));
+    let push = Arc::new(RecordingPushSender::new(app.clock()));
     (app.with_push(push.clone()), push)
+}
+
+/// A 3 s window re-selecting every 500 ms, with a short claim timeout.
+fn settings() -> DispatchConfig {
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    settings.window = StdDuration::from_secs(3);
+    settings.reselect_every = StdDuration::from_millis(500);
+    settings.claim_timeout = CLAIM_TIMEOUT;
+    settings
 }
 
 /// Another execution environment of the same function: its own `App` (so nothing shared in
 /// memory with `app`), the same table and APNs.
 async fn another_container(app: &App, push: &Arc<RecordingPushSender>) -> App {
-    App::from_config((*app.config).clone())
-        .await
-        .with_store(app.store.clone())
+    App::local(Vars::from_pairs(&[]))
+        .with_dispatch_settings(settings())
+        .with_store(app.store().await.unwrap())
         .with_push(push.clone())
 }
 
@@ -66,7 +76,12 @@ async fn device(app: &App, name: &str) -> Device {
         environment: PushEnvironment::Production,
         updated_at: Utc::now(),
     };
-    app.store.put_device(&device).await.unwrap();
+    app.store()
+        .await
+        .unwrap()
+        .put_device(&device)
+        .await
+        .unwrap();
     device
 }
 
@@ -79,7 +94,9 @@ async fn reserve(app: &App, device: &Device, at: DateTime<Utc>) -> Reservation {
         Some("こえ".into()),
         now,
     );
-    app.store
+    app.store()
+        .await
+        .unwrap()
         .create_reservation(&r, now, now - Duration::seconds(150))
         .await
         .unwrap();
@@ -87,7 +104,9 @@ async fn reserve(app: &App, device: &Device, at: DateTime<Utc>) -> Reservation {
 }
 
 async fn status(app: &App, r: &Reservation) -> ReservationStatus {
-    app.store
+    app.store()
+        .await
+        .unwrap()
         .get_reservation(&r.device_id, Utc::now())
         .await
         .unwrap()
@@ -192,7 +211,15 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
             "no retry of a dead token"
         );
         assert_eq!(status(&app, r).await, ReservationStatus::Failed);
-        assert_eq!(app.store.get_device(&d.device_id).await.unwrap(), None);
+        assert_eq!(
+            app.store()
+                .await
+                .unwrap()
+                .get_device(&d.device_id)
+                .await
+                .unwrap(),
+            None
+        );
         faults::record(
             name,
             "call failed at once, the device's token removed (POST /calls then 409 until re-registered)",
@@ -223,7 +250,9 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
     assert!(span < 1000, "all attempts within the 1 s budget: {span} ms");
     assert_eq!(status(&app, &calls[4]).await, ReservationStatus::Failed);
     assert!(
-        app.store
+        app.store()
+            .await
+            .unwrap()
             .get_device(&failing.device_id)
             .await
             .unwrap()

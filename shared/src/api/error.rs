@@ -1,10 +1,15 @@
-//! The one error type every handler returns, rendered as the contract's union error body.
+//! The one error type every handler returns, rendered as the contract's union error body, and
+//! how the errors of lower layers (domain, store, model provider) become one.
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde::Serialize;
 
-use crate::api::Response;
+use crate::domain::Invalid;
+use crate::model::ProviderError;
+use crate::store::StoreError;
+
+use super::Response;
 
 /// Every error code the API can answer with. `as_str` is the wire value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +102,9 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// What went wrong inside, for the log line the service writes when it answers (never
+    /// rendered into the body): what failed, and the lower layer's error text.
+    pub cause: Option<(&'static str, String)>,
 }
 
 impl ApiError {
@@ -105,6 +113,7 @@ impl ApiError {
             code,
             message: message.into(),
             headers: Vec::new(),
+            cause: None,
         }
     }
 
@@ -119,6 +128,12 @@ impl ApiError {
 
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));
+        self
+    }
+
+    /// Records what failed inside, logged (at error level) when the answer goes out.
+    pub fn caused_by(mut self, what: &'static str, detail: impl std::fmt::Display) -> Self {
+        self.cause = Some((what, detail.to_string()));
         self
     }
 
@@ -158,6 +173,50 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// A refused field: 400 INVALID_REQUEST naming it.
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> ApiError {
+        ApiError::invalid(e.field, e.problem)
+    }
+}
+
+/// The store failed (outage, throttling): 503. The cause is logged when the answer goes out.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the data store is unavailable; retry later",
+        )
+        .caused_by("store unavailable", e)
+    }
+}
+
+/// Each provider failure maps to one contract error code.
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> ApiError {
+        let (code, message) = match &e {
+            ProviderError::NotConfigured => (
+                ErrorCode::ProviderNotConfigured,
+                "the model provider is not configured (OPENAI_API_KEY is not set)",
+            ),
+            ProviderError::Timeout => (
+                ErrorCode::ProviderTimeout,
+                "the model provider did not answer within the time budget",
+            ),
+            ProviderError::InsufficientCredits => (
+                ErrorCode::InsufficientCredits,
+                "the model provider account has no remaining quota or credits",
+            ),
+            ProviderError::Upstream(_) => (ErrorCode::ProviderError, "the model provider failed"),
+            ProviderError::BadResponse(_) => (
+                ErrorCode::ProviderBadResponse,
+                "the model provider returned an unusable response",
+            ),
+        };
+        ApiError::new(code, message)
+    }
+}
 
 #[cfg(test)]
 mod tests {

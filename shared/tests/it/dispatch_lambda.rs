@@ -9,11 +9,13 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use chrono::{Duration, FixedOffset, Utc};
 use koe::App;
-use koe::config::{Config, Vars};
+use koe::config::Vars;
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::endpoints::{Adapters, Dispatch};
 use koe::entrypoints::dispatch::handle;
+use koe::service::Service;
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;
 use koe_testkit::template::repo_root;
@@ -41,19 +43,26 @@ impl DispatchTrigger for CountingTrigger {
 }
 
 async fn app(vars: &[(&str, &str)], short_window: bool) -> App {
-    let mut config = Config::from_vars(&Vars::from_pairs(vars)).unwrap();
-    if short_window {
-        // A real-clock run: 2 s instead of 70 s, re-selecting every 500 ms.
-        config.dispatch.window = StdDuration::from_secs(2);
-        config.dispatch.reselect_every = StdDuration::from_millis(500);
+    let app = App::local(Vars::from_pairs(vars));
+    if !short_window {
+        return app;
     }
-    App::from_config(config).await
+    // A real-clock run: 2 s instead of 70 s, re-selecting every 500 ms.
+    let mut settings = app.dispatch_settings().unwrap();
+    settings.window = StdDuration::from_secs(2);
+    settings.reselect_every = StdDuration::from_millis(500);
+    app.with_dispatch_settings(settings)
+}
+
+/// The dispatch function's service on `app`'s adapters.
+async fn service(app: &App) -> Service<Dispatch> {
+    app.service::<Dispatch>().await.unwrap()
 }
 
 #[tokio::test]
 async fn the_schedule_fixture_runs_a_dispatch() {
     let app = app(&[], true).await;
-    let push = Arc::new(RecordingPushSender::new(app.clock.clone()));
+    let push = Arc::new(RecordingPushSender::new(app.clock()));
     let app = app.with_push(push.clone());
 
     let now = Utc::now();
@@ -63,7 +72,12 @@ async fn the_schedule_fixture_runs_a_dispatch() {
         environment: PushEnvironment::Production,
         updated_at: now,
     };
-    app.store.put_device(&device).await.unwrap();
+    app.store()
+        .await
+        .unwrap()
+        .put_device(&device)
+        .await
+        .unwrap();
     let second = now + Duration::milliseconds(1000);
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();
     let r = Reservation::new(
@@ -72,14 +86,19 @@ async fn the_schedule_fixture_runs_a_dispatch() {
         None,
         now,
     );
-    app.store
+    app.store()
+        .await
+        .unwrap()
         .create_reservation(&r, now, now - Duration::seconds(150))
         .await
         .unwrap();
 
-    let summary = handle(&app, event(fixture("dispatch-schedule.json")))
-        .await
-        .expect("a scheduled event runs the dispatcher");
+    let summary = handle(
+        &service(&app).await,
+        event(fixture("dispatch-schedule.json")),
+    )
+    .await
+    .expect("a scheduled event runs the dispatcher");
     assert_eq!(summary["cause"], "schedule");
     assert_eq!(summary["sent"], 1, "{summary}");
     let pushes = push.sent();
@@ -87,7 +106,9 @@ async fn the_schedule_fixture_runs_a_dispatch() {
     assert_eq!(pushes[0].call_id, r.call_id.as_str());
     assert!(pushes[0].at >= second, "never early");
     let stored = app
-        .store
+        .store()
+        .await
+        .unwrap()
         .get_reservation(&r.device_id, Utc::now())
         .await
         .unwrap();
@@ -97,7 +118,7 @@ async fn the_schedule_fixture_runs_a_dispatch() {
 #[tokio::test]
 async fn the_http_fixture_is_refused_with_401_in_api_gateway_shape() {
     let app = app(&[], false).await;
-    let response = handle(&app, event(fixture("dispatch.json")))
+    let response = handle(&service(&app).await, event(fixture("dispatch.json")))
         .await
         .expect("an HTTP event gets an HTTP answer");
     assert_eq!(response["statusCode"], 401, "{response}");
@@ -119,14 +140,16 @@ async fn a_valid_token_in_the_http_event_is_accepted_and_the_run_handed_on() {
 
     let mut payload = fixture("dispatch.json");
     payload["headers"]["authorization"] = format!("Bearer {}", oidc::valid_token()).into();
-    let response = handle(&app, event(payload)).await.unwrap();
+    let response = handle(&service(&app).await, event(payload)).await.unwrap();
     assert_eq!(response["statusCode"], 202, "{response}");
     let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["status"], "accepted");
     assert_eq!(trigger.0.load(Ordering::SeqCst), 1, "one run requested");
 
     // The committed placeholder token is refused by the same app.
-    let response = handle(&app, event(fixture("dispatch.json"))).await.unwrap();
+    let response = handle(&service(&app).await, event(fixture("dispatch.json")))
+        .await
+        .unwrap();
     assert_eq!(response["statusCode"], 401);
     assert_eq!(trigger.0.load(Ordering::SeqCst), 1);
 }
@@ -145,7 +168,7 @@ async fn a_requested_run_event_runs_the_dispatcher() {
         "resources": [],
         "detail": {"requestedAt": "2026-01-01T00:01:00.512Z"}
     });
-    let summary = handle(&app, event(payload)).await.unwrap();
+    let summary = handle(&service(&app).await, event(payload)).await.unwrap();
     assert_eq!(summary["cause"], "request");
     assert_eq!(summary["sent"], 0);
 }
@@ -153,6 +176,10 @@ async fn a_requested_run_event_runs_the_dispatcher() {
 #[tokio::test]
 async fn an_unknown_event_is_an_error_not_a_run() {
     let app = app(&[], false).await;
-    let result = handle(&app, event(serde_json::json!({"hello": "world"}))).await;
+    let result = handle(
+        &service(&app).await,
+        event(serde_json::json!({"hello": "world"})),
+    )
+    .await;
     assert!(result.is_err());
 }

@@ -10,11 +10,12 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use koe::ROUTES;
-use koe::routes::{Api, Endpoint};
+use koe::endpoints::Auth;
+use koe::{Api, Route};
 use koe_testkit::faults;
 use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, spawn_app};
 
-/// What the server reads of a refused body at most (`DRAIN_CAP` in `entrypoints/local.rs`).
+/// What the server reads of a refused body at most (`DRAIN_CAP` in `api/body.rs`).
 const DRAIN_CAP: usize = 16 * 1024 * 1024;
 
 fn base(app: &TestApp, api: Api) -> &str {
@@ -25,12 +26,12 @@ fn base(app: &TestApp, api: Api) -> &str {
 }
 
 /// Headers that get a request past authentication, so that the body is what is judged.
-fn credentials(endpoint: Endpoint) -> Vec<(&'static str, String)> {
-    if endpoint == Endpoint::Dispatch {
+fn credentials(route: &Route) -> Vec<(&'static str, String)> {
+    if route.auth == Auth::Bearer {
         // Only the token's presence is checked before the body is read; the body cap comes
         // before the token is verified.
         vec![("authorization", "Bearer not-verified-yet".into())]
-    } else if endpoint.needs_api_key() {
+    } else if route.auth == Auth::ApiKey {
         vec![("x-api-key", TEST_API_KEY.into())]
     } else {
         Vec::new()
@@ -42,7 +43,7 @@ async fn every_route_refuses_a_body_over_its_cap_without_parsing_it() {
     let app = spawn_app(&[]).await;
     let mut observed = Vec::new();
     for route in ROUTES {
-        let limit = route.endpoint.body_limit();
+        let limit = route.body_limit;
         // Broken JSON, one byte over the cap: a parser would answer "not valid JSON".
         let body = format!("{{\"pad\": \"{}", "x".repeat(limit));
         assert!(body.len() > limit);
@@ -54,7 +55,7 @@ async fn every_route_refuses_a_body_over_its_cap_without_parsing_it() {
             )
             .header("content-type", "application/json")
             .body(body);
-        for (name, value) in credentials(route.endpoint) {
+        for (name, value) in credentials(route) {
             request = request.header(name, value);
         }
         let response = request.send().await.expect("an answer");

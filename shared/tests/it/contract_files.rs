@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use koe::error::ErrorCode;
-use koe::routes::ROUTES;
+use koe::ROUTES;
+use koe::api::error::ErrorCode;
+use koe::endpoints::{Endpoint, Visit};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
@@ -212,13 +213,11 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
                 "{binary}.rs"
             );
         } else {
-            let wiring = format!(
-                "koe::entrypoints::lambda::run(koe::wiring::{})",
-                binary.replace('-', "_")
-            );
+            let endpoint = &endpoint_types()[binary.as_str()];
+            let run = format!("koe::entrypoints::lambda::run::<koe::endpoints::{endpoint}>()");
             assert!(
-                source.contains(&wiring),
-                "functions/src/bin/{binary}.rs must call {wiring}"
+                source.contains(&run),
+                "functions/src/bin/{binary}.rs must call {run}"
             );
         }
         assert!(
@@ -241,6 +240,20 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     let event: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(event["source"], "aws.events");
     assert_eq!(event["detail-type"], "Scheduled Event");
+}
+
+/// Each endpoint's binary name and the name of its type in `koe::endpoints`.
+fn endpoint_types() -> std::collections::BTreeMap<&'static str, &'static str> {
+    struct Names(std::collections::BTreeMap<&'static str, &'static str>);
+    impl Visit for Names {
+        fn visit<E: Endpoint>(&mut self) {
+            let name = std::any::type_name::<E>().rsplit("::").next().unwrap();
+            self.0.insert(E::ROUTE.binary, name);
+        }
+    }
+    let mut names = Names(Default::default());
+    koe::endpoints::each(&mut names);
+    names.0
 }
 
 /// Timeouts fit the work: chat and agent stay under API Gateway's 29 s with the largest provider

@@ -1,0 +1,46 @@
+//! koe-local's dispatcher: a run at start-up, one at every UTC minute (as the deployed schedule
+//! does; each lasts the dispatch window, so consecutive runs overlap a little), and one for each
+//! POST /internal/dispatch. On shutdown no new run starts and the running ones finish.
+
+use std::sync::Arc;
+
+use koe::clock::Clock;
+use koe::dispatch::{Dispatcher, RunCause};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+pub async fn every_minute(
+    dispatcher: Dispatcher,
+    clock: Arc<dyn Clock>,
+    requests: Arc<Notify>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut runs = JoinSet::new();
+    let spawn_run = |runs: &mut JoinSet<()>, cause| {
+        let dispatcher = dispatcher.clone();
+        runs.spawn(async move {
+            dispatcher.run(cause).await;
+        });
+    };
+    spawn_run(&mut runs, RunCause::Local);
+    loop {
+        while runs.try_join_next().is_some() {}
+        let now = clock.now();
+        let next_minute =
+            chrono::DateTime::from_timestamp((now.timestamp().div_euclid(60) + 1) * 60, 0)
+                .expect("a representable minute");
+        tokio::select! {
+            () = clock.sleep_until(next_minute) => {
+                if clock.now() >= next_minute {
+                    spawn_run(&mut runs, RunCause::Local);
+                }
+            }
+            () = requests.notified() => spawn_run(&mut runs, RunCause::Request),
+            _ = stopped.wait_for(|stop| *stop) => break,
+        }
+    }
+    if !runs.is_empty() {
+        tracing::info!(runs = runs.len(), "waiting for dispatch runs to finish");
+        let _ = tokio::time::timeout(crate::DISPATCH_SHUTDOWN_WAIT, runs.join_all()).await;
+    }
+}

@@ -1,0 +1,236 @@
+//! The agent API's endpoints (`{agent_url}`, `X-Api-Key`): the agent, devices, call
+//! reservations, and POST /internal/dispatch (an OIDC ID token instead of the key).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+
+use super::ports::{Adapters, Ports};
+use super::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT, TEXT_BODY_LIMIT};
+use crate::api::error::ApiError;
+use crate::api::{self, Request, Response};
+use crate::clock::Clock;
+use crate::config::{AgentConfig, ConfigError};
+use crate::dispatch::Dispatcher;
+use crate::dispatch::trigger::DispatchTrigger;
+use crate::model::ModelProvider;
+use crate::oidc::TokenVerifier;
+use crate::store::Store;
+
+pub struct AgentPorts {
+    pub model: Arc<dyn ModelProvider>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: AgentConfig,
+    /// Total time for one round's provider work.
+    pub budget: Duration,
+}
+
+pub struct DevicePorts {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    /// Salt of the device-id hashes in logs.
+    pub salt: String,
+}
+
+pub struct CallsPorts {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub salt: String,
+    /// How long after its second a reservation can still be sent (grace + claim timeout):
+    /// older ones are stale, and a new POST replaces them.
+    pub stale_after: chrono::Duration,
+}
+
+impl Ports for AgentPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(AgentPorts {
+            model: adapters.model()?,
+            store: adapters.store().await?,
+            clock: adapters.clock(),
+            settings: adapters.agent_settings()?,
+            budget: adapters.openai_settings()?.budget,
+        })
+    }
+}
+
+impl Ports for DevicePorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(DevicePorts {
+            store: adapters.store().await?,
+            clock: adapters.clock(),
+            salt: adapters.device_hash_salt()?,
+        })
+    }
+}
+
+impl Ports for CallsPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let dispatch = adapters.dispatch_settings()?;
+        Ok(CallsPorts {
+            store: adapters.store().await?,
+            clock: adapters.clock(),
+            salt: adapters.device_hash_salt()?,
+            stale_after: chrono::Duration::from_std(dispatch.grace + dispatch.claim_timeout)
+                .unwrap_or(chrono::Duration::MAX),
+        })
+    }
+}
+
+impl CallsPorts {
+    fn context(&self) -> api::calls::CallsContext<'_> {
+        let now = self.clock.now();
+        api::calls::CallsContext {
+            store: self.store.as_ref(),
+            now,
+            stale_before: now - self.stale_after,
+            salt: &self.salt,
+        }
+    }
+}
+
+pub struct DispatchPorts {
+    /// Verifier of the ID tokens; `None` (no issuer configured) refuses every caller.
+    pub verifier: Option<Arc<dyn TokenVerifier>>,
+    /// Where a requested run is handed (EventBridge in a Lambda, the loop in koe-local).
+    pub trigger: Arc<dyn DispatchTrigger>,
+    pub clock: Arc<dyn Clock>,
+    /// The dispatcher the function's scheduled and requested runs use.
+    pub dispatcher: Dispatcher,
+}
+
+impl Ports for DispatchPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(DispatchPorts {
+            verifier: adapters.token_verifier()?,
+            trigger: adapters.dispatch_trigger()?,
+            clock: adapters.clock(),
+            dispatcher: adapters.dispatcher().await?,
+        })
+    }
+}
+
+const fn agent_route(
+    method: Method,
+    path: &'static str,
+    function: &'static str,
+    binary: &'static str,
+) -> Route {
+    Route {
+        api: Api::Agent,
+        method,
+        path,
+        function,
+        binary,
+        body_limit: SMALL_BODY_LIMIT,
+        auth: Auth::ApiKey,
+    }
+}
+
+/// POST /agent: round 1 (plan or answer) or round 2 (answer from the device's tool results).
+pub struct Agent;
+
+impl Endpoint for Agent {
+    const ROUTE: Route = Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/agent",
+        function: "AgentFunction",
+        binary: "agent",
+        body_limit: TEXT_BODY_LIMIT,
+        auth: Auth::ApiKey,
+    };
+    type Ports = AgentPorts;
+
+    async fn handle(ports: &AgentPorts, request: Request) -> Result<Response, ApiError> {
+        let cx = api::agent::AgentContext {
+            model: ports.model.as_ref(),
+            store: ports.store.as_ref(),
+            now: ports.clock.now(),
+            settings: &ports.settings,
+            budget: ports.budget,
+        };
+        api::agent::agent(&cx, request).await
+    }
+}
+
+/// PUT /devices: the device's VoIP push token.
+pub struct PutDevice;
+
+impl Endpoint for PutDevice {
+    const ROUTE: Route = agent_route(Method::PUT, "/devices", "PutDeviceFunction", "put-device");
+    type Ports = DevicePorts;
+
+    async fn handle(ports: &DevicePorts, request: Request) -> Result<Response, ApiError> {
+        let now = ports.clock.now();
+        api::devices::put_device(ports.store.as_ref(), now, &ports.salt, request).await
+    }
+}
+
+/// POST /calls: reserve the device's call.
+pub struct CreateCall;
+
+impl Endpoint for CreateCall {
+    const ROUTE: Route = agent_route(Method::POST, "/calls", "CreateCallFunction", "create-call");
+    type Ports = CallsPorts;
+
+    async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
+        api::calls::create(&ports.context(), request).await
+    }
+}
+
+/// GET /calls?deviceId=: the device's reservation.
+pub struct GetCall;
+
+impl Endpoint for GetCall {
+    const ROUTE: Route = agent_route(Method::GET, "/calls", "GetCallFunction", "get-call");
+    type Ports = CallsPorts;
+
+    async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
+        api::calls::get(&ports.context(), request).await
+    }
+}
+
+/// DELETE /calls?deviceId=: cancel it, until the dispatcher claims it.
+pub struct CancelCall;
+
+impl Endpoint for CancelCall {
+    const ROUTE: Route = agent_route(
+        Method::DELETE,
+        "/calls",
+        "CancelCallFunction",
+        "cancel-call",
+    );
+    type Ports = CallsPorts;
+
+    async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
+        api::calls::cancel(&ports.context(), request).await
+    }
+}
+
+/// POST /internal/dispatch: an external scheduler asks for a run (OIDC ID token). The same
+/// function runs the every-minute schedule (`entrypoints::dispatch`).
+pub struct Dispatch;
+
+impl Endpoint for Dispatch {
+    const ROUTE: Route = Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/internal/dispatch",
+        function: "DispatchFunction",
+        binary: "dispatch",
+        body_limit: SMALL_BODY_LIMIT,
+        auth: Auth::Bearer,
+    };
+    type Ports = DispatchPorts;
+
+    async fn handle(ports: &DispatchPorts, request: Request) -> Result<Response, ApiError> {
+        let cx = api::dispatch::DispatchContext {
+            verifier: ports.verifier.as_deref(),
+            trigger: ports.trigger.as_ref(),
+            now: ports.clock.now(),
+        };
+        api::dispatch::request_run(&cx, request).await
+    }
+}

@@ -1,0 +1,118 @@
+//! The chat API's endpoints (`{base_url}`, no authentication): health, info, the error test, chat.
+
+use std::sync::Arc;
+
+use http::Method;
+
+use super::ports::{Adapters, Ports};
+use super::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT, TEXT_BODY_LIMIT};
+use crate::api::error::ApiError;
+use crate::api::{self, Request, Response};
+use crate::config::{ConfigError, InfoConfig};
+use crate::model::ModelProvider;
+
+/// The ports of an endpoint that talks to none.
+pub struct NoPorts;
+
+pub struct InfoPorts {
+    pub info: InfoConfig,
+}
+
+pub struct ChatPorts {
+    pub model: Arc<dyn ModelProvider>,
+}
+
+impl Ports for NoPorts {
+    async fn build(_: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(NoPorts)
+    }
+}
+
+impl Ports for InfoPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(InfoPorts {
+            info: adapters.info_settings()?,
+        })
+    }
+}
+
+impl Ports for ChatPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(ChatPorts {
+            model: adapters.model()?,
+        })
+    }
+}
+
+const fn chat_route(
+    method: Method,
+    path: &'static str,
+    function: &'static str,
+    binary: &'static str,
+) -> Route {
+    Route {
+        api: Api::Chat,
+        method,
+        path,
+        function,
+        binary,
+        body_limit: SMALL_BODY_LIMIT,
+        auth: Auth::None,
+    }
+}
+
+/// GET /health.
+pub struct Health;
+
+impl Endpoint for Health {
+    const ROUTE: Route = chat_route(Method::GET, "/health", "HealthFunction", "health");
+    type Ports = NoPorts;
+
+    async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
+        Ok(api::meta::health())
+    }
+}
+
+/// GET /api/info.
+pub struct Info;
+
+impl Endpoint for Info {
+    const ROUTE: Route = chat_route(Method::GET, "/api/info", "InfoFunction", "info");
+    type Ports = InfoPorts;
+
+    async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
+        Ok(api::meta::info(&ports.info))
+    }
+}
+
+/// GET /api/error: fails on purpose, so the team can see notifications arrive.
+pub struct ErrorTest;
+
+impl Endpoint for ErrorTest {
+    const ROUTE: Route = chat_route(Method::GET, "/api/error", "ErrorTestFunction", "error-test");
+    type Ports = NoPorts;
+
+    async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
+        Err(api::meta::error_test())
+    }
+}
+
+/// POST /api/chat.
+pub struct Chat;
+
+impl Endpoint for Chat {
+    const ROUTE: Route = Route {
+        api: Api::Chat,
+        method: Method::POST,
+        path: "/api/chat",
+        function: "ChatFunction",
+        binary: "chat",
+        body_limit: TEXT_BODY_LIMIT,
+        auth: Auth::None,
+    };
+    type Ports = ChatPorts;
+
+    async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
+        api::chat::chat(ports.model.as_ref(), request).await
+    }
+}

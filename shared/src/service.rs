@@ -1,0 +1,193 @@
+//! `Service<E>`: one endpoint with its ports, and the one path every request takes through it:
+//! authentication before the body, the body cap, the handler, the error body, the error
+//! notification for a 5xx, the request id header and the access log line, all inside a span
+//! that puts the request id on every log line of the request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::HeaderValue;
+use tracing::Instrument;
+
+use crate::api::body::read_limited;
+use crate::api::error::{ApiError, ErrorCode};
+use crate::api::{Request, Response};
+use crate::clock::Clock;
+use crate::config::ApiKeys;
+use crate::endpoints::{Auth, Endpoint, Route};
+use crate::event_bus::{ErrorNotification, EventBus};
+
+/// How long an error notification may hold up the error answer.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What every endpoint has besides its own ports.
+#[derive(Clone)]
+pub struct Edge {
+    pub events: Arc<dyn EventBus>,
+    pub clock: Arc<dyn Clock>,
+    /// The function named in error notifications (`AWS_LAMBDA_FUNCTION_NAME`, else the binary).
+    pub function: String,
+    /// The accepted `X-Api-Key`s (empty for endpoints that take none: nothing is accepted).
+    pub api_keys: ApiKeys,
+}
+
+pub struct Service<E: Endpoint> {
+    route: Route,
+    edge: Edge,
+    ports: E::Ports,
+}
+
+impl<E: Endpoint> Service<E> {
+    pub fn new(edge: Edge, ports: E::Ports) -> Service<E> {
+        Service {
+            route: E::ROUTE,
+            edge,
+            ports,
+        }
+    }
+
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    pub fn ports(&self) -> &E::Ports {
+        &self.ports
+    }
+
+    /// Answers one request. Never panics on input and always returns a response; errors carry
+    /// the contract's error body. The body is read only once the request is authenticated.
+    pub async fn handle<B>(&self, request_id: &str, request: http::Request<B>) -> Response
+    where
+        B: http_body::Body<Data = Bytes> + Unpin,
+    {
+        let span = tracing::info_span!("request", request_id);
+        async {
+            let started = Instant::now();
+            let result = self.answer(request).await;
+            self.finish(request_id, started, result).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn answer<B>(&self, request: http::Request<B>) -> Result<Response, ApiError>
+    where
+        B: http_body::Body<Data = Bytes> + Unpin,
+    {
+        self.authorize(request.headers())?;
+        let (parts, body) = request.into_parts();
+        let body = read_limited(body, self.route.body_limit).await?;
+        E::handle(&self.ports, Request::from_parts(parts, body)).await
+    }
+
+    /// The route's credential check, before any of the body is read. For a Bearer route only
+    /// the token's presence is checked here (no I/O); the handler verifies it.
+    fn authorize(&self, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        match self.route.auth {
+            Auth::None => Ok(()),
+            Auth::ApiKey => match headers.get("x-api-key") {
+                Some(key) if self.edge.api_keys.accepts(key.as_bytes()) => Ok(()),
+                _ => Err(ApiError::new(
+                    ErrorCode::Unauthorized,
+                    "X-Api-Key is missing or not valid",
+                )),
+            },
+            Auth::Bearer => crate::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
+                .map(|_| ())
+                .map_err(|_| crate::api::dispatch::unauthorized()),
+        }
+    }
+
+    /// Turns a result into the answer: error body, error notification for 5xx, request id
+    /// header, access log line.
+    async fn finish(
+        &self,
+        request_id: &str,
+        started: Instant,
+        result: Result<Response, ApiError>,
+    ) -> Response {
+        let (mut response, code) = match result {
+            Ok(response) => (response, None),
+            Err(mut error) => {
+                if let Some((what, detail)) = error.cause.take() {
+                    tracing::error!(error = %detail, "{what}");
+                }
+                let code = error.code;
+                if error.status().is_server_error() {
+                    self.notify(code, request_id).await;
+                }
+                (error.into_response(), Some(code))
+            }
+        };
+        if let Ok(value) = HeaderValue::from_str(request_id) {
+            response.headers_mut().insert("x-request-id", value);
+        }
+        // Only the route's template path: query strings and bodies may carry personal data.
+        tracing::info!(
+            request_id,
+            method = %self.route.method,
+            route = self.route.path,
+            status = response.status().as_u16(),
+            code = code.map(ErrorCode::as_str),
+            latency_ms = started.elapsed().as_millis() as u64,
+            "request"
+        );
+        response
+    }
+
+    /// Publishes one error notification. A failure is logged and changes nothing else.
+    async fn notify(&self, code: ErrorCode, request_id: &str) {
+        let notification = ErrorNotification {
+            function: self.edge.function.clone(),
+            route: format!("{} {}", self.route.method, self.route.path),
+            code: code.as_str(),
+            status: code.status().as_u16(),
+            request_id: request_id.to_owned(),
+            time: self.edge.clock.now(),
+        };
+        match tokio::time::timeout(NOTIFY_TIMEOUT, self.edge.events.publish(&notification)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, code = code.as_str(), "error notification not published")
+            }
+            Err(_) => tracing::warn!(code = code.as_str(), "error notification timed out"),
+        }
+    }
+}
+
+/// A request id for a request that arrives without one (the local server's).
+pub fn new_request_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// Any body, boxed: what a server that routes at run time hands every service.
+pub type BoxBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A service with its endpoint type erased, for a server that routes at run time (koe-local):
+/// every endpoint's `Service` is one.
+pub trait Answer: Send + Sync {
+    fn route(&self) -> &Route;
+    fn answer<'a>(
+        &'a self,
+        request_id: &'a str,
+        request: http::Request<BoxBody>,
+    ) -> Pin<Box<dyn Future<Output = Response> + Send + 'a>>;
+}
+
+impl<E: Endpoint> Answer for Service<E> {
+    fn route(&self) -> &Route {
+        &self.route
+    }
+
+    fn answer<'a>(
+        &'a self,
+        request_id: &'a str,
+        request: http::Request<BoxBody>,
+    ) -> Pin<Box<dyn Future<Output = Response> + Send + 'a>> {
+        Box::pin(self.handle(request_id, request))
+    }
+}

@@ -1,0 +1,135 @@
+//! Every `events/` fixture goes through the real Lambda adapter (lambda_http's API Gateway v2
+//! event type into its endpoint's `Service` and back), in-process, against a stand-in OpenAI.
+//! (That each function has every port its endpoint needs is a compile-time fact: the ports are
+//! typed fields built by `Ports::build`, and the bins name their endpoint.)
+
+use std::sync::Arc;
+
+use koe::config::Vars;
+use koe::endpoints::{Endpoint, Visit};
+use koe::entrypoints::lambda::handle_event;
+use koe_testkit::clock::ManualClock;
+use koe_testkit::events::RecordingEventBus;
+use koe_testkit::openai::{Behaviour, StandInOpenAi};
+use koe_testkit::template::repo_root;
+
+/// What each fixture must produce. The fixtures run in route-table order against one store, so
+/// the reservation fixtures see the device the PUT /devices fixture registered.
+fn expected(binary: &str) -> (u16, &'static str) {
+    match binary {
+        "health" => (200, r#""status":"ok""#),
+        "info" => (200, r#""minimumVersion":"1.0.0""#),
+        "chat" => (200, r#""content":"フィクスチャの返事""#),
+        "error-test" => (500, r#""code":"TEST_ERROR""#),
+        // The planner (scripted below) plans one calendar step for "tomorrow".
+        "agent" => (
+            200,
+            r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
+        ),
+        "put-device" => (200, r#""environment":"sandbox""#),
+        "create-call" => (201, r#""scheduledAt":"2027-01-01T07:00:00+09:00""#),
+        "get-call" => (200, r#""callerName":"こえ""#),
+        "cancel-call" => (204, ""),
+        // The fixture's Bearer token is a placeholder that no issuer signed (and this app trusts
+        // no issuer): the honest answer is 401. `dispatch_lambda.rs` covers the accepted path.
+        "dispatch" => (401, r#""code":"UNAUTHORIZED""#),
+        other => panic!("no expectation for {other}"),
+    }
+}
+
+/// Collects each endpoint's check: its fixture through its service, built from one app (so the
+/// reservation fixtures see the device the PUT /devices fixture registered).
+struct Fixtures<'a> {
+    app: &'a koe::App,
+    openai: &'a StandInOpenAi,
+    checks: Vec<std::pin::Pin<Box<dyn Future<Output = ()> + 'a>>>,
+}
+
+impl Visit for Fixtures<'_> {
+    fn visit<E: Endpoint>(&mut self) {
+        let (app, openai) = (self.app, self.openai);
+        self.checks.push(Box::pin(async move {
+            let service = app.service::<E>().await.unwrap();
+            check_fixture(&service, openai).await;
+        }));
+    }
+}
+
+#[tokio::test]
+async fn every_fixture_passes_through_the_lambda_adapter() {
+    let openai = StandInOpenAi::start().await;
+    openai.set_default(Behaviour::complete("フィクスチャの返事"));
+    let base_url = openai.base_url();
+    let vars = Vars::from_pairs(&[
+        ("OPENAI_BASE_URL", &base_url),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("AGENT_API_KEYS", "example-agent-key"),
+    ]);
+    let events = Arc::new(RecordingEventBus::default());
+    // The create-call fixture reserves 2027-01-01T07:00:00+09:00: "now" is that morning.
+    let clock = Arc::new(ManualClock::at_rfc3339("2027-01-01T06:00:00+09:00"));
+    let app = koe::App::local(vars)
+        .with_events(events.clone())
+        .with_clock(clock);
+    let mut fixtures = Fixtures {
+        app: &app,
+        openai: &openai,
+        checks: Vec::new(),
+    };
+    koe::endpoints::each(&mut fixtures);
+    assert_eq!(fixtures.checks.len(), koe::ROUTES.len());
+    for check in fixtures.checks {
+        check.await;
+    }
+
+    let chat_request = &openai.received()[0].body;
+    assert_eq!(chat_request["messages"][0]["content"], "こんにちは");
+    let published = events.published();
+    assert_eq!(published.len(), 1, "only /api/error notifies");
+    assert_eq!(published[0].code, "TEST_ERROR");
+}
+
+async fn check_fixture<E: Endpoint>(service: &koe::service::Service<E>, openai: &StandInOpenAi) {
+    let route = service.route();
+    {
+        let text =
+            std::fs::read_to_string(repo_root().join(format!("events/{}.json", route.binary)))
+                .unwrap();
+        let event = lambda_http::request::from_str(&text)
+            .unwrap_or_else(|e| panic!("events/{}.json: {e}", route.binary));
+        assert_eq!(event.method(), route.method, "{}", route.binary);
+        assert_eq!(event.uri().path(), route.path, "{}", route.binary);
+
+        if route.binary == "agent" {
+            openai.script([Behaviour::complete(
+                r#"{"decision":{"type":"plan","steps":[{"tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]}}"#,
+            )]);
+        }
+        let response = handle_event(service, event).await;
+        let (status, needle) = expected(route.binary);
+        assert_eq!(response.status().as_u16(), status, "{}", route.binary);
+        match response.body() {
+            lambda_http::Body::Text(body) => {
+                assert_eq!(
+                    response
+                        .headers()
+                        .get("content-type")
+                        .map(|v| v.to_str().unwrap()),
+                    Some("application/json"),
+                    "{}",
+                    route.binary
+                );
+                assert!(
+                    !needle.is_empty() && body.contains(needle),
+                    "{}: {body}",
+                    route.binary
+                );
+            }
+            lambda_http::Body::Empty => assert!(needle.is_empty(), "{}: empty body", route.binary),
+            other => panic!(
+                "{}: JSON answers are text bodies, got {other:?}",
+                route.binary
+            ),
+        }
+    }
+}

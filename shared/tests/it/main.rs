@@ -1,0 +1,23 @@
+//! Every test of the library that needs no process of its own, as one binary (one link of the
+//! SDK, reqwest, a2 and jsonwebtoken instead of one per file). The log tests, which install a
+//! global subscriber, are binaries of their own beside this folder.
+
+mod agent_auth;
+mod agent_limit;
+mod api_agent;
+mod api_calls;
+mod api_chat;
+mod api_devices;
+mod api_meta;
+mod contract_files;
+mod dispatch_lambda;
+mod dispatch_load;
+mod dispatch_runs;
+mod dynamodb_tables;
+mod faults_dispatch;
+mod faults_dynamodb;
+mod faults_oversized_bodies;
+mod faults_provider;
+mod lambda_fixtures;
+mod oidc;
+mod store_contract;
