@@ -26,12 +26,18 @@
 //! sends it (within grace). So that this can never overlap a live push, a run pushes only while
 //! its claim is younger than half the claim timeout. The payload carries `callId`, so the app
 //! can drop the rare duplicate left by a run that pushed and died before recording `sent`.
+//!
+//! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
+//! `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
+//! reservation: read device → claim → push → record), `outcome` (those steps' outcomes and how
+//! each is counted), `report` ([`RunCause`], [`RunReport`]), [`metrics`] and [`trigger`].
 
 pub mod metrics;
 pub mod trigger;
 
 mod deliver;
 mod in_flight;
+mod outcome;
 mod pending;
 mod report;
 mod run;

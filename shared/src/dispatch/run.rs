@@ -252,7 +252,7 @@ impl Run {
             tasks.spawn(async move {
                 match task {
                     Task::Miss => run.miss(&r).await,
-                    Task::Deliver => run.deliver(r).await,
+                    Task::Deliver => run.deliver(&r).await,
                 }
                 drop(held);
             });
