@@ -1,0 +1,291 @@
+//! The outcomes of a delivery's steps, and how each is counted into the run's [`RunReport`].
+
+use chrono::{DateTime, Utc};
+use tokio::sync::SemaphorePermit;
+
+use super::report::RunReport;
+use crate::domain::device::Device;
+use crate::push::PushError;
+
+/// A step's outcome as the run's report counts it.
+pub(super) trait Counted {
+    fn count(&self, t: &mut RunReport);
+}
+
+/// Step 1: the device (its token), read ahead of the claim.
+pub(super) enum DeviceRead {
+    /// `None`: no longer registered (the call fails once claimed).
+    Read(Option<Device>),
+    /// Not claimed: still `scheduled`, so an overlapping or later run sends it.
+    StoreError,
+}
+
+/// Step 2: the claim, `claim_lead` before the second.
+pub(super) enum Claim {
+    Won {
+        claimed_at: DateTime<Utc>,
+    },
+    /// Refused: cancelled, or another run has it.
+    Lost,
+    StoreError,
+    /// Too late to ring by then (only if this run fell far behind): marked `missed` instead.
+    TooLate(Missed),
+}
+
+/// Step 3: the push, at the second.
+pub(super) enum Push<'a> {
+    /// The claim was held too long to push safely: left to a later run.
+    Abandoned,
+    /// Pushed, or given up on; its record is written under the same permit.
+    Ended(Pushed, SemaphorePermit<'a>),
+}
+
+/// How a claimed call's push ended.
+pub(super) enum Pushed {
+    /// Accepted by APNs `late_ms` after its second.
+    Sent { late_ms: i64, attempts: u32 },
+    NotSent {
+        error: PushError,
+        attempts: u32,
+        device: Device,
+    },
+    /// The device is no longer registered: nothing to push to.
+    NoDevice,
+}
+
+/// Step 4: the push's outcome, recorded on the reservation.
+pub(super) enum Record {
+    Sent(Recorded),
+    /// `token`: what became of the device's token, if APNs called it invalid.
+    Failed {
+        token: Option<TokenRemoval>,
+        recorded: Recorded,
+    },
+}
+
+/// A reservation marked `missed`, without a push.
+pub(super) struct Missed(pub(super) Recorded);
+
+/// How an outcome's write (`finish_reservation`) went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recorded {
+    Written,
+    /// The record had changed meanwhile: nothing written.
+    Changed,
+    /// The write failed (a later run may send it again).
+    StoreError,
+}
+
+/// What became of a token APNs called invalid.
+pub(super) enum TokenRemoval {
+    Removed,
+    /// A newer token was registered meanwhile: kept.
+    Kept,
+    StoreError,
+}
+
+impl Recorded {
+    /// Counts `written` if the outcome was written, a store error if the write failed.
+    fn count_as(self, t: &mut RunReport, written: impl FnOnce(&mut RunReport)) {
+        match self {
+            Recorded::Written => written(t),
+            Recorded::Changed => {}
+            Recorded::StoreError => t.store_errors += 1,
+        }
+    }
+}
+
+impl Counted for DeviceRead {
+    fn count(&self, t: &mut RunReport) {
+        match self {
+            DeviceRead::Read(_) => {}
+            DeviceRead::StoreError => t.store_errors += 1,
+        }
+    }
+}
+
+impl Counted for Claim {
+    fn count(&self, t: &mut RunReport) {
+        match self {
+            Claim::Won { .. } => t.claimed += 1,
+            Claim::Lost => t.lost += 1,
+            Claim::StoreError => t.store_errors += 1,
+            Claim::TooLate(missed) => missed.count(t),
+        }
+    }
+}
+
+impl Counted for Push<'_> {
+    fn count(&self, t: &mut RunReport) {
+        match self {
+            Push::Abandoned => t.abandoned += 1,
+            // Counted as sent even if recording it fails: the push went out.
+            Push::Ended(Pushed::Sent { late_ms, .. }, _) => {
+                t.sent += 1;
+                t.lateness_ms.push(*late_ms);
+            }
+            Push::Ended(Pushed::NotSent { .. } | Pushed::NoDevice, _) => {}
+        }
+    }
+}
+
+impl Counted for Record {
+    fn count(&self, t: &mut RunReport) {
+        match self {
+            Record::Sent(recorded) => recorded.count_as(t, |_| {}),
+            Record::Failed { token, recorded } => {
+                match token {
+                    Some(TokenRemoval::Removed) => t.tokens_removed += 1,
+                    Some(TokenRemoval::StoreError) => t.store_errors += 1,
+                    Some(TokenRemoval::Kept) | None => {}
+                }
+                recorded.count_as(t, |t| t.failed += 1);
+            }
+        }
+    }
+}
+
+impl Counted for Missed {
+    fn count(&self, t: &mut RunReport) {
+        self.0.count_as(t, |t| t.missed += 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::Semaphore;
+
+    use super::*;
+
+    fn counted(outcomes: &[&dyn Counted]) -> RunReport {
+        let mut t = RunReport::default();
+        for outcome in outcomes {
+            outcome.count(&mut t);
+        }
+        t
+    }
+
+    #[test]
+    fn each_way_a_delivery_ends_is_counted_once_as_the_report_says() {
+        let limit = Semaphore::new(1);
+        let read = DeviceRead::Read(None);
+        let won = Claim::Won {
+            claimed_at: DateTime::UNIX_EPOCH,
+        };
+        let sent = || {
+            let permit = limit.try_acquire().expect("free");
+            Push::Ended(
+                Pushed::Sent {
+                    late_ms: 12,
+                    attempts: 1,
+                },
+                permit,
+            )
+        };
+        let sent_report = RunReport {
+            claimed: 1,
+            sent: 1,
+            lateness_ms: vec![12],
+            ..RunReport::default()
+        };
+        assert_eq!(
+            counted(&[&read, &won, &sent(), &Record::Sent(Recorded::Written)]),
+            sent_report
+        );
+        assert_eq!(
+            counted(&[&read, &won, &sent(), &Record::Sent(Recorded::Changed)]),
+            sent_report
+        );
+        assert_eq!(
+            counted(&[&read, &won, &sent(), &Record::Sent(Recorded::StoreError)]),
+            RunReport {
+                store_errors: 1,
+                ..sent_report.clone()
+            },
+            "a push that went out but was not recorded is sent and a store error"
+        );
+
+        let not_sent = Push::Ended(Pushed::NoDevice, limit.try_acquire().expect("free"));
+        let failed = |token, recorded| Record::Failed { token, recorded };
+        assert_eq!(
+            counted(&[
+                &read,
+                &won,
+                &not_sent,
+                &failed(Some(TokenRemoval::Removed), Recorded::Written)
+            ]),
+            RunReport {
+                claimed: 1,
+                tokens_removed: 1,
+                failed: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&failed(Some(TokenRemoval::Kept), Recorded::Changed)]),
+            RunReport::default()
+        );
+        assert_eq!(
+            counted(&[&failed(
+                Some(TokenRemoval::StoreError),
+                Recorded::StoreError
+            )]),
+            RunReport {
+                store_errors: 2,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&failed(None, Recorded::Written)]),
+            RunReport {
+                failed: 1,
+                ..RunReport::default()
+            }
+        );
+
+        assert_eq!(
+            counted(&[&read, &won, &Push::Abandoned]),
+            RunReport {
+                claimed: 1,
+                abandoned: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&read, &Claim::Lost]),
+            RunReport {
+                lost: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&read, &Claim::StoreError]),
+            RunReport {
+                store_errors: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&DeviceRead::StoreError]),
+            RunReport {
+                store_errors: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(
+            counted(&[&read, &Claim::TooLate(Missed(Recorded::Written))]),
+            RunReport {
+                missed: 1,
+                ..RunReport::default()
+            }
+        );
+        assert_eq!(counted(&[&Missed(Recorded::Changed)]), RunReport::default());
+        assert_eq!(
+            counted(&[&Missed(Recorded::StoreError)]),
+            RunReport {
+                store_errors: 1,
+                ..RunReport::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! The [`Dispatcher`] and its run loop: select by minute bucket, queue, start each task in time.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::deliver::DEVICE_READ_LEAD;
+use super::in_flight::InFlight;
+use super::metrics;
+use super::pending::{Pending, Task};
+use super::report::{RunCause, RunReport};
+use crate::clock::Clock;
+use crate::config::DispatchConfig;
+use crate::domain::reservation::{
+    CallId, Reservation, ReservationStatus, minute_bucket, rfc3339_millis,
+};
+use crate::push::PushSender;
+use crate::store::Store;
+
+/// How far beyond grace a run's first selection looks back, so that reservations nobody sent
+/// during a short outage of the dispatcher are marked `missed` instead of staying `scheduled`.
+pub const MISSED_LOOKBACK: chrono::Duration = chrono::Duration::minutes(5);
+/// Re-selection is never more frequent than this, whatever the settings say.
+const MIN_RESELECT: Duration = Duration::from_millis(100);
+
+/// How long before a reservation's device read its task is started. Until then a selected
+/// reservation is only an entry in the run's [`Pending`] queue: a run that selects thousands at
+/// once (every run starts with its whole minute) starts only the next few seconds' tasks, so
+/// it neither delays the pushes due at that moment nor holds a sleeping task per reservation.
+const TASK_LEAD: chrono::Duration = chrono::Duration::seconds(1);
+
+/// The dispatcher's ports and settings. Cheap to clone; build one per run or keep one.
+#[derive(Clone)]
+pub struct Dispatcher {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) push: Arc<dyn PushSender>,
+    pub(super) clock: Arc<dyn Clock>,
+    settings: DispatchConfig,
+    /// Salt of the device hashes in logs.
+    pub(super) salt: String,
+    in_flight: InFlight,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<dyn Store>,
+        push: Arc<dyn PushSender>,
+        clock: Arc<dyn Clock>,
+        settings: DispatchConfig,
+        salt: impl Into<String>,
+    ) -> Dispatcher {
+        Dispatcher {
+            store,
+            push,
+            clock,
+            settings,
+            salt: salt.into(),
+            in_flight: InFlight::default(),
+        }
+    }
+
+    /// Runs of dispatchers that share an [`InFlight`] leave each other's calls alone (a
+    /// process's overlapping runs). Runs in different processes do not know of each other;
+    /// there the claim keeps each call to one push.
+    pub fn sharing(mut self, in_flight: InFlight) -> Dispatcher {
+        self.in_flight = in_flight;
+        self
+    }
+
+    pub fn settings(&self) -> &DispatchConfig {
+        &self.settings
+    }
+
+    /// One run: returns when every reservation due before the window's end has been handled.
+    pub async fn run(&self, cause: RunCause) -> RunReport {
+        let started = self.clock.now();
+        let run = Arc::new(Run::new(self.clone(), cause, started));
+        tracing::info!(
+            cause = cause.as_str(),
+            window_end = rfc3339_millis(run.end),
+            "dispatch run started"
+        );
+        let mut known = HashSet::new();
+        let mut pending = Pending::default();
+        let mut tasks = JoinSet::new();
+        run.select(
+            started - run.grace - MISSED_LOOKBACK,
+            &mut known,
+            &mut pending,
+        )
+        .await;
+        let every = chrono_duration(self.settings.reselect_every.max(MIN_RESELECT));
+        let mut tick = started + every;
+        loop {
+            run.start_due(&mut pending, &mut tasks);
+            let next_start = pending.next_start();
+            let wake = match (tick < run.end, next_start) {
+                (true, Some(start)) => tick.min(start),
+                (true, None) => tick,
+                (false, Some(start)) => start,
+                (false, None) => break,
+            };
+            wait_until(self.clock.as_ref(), wake).await;
+            if tick < run.end && self.clock.now() >= tick {
+                run.select(self.clock.now(), &mut known, &mut pending).await;
+                tick += every;
+            }
+        }
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(e) = joined {
+                tracing::error!(error = %e, "dispatch task failed");
+            }
+        }
+        let report = run.report.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        tracing::info!(
+            cause = report.cause,
+            queries = report.queries,
+            selected = report.selected,
+            claimed = report.claimed,
+            sent = report.sent,
+            failed = report.failed,
+            missed = report.missed,
+            lost = report.lost,
+            abandoned = report.abandoned,
+            tokens_removed = report.tokens_removed,
+            store_errors = report.store_errors,
+            max_late_ms = report.max_lateness_ms(),
+            p50_late_ms = report.lateness_percentile(50),
+            p99_late_ms = report.lateness_percentile(99),
+            "dispatch run finished"
+        );
+        metrics::emit(&report, self.clock.now());
+        report
+    }
+}
+
+fn chrono_duration(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).expect("configured durations are small")
+}
+
+/// Returns once the clock reads `at` or later (never early, whatever the clock's sleep does).
+pub(super) async fn wait_until(clock: &dyn Clock, at: DateTime<Utc>) {
+    while clock.now() < at {
+        clock.sleep_until(at).await;
+    }
+}
+
+/// One run's state, shared by its tasks.
+pub(super) struct Run {
+    pub(super) dispatcher: Dispatcher,
+    pub(super) grace: chrono::Duration,
+    pub(super) claim_timeout: chrono::Duration,
+    pub(super) claim_lead: chrono::Duration,
+    pub(super) push_budget: chrono::Duration,
+    end: DateTime<Utc>,
+    pub(super) limit: Semaphore,
+    report: Mutex<RunReport>,
+}
+
+impl Run {
+    fn new(dispatcher: Dispatcher, cause: RunCause, started: DateTime<Utc>) -> Run {
+        let s = &dispatcher.settings;
+        Run {
+            grace: chrono_duration(s.grace),
+            claim_timeout: chrono_duration(s.claim_timeout),
+            claim_lead: chrono_duration(s.claim_lead),
+            push_budget: chrono_duration(s.push_budget),
+            end: started + chrono_duration(s.window),
+            limit: Semaphore::new(s.concurrency.max(1)),
+            report: Mutex::new(RunReport {
+                cause: cause.as_str(),
+                ..RunReport::default()
+            }),
+            dispatcher,
+        }
+    }
+
+    pub(super) fn tally(&self, update: impl FnOnce(&mut RunReport)) {
+        update(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    pub(super) fn clock(&self) -> &dyn Clock {
+        self.dispatcher.clock.as_ref()
+    }
+
+    /// Queries every minute bucket from `from`'s to the window's end and takes on what is new.
+    async fn select(
+        self: &Arc<Self>,
+        from: DateTime<Utc>,
+        known: &mut HashSet<CallId>,
+        pending: &mut Pending,
+    ) {
+        let now = self.clock().now();
+        for minute in buckets(from, self.end) {
+            let due = match self.dispatcher.store.due_reservations(&minute).await {
+                Ok(due) => due,
+                Err(e) => {
+                    self.tally(|t| t.store_errors += 1);
+                    tracing::error!(error = %e, minute, "dispatch selection failed");
+                    continue;
+                }
+            };
+            self.tally(|t| t.queries += 1);
+            for reservation in due {
+                self.take_on(reservation, now, known, pending);
+            }
+        }
+    }
+
+    fn take_on(
+        &self,
+        r: Reservation,
+        now: DateTime<Utc>,
+        known: &mut HashSet<CallId>,
+        pending: &mut Pending,
+    ) {
+        let at = r.scheduled_at.utc();
+        if known.contains(&r.call_id) || at >= self.end {
+            return;
+        }
+        // A fresh claim belongs to a live run; it is looked at again if it is still there later.
+        let abandoned_before = now - self.claim_timeout;
+        if r.status == ReservationStatus::Claimed
+            && r.claimed_at.is_none_or(|c| c >= abandoned_before)
+        {
+            return;
+        }
+        // Another run of this process has it (and would win its claim anyway). Not `known`:
+        // should that run give it up, a re-selection here takes it on.
+        let Some(held) = self.dispatcher.in_flight.take(&r.call_id) else {
+            return;
+        };
+        known.insert(r.call_id.clone());
+        self.tally(|t| t.selected += 1);
+        let task = if at < now - self.grace {
+            Task::Miss
+        } else {
+            Task::Deliver
+        };
+        let start = at - self.claim_lead - DEVICE_READ_LEAD - TASK_LEAD;
+        pending.add(start, task, r, held);
+    }
+
+    /// Gives every pending reservation whose start has come its task.
+    fn start_due(self: &Arc<Self>, pending: &mut Pending, tasks: &mut JoinSet<()>) {
+        for (task, r, held) in pending.take_until(self.clock().now()) {
+            let run = self.clone();
+            tasks.spawn(async move {
+                match task {
+                    Task::Miss => run.miss(&r).await,
+                    Task::Deliver => run.deliver(&r).await,
+                }
+                drop(held);
+            });
+        }
+    }
+}
+
+/// The minute buckets whose minute overlaps `[from, until)`, oldest first.
+pub fn buckets(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<String> {
+    let first = from.timestamp().div_euclid(60) * 60;
+    let mut minute = DateTime::from_timestamp(first, 0).expect("a representable minute");
+    let mut out = Vec::new();
+    while minute < until {
+        out.push(minute_bucket(minute));
+        minute += chrono::Duration::minutes(1);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn buckets_are_the_minutes_overlapping_the_span() {
+        assert_eq!(
+            buckets(t("2026-01-01T00:00:05Z"), t("2026-01-01T00:01:15Z")),
+            vec!["2026-01-01T00:00Z", "2026-01-01T00:01Z"]
+        );
+        assert_eq!(
+            buckets(t("2026-01-01T00:00:05Z"), t("2026-01-01T00:01:00Z")),
+            vec!["2026-01-01T00:00Z"],
+            "an end on the minute excludes that minute"
+        );
+        assert_eq!(
+            buckets(t("2025-12-31T23:58:59.999Z"), t("2026-01-01T00:00:00.001Z")),
+            vec![
+                "2025-12-31T23:58Z",
+                "2025-12-31T23:59Z",
+                "2026-01-01T00:00Z"
+            ]
+        );
+        assert!(buckets(t("2026-01-01T00:00:05Z"), t("2026-01-01T00:00:05Z")).len() <= 1);
+    }
+}
