@@ -6,24 +6,48 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::store::TableNames;
 
-/// A secret value: usable, never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+/// A secret value: usable through [`Secret::expose`], never printed, zeroed in memory when
+/// dropped.
+///
+/// A thin wrapper over `secrecy`'s [`SecretString`] (which does the zeroing and the redaction)
+/// rather than that type itself, for one reason: secrecy leaves out `PartialEq` on purpose, and
+/// the sections holding secrets ([`OpenAiConfig`], [`ApnsConfig`], and so [`Config`]) compare
+/// whole in tests. Ours compares in constant time. [`ExposeSecret`] works on it too.
+#[derive(Clone)]
+pub struct Secret(SecretString);
 
 impl Secret {
     pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
+        Secret(SecretString::from(value.into()))
     }
 
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
 }
+
+impl ExposeSecret<str> for Secret {
+    fn expose_secret(&self) -> &str {
+        self.expose()
+    }
+}
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Secret) -> bool {
+        self.expose()
+            .as_bytes()
+            .ct_eq(other.expose().as_bytes())
+            .into()
+    }
+}
+
+impl Eq for Secret {}
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -615,9 +639,14 @@ mod tests {
     }
 
     #[test]
-    fn secrets_do_not_print() {
+    fn secrets_do_not_print_and_compare_by_value() {
         let secret = Secret::new("sk-sentinel");
         assert!(!format!("{secret:?}").contains("sentinel"));
+        assert_eq!(secret.expose(), "sk-sentinel");
+        assert_eq!(secret.expose_secret(), "sk-sentinel");
+        assert_eq!(secret, Secret::new(String::from("sk-sentinel")));
+        assert_ne!(secret, Secret::new("sk-sentinel2"));
+        assert_ne!(secret, Secret::new("sk-sentinem"));
     }
 
     const TEST_P8: &str = include_str!("../../testkit/keys/apns-test.p8");
