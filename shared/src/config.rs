@@ -296,12 +296,20 @@ pub const DEFAULT_DISPATCH_CLAIM_LEAD: Duration = Duration::from_millis(500);
 pub const DEFAULT_DISPATCH_PUSH_BUDGET: Duration = Duration::from_secs(1);
 
 /// APNs token authentication (`APNS_*`, all or none). Absent: pushes go to the logging sender.
+///
+/// The key is only carried here: the APNs adapter parses it when it is built (the dispatcher's
+/// cold start, `koe::push::apns::ApnsSender::new`), so a function that sends no push neither
+/// parses it nor fails on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApnsConfig {
-    /// The `.p8` key as PKCS#8 PEM (`APNS_KEY_P8`).
-    pub key_pem: Secret,
+    /// The `.p8` key as given (`APNS_KEY_P8`): its PEM text, with real or `\n`-escaped line
+    /// breaks, or just the base64 between its BEGIN and END lines.
+    pub key_p8: Secret,
+    /// The key's 10-character id (`APNS_KEY_ID`).
     pub key_id: String,
+    /// The developer team's 10-character id (`APNS_TEAM_ID`).
     pub team_id: String,
+    /// The app's bundle id, without `.voip` (`APNS_BUNDLE_ID`).
     pub bundle_id: String,
 }
 
@@ -358,15 +366,7 @@ fn apns_from_vars(vars: &Vars) -> Result<Option<ApnsConfig>, ConfigError> {
     else {
         return Ok(None);
     };
-    let key_pem = crate::push::apns::normalize_p8(&key).map_err(|reason| ConfigError {
-        var: "APNS_KEY_P8",
-        reason: reason.into(),
-    })?;
-    // The reason names the problem (PEM, key type), never the key.
-    crate::push::apns::check_key(&key_pem).map_err(|e| ConfigError {
-        var: "APNS_KEY_P8",
-        reason: format!("is not a usable .p8 (PKCS#8 EC P-256) key: {e}"),
-    })?;
+    let key_p8 = Secret::new(key);
     let apple_id = |var: &'static str, value: String| {
         if value.len() == 10 && value.bytes().all(|b| b.is_ascii_alphanumeric()) {
             Ok(value)
@@ -389,7 +389,7 @@ fn apns_from_vars(vars: &Vars) -> Result<Option<ApnsConfig>, ConfigError> {
         });
     }
     Ok(Some(ApnsConfig {
-        key_pem: Secret::new(key_pem),
+        key_p8,
         key_id: apple_id("APNS_KEY_ID", key_id)?,
         team_id: apple_id("APNS_TEAM_ID", team_id)?,
         bundle_id,
@@ -683,15 +683,11 @@ mod tests {
     }
 
     #[test]
-    fn apns_is_all_or_none_and_its_key_is_checked_at_start_up() {
+    fn apns_is_all_or_none_with_apple_ids_and_a_bundle_id() {
         let config = from(&apns_vars(TEST_P8)).unwrap();
         let apns = config.apns.expect("APNs configured");
         assert_eq!(apns.topic(), "com.example.koe.voip");
-        assert!(
-            apns.key_pem
-                .expose()
-                .starts_with("-----BEGIN PRIVATE KEY-----\n")
-        );
+        assert_eq!(apns.key_p8.expose(), TEST_P8.trim());
         assert!(
             !format!("{apns:?}").contains("BEGIN"),
             "the key never prints"
@@ -709,11 +705,12 @@ mod tests {
                 .collect();
             assert_eq!(from(&partial).unwrap_err().var, missing);
         }
-        let mut bad_key = apns_vars("AAAA");
-        let err = from(&bad_key).unwrap_err();
-        assert_eq!(err.var, "APNS_KEY_P8");
-        bad_key[0].1 = "-----BEGIN PRIVATE KEY-----\n!!\n-----END PRIVATE KEY-----".into();
-        assert_eq!(from(&bad_key).unwrap_err().var, "APNS_KEY_P8");
+        // The key is carried, not parsed: its adapter parses it (push::apns).
+        let carried = from(&apns_vars("AAAA"))
+            .unwrap()
+            .apns
+            .expect("APNs configured");
+        assert_eq!(carried.key_p8.expose(), "AAAA");
         for (var, value) in [
             ("APNS_KEY_ID", "short"),
             ("APNS_TEAM_ID", "TEAM-12345"),

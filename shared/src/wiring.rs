@@ -202,8 +202,8 @@ fn with_push(app: App) -> App {
         Some(apns) => match ApnsSender::new(apns) {
             Ok(sender) => Arc::new(sender),
             Err(e) => {
-                // Config validation checked the key's form; one that still cannot sign makes
-                // every push fail visibly rather than being silently logged.
+                // A key a2 cannot parse or sign with makes every push fail visibly rather than
+                // being silently logged.
                 tracing::error!(error = %e, "APNs client could not be built");
                 Arc::new(UnavailablePushSender)
             }
