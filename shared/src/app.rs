@@ -70,7 +70,7 @@ impl App {
             run_requests,
             in_flight: InFlight::default(),
             oidc: None,
-            function_name: std::env::var("AWS_LAMBDA_FUNCTION_NAME").ok(),
+            function_name: config.lambda.function_name.clone(),
             config: Arc::new(config),
         }
     }

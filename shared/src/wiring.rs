@@ -182,10 +182,7 @@ async fn with_store(app: App, load: LoadConfig) -> App {
             let sdk = load().await;
             let mut client = aws_sdk_dynamodb::config::Builder::from(&sdk)
                 .timeout_config(DynamoStore::timeouts());
-            if let Some(url) = std::env::var("AWS_ENDPOINT_URL_DYNAMODB")
-                .ok()
-                .filter(|url| !url.trim().is_empty())
-            {
+            if let Some(url) = app.config.store.dynamodb_endpoint.clone() {
                 client = client.endpoint_url(url);
             }
             let client = aws_sdk_dynamodb::Client::from_conf(client.build());

@@ -7,6 +7,7 @@
 //! that needs one section is not stopped by another's bad value. [`Config`] composes them all
 //! for the processes that use everything (koe-local, the tests). This module is the lowest layer
 //! of the crate: it imports nothing from it, and the adapters import their sections from here.
+//! [`Vars::from_env`] is the crate's only reader of the process environment.
 
 use std::collections::HashMap;
 
@@ -15,21 +16,27 @@ use subtle::ConstantTimeEq;
 
 pub mod agent;
 pub mod apns;
+pub mod aws;
 pub mod dispatch;
 pub mod events;
 pub mod info;
+pub mod lambda;
+pub mod log;
 pub mod oidc;
 pub mod openai;
 pub mod store;
 
 pub use agent::{AgentConfig, ApiKeys, DEFAULT_AGENT_MODEL, DEFAULT_PERSONA, MAX_PERSONA_CHARS};
 pub use apns::ApnsConfig;
+pub use aws::AwsConfig;
 pub use dispatch::{
     DEFAULT_DISPATCH_CLAIM_LEAD, DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_RESELECT_EVERY,
     DEFAULT_DISPATCH_WINDOW, DispatchConfig,
 };
 pub use events::EventsConfig;
 pub use info::InfoConfig;
+pub use lambda::LambdaConfig;
+pub use log::LogConfig;
 pub use oidc::OidcConfig;
 pub use openai::{DEFAULT_OPENAI_BASE_URL, DEFAULT_PROVIDER_TIMEOUT_MS, OpenAiConfig};
 pub use store::{StoreConfig, StoreKind, TableNames};
@@ -197,7 +204,9 @@ impl Vars {
     }
 }
 
-/// Every section, for the processes that use them all (koe-local, the tests).
+/// Every section the app uses, for the processes that use them all (koe-local, the tests).
+/// Logging ([`LogConfig`]) and the Lambdas' AWS clients ([`AwsConfig`]) read their own sections
+/// where they are set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub openai: OpenAiConfig,
@@ -212,6 +221,8 @@ pub struct Config {
     pub apns: Option<ApnsConfig>,
     /// Callers of POST /internal/dispatch; `None` refuses every one.
     pub oidc: Option<OidcConfig>,
+    /// What the Lambda service says about the running function.
+    pub lambda: LambdaConfig,
 }
 
 impl Config {
@@ -229,6 +240,7 @@ impl Config {
             dispatch: DispatchConfig::from_vars(vars)?,
             apns: ApnsConfig::from_vars(vars)?,
             oidc: OidcConfig::from_vars(vars)?,
+            lambda: LambdaConfig::from_vars(vars),
         })
     }
 }
@@ -315,6 +327,7 @@ mod tests {
     fn defaults_need_no_variables() {
         let config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
         assert_eq!(config.event_bus_name, None);
+        assert_eq!(config.lambda, LambdaConfig::default());
         assert_eq!(config.apns, None);
         assert_eq!(config.oidc, None);
     }
@@ -330,6 +343,7 @@ mod tests {
             let _ = DispatchConfig::from_vars(vars);
             let _ = ApnsConfig::from_vars(vars);
             let _ = OidcConfig::from_vars(vars);
+            let _ = LambdaConfig::from_vars(vars);
         });
         let whole = testing::variables_read(|vars| {
             let _ = Config::from_vars(vars);

@@ -1,4 +1,4 @@
-//! The store's section: which store (`STORE`) and its table names.
+//! The store's section: which store (`STORE`), its table names and the DynamoDB endpoint.
 
 use super::{ConfigError, Vars};
 
@@ -31,11 +31,14 @@ impl Default for TableNames {
 pub struct StoreConfig {
     pub kind: StoreKind,
     pub tables: TableNames,
+    /// Where the DynamoDB client sends its requests instead of AWS's regional endpoint
+    /// (`AWS_ENDPOINT_URL_DYNAMODB`, DynamoDB Local in local runs and tests).
+    pub dynamodb_endpoint: Option<String>,
 }
 
 impl StoreConfig {
-    /// `STORE` (`memory`, the default, or `dynamodb`), `DEVICES_TABLE`, `CALLS_TABLE` and
-    /// `AGENT_USAGE_TABLE`.
+    /// `STORE` (`memory`, the default, or `dynamodb`), `DEVICES_TABLE`, `CALLS_TABLE`,
+    /// `AGENT_USAGE_TABLE` and `AWS_ENDPOINT_URL_DYNAMODB`.
     pub fn from_vars(vars: &Vars) -> Result<StoreConfig, ConfigError> {
         let kind = match vars.get("STORE").as_deref().map(str::trim) {
             None | Some("memory") => StoreKind::Memory,
@@ -55,6 +58,7 @@ impl StoreConfig {
                 calls: vars.string_or("CALLS_TABLE", &defaults.calls),
                 usage: vars.string_or("AGENT_USAGE_TABLE", &defaults.usage),
             },
+            dynamodb_endpoint: vars.get("AWS_ENDPOINT_URL_DYNAMODB"),
         })
     }
 }
@@ -64,7 +68,13 @@ mod tests {
     use super::*;
     use crate::config::testing::{broken_except, names, variables_read};
 
-    const OWN: &[&str] = &["STORE", "DEVICES_TABLE", "CALLS_TABLE", "AGENT_USAGE_TABLE"];
+    const OWN: &[&str] = &[
+        "STORE",
+        "DEVICES_TABLE",
+        "CALLS_TABLE",
+        "AGENT_USAGE_TABLE",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+    ];
 
     fn from(pairs: &[(&str, &str)]) -> Result<StoreConfig, ConfigError> {
         StoreConfig::from_vars(&Vars::from_pairs(pairs))
@@ -75,6 +85,7 @@ mod tests {
         let store = from(&[]).unwrap();
         assert_eq!(store.kind, StoreKind::Memory);
         assert_eq!(store.tables, TableNames::default());
+        assert_eq!(store.dynamodb_endpoint, None);
         assert_eq!(
             from(&[("STORE", "dynamodb")]).unwrap().kind,
             StoreKind::DynamoDb
@@ -83,11 +94,12 @@ mod tests {
     }
 
     #[test]
-    fn table_names_are_read() {
+    fn table_names_and_the_endpoint_are_read() {
         let store = from(&[
             ("DEVICES_TABLE", "koe-devices"),
             ("CALLS_TABLE", "koe-calls"),
             ("AGENT_USAGE_TABLE", "koe-usage"),
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
         ])
         .unwrap();
         assert_eq!(
@@ -98,6 +110,12 @@ mod tests {
                 usage: "koe-usage".into(),
             }
         );
+        assert_eq!(
+            store.dynamodb_endpoint.as_deref(),
+            Some("http://127.0.0.1:8000")
+        );
+        let blank = from(&[("AWS_ENDPOINT_URL_DYNAMODB", " ")]).unwrap();
+        assert_eq!(blank.dynamodb_endpoint, None);
     }
 
     #[test]
