@@ -18,6 +18,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 
 use crate::aws_http::sdk_http_client;
+use crate::config::{AwsConfig, Vars};
 
 /// Loads an [`SdkConfig`]; called once per client, when the client is built.
 pub type LoadConfig = fn() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>>;
@@ -34,19 +35,18 @@ pub fn default_chain() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
 /// A Lambda's configuration: region and credentials from the environment, the SDK's standard
 /// retries and connect timeout; `AWS_ENDPOINT_URL` is honoured (local runs of the binaries).
 pub fn lambda_environment() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
-    Box::pin(std::future::ready(lambda_config()))
+    let config = AwsConfig::from_vars(&Vars::from_env());
+    Box::pin(std::future::ready(lambda_config(&config)))
 }
 
 /// The SDK's default connect timeout (what the default chain would set).
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
 
-fn lambda_config() -> SdkConfig {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION"));
+fn lambda_config(config: &AwsConfig) -> SdkConfig {
     let credentials = aws_config::environment::EnvironmentVariableCredentialsProvider::new();
     let mut builder = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
-        .region(region.map(Region::new))
+        .region(config.region.clone().map(Region::new))
         .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
             credentials,
         ))
@@ -57,7 +57,7 @@ fn lambda_config() -> SdkConfig {
                 .connect_timeout(CONNECT_TIMEOUT)
                 .build(),
         );
-    if let Some(url) = var("AWS_ENDPOINT_URL") {
+    if let Some(url) = &config.endpoint_url {
         builder = builder.endpoint_url(url);
     }
     builder.build()
@@ -80,5 +80,18 @@ mod tests {
             config.timeout_config().unwrap().connect_timeout(),
             Some(CONNECT_TIMEOUT)
         );
+    }
+
+    #[test]
+    fn region_and_endpoint_come_from_the_aws_section() {
+        let config = lambda_config(&AwsConfig {
+            region: Some("ap-northeast-1".into()),
+            endpoint_url: Some("http://127.0.0.1:4566".into()),
+        });
+        assert_eq!(config.region().map(Region::as_ref), Some("ap-northeast-1"));
+        assert_eq!(config.endpoint_url(), Some("http://127.0.0.1:4566"));
+        let bare = lambda_config(&AwsConfig::default());
+        assert_eq!(bare.region(), None);
+        assert_eq!(bare.endpoint_url(), None);
     }
 }

@@ -8,15 +8,23 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 
-/// `RUST_LOG` as a list of `target=level` directives ("info", "info,koe=debug"); unset, empty or
-/// not understood: info. (A `Targets` filter rather than tracing-subscriber's `EnvFilter`, whose
+use crate::config::{LogConfig, Vars};
+
+/// `RUST_LOG` as a list of `target=level` directives ("info", "info,koe=debug"); unset or not
+/// understood: info. (A `Targets` filter rather than tracing-subscriber's `EnvFilter`, whose
 /// span and field matchers need a regex engine in every binary.)
-fn filter() -> Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
+pub fn filter(config: &LogConfig) -> Targets {
+    config
+        .directives
+        .as_deref()
         .and_then(|v| v.parse::<Targets>().ok())
         .unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO))
+}
+
+/// The filter the process environment asks for (logging starts before the rest of the
+/// configuration is read, and whatever that says).
+fn env_filter() -> Targets {
+    filter(&LogConfig::from_vars(&Vars::from_env()))
 }
 
 /// The AWS SDK logs whole request and response bodies (device ids, VoIP tokens, caller names) at
@@ -58,12 +66,41 @@ where
 
 /// For Lambda: CloudWatch stamps each line, so no time field.
 pub fn init_lambda() {
-    let _ =
-        tracing::subscriber::set_global_default(json_subscriber(std::io::stdout, filter(), false));
+    let _ = tracing::subscriber::set_global_default(json_subscriber(
+        std::io::stdout,
+        env_filter(),
+        false,
+    ));
 }
 
 /// For koe-local: lines carry their time.
 pub fn init_local() {
-    let _ =
-        tracing::subscriber::set_global_default(json_subscriber(std::io::stdout, filter(), true));
+    let _ = tracing::subscriber::set_global_default(json_subscriber(
+        std::io::stdout,
+        env_filter(),
+        true,
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_is_rust_log_or_info() {
+        let filter = |directives: Option<&str>| {
+            filter(&LogConfig {
+                directives: directives.map(str::to_owned),
+            })
+        };
+        let info = filter(None);
+        assert!(info.would_enable("koe", &tracing::Level::INFO));
+        assert!(!info.would_enable("koe", &tracing::Level::DEBUG));
+        let debug = filter(Some("info,koe=debug"));
+        assert!(debug.would_enable("koe", &tracing::Level::DEBUG));
+        assert!(!debug.would_enable("other", &tracing::Level::DEBUG));
+        let broken = filter(Some("koe=loud"));
+        assert!(broken.would_enable("koe", &tracing::Level::INFO));
+        assert!(!broken.would_enable("koe", &tracing::Level::DEBUG));
+    }
 }

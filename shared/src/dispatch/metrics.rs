@@ -64,7 +64,8 @@ pub fn emf_lines(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<S
 /// Writes the run's EMF lines to stdout when running in a Lambda (where CloudWatch reads them);
 /// elsewhere the run's log line carries the same numbers.
 pub fn emit(report: &RunReport, at: DateTime<Utc>) {
-    let Ok(function) = std::env::var("AWS_LAMBDA_FUNCTION_NAME") else {
+    let vars = crate::config::Vars::from_env();
+    let Some(function) = crate::config::LambdaConfig::from_vars(&vars).function_name else {
         return;
     };
     for line in emf_lines(report, &function, at) {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::{PushError, PushSender, VoipPush};
-use crate::config::ApnsConfig;
+use crate::config::{ApnsConfig, ConfigError};
 use crate::domain::device::{Device, PushEnvironment};
 
 /// a2's own per-request timeout (whole seconds only). The dispatcher holds each push to a much
@@ -29,12 +29,15 @@ pub struct ApnsSender {
 }
 
 impl ApnsSender {
-    /// Builds both clients; the provider token is signed here, so a bad key fails now (at cold
-    /// start), not at the first call.
-    pub fn new(config: &ApnsConfig) -> Result<ApnsSender, a2::Error> {
+    /// Builds both clients. This is where the `.p8` key is checked: a2 parses it (PEM, then
+    /// PKCS#8 with ring, which accepts only an EC P-256 key) and signs a provider token with it,
+    /// so a key that cannot sign fails here, at the dispatcher's cold start, not at the first
+    /// push.
+    pub fn new(config: &ApnsConfig) -> Result<ApnsSender, ApnsKeyError> {
+        let pem = normalize_p8(config.key_p8.expose()).map_err(ApnsKeyError::new)?;
         let client = |endpoint| {
             Client::token(
-                config.key_pem.expose().as_bytes(),
+                pem.as_bytes(),
                 config.key_id.as_str(),
                 config.team_id.as_str(),
                 ClientConfig {
@@ -43,6 +46,13 @@ impl ApnsSender {
                     pool_idle_timeout_secs: Some(600),
                 },
             )
+            // Only the signer can fail here (PEM, PKCS#8, key type, signing); a2's and ring's
+            // reasons name the problem, never the key.
+            .map_err(|e| {
+                ApnsKeyError::new(format!(
+                    "is not a usable .p8 key (a PKCS#8 EC P-256 private key): {e}"
+                ))
+            })
         };
         Ok(ApnsSender {
             production: client(Endpoint::Production)?,
@@ -52,49 +62,45 @@ impl ApnsSender {
     }
 }
 
-/// The AlgorithmIdentifier of an EC P-256 key in PKCS#8 DER: id-ecPublicKey, prime256v1.
-const P256_KEY_ALGORITHM: &[u8] = &[
-    0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
-    0xce, 0x3d, 0x03, 0x01, 0x07,
-];
+/// The APNs key (`APNS_KEY_P8`) cannot be used; a start-up error like a [`ConfigError`] (and
+/// convertible to one). Its reason never contains the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApnsKeyError {
+    pub reason: String,
+}
 
-/// Checks that `pem` has the form of a `.p8` key: PKCS#8 DER (a SEQUENCE holding version 0 and
-/// the EC P-256 algorithm) followed by the private key. No network, no cryptography: every
-/// function validates its configuration at start-up, and signing with the key (a2 does, when the
-/// dispatcher builds its clients) would cost every cold start tens of milliseconds and link a2's
-/// TLS stack into every function. A key of this form that still cannot sign is reported when the
-/// dispatcher starts.
-pub fn check_key(pem: &str) -> Result<(), String> {
-    use base64::Engine;
-    let body: String = pem
-        .lines()
-        .filter(|line| !line.starts_with("-----"))
-        .collect();
-    let der = base64::engine::general_purpose::STANDARD
-        .decode(body.trim())
-        .map_err(|_| "its body is not base64".to_owned())?;
-    // SEQUENCE (long or short length), INTEGER 0, then the algorithm.
-    let header = match der.get(1) {
-        Some(0x81) => 3,
-        Some(0x82) => 4,
-        _ => 2,
-    };
-    let version_and_algorithm = der.get(header..header + 3 + P256_KEY_ALGORITHM.len());
-    let expected: Vec<u8> = [&[0x02, 0x01, 0x00][..], P256_KEY_ALGORITHM].concat();
-    if der.first() != Some(&0x30) || version_and_algorithm != Some(&expected[..]) {
-        return Err("it is not a PKCS#8 EC P-256 private key".into());
+impl ApnsKeyError {
+    /// The variable at fault.
+    pub const VAR: &'static str = "APNS_KEY_P8";
+
+    fn new(reason: impl Into<String>) -> ApnsKeyError {
+        ApnsKeyError {
+            reason: reason.into(),
+        }
     }
-    // OCTET STRING { ECPrivateKey: SEQUENCE, INTEGER 1, OCTET STRING (32 bytes) ... }
-    let rest = &der[header + expected.len()..];
-    if rest.len() < 2 + 2 + 3 + 2 + 32 || rest[0] != 0x04 {
-        return Err("its private key is missing or truncated".into());
+}
+
+impl std::fmt::Display for ApnsKeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        ConfigError::from(self.clone()).fmt(f)
     }
-    Ok(())
+}
+
+impl std::error::Error for ApnsKeyError {}
+
+impl From<ApnsKeyError> for ConfigError {
+    fn from(e: ApnsKeyError) -> ConfigError {
+        ConfigError {
+            var: ApnsKeyError::VAR,
+            reason: e.reason,
+        }
+    }
 }
 
 /// The `.p8` key as PEM, from the PEM itself (real or `\n`-escaped line breaks, as a template
-/// parameter may carry it) or from just its base64 body on one line.
-pub fn normalize_p8(raw: &str) -> Result<String, &'static str> {
+/// parameter may carry it) or from just its base64 body on one line. Only the text is
+/// rearranged; what it encodes is a2's to parse.
+fn normalize_p8(raw: &str) -> Result<String, &'static str> {
     let text = raw.replace("\\n", "\n");
     let body: String = text
         .lines()
@@ -240,6 +246,7 @@ mod tests {
     use crate::config::Secret;
 
     const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
+    const RSA_PKCS8: &str = include_str!("../../../testkit/keys/oidc-test-rsa.pem");
 
     fn response(code: u16, reason: Option<ErrorReason>) -> Result<a2::Response, a2::Error> {
         Err(a2::Error::ResponseError(a2::Response {
@@ -374,10 +381,19 @@ mod tests {
         assert!(!format!("{payload:?}").contains(&token));
     }
 
+    fn config(key: &str) -> ApnsConfig {
+        ApnsConfig {
+            key_p8: Secret::new(key),
+            key_id: "ABCDE12345".into(),
+            team_id: "TEAM123456".into(),
+            bundle_id: "com.example.koe".into(),
+        }
+    }
+
     #[test]
     fn the_p8_key_is_accepted_as_pem_escaped_pem_or_bare_base64() {
         let pem = normalize_p8(TEST_P8).unwrap();
-        check_key(&pem).unwrap();
+        assert_eq!(pem, TEST_P8, "the test key is already normal PEM");
         let escaped = TEST_P8.replace('\n', "\\n");
         assert_eq!(normalize_p8(&escaped).unwrap(), pem);
         let bare: String = TEST_P8
@@ -388,18 +404,53 @@ mod tests {
 
         assert!(normalize_p8("").is_err());
         assert!(normalize_p8("not a key!").is_err());
-        assert!(check_key(&normalize_p8("AAAA").unwrap()).is_err());
     }
 
     #[tokio::test]
-    async fn a_sender_builds_from_the_test_key_with_the_voip_topic() {
-        let config = ApnsConfig {
-            key_pem: Secret::new(normalize_p8(TEST_P8).unwrap()),
-            key_id: "ABCDE12345".into(),
-            team_id: "TEAM123456".into(),
-            bundle_id: "com.example.koe".into(),
+    async fn a_sender_builds_from_a_p256_key_given_in_any_of_its_forms() {
+        let escaped = TEST_P8.replace('\n', "\\n");
+        let bare: String = TEST_P8
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        for key in [TEST_P8, &escaped, &bare] {
+            let sender = ApnsSender::new(&config(key)).unwrap();
+            assert_eq!(sender.topic, "com.example.koe.voip");
+        }
+    }
+
+    /// The reason a key is refused with, checked to name the variable and not the key.
+    fn refused(key: &str) -> String {
+        let Err(err) = ApnsSender::new(&config(key)) else {
+            panic!("{key:?} was accepted");
         };
-        let sender = ApnsSender::new(&config).unwrap();
-        assert_eq!(sender.topic, "com.example.koe.voip");
+        let shown = err.to_string();
+        assert!(shown.contains("APNS_KEY_P8"), "{shown}");
+        let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
+        assert!(body.len() < 8 || !shown.contains(&body[..8]), "{shown}");
+        assert_eq!(ConfigError::from(err).var, "APNS_KEY_P8");
+        shown
+    }
+
+    #[tokio::test]
+    async fn a_malformed_key_is_refused_naming_the_variable() {
+        // Not base64 at all, base64 that is not DER, base64 of the wrong length, and the test
+        // key cut short (PEM framing intact, its DER truncated).
+        let truncated: String = TEST_P8
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| *i != 2)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        for key in ["not a key!", "AAAA", "AAAAA", truncated.as_str()] {
+            refused(key);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_that_is_not_ec_p256_is_refused() {
+        // An RSA key in PKCS#8 PEM: well-formed, but not the kind APNs tokens are signed with.
+        let shown = refused(RSA_PKCS8);
+        assert!(shown.contains("EC P-256"), "{shown}");
     }
 }

@@ -15,23 +15,8 @@ use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 pub mod dynamodb;
 pub mod memory;
 
-/// Physical table names (`DEVICES_TABLE`, `CALLS_TABLE`, `AGENT_USAGE_TABLE`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableNames {
-    pub devices: String,
-    pub calls: String,
-    pub usage: String,
-}
-
-impl Default for TableNames {
-    fn default() -> Self {
-        TableNames {
-            devices: "devices".into(),
-            calls: "scheduledCalls".into(),
-            usage: "agentUsage".into(),
-        }
-    }
-}
+/// Physical table names; part of the store's configuration section, where they are read.
+pub use crate::config::TableNames;
 
 /// The name of the reservations table's time-bucket index (partition `dueMinute`, sort
 /// `scheduledAtMs`), holding only `scheduled` and `claimed` reservations (a sparse index).

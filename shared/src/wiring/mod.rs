@@ -22,8 +22,8 @@ use tokio::sync::{Notify, OnceCell};
 use crate::aws::{self, LoadConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{
-    AgentConfig, ApiKeys, Config, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, StoreKind,
-    Vars,
+    AgentConfig, ApiKeys, ApnsConfig, Config, ConfigError, DispatchConfig, EventsConfig,
+    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, StoreConfig, StoreKind, Vars,
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
@@ -167,19 +167,16 @@ impl App {
         if let Some(push) = self.push.get() {
             return Ok(push.clone());
         }
-        let config = self.config()?;
-        let push: Arc<dyn PushSender> = match &config.apns {
-            Some(apns) => Arc::new(ApnsSender::new(apns).map_err(|e| ConfigError {
-                var: "APNS_KEY_P8",
-                reason: format!("cannot sign an APNs provider token: {e}"),
-            })?),
+        // A bad key fails here, at the dispatcher's start-up: a2 parses it and signs a token.
+        let push: Arc<dyn PushSender> = match ApnsConfig::from_vars(&self.vars)? {
+            Some(apns) => Arc::new(ApnsSender::new(&apns)?),
             None => {
                 if self.mode == Mode::Lambda {
                     tracing::warn!(
                         "APNS_* is not configured: pushes are only logged, nothing rings"
                     );
                 }
-                Arc::new(LogPushSender::new(config.agent.device_hash_salt.clone()))
+                Arc::new(LogPushSender::new(self.device_hash_salt()?))
             }
         };
         Ok(self.push.get_or_init(|| push).clone())
@@ -190,7 +187,7 @@ impl App {
         if let Some(events) = self.events.get() {
             return Ok(events.clone());
         }
-        let events: Arc<dyn EventBus> = match self.config()?.event_bus_name {
+        let events: Arc<dyn EventBus> = match EventsConfig::from_vars(&self.vars).bus_name {
             Some(bus) => Arc::new(EventBridgeBus::new(bus, self.load)),
             None => Arc::new(LogEventBus),
         };
@@ -201,11 +198,11 @@ impl App {
     pub async fn service<E: Endpoint>(&self) -> Result<Service<E>, ConfigError> {
         let route = E::ROUTE;
         let api_keys = match route.auth {
-            Auth::ApiKey => self.agent_settings()?.api_keys,
+            Auth::ApiKey => ApiKeys::parse(self.vars.get("AGENT_API_KEYS").as_deref()),
             Auth::None | Auth::Bearer => ApiKeys::parse(None),
         };
         let function = match self.mode {
-            Mode::Lambda => self.vars.get("AWS_LAMBDA_FUNCTION_NAME"),
+            Mode::Lambda => LambdaConfig::from_vars(&self.vars).function_name,
             Mode::Local => None,
         }
         .unwrap_or_else(|| route.binary.to_owned());
@@ -240,11 +237,6 @@ impl App {
         }
         Ok(services)
     }
-
-    /// Every section, parsed. A section's own reader replaces this as config is split.
-    fn config(&self) -> Result<Config, ConfigError> {
-        Config::from_vars(&self.vars)
-    }
 }
 
 impl Adapters for App {
@@ -267,7 +259,7 @@ impl Adapters for App {
     async fn store(&self) -> Result<Arc<dyn Store>, ConfigError> {
         self.store
             .get_or_try_init(|| async {
-                let config = self.config()?.store;
+                let config = StoreConfig::from_vars(&self.vars)?;
                 let store: Arc<dyn Store> = match (config.kind, self.mode) {
                     (StoreKind::Memory, Mode::Local) => Arc::new(MemoryStore::new()),
                     (StoreKind::Memory, Mode::Lambda) => {
@@ -280,7 +272,7 @@ impl Adapters for App {
                         let sdk = (self.load)().await;
                         let mut client = aws_sdk_dynamodb::config::Builder::from(&sdk)
                             .timeout_config(DynamoStore::timeouts());
-                        if let Some(url) = self.vars.get("AWS_ENDPOINT_URL_DYNAMODB") {
+                        if let Some(url) = config.dynamodb_endpoint {
                             client = client.endpoint_url(url);
                         }
                         let client = aws_sdk_dynamodb::Client::from_conf(client.build());
@@ -309,9 +301,7 @@ impl Adapters for App {
         if let Some(verifier) = self.verifier.get() {
             return Ok(verifier.clone());
         }
-        let verifier = self
-            .config()?
-            .oidc
+        let verifier = OidcConfig::from_vars(&self.vars)?
             .map(|oidc| Arc::new(OidcVerifier::new(oidc)) as Arc<dyn TokenVerifier>);
         Ok(self.verifier.get_or_init(|| verifier).clone())
     }
@@ -324,10 +314,12 @@ impl Adapters for App {
         }
         let trigger: Arc<dyn DispatchTrigger> = match self.mode {
             Mode::Lambda => {
-                let bus = self.config()?.event_bus_name.ok_or(ConfigError {
-                    var: "EVENT_BUS_NAME",
-                    reason: "must name the bus that carries requested dispatch runs".into(),
-                })?;
+                let bus = EventsConfig::from_vars(&self.vars)
+                    .bus_name
+                    .ok_or(ConfigError {
+                        var: "EVENT_BUS_NAME",
+                        reason: "must name the bus that carries requested dispatch runs".into(),
+                    })?;
                 Arc::new(EventBridgeTrigger::new(bus, self.load))
             }
             Mode::Local => Arc::new(InProcessTrigger {
@@ -338,25 +330,25 @@ impl Adapters for App {
     }
 
     fn openai_settings(&self) -> Result<OpenAiConfig, ConfigError> {
-        Ok(self.config()?.openai)
+        OpenAiConfig::from_vars(&self.vars)
     }
 
     fn info_settings(&self) -> Result<InfoConfig, ConfigError> {
-        Ok(self.config()?.info)
+        InfoConfig::from_vars(&self.vars)
     }
 
     fn agent_settings(&self) -> Result<AgentConfig, ConfigError> {
-        Ok(self.config()?.agent)
+        AgentConfig::from_vars(&self.vars)
     }
 
     fn dispatch_settings(&self) -> Result<DispatchConfig, ConfigError> {
         match &self.dispatch_settings {
             Some(settings) => Ok(settings.clone()),
-            None => Ok(self.config()?.dispatch),
+            None => DispatchConfig::from_vars(&self.vars),
         }
     }
 
     fn device_hash_salt(&self) -> Result<String, ConfigError> {
-        Ok(self.config()?.agent.device_hash_salt)
+        Ok(self.vars.string_or("DEVICE_HASH_SALT", "koe"))
     }
 }

@@ -1,0 +1,145 @@
+//! The APNs section: token authentication (`APNS_*`, all or none), the key checked by its adapter.
+
+use super::{ConfigError, Secret, Vars};
+
+/// APNs token authentication (`APNS_*`, all or none). Absent: pushes go to the logging sender.
+///
+/// The key is only carried here: the APNs adapter parses it when it is built (the dispatcher's
+/// cold start, `koe::push::apns::ApnsSender::new`), so a function that sends no push neither
+/// parses it nor fails on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApnsConfig {
+    /// The `.p8` key as given (`APNS_KEY_P8`): its PEM text, with real or `\n`-escaped line
+    /// breaks, or just the base64 between its BEGIN and END lines.
+    pub key_p8: Secret,
+    /// The key's 10-character id (`APNS_KEY_ID`).
+    pub key_id: String,
+    /// The developer team's 10-character id (`APNS_TEAM_ID`).
+    pub team_id: String,
+    /// The app's bundle id, without `.voip` (`APNS_BUNDLE_ID`).
+    pub bundle_id: String,
+}
+
+impl ApnsConfig {
+    /// `APNS_KEY_P8`, `APNS_KEY_ID`, `APNS_TEAM_ID` and `APNS_BUNDLE_ID`: `None` when none is
+    /// set; the ids' and bundle id's forms are checked, the key's is not (see [`ApnsConfig`]).
+    pub fn from_vars(vars: &Vars) -> Result<Option<ApnsConfig>, ConfigError> {
+        let Some([key, key_id, team_id, bundle_id]) = vars.all_or_none([
+            "APNS_KEY_P8",
+            "APNS_KEY_ID",
+            "APNS_TEAM_ID",
+            "APNS_BUNDLE_ID",
+        ])?
+        else {
+            return Ok(None);
+        };
+        let key_p8 = Secret::new(key);
+        let apple_id = |var: &'static str, value: String| {
+            if value.len() == 10 && value.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                Ok(value)
+            } else {
+                Err(ConfigError {
+                    var,
+                    reason: "must be the 10-character identifier Apple shows".into(),
+                })
+            }
+        };
+        let valid_bundle = !bundle_id.ends_with(".voip")
+            && bundle_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+        if !valid_bundle {
+            return Err(ConfigError {
+                var: "APNS_BUNDLE_ID",
+                reason: "must be the app's bundle id, e.g. com.example.koe (without .voip)".into(),
+            });
+        }
+        Ok(Some(ApnsConfig {
+            key_p8,
+            key_id: apple_id("APNS_KEY_ID", key_id)?,
+            team_id: apple_id("APNS_TEAM_ID", team_id)?,
+            bundle_id,
+        }))
+    }
+
+    /// The VoIP push topic: the app's bundle id plus `.voip`.
+    pub fn topic(&self) -> String {
+        format!("{}.voip", self.bundle_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::{broken_except, names, variables_read};
+
+    const OWN: &[&str] = &[
+        "APNS_KEY_P8",
+        "APNS_KEY_ID",
+        "APNS_TEAM_ID",
+        "APNS_BUNDLE_ID",
+    ];
+
+    const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
+
+    fn apns_vars(key: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("APNS_KEY_P8", key.to_owned()),
+            ("APNS_KEY_ID", "ABCDE12345".to_owned()),
+            ("APNS_TEAM_ID", "TEAM123456".to_owned()),
+            ("APNS_BUNDLE_ID", "com.example.koe".to_owned()),
+        ]
+    }
+
+    fn from(pairs: &[(&'static str, String)]) -> Result<Option<ApnsConfig>, ConfigError> {
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        ApnsConfig::from_vars(&Vars::from_pairs(&pairs))
+    }
+
+    #[test]
+    fn apns_is_all_or_none_with_apple_ids_and_a_bundle_id() {
+        assert_eq!(from(&[]).unwrap(), None);
+        let apns = from(&apns_vars(TEST_P8)).unwrap().expect("APNs configured");
+        assert_eq!(apns.topic(), "com.example.koe.voip");
+        assert_eq!(apns.key_p8.expose(), TEST_P8.trim());
+        assert!(
+            !format!("{apns:?}").contains("BEGIN"),
+            "the key never prints"
+        );
+
+        for missing in OWN {
+            let partial: Vec<_> = apns_vars(TEST_P8)
+                .into_iter()
+                .filter(|(k, _)| k != missing)
+                .collect();
+            assert_eq!(from(&partial).unwrap_err().var, *missing);
+        }
+        for (var, value) in [
+            ("APNS_KEY_ID", "short"),
+            ("APNS_TEAM_ID", "TEAM-12345"),
+            ("APNS_BUNDLE_ID", "com.example.koe.voip"),
+            ("APNS_BUNDLE_ID", "com example"),
+        ] {
+            let mut vars = apns_vars(TEST_P8);
+            vars.retain(|(k, _)| *k != var);
+            vars.push((var, value.to_owned()));
+            assert_eq!(from(&vars).unwrap_err().var, var, "{var}={value}");
+        }
+    }
+
+    #[test]
+    fn the_key_is_carried_not_parsed() {
+        // Its adapter parses it (push::apns); here any value passes.
+        let apns = from(&apns_vars("AAAA")).unwrap().expect("APNs configured");
+        assert_eq!(apns.key_p8.expose(), "AAAA");
+    }
+
+    #[test]
+    fn reads_only_its_own_variables() {
+        assert_eq!(
+            variables_read(|vars| drop(ApnsConfig::from_vars(vars))),
+            names(OWN)
+        );
+        assert_eq!(ApnsConfig::from_vars(&broken_except(OWN)).unwrap(), None);
+    }
+}

@@ -1,0 +1,63 @@
+//! The Lambdas' AWS client section: region and endpoint (`AWS_REGION`, `AWS_ENDPOINT_URL`).
+//!
+//! Credentials are not read here: the SDK's environment provider reads them itself, at each
+//! refresh, so they never pass through this crate.
+
+use super::Vars;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AwsConfig {
+    /// `AWS_REGION`, else `AWS_DEFAULT_REGION` (the Lambda service sets both).
+    pub region: Option<String>,
+    /// Every AWS client's endpoint instead of AWS's regional ones (`AWS_ENDPOINT_URL`, for local
+    /// runs of the Lambda binaries).
+    pub endpoint_url: Option<String>,
+}
+
+impl AwsConfig {
+    /// `AWS_REGION`, `AWS_DEFAULT_REGION` and `AWS_ENDPOINT_URL`. Passed to the SDK as they
+    /// are (it reports a bad one at the first request), so this cannot fail.
+    pub fn from_vars(vars: &Vars) -> AwsConfig {
+        AwsConfig {
+            region: vars
+                .get("AWS_REGION")
+                .or_else(|| vars.get("AWS_DEFAULT_REGION")),
+            endpoint_url: vars.get("AWS_ENDPOINT_URL"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::{broken_except, names, variables_read};
+
+    const OWN: &[&str] = &["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"];
+
+    #[test]
+    fn the_region_falls_back_to_the_default_region() {
+        let from = |pairs: &[(&str, &str)]| AwsConfig::from_vars(&Vars::from_pairs(pairs));
+        assert_eq!(from(&[]), AwsConfig::default());
+        let both = from(&[
+            ("AWS_REGION", "ap-northeast-1"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ]);
+        assert_eq!(both.region.as_deref(), Some("ap-northeast-1"));
+        let fallback = from(&[("AWS_REGION", ""), ("AWS_DEFAULT_REGION", "us-east-1")]);
+        assert_eq!(fallback.region.as_deref(), Some("us-east-1"));
+        let local = from(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")]);
+        assert_eq!(local.endpoint_url.as_deref(), Some("http://127.0.0.1:4566"));
+    }
+
+    #[test]
+    fn reads_only_its_own_variables() {
+        assert_eq!(
+            variables_read(|vars| drop(AwsConfig::from_vars(vars))),
+            names(OWN)
+        );
+        assert_eq!(
+            AwsConfig::from_vars(&broken_except(OWN)),
+            AwsConfig::default()
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! What the Lambda service tells the running function about itself (`AWS_LAMBDA_FUNCTION_NAME`).
+
+use super::Vars;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LambdaConfig {
+    /// The function's name in a Lambda (`AWS_LAMBDA_FUNCTION_NAME`); `None` elsewhere
+    /// (koe-local, tests), which is also how code tells a Lambda from a local run.
+    pub function_name: Option<String>,
+}
+
+impl LambdaConfig {
+    /// `AWS_LAMBDA_FUNCTION_NAME`. Set by the Lambda service, so this cannot fail.
+    pub fn from_vars(vars: &Vars) -> LambdaConfig {
+        LambdaConfig {
+            function_name: vars.get("AWS_LAMBDA_FUNCTION_NAME"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::{broken_except, names, variables_read};
+
+    #[test]
+    fn the_function_name_is_read() {
+        let vars = Vars::from_pairs(&[("AWS_LAMBDA_FUNCTION_NAME", "koe-dispatch")]);
+        assert_eq!(
+            LambdaConfig::from_vars(&vars).function_name.as_deref(),
+            Some("koe-dispatch")
+        );
+    }
+
+    #[test]
+    fn reads_only_its_own_variables() {
+        assert_eq!(
+            variables_read(|vars| drop(LambdaConfig::from_vars(vars))),
+            names(&["AWS_LAMBDA_FUNCTION_NAME"])
+        );
+        let own = ["AWS_LAMBDA_FUNCTION_NAME"];
+        assert_eq!(
+            LambdaConfig::from_vars(&broken_except(&own)),
+            LambdaConfig::default()
+        );
+    }
+}
