@@ -19,5 +19,6 @@ mod faults_dynamodb;
 mod faults_oversized_bodies;
 mod faults_provider;
 mod lambda_fixtures;
+mod layers;
 mod oidc;
 mod store_contract;
