@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the fault table: the rows the fault-injection tests (shared/tests/faults_*.rs, through
+# Prints the fault table: the rows the fault-injection tests (shared/tests/it/faults_*.rs, through
 # koe_testkit::faults::record) wrote into the `cargo test` output, as one aligned table
 # (fault | expected | observed), grouped by the area before the fault's first colon (rows of one
 # area keep the order the tests wrote them in). Fails if there is no row at all.
@@ -24,7 +24,7 @@ awk '{ i = index($0, "FAULT-TABLE\t"); if (i) print substr($0, i) }' "$1" | LC_A
     split("fault|expected|observed", head, "|")
     for (c = 1; c <= 3; c++) if (length(head[c]) > width[c]) width[c] = length(head[c])
     fmt = "%-" width[1] "s | %-" width[2] "s | %s\n"
-    printf "\nFault table (%d faults injected by shared/tests/faults_*.rs)\n\n", rows
+    printf "\nFault table (%d faults injected by shared/tests/it/faults_*.rs)\n\n", rows
     printf fmt, head[1], head[2], head[3]
     rule = ""
     for (c = 1; c <= 3; c++) {

@@ -53,7 +53,7 @@ step "cargo test"
 LOG="$(mktemp)"
 cargo test --workspace --locked 2>&1 | tee "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
-# then the table of the faults that shared/tests/faults_*.rs injected (rows in the test output).
+# then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 step "schemathesis: koe-local against openapi.yaml"
 scripts/schemathesis.sh
 step "fault table"
