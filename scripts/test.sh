@@ -51,7 +51,10 @@ echo "DynamoDB Local at $KOE_TEST_DYNAMODB_ENDPOINT" >&2
 
 step "cargo test"
 LOG="$(mktemp)"
-cargo test --workspace --locked 2>&1 | tee "$LOG"
+# The timed load test (every push of 10,000 within its second) runs alone after the rest, so
+# the other tests of its binary do not share its 2 cores.
+cargo test --workspace --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
+cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 step "schemathesis: koe-local against openapi.yaml"
