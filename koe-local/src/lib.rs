@@ -198,7 +198,8 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
     };
     let request_id = new_request_id();
     let (parts, body) = request.into_parts();
-    let read_whole = Arc::new(AtomicBool::new(false));
+    // A request without a body (most GETs) has nothing left on the wire whatever the answer.
+    let read_whole = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(&body)));
     let body = Tracked {
         inner: body,
         read_whole: read_whole.clone(),
