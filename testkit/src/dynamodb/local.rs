@@ -7,7 +7,7 @@
 //! into its working directory even in memory).
 //!
 //! **How the JVM dies.** It is not started directly but under a small `/bin/sh` wrapper
-//! ([`WRAPPER`]) whose standard input is a pipe from this process, which never writes to it. The
+//! (`WRAPPER`) whose standard input is a pipe from this process, which never writes to it. The
 //! wrapper starts java in the background and blocks reading that pipe; when the read ends, it
 //! SIGKILLs java, waits for it and removes the working directory. The read ends when this process
 //! closes its end of the pipe, which happens
@@ -24,9 +24,10 @@
 //! (orphaning java, which as a background job ignores SIGINT); it ends the test process, and with
 //! it, through the pipe, java and the working directory. (Java keeps the default SIGTERM and
 //! SIGHUP, so it also dies of those directly.) The only way to orphan java is to SIGKILL the
-//! wrapper itself. Java is SIGKILLed while the wrapper, its parent, has not reaped it yet
-//! (`/bin/sh` is dash here, which reaps background jobs only in `wait`), so the signal cannot hit
-//! a recycled pid. No extra crate is needed (no `libc`): `PR_SET_PDEATHSIG` was not used because
+//! wrapper alone (a SIGKILL to the whole process group kills java too, and leaves only the small
+//! working directory behind). Java is SIGKILLed while the wrapper, its parent, has not reaped it
+//! yet (dash, Debian's `/bin/sh`, reaps a background job only in `wait`: checked), so the signal
+//! cannot hit a recycled pid. No extra crate is needed (no `libc`): `PR_SET_PDEATHSIG` was not used because
 //! it fires when the *thread* that spawned the child ends, and tests spawn from short-lived test
 //! threads.
 //!
