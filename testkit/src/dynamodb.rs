@@ -3,9 +3,19 @@
 //! TTL), so the tests exercise exactly the tables that get deployed. Nothing about the schema is
 //! written here.
 //!
-//! The endpoint comes from `KOE_TEST_DYNAMODB_ENDPOINT` (set by `scripts/test.sh`, which runs
-//! `scripts/dynamodb-local.sh start`). Every store gets its own randomly prefixed tables, so tests
-//! run in parallel against one instance.
+//! The tests start DynamoDB Local themselves ([`DynamoDbLocal`], in `dynamodb/local.rs`): each
+//! test process starts one shared in-memory instance on first use ([`endpoint`], [`client`],
+//! [`fresh_store`]) and it dies with the process; tests of an outage start instances of their
+//! own ([`DynamoDbLocal::on_disk`]) and stop and start them. `KOE_TEST_DYNAMODB_ENDPOINT`, if
+//! set, names a DynamoDB Local that is already running, used instead of the shared one. Every
+//! store gets its own randomly prefixed tables, so tests run in parallel against one instance.
+//!
+//! Needs `java` on PATH and the emulator fetched (`scripts/dynamodb-local.sh fetch`); the panic
+//! says how to get either when it is missing.
+
+mod local;
+
+use std::sync::OnceLock;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -18,8 +28,10 @@ use koe::store::TableNames;
 use koe::store::dynamodb::DynamoStore;
 use serde_norway::Value;
 
+pub use self::local::{CACHE_VAR, DIR_VAR, DynamoDbLocal, StartError, Storage, emulator_dir};
 use crate::template::load_yaml;
 
+/// A DynamoDB Local already running (e.g. `http://127.0.0.1:8000`), used instead of starting one.
 pub const ENDPOINT_VAR: &str = "KOE_TEST_DYNAMODB_ENDPOINT";
 /// DynamoDB Local scopes tables per access key and region: every test client uses these.
 pub const REGION: &str = "ap-northeast-1";
@@ -43,21 +55,43 @@ const IGNORED_PROPERTIES: &[&str] = &[
     "TableClass",
 ];
 
-/// The endpoint of the running DynamoDB Local, or a panic saying how to start one.
+/// The endpoint of this process's DynamoDB Local: `KOE_TEST_DYNAMODB_ENDPOINT` if set, else the
+/// shared in-memory instance, started on first use (blocking: a few seconds, once per process;
+/// [`client`] does that off the async runtime). Panics with what to do if it cannot start (the
+/// same message for every caller).
 pub fn endpoint() -> String {
-    match std::env::var(ENDPOINT_VAR) {
-        Ok(url) if !url.trim().is_empty() => url.trim().to_owned(),
-        _ => panic!(
-            "{ENDPOINT_VAR} is not set: run scripts/test.sh, or \
-             `export {ENDPOINT_VAR}=$(scripts/dynamodb-local.sh start)`"
-        ),
+    if let Some(url) = endpoint_from_env() {
+        return url;
+    }
+    shared().endpoint.clone()
+}
+
+fn endpoint_from_env() -> Option<String> {
+    std::env::var(ENDPOINT_VAR)
+        .ok()
+        .map(|url| url.trim().to_owned())
+        .filter(|url| !url.is_empty())
+}
+
+/// The shared in-memory instance of this process, started on first use. It is never dropped
+/// (a `static`): it dies when the process ends (see `DynamoDbLocal`). A failed start is kept,
+/// so every test fails at once with its message instead of each trying again.
+fn shared() -> &'static DynamoDbLocal {
+    static SHARED: OnceLock<Result<DynamoDbLocal, StartError>> = OnceLock::new();
+    match SHARED.get_or_init(|| DynamoDbLocal::spawn(Storage::InMemory)) {
+        Ok(instance) => instance,
+        Err(e) => panic!("{e}"),
     }
 }
 
 /// A client for DynamoDB Local with fixed dummy credentials and region (nothing from the
 /// environment but the endpoint). One per test: a client is tied to its test's runtime.
 pub async fn client() -> Client {
-    Client::from_conf(config_builder(&endpoint()).build())
+    let endpoint = match endpoint_from_env() {
+        Some(url) => url,
+        None => local::blocking(endpoint).await,
+    };
+    Client::from_conf(config_builder(&endpoint).build())
 }
 
 /// A client for the DynamoDB Local at `endpoint` configured as the deployed functions' is
@@ -86,81 +120,6 @@ pub fn config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
             "koe-testkit",
         ))
         .endpoint_url(endpoint)
-}
-
-/// A DynamoDB Local of one test's own, run by `scripts/dynamodb-local.sh` with a state dir of
-/// its own, keeping its data on disk (`KOE_DYNAMODB_PERSIST=1`), so that the test can stop it
-/// (an outage) and start it again on the same port with the same tables and items (the
-/// recovery), while the code under test keeps its client. Stopped and removed when dropped.
-pub struct PrivateDynamoDb {
-    state_dir: std::path::PathBuf,
-    /// `http://127.0.0.1:<port>`, the same across restarts.
-    pub endpoint: String,
-    port: String,
-}
-
-impl PrivateDynamoDb {
-    /// Starts a fresh instance on a free port.
-    pub async fn start() -> PrivateDynamoDb {
-        let state_dir = std::env::temp_dir().join(format!("koe-private-ddb-{}", random_prefix()));
-        let endpoint = script(&state_dir, "start", None).await;
-        let port = endpoint
-            .rsplit_once(':')
-            .map(|(_, port)| port.to_owned())
-            .expect("the script prints http://127.0.0.1:<port>");
-        PrivateDynamoDb {
-            state_dir,
-            endpoint,
-            port,
-        }
-    }
-
-    /// Stops the instance (its port refuses connections until `restart`).
-    pub async fn stop(&self) {
-        script(&self.state_dir, "stop", None).await;
-    }
-
-    /// Starts it again on the same port, with the data it had when it stopped.
-    pub async fn restart(&self) {
-        let endpoint = script(&self.state_dir, "start", Some(&self.port)).await;
-        assert_eq!(endpoint, self.endpoint, "restarted on the same port");
-    }
-}
-
-impl Drop for PrivateDynamoDb {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(
-            crate::template::repo_root().join("scripts/dynamodb-local.sh"),
-        )
-        .arg("stop")
-        .env("KOE_STATE_DIR", &self.state_dir)
-        .stderr(std::process::Stdio::null())
-        .status();
-        let _ = std::fs::remove_dir_all(&self.state_dir);
-    }
-}
-
-/// Runs `scripts/dynamodb-local.sh <command>` for the instance in `state_dir`; returns its stdout.
-async fn script(state_dir: &std::path::Path, command: &str, port: Option<&str>) -> String {
-    let mut cmd =
-        std::process::Command::new(crate::template::repo_root().join("scripts/dynamodb-local.sh"));
-    cmd.arg(command)
-        .env("KOE_STATE_DIR", state_dir)
-        .env("KOE_DYNAMODB_PERSIST", "1")
-        .env_remove("KOE_DYNAMODB_PORT");
-    if let Some(port) = port {
-        cmd.env("KOE_DYNAMODB_PORT", port);
-    }
-    let output = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .expect("the script's thread")
-        .expect("scripts/dynamodb-local.sh runs");
-    assert!(
-        output.status.success(),
-        "scripts/dynamodb-local.sh {command} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// One `AWS::DynamoDB::Table` of `template.yaml`, as CreateTable/UpdateTimeToLive input.

@@ -1,6 +1,6 @@
 //! POST, GET and DELETE /calls over HTTP against the real local server, with a manual clock.
 //! States past `scheduled` are driven through the store the server uses, as the dispatcher would.
-//! The core flow also runs against DynamoDB Local (`KOE_TEST_DYNAMODB_ENDPOINT`).
+//! The core flow also runs against DynamoDB Local (testkit's `dynamodb::fresh_store`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -737,7 +737,7 @@ mod memory {
     );
 }
 
-/// DynamoDB Local at `KOE_TEST_DYNAMODB_ENDPOINT`, fresh tables from `template.yaml` per test.
+/// DynamoDB Local (testkit's, started once per test process), fresh tables from `template.yaml` per test.
 mod dynamodb {
     dispatch_suite!(
         store: koe_testkit::dynamodb::fresh_store().await,

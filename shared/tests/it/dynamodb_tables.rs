@@ -1,7 +1,7 @@
-//! The DynamoDB adapter against DynamoDB Local (`KOE_TEST_DYNAMODB_ENDPOINT`, set by
-//! scripts/test.sh), on tables created from template.yaml's own definitions: the tables the code
-//! assumes are the ones the template declares, items read back as written, bad items are errors,
-//! and the due index is sparse.
+//! The DynamoDB adapter against DynamoDB Local (testkit starts one per test process), on tables
+//! created from template.yaml's own definitions: the tables the code assumes are the ones the
+//! template declares, items read back as written, bad items are errors, and the due index is
+//! sparse.
 
 use std::collections::HashMap;
 

@@ -1,5 +1,5 @@
 //! Fault injection: DynamoDB unavailable, for real. The test starts a DynamoDB Local of its own
-//! (`scripts/dynamodb-local.sh` with its own state dir, data kept on disk), serves the real local
+//! (testkit's `DynamoDbLocal::on_disk`, data kept on disk), serves the real local
 //! server on it with the deployed functions' client settings (3 s budget, standard retries),
 //! kills DynamoDB while requests are in flight, checks every endpoint's answer during the
 //! outage, and then starts DynamoDB again **on the same port with the same data**. The server
@@ -25,7 +25,7 @@ use koe::domain::device::DeviceId;
 use koe::domain::reservation::ReservationStatus;
 use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
-use koe_testkit::dynamodb::{self, PrivateDynamoDb};
+use koe_testkit::dynamodb::{self, DynamoDbLocal};
 use koe_testkit::faults;
 use koe_testkit::harness::{TestApp, error_body, header, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
@@ -107,7 +107,7 @@ async fn expect_503(what: &str, (took, response): (Duration, reqwest::Response))
 
 /// Every item of the three tables, read raw and then back through the store: a half-written
 /// item (a missing or malformed attribute) is an error there. Returns the number of items.
-async fn assert_every_item_whole(ddb: &PrivateDynamoDb, store: &DynamoStore) -> usize {
+async fn assert_every_item_whole(ddb: &DynamoDbLocal, store: &DynamoStore) -> usize {
     let client = dynamodb::production_like_client(&ddb.endpoint);
     let tables = store.tables();
     let mut items = 0;
@@ -180,7 +180,7 @@ async fn assert_every_item_whole(ddb: &PrivateDynamoDb, store: &DynamoStore) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_stopped_mid_test_then_restarted_on_the_same_port() {
-    let ddb = PrivateDynamoDb::start().await;
+    let ddb = DynamoDbLocal::on_disk().await;
     let client = dynamodb::production_like_client(&ddb.endpoint);
     let tables = dynamodb::create_tables(&client, &dynamodb::random_prefix()).await;
     let store = Arc::new(DynamoStore::new(client, tables));
