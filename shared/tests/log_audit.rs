@@ -725,5 +725,40 @@ async fn every_route_on_every_store_logs_no_personal_data() {
             .any(|l| l["error"].as_str().is_some_and(|e| e.contains("DynamoDB"))),
         "the DynamoDB SDK's errors were logged, and so audited (positive control)"
     );
+    assert_every_request_line_has_its_id(&lines);
     assert_no_sentinel(&capture, &tokens);
+}
+
+/// Every line logged while a request was answered carries the request's id (`span.request_id`,
+/// the same id as its access-log line and its `x-request-id` header), and handler lines really
+/// are among them (the SDK's errors, logged when the outage pass answered 503).
+fn assert_every_request_line_has_its_id(lines: &[Value]) {
+    let answered: std::collections::HashSet<&str> = lines
+        .iter()
+        .filter(|l| l["message"] == "request")
+        .filter_map(|l| l["request_id"].as_str())
+        .collect();
+    assert!(!answered.is_empty(), "access-log lines carry request_id");
+    let in_requests: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["span"]["name"] == "request")
+        .collect();
+    for line in &in_requests {
+        let id = line["span"]["request_id"].as_str().unwrap_or_default();
+        assert!(
+            answered.contains(id),
+            "a line logged inside a request names a request that was answered: {line}"
+        );
+    }
+    assert!(
+        in_requests.iter().any(|l| l["message"] != "request"
+            && l["error"].as_str().is_some_and(|e| e.contains("DynamoDB"))),
+        "the store's error lines, logged while answering, carry the request id"
+    );
+    for line in lines.iter().filter(|l| l["message"] == "request") {
+        assert_eq!(
+            line["span"]["request_id"], line["request_id"],
+            "the access-log line is inside its request's span: {line}"
+        );
+    }
 }
