@@ -22,3 +22,4 @@ mod lambda_fixtures;
 mod layers;
 mod oidc;
 mod store_contract;
+mod wiring_modes;
