@@ -29,11 +29,13 @@ cargo build --release --locked --manifest-path bench/hello/Cargo.toml
 
 # hello's arm64 zip too, when scripts/lambda-build.sh has installed cargo-lambda (its zips of the
 # functions are read from the same place).
+LAMBDA_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
 if [ -x "$CACHE/venv-lambda/bin/cargo-lambda" ]; then
-  PATH="$CACHE/venv-lambda/bin:$PATH" cargo lambda build --release --arm64 --locked \
+  PATH="$CACHE/venv-lambda/bin:$PATH" CARGO_TARGET_DIR="$LAMBDA_TARGET_DIR" \
+    cargo lambda build --release --arm64 --locked \
     --output-format zip --manifest-path bench/hello/Cargo.toml
 fi
 
 # shellcheck disable=SC2086
-python3 bench/bench.py --runs "${BENCH_RUNS:-20}" --zips "$CARGO_TARGET_DIR/lambda" "$@" \
+python3 bench/bench.py --runs "${BENCH_RUNS:-20}" --zips "$LAMBDA_TARGET_DIR/lambda" "$@" \
   "$CARGO_TARGET_DIR/release" hello $FUNCTIONS

@@ -5,13 +5,15 @@
 #   scripts/lambda-build.sh            all functions
 #   scripts/lambda-build.sh chat info  some
 # cargo-lambda and zig come from PyPI into a venv under ~/.cache/koe; compiled dependencies stay
-# in $CARGO_TARGET_DIR (default ~/.cache/koe/target), outside the clone, so later runs and fresh
-# clones only rebuild what changed. Zips: $CARGO_TARGET_DIR/lambda/<function>/bootstrap.zip.
+# in ~/.cache/koe/target-lambda (KOE_LAMBDA_TARGET_DIR), outside the clone, so later runs and
+# fresh clones only rebuild what changed. A directory of its own (arm64 release shares nothing
+# with the debug builds) so that scripts/test.sh can run it beside `cargo test`, which would
+# otherwise wait on the target directory's lock. Zips: <that dir>/lambda/<function>/bootstrap.zip.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+export CARGO_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 LIMIT_BYTES="${KOE_ZIP_LIMIT_BYTES:-3000000}"
 CARGO_LAMBDA_VERSION=1.9.2

@@ -54,21 +54,28 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cfn-lint template.yaml"
 "$VENV/bin/cfn-lint" template.yaml
 
-step "cargo lambda build --release --arm64 (every function, as sam build does; zip sizes)"
-scripts/lambda-build.sh
+# The arm64 release build of every function (as sam build does; zip sizes) runs beside the tests,
+# at the lowest CPU priority: it is CPU-bound, the tests mostly wait (timers, loopback), so it
+# fills their idle time without slowing them. Its output is shown when it is waited for.
+step "cargo lambda build --release --arm64: started in the background (nice 19)"
+LAMBDA_LOG="$(mktemp)"
+CLEANUP+=("rm -f '$LOG'")
+setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
+LAMBDA_PID=$!
+# (its own process group: stopping it stops cargo and the linkers too)
+CLEANUP=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
+cleanup() { for c in "${CLEANUP[@]}"; do eval "$c"; done; }
+trap cleanup EXIT
 
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
 step "cargo test"
 LOG="$(mktemp)"
-# The timed load test (every push of 10,000 within its second) runs alone after the rest, so
-# the other tests of its binary do not share its 2 cores.
 # The function binaries (koe-functions) have no tests of their own, only a `main` each: clippy and
 # lambda-build compile them, contract_files checks each calls its endpoint; linking ten test
 # harnesses of the whole library for nothing is left out.
 cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
-cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 # On a DynamoDB Local of testkit's (`dynamodb-local` prints its URL once it answers and takes the
@@ -78,14 +85,20 @@ cargo build --quiet --locked -p koe-testkit --bin dynamodb-local
 DDB_URL="$(mktemp)"
 "$CARGO_TARGET_DIR/debug/dynamodb-local" >"$DDB_URL" &
 DDB_PID=$!
-trap 'kill "$DDB_PID" 2>/dev/null || true; rm -f "$DDB_URL"' EXIT
+CLEANUP+=("kill $DDB_PID 2>/dev/null || true" "rm -f '$DDB_URL'")
 while [ ! -s "$DDB_URL" ] && kill -0 "$DDB_PID" 2>/dev/null; do sleep 0.1; done
 [ -s "$DDB_URL" ] || { echo "scripts/test.sh: DynamoDB Local did not start (above)" >&2; exit 1; }
 KOE_TEST_DYNAMODB_ENDPOINT="$(cat "$DDB_URL")" scripts/schemathesis.sh
 kill "$DDB_PID"
 wait "$DDB_PID" 2>/dev/null || true
+step "cargo lambda build --release --arm64 (every function, as sam build does; zip sizes)"
+wait "$LAMBDA_PID" || { cat "$LAMBDA_LOG" >&2; echo "scripts/test.sh: the arm64 build failed (above)" >&2; exit 1; }
+cat "$LAMBDA_LOG" >&2
+# The timed load test (every push of 10,000 within its second) runs last and alone, once the
+# build above is done, so nothing shares its 2 cores.
+step "cargo test: dispatch_load (alone)"
+cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG"
 step "fault table"
 scripts/fault-table.sh "$LOG"
 # One closing line for the whole run (cargo's own last lines are per-binary, often doc tests).
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "\nSummary: %d passed, %d failed, %d skipped\n", p, f, i }' "$LOG"
-rm -f "$LOG"
