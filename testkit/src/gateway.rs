@@ -131,7 +131,8 @@ fn http_function<E: Endpoint>(service: Arc<Service<E>>) -> Function {
     Arc::new(move |event: Vec<u8>, context: Context| {
         let service = service.clone();
         Box::pin(async move {
-            let payload: LambdaRequest = serde_json::from_slice(&event).map_err(|e| e.to_string())?;
+            let payload: LambdaRequest =
+                serde_json::from_slice(&event).map_err(|e| e.to_string())?;
             let mut adapter = Adapter::from(lambda_http::service_fn(
                 move |request: lambda_http::Request| {
                     let service = service.clone();
@@ -249,7 +250,11 @@ pub fn event(
             .collect();
         if name == header::COOKIE {
             let each = values.iter().flat_map(|v| v.split(';'));
-            cookies.extend(each.map(str::trim).filter(|c| !c.is_empty()).map(String::from));
+            cookies.extend(
+                each.map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(String::from),
+            );
         } else {
             headers.insert(name.as_str().to_owned(), values.join(",").into());
         }
@@ -323,7 +328,11 @@ pub fn event(
 pub fn http_response(out: &[u8]) -> Answer {
     let Ok(out) = serde_json::from_slice::<Value>(out) else {
         let id = random_id(16);
-        return gateway_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error", &id);
+        return gateway_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Internal Server Error",
+            &id,
+        );
     };
     let Some(status) = out.get("statusCode").and_then(Value::as_u64) else {
         let mut answer = http::Response::new(Full::new(Bytes::from(out.to_string())));
@@ -332,7 +341,9 @@ pub fn http_response(out: &[u8]) -> Answer {
     };
     let text = out.get("body").and_then(Value::as_str).unwrap_or_default();
     let body = if out.get("isBase64Encoded") == Some(&Value::Bool(true)) {
-        BASE64.decode(text).expect("isBase64Encoded bodies are base64")
+        BASE64
+            .decode(text)
+            .expect("isBase64Encoded bodies are base64")
     } else {
         text.as_bytes().to_vec()
     };

@@ -104,11 +104,19 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
             let running = koe_local::start(app, &local_config)
                 .await
                 .expect("local server starts");
-            (running.chat_addr, running.agent_addr, Serving::Local { _running: running })
+            (
+                running.chat_addr,
+                running.agent_addr,
+                Serving::Local { _running: running },
+            )
         }
         Front::Lambda => {
             let gateway = crate::gateway::start(app).await.expect("gateway starts");
-            (gateway.chat_addr, gateway.agent_addr, Serving::Lambda(gateway))
+            (
+                gateway.chat_addr,
+                gateway.agent_addr,
+                Serving::Lambda(gateway),
+            )
         }
     };
     TestApp {
@@ -220,6 +228,47 @@ pub async fn error_body(response: reqwest::Response, status: u16, code: &str) ->
         "error mirrors message in {body}"
     );
     body
+}
+
+/// Asserts the answer to a request that no route matches, as the front gives it: koe-local's
+/// contract error (404 NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow: allow` when the path
+/// has other methods), or API Gateway's own 404 `{"message":"Not Found"}` (an HTTP API has no
+/// 405: a method without a route is a route that does not exist).
+pub async fn route_miss(response: reqwest::Response, allow: Option<&str>) {
+    match (front(), allow) {
+        (Front::Local, None) => {
+            error_body(response, 404, "NOT_FOUND").await;
+        }
+        (Front::Local, Some(allow)) => {
+            assert_eq!(header(&response, "allow").as_deref(), Some(allow), "Allow");
+            error_body(response, 405, "METHOD_NOT_ALLOWED").await;
+        }
+        (Front::Lambda, _) => {
+            assert_eq!(
+                header(&response, "allow"),
+                None,
+                "API Gateway sends no Allow"
+            );
+            gateway_error(response, 404, "Not Found").await;
+        }
+    }
+}
+
+/// Asserts one of API Gateway's own answers (no function ran): `status`, JSON
+/// `{"message": message}` and nothing else.
+pub async fn gateway_error(response: reqwest::Response, status: u16, message: &str) {
+    assert_eq!(response.status().as_u16(), status, "status");
+    assert_eq!(
+        header(&response, "content-type").as_deref(),
+        Some("application/json"),
+        "content-type"
+    );
+    assert!(
+        header(&response, "apigw-requestid").is_some(),
+        "API Gateway's request id"
+    );
+    let body: serde_json::Value = response.json().await.expect("API Gateway's body is JSON");
+    assert_eq!(body, serde_json::json!({ "message": message }));
 }
 
 /// Asserts a 400 INVALID_REQUEST whose message starts with `field` (the field it names).
