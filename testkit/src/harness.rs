@@ -80,6 +80,15 @@ pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
 /// `spawn_app`, with `customize` applied to the `App` (after the recording event bus is set)
 /// before it starts serving: e.g. `|app| app.with_clock(clock.clone())`.
 pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -> App) -> TestApp {
+    spawn_app_on(front(), vars, customize).await
+}
+
+/// `spawn_app_with` behind the front given, whatever `KOE_TEST_FRONT` says (tests of a front).
+pub async fn spawn_app_on(
+    front: Front,
+    vars: &[(&str, &str)],
+    customize: impl FnOnce(App) -> App,
+) -> TestApp {
     let openai = StandInOpenAi::start().await;
     let base_url = openai.base_url();
     let mut all: Vec<(&str, &str)> = vec![
@@ -99,7 +108,7 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
     let store = app.store().await.expect("the store builds");
     let clock = app.clock();
     let push = app.push().expect("the push sender builds");
-    let (chat_addr, agent_addr, serving) = match front() {
+    let (chat_addr, agent_addr, serving) = match front {
         Front::Local => {
             let running = koe_local::start(app, &local_config)
                 .await
