@@ -1,6 +1,7 @@
 //! The gateway front: both APIs behind stand-in API Gateway HTTP APIs that run each request through lambda_http.
 
 use std::any::TypeId;
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -59,7 +60,7 @@ impl Gateway {
 
 struct Front {
     api: Api,
-    functions: Vec<(&'static str, Function)>,
+    functions: BTreeMap<&'static str, Function>,
     events: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -98,7 +99,7 @@ pub async fn start(app: App) -> Result<Gateway, ConfigError> {
 }
 
 /// One function per endpoint, by binary name.
-async fn functions(app: &App) -> Result<Vec<(&'static str, Function)>, ConfigError> {
+async fn functions(app: &App) -> Result<BTreeMap<&'static str, Function>, ConfigError> {
     type Building<'a> = std::pin::Pin<
         Box<dyn Future<Output = Result<(&'static str, Function), ConfigError>> + Send + 'a>,
     >;
@@ -118,9 +119,10 @@ async fn functions(app: &App) -> Result<Vec<(&'static str, Function)>, ConfigErr
     }
     let mut build = Build(app, Vec::new());
     koe::endpoints::each(&mut build);
-    let mut functions = Vec::new();
+    let mut functions = BTreeMap::new();
     for building in build.1 {
-        functions.push(building.await?);
+        let (binary, function) = building.await?;
+        functions.insert(binary, function);
     }
     Ok(functions)
 }
@@ -197,20 +199,13 @@ impl Front {
         let Ok(route) = koe::endpoints::find(self.api, &parts.method, parts.uri.path()) else {
             return gateway_error(StatusCode::NOT_FOUND, "Not Found", &request_id);
         };
-        let function = self
-            .functions
-            .iter()
-            .find(|(binary, _)| *binary == route.binary)
-            .map(|(_, f)| f.clone())
-            .expect("every route has a function");
+        let function = self.functions[route.binary].clone();
         let event = event(route, &parts, &body, source, &request_id, SystemTime::now());
         self.events.lock().unwrap().push(event.clone());
         let mut context = Context::default();
         context.request_id = uuid();
-        context.invoked_function_arn = format!(
-            "arn:aws:lambda:eu-west-1:123456789012:function:{}",
-            route.binary
-        );
+        let arn = "arn:aws:lambda:eu-west-1:123456789012:function";
+        context.invoked_function_arn = format!("{arn}:{}", route.binary);
         context.deadline = (SystemTime::now() + Duration::from_secs(30))
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -220,11 +215,7 @@ impl Front {
             Ok(out) => http_response(&out),
             Err(e) => {
                 tracing::error!(error = %e, function = route.binary, "function error");
-                gateway_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "Internal Server Error",
-                    &request_id,
-                )
+                internal_error(&request_id)
             }
         };
         set(&mut answer, "apigw-requestid", &request_id);
@@ -245,16 +236,12 @@ pub fn event(
     let mut cookies = Vec::new();
     for name in parts.headers.keys() {
         let values = parts.headers.get_all(name).iter();
-        let values: Vec<String> = values
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        let values: Vec<_> = values
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
             .collect();
         if name == header::COOKIE {
-            let each = values.iter().flat_map(|v| v.split(';'));
-            cookies.extend(
-                each.map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .map(String::from),
-            );
+            let each = values.iter().flat_map(|v| v.split(';')).map(str::trim);
+            cookies.extend(each.filter(|c| !c.is_empty()).map(String::from));
         } else {
             headers.insert(name.as_str().to_owned(), values.join(",").into());
         }
@@ -327,12 +314,7 @@ pub fn event(
 /// 200 with that JSON as its body (payload v2's format inference).
 pub fn http_response(out: &[u8]) -> Answer {
     let Ok(out) = serde_json::from_slice::<Value>(out) else {
-        let id = random_id(16);
-        return gateway_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Internal Server Error",
-            &id,
-        );
+        return internal_error(&random_id(16));
     };
     let Some(status) = out.get("statusCode").and_then(Value::as_u64) else {
         let mut answer = http::Response::new(Full::new(Bytes::from(out.to_string())));
@@ -375,6 +357,12 @@ fn gateway_error(status: StatusCode, message: &str, request_id: &str) -> Answer 
     answer
 }
 
+/// What API Gateway answers when the function fails or answers what it cannot read.
+fn internal_error(request_id: &str) -> Answer {
+    let status = StatusCode::INTERNAL_SERVER_ERROR;
+    gateway_error(status, "Internal Server Error", request_id)
+}
+
 /// 413, and the connection closed: the rest of the body is not read.
 fn too_large(request_id: &str) -> Answer {
     let status = StatusCode::PAYLOAD_TOO_LARGE;
@@ -396,14 +384,15 @@ fn random_id(len: usize) -> String {
         .collect()
 }
 
-/// A Lambda invocation id's shape (a version-4 UUID).
+/// A Lambda invocation id's shape (a UUID).
 fn uuid() -> String {
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        fastrand::u32(..),
-        fastrand::u16(..),
-        fastrand::u16(..0x1000),
-        0x8000 | fastrand::u16(..0x4000),
-        fastrand::u64(..1 << 48),
-    )
+    let hex = format!("{:032x}", fastrand::u128(..));
+    let (a, b, c, d, e) = (
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..],
+    );
+    format!("{a}-{b}-{c}-{d}-{e}")
 }
