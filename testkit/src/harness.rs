@@ -120,6 +120,11 @@ pub async fn spawn_app_on(
             )
         }
         Front::Lambda => {
+            // The dispatcher loop is koe-local's; behind the gateway, runs are the tests' own.
+            assert!(
+                !local_config.dispatcher,
+                "LOCAL_DISPATCHER=true has no loop to run under the lambda front"
+            );
             let gateway = crate::gateway::start(app).await.expect("gateway starts");
             (
                 gateway.chat_addr,
