@@ -76,6 +76,14 @@ LOG="$(mktemp)"
 # lambda-build compile them, contract_files checks each calls its endpoint; linking ten test
 # harnesses of the whole library for nothing is left out.
 cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
+# The HTTP suites once more, through the gateway front: a stand-in API Gateway HTTP API, payload
+# v2 events, lambda_http and the Lambda entrypoints, as deployed (testkit/src/gateway.rs). The
+# filters name every module that starts the app through koe_testkit::harness::spawn_app*
+# (dispatch_runs: its one test that does).
+KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
+  api_agent:: api_calls:: api_chat:: api_devices:: api_meta:: agent_auth:: agent_limit:: oidc:: \
+  faults_dynamodb:: faults_oversized_bodies:: faults_provider:: a_cancel_racing_the_claim \
+  --skip dispatch_load:: 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 # On a DynamoDB Local of testkit's (`dynamodb-local` prints its URL once it answers and takes the

@@ -12,12 +12,17 @@ use std::io::Write;
 /// Starts every row line.
 pub const MARKER: &str = "FAULT-TABLE";
 
-/// Reports one row of the fault table.
+/// Reports one row of the fault table; under the gateway front (`KOE_TEST_FRONT=lambda`) the
+/// fault is marked `[lambda front]`, so that the run of both fronts keeps the rows apart.
 pub fn record(fault: &str, expected: &str, observed: &str) {
     let clean = |text: &str| text.replace(['\t', '\n', '\r'], " ");
+    let fault = match crate::harness::front() {
+        crate::harness::Front::Local => fault.to_owned(),
+        crate::harness::Front::Lambda => format!("{fault} [lambda front]"),
+    };
     let line = format!(
         "{MARKER}\t{}\t{}\t{}\n",
-        clean(fault),
+        clean(&fault),
         clean(expected),
         clean(observed)
     );

@@ -1,5 +1,7 @@
-//! `spawn_app`: the real local server on free loopback ports, configured from variables, with a
-//! stand-in OpenAI and a recording event bus.
+//! `spawn_app`: the app on free loopback ports, configured from variables, with a stand-in
+//! OpenAI and a recording event bus, behind the front `KOE_TEST_FRONT` names ([`front`]): the
+//! real local server (`local`, the default) or API Gateway and lambda_http (`lambda`,
+//! [`crate::gateway`]).
 //!
 //! `spawn_app_with` lets a test swap ports of the `App` before it starts (a `ManualClock`, a
 //! failing or DynamoDB-backed store); the `TestApp` keeps the store and clock the server really
@@ -19,8 +21,35 @@ use koe::push::PushSender;
 use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
 
 use crate::events::RecordingEventBus;
+use crate::gateway::Gateway;
 use crate::openai::StandInOpenAi;
 use koe_local::{LocalConfig, Running};
+
+/// What the tests' requests go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// koe-local: axum, the route table, each endpoint's service.
+    Local,
+    /// A stand-in API Gateway HTTP API, payload v2 events, lambda_http and the Lambda
+    /// entrypoints, as deployed ([`crate::gateway`]).
+    Lambda,
+}
+
+/// The front from `KOE_TEST_FRONT`: `local` (or unset) or `lambda`; anything else stops the
+/// test, so that a misspelt front does not quietly test the default one.
+pub fn front() -> Front {
+    match std::env::var("KOE_TEST_FRONT").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("local") | Ok("") => Front::Local,
+        Ok("lambda") => Front::Lambda,
+        other => panic!("KOE_TEST_FRONT must be local or lambda, not {other:?}"),
+    }
+}
+
+/// What serves a `TestApp`.
+enum Serving {
+    Local { _running: Running },
+    Lambda(Gateway),
+}
 
 /// The agent API key every test app accepts unless `AGENT_API_KEYS` is overridden.
 pub const TEST_API_KEY: &str = "test-key-0123456789";
@@ -37,7 +66,7 @@ pub struct TestApp {
     /// The push sender the server's dispatcher uses.
     pub push: Arc<dyn PushSender>,
     pub client: reqwest::Client,
-    _running: Running,
+    serving: Serving,
 }
 
 /// Starts the app with `OPENAI_BASE_URL` on a fresh stand-in, `OPENAI_API_KEY` set,
@@ -51,6 +80,15 @@ pub async fn spawn_app(vars: &[(&str, &str)]) -> TestApp {
 /// `spawn_app`, with `customize` applied to the `App` (after the recording event bus is set)
 /// before it starts serving: e.g. `|app| app.with_clock(clock.clone())`.
 pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -> App) -> TestApp {
+    spawn_app_on(front(), vars, customize).await
+}
+
+/// `spawn_app_with` behind the front given, whatever `KOE_TEST_FRONT` says (tests of a front).
+pub async fn spawn_app_on(
+    front: Front,
+    vars: &[(&str, &str)],
+    customize: impl FnOnce(App) -> App,
+) -> TestApp {
     let openai = StandInOpenAi::start().await;
     let base_url = openai.base_url();
     let mut all: Vec<(&str, &str)> = vec![
@@ -70,23 +108,62 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
     let store = app.store().await.expect("the store builds");
     let clock = app.clock();
     let push = app.push().expect("the push sender builds");
-    let running = koe_local::start(app, &local_config)
-        .await
-        .expect("local server starts");
+    let (chat_addr, agent_addr, serving) = match front {
+        Front::Local => {
+            let running = koe_local::start(app, &local_config)
+                .await
+                .expect("local server starts");
+            (
+                running.chat_addr,
+                running.agent_addr,
+                Serving::Local { _running: running },
+            )
+        }
+        Front::Lambda => {
+            // The dispatcher loop is koe-local's; behind the gateway, runs are the tests' own.
+            assert!(
+                !local_config.dispatcher,
+                "LOCAL_DISPATCHER=true has no loop to run under the lambda front"
+            );
+            let gateway = crate::gateway::start(app).await.expect("gateway starts");
+            (
+                gateway.chat_addr,
+                gateway.agent_addr,
+                Serving::Lambda(gateway),
+            )
+        }
+    };
     TestApp {
-        chat_url: format!("http://{}", running.chat_addr),
-        agent_url: format!("http://{}", running.agent_addr),
+        chat_url: format!("http://{chat_addr}"),
+        agent_url: format!("http://{agent_addr}"),
         openai,
         events,
         store,
         clock,
         push,
         client: reqwest::Client::new(),
-        _running: running,
+        serving,
     }
 }
 
 impl TestApp {
+    /// The front this app is served through.
+    pub fn front(&self) -> Front {
+        match self.serving {
+            Serving::Local { .. } => Front::Local,
+            Serving::Lambda(_) => Front::Lambda,
+        }
+    }
+
+    /// The payload v2 events the gateway front sent to functions, in order (none under the
+    /// local front).
+    pub fn gateway_events(&self) -> Vec<serde_json::Value> {
+        match &self.serving {
+            Serving::Local { .. } => Vec::new(),
+            Serving::Lambda(gateway) => gateway.events(),
+        }
+    }
+
     pub async fn post_chat(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
         self.client
             .post(format!("{}/api/chat", self.chat_url))
@@ -94,7 +171,7 @@ impl TestApp {
             .body(body)
             .send()
             .await
-            .expect("request reaches koe-local")
+            .expect("request reaches the app")
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
@@ -102,7 +179,7 @@ impl TestApp {
             .get(format!("{}{path}", self.chat_url))
             .send()
             .await
-            .expect("request reaches koe-local")
+            .expect("request reaches the app")
     }
 
     /// A request to the agent API (`path` may carry a query) without any `X-Api-Key`.
@@ -135,7 +212,7 @@ impl TestApp {
 
 /// Sends a request built with `TestApp::agent*`.
 pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
-    request.send().await.expect("request reaches koe-local")
+    request.send().await.expect("request reaches the app")
 }
 
 /// A response header as text, if present.
@@ -165,6 +242,47 @@ pub async fn error_body(response: reqwest::Response, status: u16, code: &str) ->
         "error mirrors message in {body}"
     );
     body
+}
+
+/// Asserts the answer to a request that no route matches, as the front gives it: koe-local's
+/// contract error (404 NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow: allow` when the path
+/// has other methods), or API Gateway's own 404 `{"message":"Not Found"}` (an HTTP API has no
+/// 405: a method without a route is a route that does not exist).
+pub async fn route_miss(response: reqwest::Response, allow: Option<&str>) {
+    match (front(), allow) {
+        (Front::Local, None) => {
+            error_body(response, 404, "NOT_FOUND").await;
+        }
+        (Front::Local, Some(allow)) => {
+            assert_eq!(header(&response, "allow").as_deref(), Some(allow), "Allow");
+            error_body(response, 405, "METHOD_NOT_ALLOWED").await;
+        }
+        (Front::Lambda, _) => {
+            assert_eq!(
+                header(&response, "allow"),
+                None,
+                "API Gateway sends no Allow"
+            );
+            gateway_error(response, 404, "Not Found").await;
+        }
+    }
+}
+
+/// Asserts one of API Gateway's own answers (no function ran): `status`, JSON
+/// `{"message": message}` and nothing else.
+pub async fn gateway_error(response: reqwest::Response, status: u16, message: &str) {
+    assert_eq!(response.status().as_u16(), status, "status");
+    assert_eq!(
+        header(&response, "content-type").as_deref(),
+        Some("application/json"),
+        "content-type"
+    );
+    assert!(
+        header(&response, "apigw-requestid").is_some(),
+        "API Gateway's request id"
+    );
+    let body: serde_json::Value = response.json().await.expect("API Gateway's body is JSON");
+    assert_eq!(body, serde_json::json!({ "message": message }));
 }
 
 /// Asserts a 400 INVALID_REQUEST whose message starts with `field` (the field it names).

@@ -1,10 +1,14 @@
-//! `X-Api-Key` on the agent API, over HTTP against the real local server: every agent route of
+//! `X-Api-Key` on the agent API, over HTTP through the test front: every agent route of
 //! `koe::ROUTES` (iterated, so a new route is covered the day it is added) refuses a missing or
-//! wrong key with 401 before its body is read, and accepts every configured (rotated) key.
+//! wrong key with 401 before its body is read (koe-local: before it arrives; behind API
+//! Gateway, which buffers every body, once it is in), and accepts every configured (rotated)
+//! key.
 
 use koe::endpoints::Auth;
 use koe::{Api, ROUTES, Route};
-use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, send, spawn_app};
+use std::time::Duration;
+
+use koe_testkit::harness::{Front, TEST_API_KEY, TestApp, error_body, send, spawn_app};
 
 /// The second key of a rotation: both must work while clients move over.
 const ROTATED_KEY: &str = "rotated-key-abcdef";
@@ -185,35 +189,38 @@ async fn the_key_is_checked_before_an_oversized_body() {
     );
 }
 
-/// Sends only the head of a request announcing a body that never comes, and returns the
-/// status line of the answer (or panics if none arrives within 5 s).
-fn status_line_without_sending_the_body(agent_url: &str, head: &str) -> String {
+/// Sends the head of a request announcing a 4096-byte body, then waits for the answer's status
+/// line, for at most `wait`. With `then_body`, the body follows if nothing came by then, and the
+/// answer is waited for again (5 s). Returns what came before the body (`None`: nothing) and
+/// the status line in the end.
+fn status_lines(agent_url: &str, head: &str, wait: Duration, then_body: bool) -> [String; 2] {
     use std::io::{Read, Write};
     let addr = agent_url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).expect("connects");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
+    stream.set_read_timeout(Some(wait)).unwrap();
     stream.write_all(head.as_bytes()).unwrap();
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                answer.extend_from_slice(&buf[..n]);
-                if answer.windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
+    let read_head = |stream: &mut std::net::TcpStream| {
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
             }
-            Err(e) => panic!(
-                "no answer while the body is outstanding ({e}): the server waits for the body \
-                 before checking the key"
-            ),
         }
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        answer.lines().next().unwrap_or_default().to_owned()
+    };
+    let before = read_head(&mut stream);
+    if !then_body || !before.is_empty() {
+        return [before.clone(), before];
     }
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    answer.lines().next().unwrap_or_default().to_owned()
+    stream.write_all(&[b' '; 4096]).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let after = read_head(&mut stream);
+    [before, after]
 }
 
 #[tokio::test]
@@ -226,11 +233,29 @@ async fn the_key_is_refused_without_waiting_for_the_body() {
             route.method, route.path
         );
         let url = app.agent_url.clone();
-        let line =
-            tokio::task::spawn_blocking(move || status_line_without_sending_the_body(&url, &head))
-                .await
-                .unwrap();
-        assert!(line.starts_with("HTTP/1.1 401"), "{}: {line}", name(route));
+        let front = app.front();
+        let [before, after] = tokio::task::spawn_blocking(move || match front {
+            // The body never comes: the answer does not wait for it.
+            Front::Local => status_lines(&url, &head, Duration::from_secs(5), false),
+            // API Gateway invokes the function with the whole body only: nothing is answered
+            // before the body is in, and then the function refuses the key.
+            Front::Lambda => status_lines(&url, &head, Duration::from_millis(300), true),
+        })
+        .await
+        .unwrap();
+        match app.front() {
+            Front::Local => assert!(
+                before.starts_with("HTTP/1.1 401"),
+                "{}: {before}",
+                name(route)
+            ),
+            Front::Lambda => assert_eq!(before, "", "{}: answered before the body", name(route)),
+        }
+        assert!(
+            after.starts_with("HTTP/1.1 401"),
+            "{}: {after}",
+            name(route)
+        );
     }
 }
 

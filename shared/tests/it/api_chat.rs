@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use koe_testkit::harness::{TestApp, error_body, spawn_app};
+use koe_testkit::harness::{TestApp, error_body, route_miss, spawn_app};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
@@ -676,8 +676,8 @@ async fn client_errors_publish_no_notification() {
         "INVALID_REQUEST",
     )
     .await;
-    error_body(app.get("/api/chat").await, 405, "METHOD_NOT_ALLOWED").await;
-    error_body(app.get("/nope").await, 404, "NOT_FOUND").await;
+    route_miss(app.get("/api/chat").await, Some("POST")).await;
+    route_miss(app.get("/nope").await, None).await;
     assert!(
         app.events.published().is_empty(),
         "{:?}",

@@ -1,7 +1,7 @@
-//! GET /health, GET /api/info, GET /api/error and route misses, over HTTP against the real local
-//! server.
+//! GET /health, GET /api/info, GET /api/error and route misses, over HTTP through the test front
+//! (a route miss is koe-local's 404/405 contract error, or API Gateway's own 404).
 
-use koe_testkit::harness::{error_body, spawn_app};
+use koe_testkit::harness::{error_body, route_miss, spawn_app};
 use serde_json::{Value, json};
 
 async fn json_of(response: reqwest::Response) -> Value {
@@ -83,18 +83,16 @@ async fn error_test_answers_500_test_error_and_publishes_one_notification() {
 }
 
 #[tokio::test]
-async fn unknown_path_is_404_not_found_with_the_error_body() {
+async fn an_unknown_path_is_a_route_miss() {
     let app = spawn_app(&[]).await;
     for path in ["/nope", "/api", "/api/chat/extra", "/health/"] {
-        let response = app.get(path).await;
-        let body = error_body(response, 404, "NOT_FOUND").await;
-        assert!(body["message"].is_string(), "{path}: {body}");
+        route_miss(app.get(path).await, None).await;
     }
     assert!(app.events.published().is_empty(), "404 publishes nothing");
 }
 
 #[tokio::test]
-async fn wrong_method_on_health_is_405_with_allow_get() {
+async fn a_wrong_method_on_health_is_a_route_miss_allowing_get() {
     let app = spawn_app(&[]).await;
     let response = app
         .client
@@ -102,24 +100,13 @@ async fn wrong_method_on_health_is_405_with_allow_get() {
         .send()
         .await
         .unwrap();
-    assert_eq!(
-        response.headers().get("allow").map(|v| v.to_str().unwrap()),
-        Some("GET"),
-        "Allow header"
-    );
-    error_body(response, 405, "METHOD_NOT_ALLOWED").await;
+    route_miss(response, Some("GET")).await;
 }
 
 #[tokio::test]
-async fn wrong_method_on_chat_is_405_with_allow_post() {
+async fn a_wrong_method_on_chat_is_a_route_miss_allowing_post() {
     let app = spawn_app(&[]).await;
-    let response = app.get("/api/chat").await;
-    assert_eq!(
-        response.headers().get("allow").map(|v| v.to_str().unwrap()),
-        Some("POST"),
-        "Allow header"
-    );
-    error_body(response, 405, "METHOD_NOT_ALLOWED").await;
+    route_miss(app.get("/api/chat").await, Some("POST")).await;
     assert_eq!(app.openai.request_count(), 0);
 }
 
@@ -133,7 +120,7 @@ async fn the_agent_port_does_not_serve_chat_routes() {
             .send()
             .await
             .unwrap();
-        error_body(response, 404, "NOT_FOUND").await;
+        route_miss(response, None).await;
     }
     assert!(app.events.published().is_empty());
 }

@@ -280,3 +280,46 @@ fn function_timeouts_fit_their_work() {
         assert!(timeout(&id) <= 90, "{id}");
     }
 }
+
+/// scripts/test.sh runs the HTTP suites a second time through the gateway front
+/// (`KOE_TEST_FRONT=lambda`) by naming their modules: every module that starts the app through
+/// the harness must be named there (dispatch_runs by its one such test, gateway_front always
+/// runs through the gateway; this file only names the calls), or a new suite would silently skip production's path.
+#[test]
+fn test_sh_runs_every_http_suite_through_the_gateway_front() {
+    let root = repo_root();
+    let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
+    let line_start = script
+        .find("KOE_TEST_FRONT=lambda cargo test")
+        .expect("test.sh has the gateway-front pass");
+    let command: String = script[line_start..]
+        .lines()
+        .take_while(|l| !l.contains("tee -a"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("shared/tests/it")).unwrap() {
+        let path = entry.unwrap().path();
+        let module = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let source = std::fs::read_to_string(&path).unwrap();
+        let starts_app = ["spawn_app(", "spawn_app_with(", "spawn_app_on("]
+            .iter()
+            .any(|call| source.contains(call));
+        if !starts_app
+            || ["gateway_front", "dispatch_runs", "contract_files"].contains(&module.as_str())
+        {
+            continue;
+        }
+        if !command.contains(&format!(" {module}::")) {
+            missing.push(module);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules using spawn_app* not in test.sh's gateway-front pass: {missing:?}"
+    );
+    assert!(
+        command.contains("a_cancel_racing_the_claim"),
+        "dispatch_runs' one harness test is in the pass"
+    );
+}

@@ -4,7 +4,8 @@
 //! size answer, not a JSON error. A body far larger than anything the server keeps (1 GiB
 //! announced, streamed until the server answers) is answered after the server has read at most
 //! its drain cap (16 MiB), and the connection is closed. So a client cannot make the server
-//! read, buffer or parse without bound.
+//! read, buffer or parse without bound. (Behind API Gateway, the gateway front, such a body
+//! gets API Gateway's 413 at its 10 MB payload cap instead: no function sees it.)
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use std::time::{Duration, Instant};
 use koe::ROUTES;
 use koe::endpoints::Auth;
 use koe::{Api, Route};
-use koe_testkit::faults;
-use koe_testkit::harness::{TEST_API_KEY, TestApp, error_body, spawn_app};
+use koe_testkit::harness::{Front, TEST_API_KEY, TestApp, error_body, front, spawn_app};
+use koe_testkit::{faults, gateway};
 
 /// What the server reads of a refused body at most (`DRAIN_CAP` in `api/body.rs`).
 const DRAIN_CAP: usize = 16 * 1024 * 1024;
@@ -148,22 +149,33 @@ async fn an_endless_body_is_refused_after_a_bounded_read() {
         .await
         .unwrap();
         let took = started.elapsed();
-        assert!(line.starts_with("HTTP/1.1 400"), "{method} {path}: {line}");
+        // koe-local reads up to its drain cap and answers 400; API Gateway refuses a body over
+        // its 10 MB payload cap with 413 before invoking anything.
+        let (status, cap) = match front() {
+            Front::Local => ("HTTP/1.1 400", DRAIN_CAP),
+            Front::Lambda => ("HTTP/1.1 413", gateway::PAYLOAD_LIMIT),
+        };
+        assert!(line.starts_with(status), "{method} {path}: {line}");
         // What the server read, plus what the sockets' buffers took in, is far below 1 GiB.
         assert!(
-            sent < DRAIN_CAP + 32 * 1024 * 1024,
+            sent < cap + 32 * 1024 * 1024,
             "{method} {path}: {sent} bytes went out before the answer"
         );
         observed.push(format!(
-            "{method} {path} 400 after {} MiB sent, {} ms",
+            "{method} {path} {} after {} MiB sent, {} ms",
+            &status[9..],
             sent / (1024 * 1024),
             took.as_millis()
         ));
     }
     assert_eq!(app.openai.request_count(), 0);
+    assert!(app.gateway_events().is_empty(), "no function was invoked");
     faults::record(
         "Bad input: 1 GiB body streamed without end",
-        "400 once at most the 16 MiB drain cap is read; connection closed",
+        match front() {
+            Front::Local => "400 once at most the 16 MiB drain cap is read; connection closed",
+            Front::Lambda => "API Gateway's 413 (10 MB payload cap), no function invoked",
+        },
         &observed.join("; "),
     );
 }

@@ -18,6 +18,7 @@ mod faults_dispatch;
 mod faults_dynamodb;
 mod faults_oversized_bodies;
 mod faults_provider;
+mod gateway_front;
 mod lambda_fixtures;
 mod layers;
 mod oidc;
