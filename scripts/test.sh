@@ -59,7 +59,6 @@ step "cfn-lint template.yaml"
 # fills their idle time without slowing them. Its output is shown when it is waited for.
 step "cargo lambda build --release --arm64: started in the background (nice 19)"
 LAMBDA_LOG="$(mktemp)"
-CLEANUP+=("rm -f '$LOG'")
 setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
 LAMBDA_PID=$!
 # (its own process group: stopping it stops cargo and the linkers too)
@@ -72,6 +71,7 @@ step "openapi-spec-validator openapi.yaml"
 
 step "cargo test"
 LOG="$(mktemp)"
+CLEANUP+=("rm -f '$LOG'")
 # The function binaries (koe-functions) have no tests of their own, only a `main` each: clippy and
 # lambda-build compile them, contract_files checks each calls its endpoint; linking ten test
 # harnesses of the whole library for nothing is left out.
