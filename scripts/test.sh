@@ -45,18 +45,10 @@ if [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/openapi-spec-validator" ];
   "$VENV/bin/pip" install --quiet --disable-pip-version-check cfn-lint openapi-spec-validator
 fi
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
-
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
-step "cfn-lint template.yaml"
-"$VENV/bin/cfn-lint" template.yaml
-
 # The arm64 release build of every function (as sam build does; zip sizes) runs beside the tests,
 # at the lowest CPU priority: it is CPU-bound, the tests mostly wait (timers, loopback), so it
-# fills their idle time without slowing them. Its output is shown when it is waited for.
+# fills their idle time without slowing them. Started before clippy, so a cold run compiles the
+# arm64 dependencies in clippy's idle moments too. Its output is shown when it is waited for.
 step "cargo lambda build --release --arm64: started in the background (nice 19)"
 LAMBDA_LOG="$(mktemp)"
 setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
@@ -65,6 +57,15 @@ LAMBDA_PID=$!
 CLEANUP=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
 cleanup() { for c in "${CLEANUP[@]}"; do eval "$c"; done; }
 trap cleanup EXIT
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cfn-lint template.yaml"
+"$VENV/bin/cfn-lint" template.yaml
 
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
