@@ -236,7 +236,7 @@ cmd_start() {
     (
       cd "${STATE_DIR}"
       exec java \
-        -Xmx256m -XX:+UseSerialGC -Djava.awt.headless=true \
+        -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
         "-Djava.library.path=${LIB_DIR}" \
         -jar "${JAR}" -inMemory -port "${port}" -disableTelemetry
     ) </dev/null >"${LOG_FILE}" 2>&1 &
