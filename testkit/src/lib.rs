@@ -5,6 +5,7 @@ pub mod clock;
 pub mod dynamodb;
 pub mod events;
 pub mod faults;
+pub mod fixtures;
 pub mod gateway;
 pub mod harness;
 pub mod logs;

@@ -1,0 +1,95 @@
+//! Fixtures whose content depends on the date: `events/create-call.json` reserves a time that
+//! POST /calls accepts only between 10 seconds and 30 days ahead, so a committed date goes stale.
+//! The committed file keeps everything else (headers, device, caller name); these functions give
+//! it a `scheduledAt` that is valid relative to a given "now". The `fixture` binary prints them:
+//!
+//! ```sh
+//! cargo run -q -p koe-testkit --bin fixture -- create-call > /tmp/create-call.json
+//! ```
+
+use chrono::{DateTime, Duration, FixedOffset, NaiveTime, SecondsFormat, Utc};
+use serde_json::Value;
+
+use crate::template::repo_root;
+
+/// The fixtures `fixture` knows how to refresh.
+pub const DATED: &[&str] = &["create-call"];
+
+/// The committed `events/<name>.json`, parsed.
+pub fn committed(name: &str) -> Value {
+    let path = repo_root().join(format!("events/{name}.json"));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// The next 07:00 in Japan (UTC+09:00 all year, no daylight saving) at least an hour after
+/// `now`, written with its +09:00 offset, as the app sends it.
+pub fn next_morning_in_tokyo(now: DateTime<Utc>) -> DateTime<FixedOffset> {
+    let tokyo = FixedOffset::east_opt(9 * 3600).expect("+09:00");
+    let earliest = (now + Duration::hours(1)).with_timezone(&tokyo);
+    let seven = NaiveTime::from_hms_opt(7, 0, 0).expect("07:00");
+    let mut day = earliest.date_naive();
+    loop {
+        let at = day
+            .and_time(seven)
+            .and_local_timezone(tokyo)
+            .single()
+            .expect("a fixed offset has no gaps");
+        if at >= earliest {
+            return at;
+        }
+        day = day.succ_opt().expect("a next day");
+    }
+}
+
+/// `events/create-call.json` with `scheduledAt` at [`next_morning_in_tokyo`] of `now`, the
+/// request's time fields at `now` and `content-length` matching the new body.
+pub fn create_call(now: DateTime<Utc>) -> Value {
+    let mut event = committed("create-call");
+    let mut body: Value =
+        serde_json::from_str(event["body"].as_str().expect("create-call.json has a body"))
+            .expect("create-call.json's body is JSON");
+    body["scheduledAt"] =
+        Value::String(next_morning_in_tokyo(now).to_rfc3339_opts(SecondsFormat::Secs, false));
+    let body = serde_json::to_string(&body).expect("JSON");
+    event["headers"]["content-length"] = Value::String(body.len().to_string());
+    event["body"] = Value::String(body);
+    event["requestContext"]["time"] =
+        Value::String(now.format("%d/%b/%Y:%H:%M:%S +0000").to_string());
+    event["requestContext"]["timeEpoch"] = Value::from(now.timestamp_millis());
+    event
+}
+
+/// A dated fixture by name, for `now`; `None` for a name that has no date in it.
+pub fn dated(name: &str, now: DateTime<Utc>) -> Option<Value> {
+    match name {
+        "create-call" => Some(create_call(now)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(raw: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(raw)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn the_next_morning_is_at_least_an_hour_away() {
+        for (now, expected) in [
+            ("2026-11-23T12:00:00+09:00", "2026-11-24T07:00:00+09:00"),
+            ("2026-11-23T05:59:59+09:00", "2026-11-23T07:00:00+09:00"),
+            ("2026-11-23T06:00:01+09:00", "2026-11-24T07:00:00+09:00"),
+            ("2026-12-31T23:30:00+09:00", "2027-01-01T07:00:00+09:00"),
+            ("2028-02-28T08:00:00+09:00", "2028-02-29T07:00:00+09:00"),
+        ] {
+            let got = next_morning_in_tokyo(at(now));
+            assert_eq!(got.to_rfc3339(), expected, "{now}");
+        }
+    }
+}
