@@ -5,6 +5,9 @@
 //! ```sh
 //! eval "$(cargo run -q -p koe-testkit --bin create-local-tables)"
 //! ```
+//!
+//! The names are `<prefix>-<logical id>`, the prefix random unless `KOE_TABLE_PREFIX` names it
+//! (`KOE_TABLE_PREFIX=koe-local` makes the tables `events/env.json` names).
 
 use std::process::ExitCode;
 
@@ -21,7 +24,10 @@ async fn main() -> ExitCode {
         .load()
         .await;
     let client = aws_sdk_dynamodb::Client::new(&config);
-    let prefix = format!("koe-local-{}", koe_testkit::dynamodb::random_prefix());
+    let prefix = std::env::var("KOE_TABLE_PREFIX")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| format!("koe-local-{}", koe_testkit::dynamodb::random_prefix()));
     let tables = koe_testkit::dynamodb::create_tables(&client, &prefix).await;
     println!("export DEVICES_TABLE={}", tables.devices);
     println!("export CALLS_TABLE={}", tables.calls);
