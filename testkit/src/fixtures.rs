@@ -92,4 +92,28 @@ mod tests {
             assert_eq!(got.to_rfc3339(), expected, "{now}");
         }
     }
+
+    /// What POST /calls itself checks: the generated time is accepted relative to its "now",
+    /// today and a year from today (and at the hours around a day's change in Japan).
+    #[test]
+    fn the_generated_create_call_is_valid_on_any_date() {
+        let today = Utc::now();
+        for now in [
+            today,
+            today + Duration::days(365),
+            at("2027-06-30T21:59:00Z"),
+            at("2027-06-30T22:00:01Z"),
+        ] {
+            let event = create_call(now);
+            let body: Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
+            let raw = body["scheduledAt"].as_str().unwrap();
+            koe::domain::reservation::ScheduledAt::parse("scheduledAt", raw, now)
+                .unwrap_or_else(|e| panic!("{raw} at {now}: {e:?}"));
+            assert_eq!(
+                event["headers"]["content-length"],
+                event["body"].as_str().unwrap().len().to_string()
+            );
+            assert_eq!(body["deviceId"], "6F9619FF-8B86-D011-B42D-00C04FC964FF");
+        }
+    }
 }

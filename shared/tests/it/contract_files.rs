@@ -323,3 +323,41 @@ fn test_sh_runs_every_http_suite_through_the_gateway_front() {
         "dispatch_runs' one harness test is in the pass"
     );
 }
+
+/// `events/env.json` (for `sam local invoke --env-vars`) has a section for every function of the
+/// template and nothing else but `Parameters`, and a function's section names only variables the
+/// template declares for it (its own or `Globals`): SAM applies no other (README, Fixtures and
+/// local invocation). Every storing function gets the key the fixtures send.
+#[test]
+fn env_json_covers_every_function_with_variables_sam_applies() {
+    let template = load_yaml("template.yaml");
+    let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();
+    let env: serde_json::Value = serde_json::from_str(&text).expect("events/env.json is JSON");
+    let env = env.as_object().expect("an object");
+    let declared_in = |vars: &Value| -> BTreeSet<String> {
+        untag(vars)
+            .as_mapping()
+            .map(|m| m.keys().map(|k| k.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    };
+    let globals = declared_in(&template["Globals"]["Function"]["Environment"]["Variables"]);
+    let functions = template_functions(&template);
+    let mut sections: BTreeSet<&str> = env.keys().map(String::as_str).collect();
+    assert!(sections.remove("Parameters"), "env.json has Parameters");
+    let ids: BTreeSet<&str> = functions.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(sections, ids, "one section per template function");
+    for (id, _) in &functions {
+        let resource = &template["Resources"][id.as_str()];
+        let own = declared_in(&resource["Properties"]["Environment"]["Variables"]);
+        let section = env[id.as_str()].as_object().unwrap();
+        for name in section.keys() {
+            assert!(
+                own.contains(name) || globals.contains(name),
+                "env.json sets {name} for {id}, which template.yaml does not declare for it"
+            );
+        }
+        if own.contains("AGENT_API_KEYS") {
+            assert_eq!(section["AGENT_API_KEYS"], "example-agent-key", "{id}");
+        }
+    }
+}
