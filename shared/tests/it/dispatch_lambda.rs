@@ -157,17 +157,9 @@ async fn a_valid_token_in_the_http_event_is_accepted_and_the_run_handed_on() {
 #[tokio::test]
 async fn a_requested_run_event_runs_the_dispatcher() {
     let app = app(&[], true).await;
-    let payload = serde_json::json!({
-        "version": "0",
-        "id": "0b7c2f4e-1d3a-4c5b-8e9f-001122334455",
-        "detail-type": "Koe Dispatch Requested",
-        "source": "koe.dispatch",
-        "account": "123456789012",
-        "time": "2026-01-01T00:01:01Z",
-        "region": "ap-northeast-1",
-        "resources": [],
-        "detail": {"requestedAt": "2026-01-01T00:01:00.512Z"}
-    });
+    // events/dispatch-requested.json: what POST /internal/dispatch puts on the bus, as the
+    // EventBridge rule delivers it.
+    let payload = fixture("dispatch-requested.json");
     let summary = handle(&service(&app).await, event(payload)).await.unwrap();
     assert_eq!(summary["cause"], "request");
     assert_eq!(summary["sent"], 0);
