@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use koe::{Api, ROUTES};
 use koe::api::error::ErrorCode;
 use koe::endpoints::{Endpoint, Visit};
+use koe::{Api, ROUTES};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
@@ -342,7 +342,9 @@ fn lowest_number(template: &Value, value: &Value) -> f64 {
         assert!(default >= min, "{name}: Default below MinValue");
         return min;
     }
-    value.as_f64().unwrap_or_else(|| panic!("not a number: {value:?}"))
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("not a number: {value:?}"))
 }
 
 /// Chat is limited by the chat function's reserved concurrency (the interface: "automatic,
