@@ -20,6 +20,11 @@ pub const MAX_STEPS: usize = 5;
 pub const MAX_EVENTS: usize = 200;
 pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_STEP_ID_CHARS: usize = 64;
+/// Longest RFC 3339 date-time accepted: `2026-03-02T10:00:00.123456789+09:00` (nanoseconds and
+/// an offset). A cap, so that the body cap derived from these caps covers every valid body.
+pub const MAX_DATETIME_CHARS: usize = 35;
+/// Longest IANA time zone name (`America/Argentina/ComodRivadavia` is 32).
+pub const MAX_TIMEZONE_CHARS: usize = 32;
 /// The user's time zone when the request names none.
 pub const DEFAULT_TIMEZONE: Tz = chrono_tz::Asia::Tokyo;
 
@@ -147,7 +152,12 @@ fn rfc3339<S: serde::Serializer>(t: &DateTime<FixedOffset>, s: S) -> Result<S::O
 
 /// An RFC 3339 date-time with an offset, as the value of the field named `field`.
 pub fn parse_rfc3339(field: &str, raw: &str) -> Result<DateTime<FixedOffset>, Invalid> {
-    DateTime::parse_from_rfc3339(raw).map_err(|_| {
+    let parsed = if raw.len() > MAX_DATETIME_CHARS {
+        None
+    } else {
+        DateTime::parse_from_rfc3339(raw).ok()
+    };
+    parsed.ok_or_else(|| {
         Invalid::new(
             field,
             "must be an RFC 3339 date-time with an offset, e.g. 2026-01-02T10:00:00+09:00",

@@ -9,6 +9,10 @@ use super::Invalid;
 
 pub const MAX_MESSAGES: usize = 100;
 pub const MAX_CONTENT_CHARS: usize = 16_000;
+/// Most characters of `content` in all the messages together: 128 000, about the models'
+/// context of 128k tokens (so 100 x 16 000 cannot all be sent at once). It keeps the body cap,
+/// derived from these caps, well under Lambda's 6 MB request payload (see `endpoints`).
+pub const MAX_TOTAL_CONTENT_CHARS: usize = 128_000;
 pub const DEFAULT_MAX_TOKENS: u32 = 500;
 pub const MAX_MAX_TOKENS: u32 = 4096;
 
@@ -83,6 +87,7 @@ impl ChatRequest {
             ));
         }
         let mut messages = Vec::with_capacity(items.len());
+        let mut total_chars = 0;
         for (i, item) in items.iter().enumerate() {
             let message = Fields::nested(item, format!("messages[{i}]"))?;
             let role = message.required_str("role")?;
@@ -93,6 +98,15 @@ impl ChatRequest {
                 )
             })?;
             let content = message.required_text("content", 1, MAX_CONTENT_CHARS)?;
+            total_chars += content.chars().count();
+            if total_chars > MAX_TOTAL_CONTENT_CHARS {
+                return Err(Invalid::new(
+                    "messages",
+                    format!(
+                        "must have at most {MAX_TOTAL_CONTENT_CHARS} characters of content in all"
+                    ),
+                ));
+            }
             messages.push(ChatMessage {
                 role,
                 content: content.to_owned(),
@@ -201,5 +215,20 @@ mod tests {
             "messages": vec![serde_json::json!({"role": "user", "content": "a"}); MAX_MESSAGES + 1],
         });
         assert!(ChatRequest::parse(many.as_object().unwrap()).is_err());
+
+        // The total is inclusive too: 8 x 16 000 characters is accepted, one more is not.
+        assert_eq!(MAX_TOTAL_CONTENT_CHARS % MAX_CONTENT_CHARS, 0);
+        let full = serde_json::json!({"role": "user", "content": "a".repeat(MAX_CONTENT_CHARS)});
+        let mut messages = vec![full; MAX_TOTAL_CONTENT_CHARS / MAX_CONTENT_CHARS];
+        let body = serde_json::json!({ "messages": messages });
+        assert!(ChatRequest::parse(body.as_object().unwrap()).is_ok());
+        messages.push(serde_json::json!({"role": "user", "content": "b"}));
+        let body = serde_json::json!({ "messages": messages });
+        assert_eq!(
+            ChatRequest::parse(body.as_object().unwrap())
+                .unwrap_err()
+                .to_string(),
+            "messages must have at most 128000 characters of content in all"
+        );
     }
 }

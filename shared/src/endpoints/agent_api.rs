@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::Method;
 
 use super::ports::{Adapters, Ports};
-use super::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT, TEXT_BODY_LIMIT};
+use super::{AGENT_BODY_LIMIT, Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::clock::Clock;
@@ -138,7 +138,7 @@ impl Endpoint for Agent {
         path: "/agent",
         function: "AgentFunction",
         binary: "agent",
-        body_limit: TEXT_BODY_LIMIT,
+        body_limit: AGENT_BODY_LIMIT,
         auth: Auth::ApiKey,
     };
     type Ports = AgentPorts;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::Method;
 
 use super::ports::{Adapters, Ports};
-use super::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT, TEXT_BODY_LIMIT};
+use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
@@ -107,7 +107,7 @@ impl Endpoint for Chat {
         path: "/api/chat",
         function: "ChatFunction",
         binary: "chat",
-        body_limit: TEXT_BODY_LIMIT,
+        body_limit: CHAT_BODY_LIMIT,
         auth: Auth::None,
     };
     type Ports = ChatPorts;

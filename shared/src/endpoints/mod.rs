@@ -80,8 +80,69 @@ pub struct Route {
     pub auth: Auth,
 }
 
-/// Body cap of the endpoints whose bodies carry conversation text (chat, agent).
-pub const TEXT_BODY_LIMIT: usize = 64 * 1024;
+/// Worst-case bytes of one string character in a body we size for: UTF-8 is at most 4, and
+/// JSON's mandatory escapes of control characters (`\u001f`) are 6.
+pub const JSON_BYTES_PER_CHAR: usize = 6;
+/// Room for what the formulas below leave out (number forms such as `4096.0`, whitespace).
+const BODY_SLACK: usize = 1024;
+
+/// A JSON string of at most `chars` characters, quotes included.
+const fn json_str(chars: usize) -> usize {
+    2 + chars * JSON_BYTES_PER_CHAR
+}
+
+/// Body cap of `POST /api/chat`, derived from the field caps the parser applies, so that every
+/// body the field caps allow fits: compact JSON of the contract's fields (no unknown fields),
+/// each string character counted at [`JSON_BYTES_PER_CHAR`] bytes, plus [`BODY_SLACK`]:
+///
+/// ```text
+/// {"messages":[]  +  MAX_MESSAGES x {"role":"assistant","content":""},
+///   +  MAX_TOTAL_CONTENT_CHARS x 6  +  ,"model":"gpt-4o-mini","maxTokens":4096}  +  slack
+/// = 14 + 100 x 34 + 128 000 x 6 + 40 + 1024 = 772 478 bytes (about 0.74 MiB)
+/// ```
+pub const CHAT_BODY_LIMIT: usize = {
+    use crate::domain::chat::{MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
+    let message = r#"{"role":"assistant","content":}"#.len() + 1 + json_str(0);
+    r#"{"messages":[]"#.len()
+        + MAX_MESSAGES * message
+        + MAX_TOTAL_CONTENT_CHARS * JSON_BYTES_PER_CHAR
+        + r#","model":"gpt-4o-mini","maxTokens":4096}"#.len()
+        + BODY_SLACK
+};
+
+/// Body cap of `POST /agent`, derived as [`CHAT_BODY_LIMIT`] is. Round 2 is the larger round:
+/// the message, `MAX_STEPS` results of `MAX_EVENTS` events (title, start, end, allDay), the
+/// device and the time zone. Round 1 (message, capabilities, deviceId, timezone) is far smaller;
+/// repeated or unknown capabilities count as unknown fields.
+///
+/// ```text
+/// 51 + (2 + 4000 x 6) + 5 x (54 + (2 + 64 x 6) + 200 x (42 + (2 + 200 x 6) + 2 x (2 + 35 x 6)))
+///   + (2 + 128 x 6) + (2 + 32 x 6) + 1024 = 1 696 234 bytes (about 1.6 MiB)
+/// ```
+pub const AGENT_BODY_LIMIT: usize = {
+    use crate::domain::agent::{
+        MAX_DATETIME_CHARS, MAX_EVENTS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS,
+        MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
+    };
+    use crate::domain::device::MAX_DEVICE_ID_CHARS;
+    let event = r#"{"title":,"start":,"end":,"allDay":false},"#.len()
+        + json_str(MAX_TITLE_CHARS)
+        + 2 * json_str(MAX_DATETIME_CHARS);
+    let result = r#"{"stepId":,"tool":"calendar","output":{"events":[]}},"#.len()
+        + json_str(MAX_STEP_ID_CHARS)
+        + MAX_EVENTS * event;
+    r#"{"message":,"results":[],"deviceId":,"timezone":}"#.len()
+        + json_str(MAX_MESSAGE_CHARS)
+        + MAX_STEPS * result
+        + json_str(MAX_DEVICE_ID_CHARS)
+        + json_str(MAX_TIMEZONE_CHARS)
+        + BODY_SLACK
+};
+
+/// Lambda's 6 MB request payload limit binds before API Gateway's 10 MB: the event that carries
+/// the body writes it again as a JSON string (each `"` and `\` doubled), so a body of up to
+/// 3 MB always fits in the event.
+const _: () = assert!(CHAT_BODY_LIMIT <= 3_000_000 && AGENT_BODY_LIMIT <= 3_000_000);
 /// Body cap of every other endpoint.
 pub const SMALL_BODY_LIMIT: usize = 8 * 1024;
 
@@ -145,6 +206,12 @@ mod tests {
             assert!(seen.insert((r.api, r.method.clone(), r.path)), "{r:?}");
             assert!(binaries.insert(r.binary), "binary {} twice", r.binary);
         }
+    }
+
+    #[test]
+    fn the_body_caps_are_the_documented_figures() {
+        assert_eq!(CHAT_BODY_LIMIT, 772_478);
+        assert_eq!(AGENT_BODY_LIMIT, 1_696_234);
     }
 
     #[test]

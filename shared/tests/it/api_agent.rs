@@ -5,6 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use koe::domain::agent::{
+    MAX_DATETIME_CHARS, MAX_EVENTS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS,
+    MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
+};
+use koe::domain::device::MAX_DEVICE_ID_CHARS;
+use koe::endpoints::AGENT_BODY_LIMIT;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, error_body, header, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
@@ -868,28 +874,94 @@ async fn bad_input_is_never_echoed() {
     }
 }
 
-/// A valid round-1 body of exactly `len` bytes (an unknown field pads it).
-fn round_1_of_len(len: usize) -> String {
-    let mut body = round_1("m");
-    body["pad"] = json!("");
-    let pad = len - body.to_string().len();
-    body["pad"] = json!("x".repeat(pad));
-    let text = body.to_string();
-    assert_eq!(text.len(), len);
-    text
+/// The largest round 2 the field caps allow, written the most expensive way the cap counts:
+/// every string character a 6-byte `\\u00XX` escape, 5 results of 200 events with the longest
+/// date-times, the longest device id and time zone, compact.
+fn largest_round_2() -> String {
+    let esc = |n: usize| "\\u0041".repeat(n);
+    let escaped = |s: &str| {
+        s.chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect::<String>()
+    };
+    let raw_at = "2026-03-02T10:00:00.123456789+09:00";
+    assert_eq!(raw_at.len(), MAX_DATETIME_CHARS);
+    let at = escaped(raw_at);
+    let event = format!(
+        r#"{{"title":"{}","start":"{at}","end":"{at}","allDay":false}}"#,
+        esc(MAX_TITLE_CHARS)
+    );
+    let events = vec![event; MAX_EVENTS].join(",");
+    let result = format!(
+        r#"{{"stepId":"{}","tool":"calendar","output":{{"events":[{events}]}}}}"#,
+        esc(MAX_STEP_ID_CHARS)
+    );
+    let results = vec![result; MAX_STEPS].join(",");
+    let raw_zone = "America/Argentina/ComodRivadavia";
+    assert_eq!(raw_zone.len(), MAX_TIMEZONE_CHARS);
+    let zone = escaped(raw_zone);
+    format!(
+        r#"{{"message":"{}","results":[{results}],"deviceId":"{}","timezone":"{zone}"}}"#,
+        esc(MAX_MESSAGE_CHARS),
+        escaped(&"d".repeat(MAX_DEVICE_ID_CHARS))
+    )
+}
+
+/// `body` (a JSON object) with an unknown field padding it to exactly `len` bytes.
+fn padded_to(body: &str, len: usize) -> String {
+    let head = &body[..body.len() - 1];
+    let pad = len - body.len() - r#","pad":"""#.len();
+    let padded = format!(r#"{head},"pad":"{}"}}"#, "x".repeat(pad));
+    assert_eq!(padded.len(), len);
+    padded
 }
 
 #[tokio::test]
-async fn the_body_cap_is_64_kib() {
+async fn the_largest_round_2_the_field_caps_allow_fits_the_cap_and_one_byte_more_does_not() {
     let app = app().await;
-    app.openai.script([planner_answer("はい", "neutral")]);
-    ok_body(post(&app, round_1_of_len(64 * 1024)).await).await;
+    let largest = largest_round_2();
+    assert!(
+        largest.len() <= AGENT_BODY_LIMIT,
+        "{} > {AGENT_BODY_LIMIT}",
+        largest.len()
+    );
+    assert!(
+        // The slack (1024) and a comma after every event and result: 5 + 1 more than JSON has.
+        AGENT_BODY_LIMIT - largest.len() <= 1024 + 6,
+        "{}",
+        largest.len()
+    );
+    app.openai.script([
+        responder_answer("はい", "neutral"),
+        responder_answer("はい", "neutral"),
+    ]);
+    ok_body(post(&app, largest.clone()).await).await;
+    ok_body(post(&app, padded_to(&largest, AGENT_BODY_LIMIT)).await).await;
     let body = error_body(
-        post(&app, round_1_of_len(64 * 1024 + 1)).await,
+        post(&app, padded_to(&largest, AGENT_BODY_LIMIT + 1)).await,
         400,
         "INVALID_REQUEST",
     )
     .await;
-    assert_eq!(body["message"], "body must be at most 65536 bytes");
-    assert_eq!(app.openai.request_count(), 1);
+    assert_eq!(
+        body["message"],
+        format!("body must be at most {AGENT_BODY_LIMIT} bytes")
+    );
+    assert_eq!(app.openai.request_count(), 2);
+}
+
+#[tokio::test]
+async fn a_date_time_longer_than_35_characters_is_400() {
+    let app = app().await;
+    let mut body = round_2();
+    body["results"][0]["output"]["events"][0]["start"] =
+        json!("2026-03-02T10:00:00.1234567890+09:00");
+    let body = error_body(post(&app, body.to_string()).await, 400, "INVALID_REQUEST").await;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("results[0].output.events[0].start must be an RFC 3339 date-time"),
+        "{body}"
+    );
 }

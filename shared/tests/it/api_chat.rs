@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use koe::domain::chat::{MAX_CONTENT_CHARS, MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
+use koe::endpoints::CHAT_BODY_LIMIT;
 use koe_testkit::harness::{TestApp, error_body, route_miss, spawn_app};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -419,11 +421,11 @@ async fn unknown_model_is_400_and_never_reaches_the_provider() {
 }
 
 #[tokio::test]
-async fn bodies_over_64_kib_are_400_naming_the_body() {
+async fn bodies_over_the_cap_are_400_naming_the_body() {
     let app = spawn_app(&[]).await;
     let mut failures = Vec::new();
     for (case, len) in [
-        ("65 537 bytes", 64 * 1024 + 1),
+        ("the cap + 1 byte", CHAT_BODY_LIMIT + 1),
         ("about 1 MB", 1024 * 1024),
         (
             "8 MB, still being sent when the answer is ready",
@@ -437,23 +439,86 @@ async fn bodies_over_64_kib_are_400_naming_the_body() {
     assert!(app.events.published().is_empty());
 }
 
-#[tokio::test]
-async fn a_body_of_exactly_64_kib_is_not_refused_for_its_size() {
-    let app = spawn_app(&[]).await;
-    // Five messages of ~13 000 characters: valid, and exactly 65 536 bytes in all.
-    let mut messages: Vec<Value> = (0..5)
-        .map(|_| json!({"role": "user", "content": "y".repeat(13_000)}))
-        .collect();
-    let len = json!({ "messages": messages }).to_string().len();
-    let missing = 64 * 1024 - len;
-    assert!(missing < 3_000, "the padding stays under the content limit");
-    messages[4] = json!({"role": "user", "content": "y".repeat(13_000 + missing)});
-    let body = json!({ "messages": messages }).to_string();
-    assert_eq!(body.len(), 64 * 1024);
+/// The largest body the field caps allow, written the most expensive way the cap counts:
+/// 100 messages holding 128 000 characters in all, each character a 6-byte `\u0001` escape,
+/// `"assistant"` roles, the longest model name and `maxTokens` 4096, compact.
+fn largest_chat_body() -> String {
+    let per_message = MAX_TOTAL_CONTENT_CHARS / MAX_MESSAGES;
+    assert!(per_message <= MAX_CONTENT_CHARS);
+    let content = "\\u0001".repeat(per_message);
+    let message = format!(r#"{{"role":"assistant","content":"{content}"}}"#);
+    let messages = vec![message; MAX_MESSAGES].join(",");
+    format!(r#"{{"messages":[{messages}],"model":"gpt-4o-mini","maxTokens":4096}}"#)
+}
 
-    let response = app.post_chat(body).await;
+/// `body` (a JSON object) with an unknown field padding it to exactly `len` bytes.
+fn padded_to(body: &str, len: usize) -> String {
+    let head = &body[..body.len() - 1];
+    let pad = len - body.len() - r#","pad":"""#.len();
+    let padded = format!(r#"{head},"pad":"{}"}}"#, "x".repeat(pad));
+    assert_eq!(padded.len(), len);
+    padded
+}
+
+#[tokio::test]
+async fn the_largest_body_the_field_caps_allow_fits_the_cap_and_one_byte_more_does_not() {
+    let app = spawn_app(&[]).await;
+    let largest = largest_chat_body();
+    let parsed: Value = serde_json::from_str(&largest).expect("valid JSON");
+    assert_eq!(
+        parsed["messages"][99]["content"]
+            .as_str()
+            .unwrap()
+            .chars()
+            .count(),
+        1280
+    );
+    // Derived, not guessed: within the cap, and only the slack below it.
+    assert!(
+        largest.len() <= CHAT_BODY_LIMIT,
+        "{} > {CHAT_BODY_LIMIT}",
+        largest.len()
+    );
+    // The formula counts the slack (1024) and a comma after every item, one more than JSON has.
+    assert!(
+        CHAT_BODY_LIMIT - largest.len() <= 1024 + 1,
+        "{}",
+        largest.len()
+    );
+
+    let response = app.post_chat(largest.clone()).await;
     assert_eq!(response.status().as_u16(), 200);
-    assert_eq!(app.openai.request_count(), 1);
+    let response = app.post_chat(padded_to(&largest, CHAT_BODY_LIMIT)).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(app.openai.request_count(), 2);
+
+    let response = app
+        .post_chat(padded_to(&largest, CHAT_BODY_LIMIT + 1))
+        .await;
+    let body = error_body(response, 400, "INVALID_REQUEST").await;
+    assert_eq!(
+        body["message"],
+        format!("body must be at most {CHAT_BODY_LIMIT} bytes")
+    );
+    assert_eq!(app.openai.request_count(), 2);
+}
+
+#[tokio::test]
+async fn more_than_128_000_characters_in_all_is_400_naming_messages() {
+    let app = spawn_app(&[]).await;
+    let mut messages = vec![json!({"role": "user", "content": "y".repeat(MAX_CONTENT_CHARS)}); 8];
+    messages.push(json!({"role": "user", "content": "y"}));
+    let body = error_body(
+        post_json(&app, &json!({ "messages": messages })).await,
+        400,
+        "INVALID_REQUEST",
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "messages must have at most 128000 characters of content in all"
+    );
+    assert_eq!(app.openai.request_count(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

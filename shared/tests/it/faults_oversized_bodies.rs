@@ -1,5 +1,5 @@
 //! Fault injection, bad input: request bodies over the size cap, on every route of
-//! `koe::ROUTES` (64 KiB for `POST /api/chat` and `POST /agent`, 8 KiB elsewhere). They are
+//! `koe::ROUTES` (each `body_limit`: derived from the field caps for `POST /api/chat` and `POST /agent`, 8 KiB elsewhere). They are
 //! refused with 400 naming the body, never parsed: an oversized body of broken JSON gets the
 //! size answer, not a JSON error. A body far larger than anything the server keeps (1 GiB
 //! announced, streamed until the server answers) is answered after the server has read at most
@@ -74,7 +74,7 @@ async fn every_route_refuses_a_body_over_its_cap_without_parsing_it() {
     assert!(app.events.published().is_empty(), "a 400 is not notified");
     faults::record(
         "Bad input: body over the cap, broken JSON, every route",
-        "400 INVALID_REQUEST `body must be at most N bytes` (64 KiB chat/agent, 8 KiB else), never parsed",
+        "400 INVALID_REQUEST `body must be at most N bytes` (772 478 chat, 1 696 234 agent, 8 KiB else), never parsed",
         &format!(
             "{} routes: 400 `body must be at most N bytes`, 0 provider calls",
             observed.len()
