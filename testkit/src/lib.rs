@@ -12,4 +12,5 @@ pub mod logs;
 pub mod oidc;
 pub mod openai;
 pub mod push;
+pub mod runtime_api;
 pub mod template;
