@@ -73,10 +73,13 @@ step "openapi-spec-validator openapi.yaml"
 step "cargo test"
 LOG="$(mktemp)"
 CLEANUP+=("rm -f '$LOG'")
-# The function binaries (koe-functions) have no tests of their own, only a `main` each: clippy and
-# lambda-build compile them, contract_files checks each calls its endpoint; linking ten test
-# harnesses of the whole library for nothing is left out.
+# The function binaries (koe-functions) have no unit tests, only a `main` each: their ten empty
+# test harnesses are not linked; their one integration test runs next.
 cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
+# Every events/ fixture through its function's real built binary under a Lambda Runtime API
+# emulator, with events/env.json (functions/tests/fixtures.rs): builds the bins, not their
+# empty unit-test harnesses.
+cargo test -p koe-functions --locked --test fixtures 2>&1 | tee -a "$LOG"
 # The HTTP suites once more, through the gateway front: a stand-in API Gateway HTTP API, payload
 # v2 events, lambda_http and the Lambda entrypoints, as deployed (testkit/src/gateway.rs). The
 # filters name every module that starts the app through koe_testkit::harness::spawn_app*
