@@ -5,11 +5,22 @@ use std::path::PathBuf;
 use serde_norway::Value;
 
 /// The repository root (the workspace directory).
+/// The checkout's root: the nearest directory holding `template.yaml` above the working
+/// directory (cargo runs tests from their package's directory, scripts run from the root), else
+/// the one testkit was compiled in. Found at run time, because a build cache shared between two
+/// clones keeps the first clone's compile-time path.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("testkit sits in the workspace")
-        .to_path_buf()
+    let here = std::env::current_dir().ok();
+    here.iter()
+        .flat_map(|dir| dir.ancestors())
+        .find(|dir| dir.join("template.yaml").is_file() && dir.join("Cargo.toml").is_file())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("testkit sits in the workspace")
+                .to_path_buf()
+        })
 }
 
 pub fn load_yaml(name: &str) -> Value {
