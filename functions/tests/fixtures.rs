@@ -5,8 +5,13 @@
 //! stand-in). The fixtures run in order against one set of tables, so the reservation fixtures
 //! see the device `put-device` registered and the call `create-call` reserved.
 //!
-//! Not run here: `events/dispatch-schedule.json` (its run lasts the dispatcher's 70 s window by
-//! design) and `events/dispatch-requested.json` (covered in-process by `dispatch_lambda.rs`).
+//! The whole sequence runs twice at once: on today's date, and a year later, the binaries' clock
+//! moved by libfaketime (`LD_PRELOAD`, the wall clock only; the tests' own clock stays real),
+//! so a fixture that goes stale with the date fails here. Each pass also reserves a call due
+//! 15 s ahead and runs `dispatch-schedule` and `dispatch-requested` through the dispatch binary
+//! side by side (a run lasts the dispatcher's 70 s window), which must push it exactly once;
+//! the dispatch route gets a token the stand-in OIDC issuer signed and hands the run to the
+//! stand-in EventBridge.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,13 +19,18 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::Credentials;
+use chrono::Utc;
+use koe_testkit::eventbridge::StandInEventBridge;
+use koe_testkit::oidc::StandInIssuer;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::runtime_api::{Outcome, RuntimeApi};
 use koe_testkit::template::repo_root;
 use serde_json::Value;
 
-/// How long one invocation (start of the process to its answer) may take.
+/// How long one invocation (start of the process to its answer) may take; a dispatch run lasts
+/// its 70 s window.
 const WITHIN: Duration = Duration::from_secs(30);
+const RUN_WITHIN: Duration = Duration::from_secs(100);
 
 /// `events/env.json`, as `sam local invoke --env-vars` reads it.
 fn env_json() -> BTreeMap<String, BTreeMap<String, String>> {
@@ -47,6 +57,30 @@ struct Outside {
     dynamodb: String,
     tables: BTreeMap<&'static str, String>,
     openai: String,
+    eventbridge: String,
+    oidc: Vec<(&'static str, String)>,
+    /// The binaries' clock: libfaketime's library and its offset (`+365d`), or the real clock.
+    faketime: Option<(PathBuf, &'static str)>,
+}
+
+/// libfaketime's preload library (Debian's `faketime` package), where the system has it.
+fn libfaketime() -> PathBuf {
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "libfaketime is not installed (looked at {candidates:?}): the year-later pass \
+                 needs it; `sudo apt-get install -y faketime` (scripts/test.sh says the same)"
+            )
+        })
 }
 
 /// `Parameters` merged with the function's section, then the outside services pointed at the
@@ -70,6 +104,21 @@ fn environment(
     }
     if env.contains_key("OPENAI_BASE_URL") {
         env.insert("OPENAI_BASE_URL".into(), outside.openai.clone());
+    }
+    if env.contains_key("DISPATCH_OIDC_JWKS_URL") {
+        for (var, value) in &outside.oidc {
+            env.insert((*var).into(), value.clone());
+        }
+        env.insert(
+            "AWS_ENDPOINT_URL_EVENTBRIDGE".into(),
+            outside.eventbridge.clone(),
+        );
+    }
+    if let Some((library, offset)) = &outside.faketime {
+        env.insert("LD_PRELOAD".into(), library.display().to_string());
+        env.insert("FAKETIME".into(), (*offset).into());
+        // Timers and timeouts keep the real monotonic clock.
+        env.insert("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into());
     }
     let region = env["AWS_REGION"].clone();
     for (key, value) in [
@@ -116,10 +165,12 @@ fn binary_path(binary: &str) -> PathBuf {
 async fn invoke(
     binary: &str,
     event: &Value,
+    within: Duration,
+    log_name: &str,
     env: impl Fn(&str) -> BTreeMap<String, String>,
 ) -> Value {
     let api = RuntimeApi::start().await;
-    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{binary}.log"));
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{log_name}.log"));
     let log_file = std::fs::File::create(&log).unwrap();
     let mut child = tokio::process::Command::new(binary_path(binary))
         .env_clear()
@@ -130,7 +181,7 @@ async fn invoke(
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("start {binary}: {e}"));
-    let outcome = api.invoke(serde_json::to_vec(event).unwrap(), WITHIN).await;
+    let outcome = api.invoke(serde_json::to_vec(event).unwrap(), within).await;
     child.kill().await.unwrap();
     match outcome {
         Outcome::Response { .. } => outcome.response_json(),
@@ -160,16 +211,43 @@ fn check(binary: &str, response: &Value, status: u16, needle: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fixture_passes_through_its_built_binary() {
     let started = Instant::now();
-    let env_json = env_json();
-    let params = &env_json["Parameters"];
-
-    // DynamoDB Local, with the template's tables under a fresh prefix, created with env.json's
-    // credentials and region (DynamoDB Local keeps tables per access key and region).
     let dynamodb = tokio::task::spawn_blocking(koe_testkit::dynamodb::endpoint)
         .await
         .unwrap();
+    let issuer = StandInIssuer::start().await;
+    let year = chrono::Duration::days(365);
+    tokio::join!(
+        pass("today", chrono::Duration::zero(), None, &dynamodb, &issuer),
+        pass(
+            "a year later",
+            year,
+            Some((libfaketime(), "+365d")),
+            &dynamodb,
+            &issuer
+        ),
+    );
+    eprintln!(
+        "every fixture through its binary, today and a year later, in {:?}",
+        started.elapsed()
+    );
+}
+
+/// The whole sequence with the binaries' clock at `offset` from the real one.
+async fn pass(
+    name: &'static str,
+    offset: chrono::Duration,
+    faketime: Option<(PathBuf, &'static str)>,
+    dynamodb: &str,
+    issuer: &StandInIssuer,
+) {
+    let now = || Utc::now() + offset;
+    let env_json = env_json();
+    let params = &env_json["Parameters"];
+
+    // The template's tables under a fresh prefix, created with env.json's credentials and region
+    // (DynamoDB Local keeps tables per access key and region).
     let client = aws_sdk_dynamodb::Client::from_conf(
-        koe_testkit::dynamodb::config_builder(&dynamodb)
+        koe_testkit::dynamodb::config_builder(dynamodb)
             .region(aws_sdk_dynamodb::config::Region::new(
                 params["AWS_REGION"].clone(),
             ))
@@ -187,69 +265,354 @@ async fn every_fixture_passes_through_its_built_binary() {
 
     let openai = StandInOpenAi::start().await;
     openai.set_default(Behaviour::complete("フィクスチャの返事"));
+    let eventbridge = StandInEventBridge::start().await;
     let outside = Outside {
-        dynamodb,
+        dynamodb: dynamodb.to_owned(),
         tables: BTreeMap::from([
             ("DEVICES_TABLE", tables.devices),
             ("CALLS_TABLE", tables.calls),
             ("AGENT_USAGE_TABLE", tables.usage),
         ]),
         openai: openai.base_url(),
+        eventbridge: eventbridge.endpoint(),
+        oidc: issuer.vars(),
+        faketime,
     };
-    let run = async |binary: &str, event: &Value| {
-        invoke(binary, event, |api| {
+    let run_within = async |binary: &str, event: &Value, within: Duration, log: &str| {
+        let log = format!("{}-{log}", name.replace(' ', "-"));
+        invoke(binary, event, within, &log, |api| {
             environment(binary, &env_json, api, &outside)
         })
         .await
     };
+    let run = async |binary: &str, event: &Value| run_within(binary, event, WITHIN, binary).await;
+    let check = |binary: &str, response: &Value, status: u16, needle: &str| {
+        check(&format!("{binary} ({name})"), response, status, needle)
+    };
     let committed = koe_testkit::fixtures::committed;
 
     let r = run("put-device", &committed("put-device")).await;
-    check("put-device", &r, 200, r#""environment":"sandbox""#);
+    check(
+        "put-device",
+        &r,
+        status_of("put-device"),
+        r#""environment":"sandbox""#,
+    );
 
     // The generator's event: scheduledAt the next 07:00 in Japan at least an hour from now.
-    let create = koe_testkit::fixtures::create_call(chrono::Utc::now());
-    let body: Value = serde_json::from_str(create["body"].as_str().unwrap()).unwrap();
-    let scheduled_at = format!(r#""scheduledAt":{}"#, body["scheduledAt"]);
+    let create = koe_testkit::fixtures::create_call(now());
+    let scheduled_at = scheduled_at_of(&create);
     let r = run("create-call", &create).await;
-    check("create-call", &r, 201, &scheduled_at);
+    check("create-call", &r, status_of("create-call"), &scheduled_at);
 
     let r = run("get-call", &committed("get-call")).await;
-    let got = check("get-call", &r, 200, &scheduled_at);
+    let got = check("get-call", &r, status_of("get-call"), &scheduled_at);
     assert!(got.contains(r#""callerName":"こえ""#), "get-call: {got}");
 
     let r = run("cancel-call", &committed("cancel-call")).await;
-    check("cancel-call", &r, 204, "");
+    check("cancel-call", &r, status_of("cancel-call"), "");
 
-    // Round 1 of the agent: the (scripted) planner plans one calendar step.
-    openai.script([Behaviour::complete(
-        r#"{"decision":{"type":"plan","steps":[{"tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]}}"#,
-    )]);
-    let r = run("agent", &committed("agent")).await;
+    // A call due 15 s from now, and the two run events through the dispatcher side by side: one
+    // of them claims it and pushes it (the logging sender: env.json sets no APNs key).
+    let tokyo = chrono::FixedOffset::east_opt(9 * 3600).unwrap();
+    let due = (now() + chrono::Duration::seconds(15)).with_timezone(&tokyo);
+    let create = koe_testkit::fixtures::create_call_at(now(), due);
+    let r = run("create-call", &create).await;
     check(
-        "agent",
+        "create-call",
         &r,
-        200,
-        r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
+        status_of("create-call"),
+        &scheduled_at_of(&create),
     );
+    let (schedule_event, requested_event) = (
+        committed("dispatch-schedule"),
+        committed("dispatch-requested"),
+    );
+    let runs = async {
+        tokio::join!(
+            run_within("dispatch", &schedule_event, RUN_WITHIN, "dispatch-schedule"),
+            run_within(
+                "dispatch",
+                &requested_event,
+                RUN_WITHIN,
+                "dispatch-requested"
+            ),
+        )
+    };
+    let others = async {
+        // Round 1 of the agent: the (scripted) planner plans one calendar step; round 2 answers
+        // it by the id round 1 gave it, and the (scripted) responder answers.
+        openai.script([
+            Behaviour::complete(
+                r#"{"decision":{"type":"plan","steps":[{"tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]}}"#,
+            ),
+            Behaviour::complete(r#"{"reply":"明日は歯医者さんだね。","emotion":"happy"}"#),
+        ]);
+        let r = run("agent", &committed("agent")).await;
+        check(
+            "agent",
+            &r,
+            status_of("agent"),
+            r#""args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}"#,
+        );
+        let round2 = koe_testkit::fixtures::agent_round2(&r).unwrap();
+        let r = run("agent", &round2).await;
+        check(
+            "agent round 2",
+            &r,
+            status_of("agent-round2"),
+            r#"{"type":"answer","reply":"明日は歯医者さんだね。","emotion":"happy"}"#,
+        );
+        let responder = &openai.received()[1].body;
+        assert!(
+            responder.to_string().contains("歯医者"),
+            "round 2's events reach the responder: {responder}"
+        );
 
-    let r = run("health", &committed("health")).await;
-    check("health", &r, 200, r#""status":"ok""#);
-    let r = run("info", &committed("info")).await;
-    check("info", &r, 200, r#""minimumVersion":"1.0.0""#);
-    let r = run("chat", &committed("chat")).await;
-    check("chat", &r, 200, r#""content":"フィクスチャの返事""#);
-    let r = run("error-test", &committed("error-test")).await;
-    check("error-test", &r, 500, r#""code":"TEST_ERROR""#);
-    // The fixture's Bearer token is a placeholder no issuer signed: 401.
-    let r = run("dispatch", &committed("dispatch")).await;
-    check("dispatch", &r, 401, r#""code":"UNAUTHORIZED""#);
+        let r = run("health", &committed("health")).await;
+        check("health", &r, status_of("health"), r#""status":"ok""#);
+        let r = run("info", &committed("info")).await;
+        check("info", &r, status_of("info"), r#""minimumVersion":"1.0.0""#);
+        let r = run("chat", &committed("chat")).await;
+        check(
+            "chat",
+            &r,
+            status_of("chat"),
+            r#""content":"フィクスチャの返事""#,
+        );
+        let r = run("error-test", &committed("error-test")).await;
+        check(
+            "error-test",
+            &r,
+            status_of("error-test"),
+            r#""code":"TEST_ERROR""#,
+        );
+
+        // The committed fixture's Bearer token is a placeholder no issuer signed: 401. With a
+        // token the stand-in issuer signed (valid on the binary's clock): 202, and the run is
+        // handed to EventBridge.
+        let r = run("dispatch", &committed("dispatch")).await;
+        check(
+            "dispatch",
+            &r,
+            status_of("dispatch"),
+            r#""code":"UNAUTHORIZED""#,
+        );
+        assert!(eventbridge.entries().is_empty());
+        let iat = now().timestamp();
+        let token = koe_testkit::oidc::mint(
+            &koe_testkit::oidc::claims_with(serde_json::json!({"iat": iat, "exp": iat + 3600})),
+            koe_testkit::oidc::TestKey::One,
+            Some(koe_testkit::oidc::KID_1),
+        );
+        let mut signed = committed("dispatch");
+        signed["headers"]["authorization"] = Value::String(format!("Bearer {token}"));
+        let r = run("dispatch", &signed).await;
+        check("dispatch (signed)", &r, 202, r#""status":"accepted""#);
+        let entries = eventbridge.entries();
+        assert_eq!(entries.len(), 1, "{name}: {entries:?}");
+        assert_eq!(entries[0].source, "koe.dispatch");
+        assert_eq!(entries[0].detail_type, "Koe Dispatch Requested");
+        assert_eq!(entries[0].event_bus_name, "koe-local-notifications");
+        assert!(entries[0].detail["requestedAt"].is_string());
+    };
+    let ((schedule, requested), ()) = tokio::join!(runs, others);
 
     let requests = openai.received();
-    assert_eq!(requests.len(), 2, "the agent's planner and the chat");
-    assert_eq!(requests[1].body["messages"][0]["content"], "こんにちは");
-    eprintln!(
-        "10 fixtures through their binaries in {:?}",
-        started.elapsed()
+    assert_eq!(requests.len(), 3, "planner, responder, chat: {name}");
+    assert_eq!(requests[2].body["messages"][0]["content"], "こんにちは");
+
+    for (event, summary) in [("schedule", &schedule), ("request", &requested)] {
+        assert_eq!(summary["cause"], event, "{name}: {summary}");
+        // (`lost`: the other run claimed it first; that is how two runs share a minute.)
+        for field in ["failed", "missed"] {
+            assert_eq!(summary[field], 0, "{name}: {event}: {summary}");
+        }
+    }
+    let sent = |s: &Value| s["sent"].as_u64().unwrap();
+    assert_eq!(
+        sent(&schedule) + sent(&requested),
+        1,
+        "{name}: the call due in 15 s is pushed exactly once: {schedule} {requested}"
     );
+    let claimed = |s: &Value| s["claimed"].as_u64().unwrap();
+    assert_eq!(claimed(&schedule) + claimed(&requested), 1, "{name}");
+    let pushed = if sent(&schedule) == 1 {
+        &schedule
+    } else {
+        &requested
+    };
+    assert!(
+        pushed["maxLatenessMs"].as_u64().unwrap() < 1000,
+        "{name}: {pushed}"
+    );
+}
+
+/// `"scheduledAt":"…"` as a generated create-call event's body has it.
+fn scheduled_at_of(event: &Value) -> String {
+    let body: Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
+    format!(r#""scheduledAt":{}"#, body["scheduledAt"])
+}
+
+/// The README's table of fixtures (section "Fixtures and local invocation"): fixture name →
+/// (function logical id, documented status; `None` for a dispatch run, which answers a summary).
+fn documented() -> BTreeMap<String, (String, Option<u16>)> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let mut rows = BTreeMap::new();
+    for line in readme.lines() {
+        let Some(rest) = line.strip_prefix("| `events/") else {
+            continue;
+        };
+        let cells: Vec<&str> = rest.split(" | ").map(str::trim).collect();
+        if !cells[0].contains(".json`") || cells.len() < 3 {
+            continue; // (the layout table's `events/` row)
+        }
+        let name = cells[0].split(".json").next().unwrap().to_owned();
+        let status = cells[2]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|digits| digits.parse().ok());
+        assert!(
+            status.is_some() || cells[2].starts_with("run:"),
+            "README: the answer of events/{name}.json starts with its status or `run:`: {line}"
+        );
+        rows.insert(name, (cells[1].to_owned(), status));
+    }
+    rows
+}
+
+/// The status the README documents for a fixture.
+fn status_of(name: &str) -> u16 {
+    documented()[name]
+        .1
+        .unwrap_or_else(|| panic!("README: events/{name}.json answers a run summary"))
+}
+
+/// The README's table covers every fixture in `events/`, names the function that fixture is for,
+/// and this file runs each; its `sam local invoke` and `cargo lambda invoke` commands use each
+/// fixture (or the generator's output for it) with that function.
+#[test]
+fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
+    let rows = documented();
+    let fixtures: Vec<String> = std::fs::read_dir(repo_root().join("events"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter_map(|file| file.strip_suffix(".json").map(str::to_owned))
+        .filter(|name| name != "env")
+        .collect();
+    let this_test = std::fs::read_to_string(file!()).unwrap_or_else(|_| {
+        std::fs::read_to_string(repo_root().join("functions/tests/fixtures.rs")).unwrap()
+    });
+    let env_json = env_json();
+    for name in &fixtures {
+        let (function, _) = rows
+            .get(name)
+            .unwrap_or_else(|| panic!("README's fixture table has no row for events/{name}.json"));
+        assert!(
+            env_json.contains_key(function),
+            "events/env.json has no section {function}"
+        );
+        let event = koe_testkit::fixtures::committed(name);
+        if let Some(path) = event["rawPath"].as_str() {
+            let route = koe::ROUTES
+                .iter()
+                .find(|r| {
+                    r.path == path
+                        && Some(r.method.as_str())
+                            == event["requestContext"]["http"]["method"].as_str()
+                })
+                .unwrap_or_else(|| panic!("events/{name}.json: no route for {path}"));
+            assert_eq!(&logical_id(route.binary), function, "events/{name}.json");
+        } else {
+            assert_eq!(function, "DispatchFunction", "events/{name}.json");
+        }
+        let used = [
+            format!("committed(\"{name}\")"),
+            format!("fixtures::{}(", name.replace('-', "_")),
+        ];
+        assert!(
+            used.iter().any(|u| this_test.contains(u.as_str())),
+            "functions/tests/fixtures.rs does not run events/{name}.json"
+        );
+    }
+    assert_eq!(rows.len(), fixtures.len(), "README rows without a fixture");
+
+    // The commands: one per fixture for SAM; for cargo-lambda the HTTP fixtures.
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut sam = BTreeMap::new();
+    let mut cargo_lambda = BTreeMap::new();
+    let mut in_code = false;
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with("```") {
+            in_code = line.starts_with("```sh");
+            continue;
+        }
+        if !in_code {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(at) = line.find("sam local invoke ") {
+            let words: Vec<&str> = line[at..].split_whitespace().collect();
+            let (function, source) = (words[3], words[5]);
+            assert_eq!(words[4], "-e", "README: {line}");
+            assert!(
+                line.contains("--env-vars events/env.json"),
+                "README: {line}"
+            );
+            let name = match source.strip_prefix("events/") {
+                Some(file) => file.trim_end_matches(".json").to_owned(),
+                // `-`: the generator's output, piped in on the line before.
+                None => generated(lines[i - 1]),
+            };
+            sam.insert(name, function.to_owned());
+        } else if words.first() == Some(&"invoke") && words.len() >= 3 {
+            let (binary, file) = (words[1], words[2]);
+            let name = match file.strip_prefix("events/") {
+                Some(file) => file.trim_end_matches(".json").to_owned(),
+                None => {
+                    let made = lines[..i]
+                        .iter()
+                        .rev()
+                        .find(|l| l.contains(file) && l.contains("--bin fixture"))
+                        .unwrap_or_else(|| panic!("README: nothing writes {file}"));
+                    generated(made)
+                }
+            };
+            cargo_lambda.insert(name, logical_id(binary));
+        }
+    }
+    for name in &fixtures {
+        let function = &rows[name].0;
+        assert_eq!(
+            sam.get(name),
+            Some(function),
+            "README: `sam local invoke {function}` with events/{name}.json"
+        );
+        let http = koe_testkit::fixtures::committed(name)["rawPath"].is_string();
+        if http && function != "DispatchFunction" {
+            assert_eq!(
+                cargo_lambda.get(name),
+                Some(function),
+                "README: `invoke` (cargo lambda) with events/{name}.json"
+            );
+        }
+    }
+}
+
+/// The fixture a `fixture -- <name>` command line prints.
+fn generated(line: &str) -> String {
+    let name = line
+        .split("--bin fixture -- ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("README: expected the generator on {line:?}"))
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        koe_testkit::fixtures::GENERATED.contains(&name.as_str()),
+        "{name}"
+    );
+    name
 }

@@ -33,7 +33,8 @@ pub fn default_chain() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
 }
 
 /// A Lambda's configuration: region and credentials from the environment, the SDK's standard
-/// retries and connect timeout; `AWS_ENDPOINT_URL` is honoured (local runs of the binaries).
+/// retries and connect timeout; `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_EVENTBRIDGE` are
+/// honoured (local runs of the binaries, `sam local invoke --env-vars`).
 pub fn lambda_environment() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
     let config = AwsConfig::from_vars(&Vars::from_env());
     Box::pin(std::future::ready(lambda_config(&config)))
@@ -60,7 +61,28 @@ fn lambda_config(config: &AwsConfig) -> SdkConfig {
     if let Some(url) = &config.endpoint_url {
         builder = builder.endpoint_url(url);
     }
+    if let Some(url) = &config.eventbridge_endpoint_url {
+        builder = builder.service_config(ServiceEndpoint {
+            service_id: "EventBridge",
+            url: url.clone(),
+        });
+    }
     builder.build()
+}
+
+/// One service's own endpoint, answered the way the SDK's environment loader answers
+/// `AWS_ENDPOINT_URL_<SERVICE>` (each client asks for key `AWS_ENDPOINT_URL` with its service id).
+#[derive(Debug)]
+struct ServiceEndpoint {
+    service_id: &'static str,
+    url: String,
+}
+
+impl aws_types::service_config::LoadServiceConfig for ServiceEndpoint {
+    fn load_config(&self, key: aws_types::service_config::ServiceConfigKey<'_>) -> Option<String> {
+        (key.service_id() == self.service_id && key.env() == "AWS_ENDPOINT_URL")
+            .then(|| self.url.clone())
+    }
 }
 
 #[cfg(test)]
@@ -87,11 +109,38 @@ mod tests {
         let config = lambda_config(&AwsConfig {
             region: Some("ap-northeast-1".into()),
             endpoint_url: Some("http://127.0.0.1:4566".into()),
+            eventbridge_endpoint_url: None,
         });
         assert_eq!(config.region().map(Region::as_ref), Some("ap-northeast-1"));
         assert_eq!(config.endpoint_url(), Some("http://127.0.0.1:4566"));
         let bare = lambda_config(&AwsConfig::default());
         assert_eq!(bare.region(), None);
         assert_eq!(bare.endpoint_url(), None);
+    }
+
+    /// A Lambda's configuration gives `AWS_ENDPOINT_URL_EVENTBRIDGE` to the EventBridge client
+    /// only.
+    #[test]
+    fn the_eventbridge_endpoint_reaches_the_eventbridge_client_only() {
+        let config = lambda_config(&AwsConfig {
+            eventbridge_endpoint_url: Some("http://127.0.0.1:4010".into()),
+            ..AwsConfig::default()
+        });
+        let endpoints = config.service_config().expect("a service config");
+        let key = |service_id| {
+            aws_types::service_config::ServiceConfigKey::builder()
+                .service_id(service_id)
+                .env("AWS_ENDPOINT_URL")
+                .profile("endpoint_url")
+                .build()
+                .unwrap()
+        };
+        assert_eq!(
+            endpoints.load_config(key("EventBridge")).as_deref(),
+            Some("http://127.0.0.1:4010")
+        );
+        assert_eq!(endpoints.load_config(key("DynamoDB")), None);
+        // (That the client really goes there: functions/tests/fixtures.rs, POST /internal/dispatch
+        // through the dispatch binary to the stand-in EventBridge.)
     }
 }

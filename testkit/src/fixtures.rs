@@ -1,10 +1,17 @@
-//! Fixtures whose content depends on the date: `events/create-call.json` reserves a time that
-//! POST /calls accepts only between 10 seconds and 30 days ahead, so a committed date goes stale.
-//! The committed file keeps everything else (headers, device, caller name); these functions give
-//! it a `scheduledAt` that is valid relative to a given "now". The `fixture` binary prints them:
+//! Fixtures whose content depends on something outside the file:
+//! - `events/create-call.json` reserves a time that POST /calls accepts only between 10 seconds
+//!   and 30 days ahead, so a committed date goes stale. The committed file keeps everything else
+//!   (headers, device, caller name); [`create_call`] gives it a `scheduledAt` that is valid
+//!   relative to a given "now".
+//! - `events/agent-round2.json` answers the steps round 1 planned, by the ids round 1 gave them
+//!   (the server chooses step ids; the app echoes them); [`agent_round2`] puts the ids of a
+//!   given round 1 answer into it.
+//!
+//! The `fixture` binary prints them:
 //!
 //! ```sh
 //! cargo run -q -p koe-testkit --bin fixture -- create-call > /tmp/create-call.json
+//! cargo run -q -p koe-testkit --bin fixture -- agent-round2 < /tmp/round1-answer.json
 //! ```
 
 use chrono::{DateTime, Duration, FixedOffset, NaiveTime, SecondsFormat, Utc};
@@ -12,8 +19,9 @@ use serde_json::Value;
 
 use crate::template::repo_root;
 
-/// The fixtures `fixture` knows how to refresh.
-pub const DATED: &[&str] = &["create-call"];
+/// The fixtures `fixture` knows how to make: `create-call` (for now) and `agent-round2` (from
+/// a round 1 answer on stdin).
+pub const GENERATED: &[&str] = &["create-call", "agent-round2"];
 
 /// The committed `events/<name>.json`, parsed.
 pub fn committed(name: &str) -> Value {
@@ -46,27 +54,62 @@ pub fn next_morning_in_tokyo(now: DateTime<Utc>) -> DateTime<FixedOffset> {
 /// `events/create-call.json` with `scheduledAt` at [`next_morning_in_tokyo`] of `now`, the
 /// request's time fields at `now` and `content-length` matching the new body.
 pub fn create_call(now: DateTime<Utc>) -> Value {
+    create_call_at(now, next_morning_in_tokyo(now))
+}
+
+/// `events/create-call.json` reserving `scheduled_at`, sent at `now`.
+pub fn create_call_at(now: DateTime<Utc>, scheduled_at: DateTime<FixedOffset>) -> Value {
     let mut event = committed("create-call");
     let mut body: Value =
         serde_json::from_str(event["body"].as_str().expect("create-call.json has a body"))
             .expect("create-call.json's body is JSON");
-    body["scheduledAt"] =
-        Value::String(next_morning_in_tokyo(now).to_rfc3339_opts(SecondsFormat::Secs, false));
-    let body = serde_json::to_string(&body).expect("JSON");
-    event["headers"]["content-length"] = Value::String(body.len().to_string());
-    event["body"] = Value::String(body);
+    body["scheduledAt"] = Value::String(scheduled_at.to_rfc3339_opts(SecondsFormat::Secs, false));
+    set_body(&mut event, &body);
     event["requestContext"]["time"] =
         Value::String(now.format("%d/%b/%Y:%H:%M:%S +0000").to_string());
     event["requestContext"]["timeEpoch"] = Value::from(now.timestamp_millis());
     event
 }
 
-/// A dated fixture by name, for `now`; `None` for a name that has no date in it.
-pub fn dated(name: &str, now: DateTime<Utc>) -> Option<Value> {
-    match name {
-        "create-call" => Some(create_call(now)),
-        _ => None,
+/// `events/agent-round2.json` answering every step of `round1` (round 1's answer: its JSON
+/// body, or the whole Lambda response holding it as `body`) by that step's id, each with the
+/// committed file's calendar output. Errors name what `round1` lacks.
+pub fn agent_round2(round1: &Value) -> Result<Value, String> {
+    let answer = match round1.get("body").and_then(Value::as_str) {
+        Some(text) => serde_json::from_str::<Value>(text)
+            .map_err(|e| format!("round 1's body is not JSON: {e}"))?,
+        None => round1.clone(),
+    };
+    let steps = answer["steps"]
+        .as_array()
+        .filter(|steps| !steps.is_empty())
+        .ok_or("round 1's answer has no `steps`: it answered directly, so there is no round 2")?;
+    let mut event = committed("agent-round2");
+    let mut body: Value = serde_json::from_str(
+        event["body"]
+            .as_str()
+            .expect("agent-round2.json has a body"),
+    )
+    .expect("agent-round2.json's body is JSON");
+    let output = body["results"][0]["output"].clone();
+    let mut results = Vec::new();
+    for step in steps {
+        let id = step["id"].as_str().ok_or("a step of round 1 has no `id`")?;
+        let tool = step["tool"]
+            .as_str()
+            .ok_or("a step of round 1 has no `tool`")?;
+        results.push(serde_json::json!({"stepId": id, "tool": tool, "output": output}));
     }
+    body["results"] = Value::Array(results);
+    set_body(&mut event, &body);
+    Ok(event)
+}
+
+/// Puts `body` (compact JSON) into an API Gateway event, with a matching `content-length`.
+fn set_body(event: &mut Value, body: &Value) {
+    let body = serde_json::to_string(body).expect("JSON");
+    event["headers"]["content-length"] = Value::String(body.len().to_string());
+    event["body"] = Value::String(body);
 }
 
 #[cfg(test)]
@@ -115,5 +158,31 @@ mod tests {
             );
             assert_eq!(body["deviceId"], "6F9619FF-8B86-D011-B42D-00C04FC964FF");
         }
+    }
+
+    #[test]
+    fn round_2_answers_round_1s_steps_by_their_ids() {
+        let round1 = serde_json::json!({"statusCode": 200, "body": serde_json::json!({
+            "type": "plan",
+            "steps": [
+                {"id": "a.b.c", "tool": "calendar", "args": {}},
+                {"id": "d.e.f", "tool": "calendar", "args": {}},
+            ]}).to_string()});
+        let event = agent_round2(&round1).unwrap();
+        let body: Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
+        let ids: Vec<&str> = body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["stepId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["a.b.c", "d.e.f"]);
+        assert_eq!(body["results"][1]["output"]["events"][0]["title"], "歯医者");
+        assert_eq!(
+            event["headers"]["content-length"],
+            event["body"].as_str().unwrap().len().to_string()
+        );
+        let direct = serde_json::json!({"type": "answer", "reply": "はい", "emotion": "happy"});
+        assert!(agent_round2(&direct).unwrap_err().contains("no round 2"));
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod dynamodb;
+pub mod eventbridge;
 pub mod events;
 pub mod faults;
 pub mod fixtures;

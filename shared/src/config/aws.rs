@@ -1,4 +1,5 @@
-//! The Lambdas' AWS client section: region and endpoint (`AWS_REGION`, `AWS_ENDPOINT_URL`).
+//! The Lambdas' AWS client section: region and endpoints (`AWS_REGION`, `AWS_ENDPOINT_URL`,
+//! `AWS_ENDPOINT_URL_EVENTBRIDGE`).
 //!
 //! Credentials are not read here: the SDK's environment provider reads them itself, at each
 //! refresh, so they never pass through this crate.
@@ -12,10 +13,15 @@ pub struct AwsConfig {
     /// Every AWS client's endpoint instead of AWS's regional ones (`AWS_ENDPOINT_URL`, for local
     /// runs of the Lambda binaries).
     pub endpoint_url: Option<String>,
+    /// The EventBridge client's endpoint (`AWS_ENDPOINT_URL_EVENTBRIDGE`, as the SDK's own
+    /// environment loader reads it; a stand-in bus in local runs). DynamoDB's is the store's
+    /// (`AWS_ENDPOINT_URL_DYNAMODB`, `super::StoreConfig`).
+    pub eventbridge_endpoint_url: Option<String>,
 }
 
 impl AwsConfig {
-    /// `AWS_REGION`, `AWS_DEFAULT_REGION` and `AWS_ENDPOINT_URL`. Passed to the SDK as they
+    /// `AWS_REGION`, `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL` and
+    /// `AWS_ENDPOINT_URL_EVENTBRIDGE`. Passed to the SDK as they
     /// are (it reports a bad one at the first request), so this cannot fail.
     pub fn from_vars(vars: &Vars) -> AwsConfig {
         AwsConfig {
@@ -23,6 +29,7 @@ impl AwsConfig {
                 .get("AWS_REGION")
                 .or_else(|| vars.get("AWS_DEFAULT_REGION")),
             endpoint_url: vars.get("AWS_ENDPOINT_URL"),
+            eventbridge_endpoint_url: vars.get("AWS_ENDPOINT_URL_EVENTBRIDGE"),
         }
     }
 }
@@ -32,7 +39,12 @@ mod tests {
     use super::*;
     use crate::config::testing::{broken_except, names, variables_read};
 
-    const OWN: &[&str] = &["AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"];
+    const OWN: &[&str] = &[
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_EVENTBRIDGE",
+    ];
 
     #[test]
     fn the_region_falls_back_to_the_default_region() {
@@ -47,6 +59,11 @@ mod tests {
         assert_eq!(fallback.region.as_deref(), Some("us-east-1"));
         let local = from(&[("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")]);
         assert_eq!(local.endpoint_url.as_deref(), Some("http://127.0.0.1:4566"));
+        let bus = from(&[("AWS_ENDPOINT_URL_EVENTBRIDGE", "http://127.0.0.1:4010")]);
+        assert_eq!(
+            bus.eventbridge_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:4010")
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use koe::config::Vars;
 use koe::endpoints::{Endpoint, Visit};
 use koe::entrypoints::lambda::handle_event;
-use koe_testkit::clock::ManualClock;
 use koe_testkit::events::RecordingEventBus;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::template::repo_root;
@@ -27,7 +26,8 @@ fn expected(binary: &str) -> (u16, &'static str) {
             r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
         ),
         "put-device" => (200, r#""environment":"sandbox""#),
-        "create-call" => (201, r#""scheduledAt":"2027-01-01T07:00:00+09:00""#),
+        // The generator's event (`koe_testkit::fixtures::create_call`), valid today.
+        "create-call" => (201, r#""status":"scheduled""#),
         "get-call" => (200, r#""callerName":"こえ""#),
         "cancel-call" => (204, ""),
         // The fixture's Bearer token is a placeholder that no issuer signed (and this app trusts
@@ -66,11 +66,8 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
         ("AGENT_API_KEYS", "example-agent-key"),
     ]);
     let events = Arc::new(RecordingEventBus::default());
-    // The create-call fixture reserves 2027-01-01T07:00:00+09:00: "now" is that morning.
-    let clock = Arc::new(ManualClock::at_rfc3339("2027-01-01T06:00:00+09:00"));
-    let app = koe::App::local(vars)
-        .with_events(events.clone())
-        .with_clock(clock);
+    // The real clock: the create-call event comes from the generator, valid today.
+    let app = koe::App::local(vars).with_events(events.clone());
     let mut fixtures = Fixtures {
         app: &app,
         openai: &openai,
@@ -92,9 +89,12 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
 async fn check_fixture<E: Endpoint>(service: &koe::service::Service<E>, openai: &StandInOpenAi) {
     let route = service.route();
     {
-        let text =
+        let text = if route.binary == "create-call" {
+            koe_testkit::fixtures::create_call(chrono::Utc::now()).to_string()
+        } else {
             std::fs::read_to_string(repo_root().join(format!("events/{}.json", route.binary)))
-                .unwrap();
+                .unwrap()
+        };
         let event = lambda_http::request::from_str(&text)
             .unwrap_or_else(|e| panic!("events/{}.json: {e}", route.binary));
         assert_eq!(event.method(), route.method, "{}", route.binary);
