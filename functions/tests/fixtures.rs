@@ -114,6 +114,9 @@ fn environment(
             outside.eventbridge.clone(),
         );
     }
+    // The most a deployed stack's `LogLevel` allows, so the logs scanned for personal data
+    // below hold everything every crate may write.
+    env.insert("RUST_LOG".into(), "trace".into());
     if let Some((library, offset)) = &outside.faketime {
         env.insert("LD_PRELOAD".into(), library.display().to_string());
         env.insert("FAKETIME".into(), (*offset).into());
@@ -278,8 +281,22 @@ async fn pass(
         oidc: issuer.vars(),
         faketime,
     };
+    let logs_prefix = format!("fixture-{}-", name.replace(' ', "-"));
+    for entry in std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&logs_prefix)
+        {
+            std::fs::remove_file(path).unwrap(); // (an earlier run's)
+        }
+    }
+    let invocations = std::sync::atomic::AtomicUsize::new(0);
     let run_within = async |binary: &str, event: &Value, within: Duration, log: &str| {
-        let log = format!("{}-{log}", name.replace(' ', "-"));
+        let n = invocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = format!("{}-{n:02}-{log}", name.replace(' ', "-"));
         invoke(binary, event, within, &log, |api| {
             environment(binary, &env_json, api, &outside)
         })
@@ -437,6 +454,7 @@ async fn pass(
     );
     let claimed = |s: &Value| s["claimed"].as_u64().unwrap();
     assert_eq!(claimed(&schedule) + claimed(&requested), 1, "{name}");
+    assert_no_personal_data(&logs_prefix, name);
     let pushed = if sent(&schedule) == 1 {
         &schedule
     } else {
@@ -445,6 +463,58 @@ async fn pass(
     assert!(
         pushed["maxLatenessMs"].as_u64().unwrap() < 1000,
         "{name}: {pushed}"
+    );
+}
+
+/// What the fixtures carry that the contract keeps out of logs: the device id (logged only as a
+/// salted hash), the VoIP token, message contents, calendar titles, the model's replies, the
+/// caller name, the agent key, the OpenAI key and the ID tokens.
+const PERSONAL: &[&str] = &[
+    "6F9619FF-8B86-D011-B42D-00C04FC964FF",
+    "6F9619FF",
+    "4f1b9c2e7a03d58e6b9f0c1d2e3a4b5c6d7e8f9012a3b4c5d6e7f8091a2b3c4d",
+    "4f1b9c2e7a03d58e",
+    "明日の予定を教えて",
+    "こんにちは",
+    "歯医者",
+    "母の誕生日",
+    "フィクスチャの返事",
+    "明日は",
+    "こえ",
+    "example-agent-key",
+    "sk-local",
+    "REPLACE-WITH-AN-OIDC-ID-TOKEN",
+    "eyJ",
+];
+
+/// Scans every log line this pass's binaries wrote (at TRACE) for [`PERSONAL`].
+fn assert_no_personal_data(prefix: &str, name: &str) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut scanned = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !file.starts_with(prefix) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        scanned += text.lines().count();
+        for needle in PERSONAL {
+            let leaks: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains(needle))
+                .take(3)
+                .collect();
+            assert!(
+                leaks.is_empty(),
+                "{name}: {needle:?} reached the log {file}:\n{}",
+                leaks.join("\n")
+            );
+        }
+    }
+    assert!(
+        scanned >= 30,
+        "{name}: only {scanned} log lines under {prefix}*"
     );
 }
 

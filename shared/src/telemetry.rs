@@ -27,14 +27,27 @@ fn env_filter() -> Targets {
     filter(&LogConfig::from_vars(&Vars::from_env()))
 }
 
-/// The AWS SDK logs whole request and response bodies (device ids, VoIP tokens, caller names) at
-/// debug and trace level: whatever the filter asks for, its crates log at info at most.
-const AWS_SDK_CAPS: &[&str] = &[
+/// Crates whose debug and trace lines can carry personal data: the AWS SDK logs whole request
+/// and response bodies (device ids, VoIP tokens, caller names); the Lambda runtime and
+/// lambda_http the invocation's event and response (bodies, the API key header); hyper, h2,
+/// reqwest and a2 headers and frames (the OpenAI key, APNs device tokens and JWTs). Whatever
+/// `RUST_LOG` asks for, they log at info at most.
+pub const CAPPED_AT_INFO: &[&str] = &[
     "aws_smithy",
     "aws_sdk",
     "aws_config",
     "aws_runtime",
     "aws_sigv4",
+    "lambda_runtime",
+    "lambda_runtime_api_client",
+    "lambda_http",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "reqwest",
+    "a2",
+    "rustls",
+    "tower",
 ];
 
 /// The JSON subscriber every process uses, writing to `writer` (stdout, or a test's buffer).
@@ -46,10 +59,13 @@ pub fn json_subscriber<W>(
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = AWS_SDK_CAPS.iter().fold(filter, |filter, target| {
+    let filter = CAPPED_AT_INFO.iter().fold(filter, |filter, target| {
         filter.with_target(*target, LevelFilter::INFO)
     });
     let builder = tracing_subscriber::fmt()
+        // The fmt builder's own ceiling is info unless told otherwise, which silently made
+        // every `RUST_LOG` above info (e.g. "info,koe=debug") log nothing more: `filter` decides.
+        .with_max_level(LevelFilter::TRACE)
         .json()
         .with_ansi(false)
         .with_target(false)
@@ -105,5 +121,49 @@ mod tests {
         let broken = filter(Some("koe=loud"));
         assert!(broken.would_enable("koe", &tracing::Level::INFO));
         assert!(!broken.would_enable("koe", &tracing::Level::DEBUG));
+    }
+
+    /// A buffer the subscriber writes into.
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// At `RUST_LOG=trace` our crate logs everything, and the crates that would write bodies,
+    /// headers and frames (events under module targets as theirs are) nothing below info.
+    #[test]
+    fn dependencies_that_log_bodies_stay_at_info_even_at_trace() {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = json_subscriber(
+            move || writer.clone(),
+            filter(&LogConfig {
+                directives: Some("trace".into()),
+            }),
+            false,
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(target: "koe::dispatch", "ours at trace");
+            tracing::info!(target: "h2::proto::streams", "theirs at info");
+            tracing::trace!(target: "lambda_runtime::layers::api_client", "SENTINEL-LEAK payload");
+            tracing::debug!(target: "lambda_http::request", "SENTINEL-LEAK body");
+            tracing::trace!(target: "hyper::proto::h1::decode", "SENTINEL-LEAK header");
+            tracing::trace!(target: "h2::codec::framed_write", "SENTINEL-LEAK frame");
+            tracing::debug!(target: "reqwest::connect", "SENTINEL-LEAK key");
+            tracing::debug!(target: "a2::client", "SENTINEL-LEAK token");
+            tracing::debug!(target: "aws_smithy_runtime::client", "SENTINEL-LEAK item");
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("ours at trace"), "{text}");
+        assert!(text.contains("theirs at info"), "{text}");
+        assert!(!text.contains("SENTINEL-LEAK"), "{text}");
     }
 }
