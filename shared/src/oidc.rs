@@ -4,9 +4,11 @@
 //! Accepted only: RS256 (never the header's choice), a `kid` found in the issuer's JWKS, a valid
 //! signature, `iss` and `aud` equal to the configured ones, `exp` in the future (jsonwebtoken's
 //! default 60 s leeway for clock skew), `email` equal to the configured service account and
-//! `email_verified: true`. The JWKS is fetched on first use and cached for the container's life;
-//! an unknown `kid` (the issuer rotated its keys) triggers a refetch, at most once a minute, so
-//! made-up `kid`s cannot turn requests into fetches.
+//! `email_verified: true`. The JWKS is fetched on first use and trusted for its `Cache-Control`
+//! `max-age` (at least a minute, at most [`MAX_KEY_LIFETIME`]; an hour without one), so a key the
+//! issuer retired stops being trusted within hours; an unknown `kid` (the issuer rotated its
+//! keys) triggers a refetch, at most once a minute, so made-up `kid`s cannot turn requests into
+//! fetches. The fetch follows no redirect: the JWKS is where the configuration says.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +24,10 @@ use crate::config::OidcConfig;
 
 /// The shortest time between two JWKS fetches.
 pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
+/// The longest a fetched JWKS is trusted, whatever its `max-age` says.
+pub const MAX_KEY_LIFETIME: chrono::Duration = chrono::Duration::hours(6);
+/// How long a JWKS without `max-age` is trusted.
+pub const DEFAULT_KEY_LIFETIME: chrono::Duration = chrono::Duration::hours(1);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a token was not accepted.
@@ -30,7 +36,9 @@ pub enum Rejection {
     /// The token is missing or not acceptable: 401. The text is for logs (it never quotes the
     /// token or its claims).
     Unauthorized(&'static str),
-    /// The issuer's keys could not be fetched, so no token can be judged: 503.
+    /// The issuer's keys could not be fetched (or are past their lifetime and could not be
+    /// refetched), so no token can be judged: 401 like any unverified caller (a 5xx would let
+    /// anyone who can reach the route raise error notifications while the issuer is down).
     JwksUnavailable(String),
 }
 
@@ -43,6 +51,8 @@ struct Claims {
 #[derive(Default)]
 struct KeyCache {
     keys: HashMap<String, Arc<DecodingKey>>,
+    /// Until when `keys` are trusted (the fetch's time plus its lifetime).
+    expires_at: Option<DateTime<Utc>>,
     last_fetch: Option<DateTime<Utc>>,
     /// Why the last fetch failed, while no key has ever been fetched.
     unavailable: Option<String>,
@@ -87,6 +97,7 @@ impl OidcVerifier {
         validation.validate_nbf = true;
         let http = crate::https::client_builder()
             .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("a plain HTTPS client builds");
         OidcVerifier {
@@ -130,15 +141,18 @@ impl OidcVerifier {
         Ok(())
     }
 
-    /// The key with this `kid`, fetching the JWKS when none is cached or when the `kid` is
-    /// unknown and the last fetch is at least [`REFETCH_AFTER`] old. One fetch at a time.
+    /// The key with this `kid`, fetching the JWKS when none is cached, when the cached keys
+    /// are past their lifetime, or when the `kid` is unknown; never twice within
+    /// [`REFETCH_AFTER`]. Keys past their lifetime are not used, even when the refetch fails.
+    /// One fetch at a time.
     async fn key(
         &self,
         kid: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Arc<DecodingKey>>, Rejection> {
         let mut cache = self.cache.lock().await;
-        if let Some(key) = cache.keys.get(kid) {
+        let fresh = cache.expires_at.is_some_and(|end| now < end);
+        if fresh && let Some(key) = cache.keys.get(kid) {
             return Ok(Some(key.clone()));
         }
         let may_fetch = cache
@@ -147,18 +161,27 @@ impl OidcVerifier {
         if may_fetch {
             cache.last_fetch = Some(now);
             match self.fetch().await {
-                Ok(keys) => {
-                    tracing::info!(keys = keys.len(), "OIDC JWKS fetched");
+                Ok((keys, lifetime)) => {
+                    tracing::info!(
+                        keys = keys.len(),
+                        lifetime_secs = lifetime.num_seconds(),
+                        "OIDC JWKS fetched"
+                    );
                     cache.keys = keys;
+                    cache.expires_at = Some(now + lifetime);
                     cache.unavailable = None;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "OIDC JWKS fetch failed");
-                    if cache.keys.is_empty() {
+                    if cache.keys.is_empty() || !fresh {
+                        cache.keys.clear();
                         cache.unavailable = Some(e);
                     }
                 }
             }
+        } else if !fresh && !cache.keys.is_empty() {
+            cache.keys.clear();
+            cache.unavailable = Some("the JWKS is past its lifetime".into());
         }
         match (cache.keys.get(kid), &cache.unavailable) {
             (Some(key), _) => Ok(Some(key.clone())),
@@ -167,8 +190,8 @@ impl OidcVerifier {
         }
     }
 
-    /// The RSA signing keys of the JWKS, by `kid`.
-    async fn fetch(&self) -> Result<HashMap<String, Arc<DecodingKey>>, String> {
+    /// The RSA signing keys of the JWKS, by `kid`, and how long to trust them.
+    async fn fetch(&self) -> Result<(HashMap<String, Arc<DecodingKey>>, chrono::Duration), String> {
         let response = self
             .http
             .get(&self.config.jwks_url)
@@ -178,6 +201,12 @@ impl OidcVerifier {
         if !response.status().is_success() {
             return Err(format!("GET JWKS: status {}", response.status()));
         }
+        let lifetime = key_lifetime(
+            response
+                .headers()
+                .get(http::header::CACHE_CONTROL)
+                .and_then(|v| v.to_str().ok()),
+        );
         let set: JwkSet = response
             .json()
             .await
@@ -201,7 +230,25 @@ impl OidcVerifier {
                 keys.insert(kid.clone(), Arc::new(key));
             }
         }
-        Ok(keys)
+        Ok((keys, lifetime))
+    }
+}
+
+/// How long a JWKS served with this `Cache-Control` is trusted: its `max-age`, within
+/// [`REFETCH_AFTER`]..=[`MAX_KEY_LIFETIME`]; [`DEFAULT_KEY_LIFETIME`] without one.
+pub fn key_lifetime(cache_control: Option<&str>) -> chrono::Duration {
+    let max_age = cache_control
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .find_map(|directive| {
+            let (name, value) = directive.trim().split_once('=')?;
+            name.trim()
+                .eq_ignore_ascii_case("max-age")
+                .then(|| value.trim().trim_matches('"').parse::<i64>().ok())?
+        });
+    match max_age {
+        Some(secs) => chrono::Duration::seconds(secs).clamp(REFETCH_AFTER, MAX_KEY_LIFETIME),
+        None => DEFAULT_KEY_LIFETIME,
     }
 }
 
@@ -240,6 +287,17 @@ fn describe(kind: &jsonwebtoken::errors::ErrorKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_lifetime_is_max_age_within_bounds() {
+        let secs = |v: Option<&str>| key_lifetime(v).num_seconds();
+        assert_eq!(secs(Some("public, max-age=19800, must-revalidate")), 19_800);
+        assert_eq!(secs(Some("max-age=5")), 60, "at least a minute");
+        assert_eq!(secs(Some("max-age=86400")), 6 * 3600, "at most six hours");
+        assert_eq!(secs(Some("no-cache")), 3600);
+        assert_eq!(secs(Some("max-age=soon")), 3600);
+        assert_eq!(secs(None), 3600);
+    }
 
     #[test]
     fn only_a_bearer_header_yields_a_token() {

@@ -68,6 +68,8 @@ struct State {
     keys: Vec<TestKey>,
     fetches: usize,
     failing: bool,
+    cache_control: Option<String>,
+    redirect_to: Option<String>,
 }
 
 pub struct StandInIssuer {
@@ -93,6 +95,8 @@ impl StandInIssuer {
             keys: vec![TestKey::One],
             fetches: 0,
             failing: false,
+            cache_control: None,
+            redirect_to: None,
         }));
         let task = tokio::spawn(serve(listener, state.clone()));
         StandInIssuer { addr, state, task }
@@ -115,6 +119,16 @@ impl StandInIssuer {
     /// From now on the JWKS endpoint answers 500 (or serves again).
     pub fn set_failing(&self, failing: bool) {
         self.state.lock().unwrap().failing = failing;
+    }
+
+    /// From now on the JWKS is served with this `Cache-Control` header (none by default).
+    pub fn set_cache_control(&self, value: Option<&str>) {
+        self.state.lock().unwrap().cache_control = value.map(str::to_owned);
+    }
+
+    /// From now on the JWKS endpoint answers 302 to `location` (or serves again with `None`).
+    pub fn set_redirect(&self, location: Option<String>) {
+        self.state.lock().unwrap().redirect_to = location;
     }
 
     /// The `DISPATCH_OIDC_*` variables that trust this issuer.
@@ -162,10 +176,23 @@ fn answer(state: &Mutex<State>, path: &str) -> hyper::Response<Full<Bytes>> {
     if state.failing {
         return respond(500, r#"{"error":"stand-in issuer told to fail"}"#.into());
     }
+    if let Some(location) = &state.redirect_to {
+        let mut response = respond(302, "{}".into());
+        response
+            .headers_mut()
+            .insert("location", location.parse().unwrap());
+        return response;
+    }
     let set = JwkSet {
         keys: state.keys.iter().map(|k| k.jwk()).collect(),
     };
-    respond(200, serde_json::to_string(&set).unwrap())
+    let mut response = respond(200, serde_json::to_string(&set).unwrap());
+    if let Some(value) = &state.cache_control {
+        response
+            .headers_mut()
+            .insert("cache-control", value.parse().unwrap());
+    }
+    response
 }
 
 // ---------------------------------------------------------------------------------------------

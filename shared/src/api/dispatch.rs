@@ -47,14 +47,13 @@ pub async fn request_run(cx: &DispatchContext<'_>, request: Request) -> Result<R
             return Err(unauthorized());
         }
         Err(Rejection::JwksUnavailable(error)) => {
-            tracing::error!(
+            // Not a 5xx: the caller is not verified, and an error answer would let anyone who
+            // reaches the route raise error notifications while the issuer is down.
+            tracing::warn!(
                 error,
-                "dispatch request not judged: the JWKS is unavailable"
+                "dispatch request refused: the JWKS is unavailable, so no token can be verified"
             );
-            return Err(ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the token issuer's keys could not be fetched; retry later",
-            ));
+            return Err(unauthorized());
         }
     }
     if let Err(e) = cx.trigger.request_run().await {

@@ -1,7 +1,9 @@
 //! POST /internal/dispatch over HTTP against the real local server, with a stand-in OIDC issuer
 //! (`koe_testkit::oidc`, TEST-ONLY keys): every forged, misdirected or malformed token is 401
 //! with the error body and starts nothing; a valid one is 202 and hands one run on. The JWKS is
-//! fetched once, cached, and refetched for an unknown `kid` at most once a minute.
+//! fetched once, trusted for its max-age (at most six hours), refetched for an unknown `kid` at
+//! most once a minute, never through a redirect; while it cannot be fetched every caller is 401
+//! and no notification is raised.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -304,18 +306,97 @@ async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
 }
 
 #[tokio::test]
-async fn an_unreachable_jwks_is_503_and_recovers() {
+async fn an_unreachable_jwks_is_401_without_a_notification_and_recovers() {
     let issuer = StandInIssuer::start().await;
     issuer.set_failing(true);
     let s = setup_with(issuer, true).await;
-    let response = s.post_token(&valid_token()).await;
-    error_body(response, 503, "SERVICE_UNAVAILABLE").await;
+    for _ in 0..3 {
+        s.assert_refused(s.post_token(&valid_token()).await, "JWKS down")
+            .await;
+    }
     assert_eq!(s.runs.count(), 0);
+    assert!(
+        s.app.events.published().is_empty(),
+        "an unverified caller raises no notification: {:?}",
+        s.app.events.published()
+    );
+    assert_eq!(s.issuer.fetches(), 1, "at most one fetch a minute");
     s.issuer.set_failing(false);
     s.clock.advance(Duration::seconds(61));
     s.assert_accepted(s.post_token(&valid_token()).await, "JWKS back")
         .await;
     assert_eq!(s.issuer.fetches(), 2);
+}
+
+#[tokio::test]
+async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
+    let s = setup().await;
+    s.issuer.set_cache_control(Some("public, max-age=120"));
+    s.assert_accepted(s.post_token(&valid_token()).await, "first")
+        .await;
+    s.clock.advance(Duration::seconds(100));
+    s.assert_accepted(s.post_token(&valid_token()).await, "within max-age")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+    s.clock.advance(Duration::seconds(30));
+    s.assert_accepted(s.post_token(&valid_token()).await, "past max-age")
+        .await;
+    assert_eq!(
+        s.issuer.fetches(),
+        2,
+        "a known kid is refetched past max-age"
+    );
+
+    // The issuer retires key one: once the cached set is past its age, key one is refused,
+    // although its kid was known.
+    s.issuer.serve_keys(&[TestKey::Two]);
+    s.clock.advance(Duration::seconds(121));
+    s.assert_refused(s.post_token(&valid_token()).await, "retired key")
+        .await;
+    assert_eq!(s.issuer.fetches(), 3);
+
+    // Past its age with the issuer down: the old keys are not used.
+    s.issuer.set_cache_control(Some("max-age=120"));
+    s.issuer.serve_keys(&[TestKey::One]);
+    s.clock.advance(Duration::seconds(61));
+    s.assert_accepted(s.post_token(&valid_token()).await, "key one again")
+        .await;
+    s.issuer.set_failing(true);
+    s.clock.advance(Duration::seconds(121));
+    s.assert_refused(
+        s.post_token(&valid_token()).await,
+        "stale keys, issuer down",
+    )
+    .await;
+    assert!(s.app.events.published().is_empty());
+}
+
+#[tokio::test]
+async fn a_long_max_age_is_cut_to_six_hours() {
+    let s = setup().await;
+    s.issuer.set_cache_control(Some("max-age=604800"));
+    s.assert_accepted(s.post_token(&valid_token()).await, "first")
+        .await;
+    s.clock.advance(Duration::hours(5));
+    s.assert_accepted(s.post_token(&valid_token()).await, "five hours on")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+    s.clock.advance(Duration::hours(1) + Duration::seconds(1));
+    s.assert_accepted(s.post_token(&valid_token()).await, "six hours on")
+        .await;
+    assert_eq!(s.issuer.fetches(), 2);
+}
+
+#[tokio::test]
+async fn a_redirected_jwks_is_not_followed() {
+    let elsewhere = StandInIssuer::start().await;
+    let s = setup().await;
+    s.issuer.set_redirect(Some(elsewhere.jwks_url()));
+    s.assert_refused(s.post_token(&valid_token()).await, "JWKS redirected")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+    assert_eq!(elsewhere.fetches(), 0, "the redirect was not followed");
+    assert_eq!(s.runs.count(), 0);
 }
 
 #[tokio::test]
