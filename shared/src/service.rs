@@ -147,6 +147,8 @@ impl<E: Endpoint> Service<E> {
             status: code.status().as_u16(),
             request_id: request_id.to_owned(),
             time: self.edge.clock.now(),
+            repeats: 0,
+            grouped: false,
         };
         match tokio::time::timeout(NOTIFY_TIMEOUT, self.edge.events.publish(&notification)).await {
             Ok(Ok(())) => {}

@@ -5,6 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 pub mod eventbridge;
+pub mod grouped;
 
 /// EventBridge `source` of every notification.
 pub const SOURCE: &str = "koe.backend";
@@ -22,6 +23,11 @@ pub struct ErrorNotification {
     pub request_id: String,
     #[serde(serialize_with = "rfc3339_millis")]
     pub time: DateTime<Utc>,
+    /// How many notifications of the same kind were grouped since the last one for the chat
+    /// (`grouped::Grouped`); 0 when none were.
+    pub repeats: u32,
+    /// A repeat within a minute of one that went to the chat: on the bus, not for the chat.
+    pub grouped: bool,
 }
 
 fn rfc3339_millis<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -55,6 +61,8 @@ impl EventBus for LogEventBus {
             code = n.code,
             status = n.status,
             request_id = %n.request_id,
+            repeats = n.repeats,
+            grouped = n.grouped,
             "error notification"
         );
         Ok(())

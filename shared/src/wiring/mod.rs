@@ -29,6 +29,7 @@ use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTri
 use crate::dispatch::{Dispatcher, InFlight};
 use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Visit};
 use crate::event_bus::eventbridge::EventBridgeBus;
+use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
 use crate::model::ModelProvider;
 use crate::model::openai::OpenAi;
@@ -182,15 +183,18 @@ impl App {
         Ok(self.push.get_or_init(|| push).clone())
     }
 
-    /// The notification bus: EventBridge when `EVENT_BUS_NAME` is set, else log lines.
+    /// The notification bus: EventBridge when `EVENT_BUS_NAME` is set, else log lines; repeats
+    /// grouped (`event_bus::grouped`). A bus given with `with_events` is used as it is.
     pub fn events(&self) -> Result<Arc<dyn EventBus>, ConfigError> {
         if let Some(events) = self.events.get() {
             return Ok(events.clone());
         }
-        let events: Arc<dyn EventBus> = match EventsConfig::from_vars(&self.vars).bus_name {
+        let bus: Arc<dyn EventBus> = match EventsConfig::from_vars(&self.vars).bus_name {
             Some(bus) => Arc::new(EventBridgeBus::new(bus, self.load)),
             None => Arc::new(LogEventBus),
         };
+        // Repeats of one error within a minute become one notification with a count.
+        let events: Arc<dyn EventBus> = Arc::new(Grouped::new(bus, self.clock.clone()));
         Ok(self.events.get_or_init(|| events).clone())
     }
 
