@@ -83,17 +83,27 @@ fn libfaketime() -> PathBuf {
         })
 }
 
+/// The template function an event of `binary` goes to: the binary's own, except that the
+/// dispatch binary serves two (the route's HTTP events, the runs' EventBridge events).
+fn function_of(binary: &str, event: &Value) -> String {
+    match binary {
+        "dispatch" if event.get("requestContext").is_some() => "DispatchRouteFunction".into(),
+        _ => logical_id(binary),
+    }
+}
+
 /// `Parameters` merged with the function's section, then the outside services pointed at the
 /// test's, then what the Lambda service itself sets (as `bench/bench.py` does).
 fn environment(
+    function: &str,
     binary: &str,
     env_json: &BTreeMap<String, BTreeMap<String, String>>,
     runtime_api: &str,
     outside: &Outside,
 ) -> BTreeMap<String, String> {
     let section = env_json
-        .get(&logical_id(binary))
-        .unwrap_or_else(|| panic!("events/env.json has no section {}", logical_id(binary)));
+        .get(function)
+        .unwrap_or_else(|| panic!("events/env.json has no section {function}"));
     let mut env = env_json["Parameters"].clone();
     env.extend(section.clone());
     env.insert("AWS_ENDPOINT_URL_DYNAMODB".into(), outside.dynamodb.clone());
@@ -314,8 +324,9 @@ async fn pass(
     let run_within = async |binary: &str, event: &Value, within: Duration, log: &str| {
         let n = invocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = format!("{}-{n:02}-{log}", name.replace(' ', "-"));
+        let function = function_of(binary, event);
         invoke(binary, event, within, &log, |api| {
-            environment(binary, &env_json, api, &outside)
+            environment(&function, binary, &env_json, api, &outside)
         })
         .await
     };
@@ -424,7 +435,7 @@ async fn pass(
             &[&error_test, &error_test, &error_test],
             WITHIN,
             &log,
-            |api| environment("error-test", &env_json, api, &outside),
+            |api| environment("ErrorTestFunction", "error-test", &env_json, api, &outside),
         )
         .await;
         for r in &answers {
@@ -636,7 +647,7 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
                             == event["requestContext"]["http"]["method"].as_str()
                 })
                 .unwrap_or_else(|| panic!("events/{name}.json: no route for {path}"));
-            assert_eq!(&logical_id(route.binary), function, "events/{name}.json");
+            assert_eq!(route.function, function, "events/{name}.json");
         } else {
             assert_eq!(function, "DispatchFunction", "events/{name}.json");
         }
@@ -704,7 +715,7 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
             "README: `sam local invoke {function}` with events/{name}.json"
         );
         let http = koe_testkit::fixtures::committed(name)["rawPath"].is_string();
-        if http && function != "DispatchFunction" {
+        if http && function != "DispatchRouteFunction" {
             assert_eq!(
                 cargo_lambda.get(name),
                 Some(function),

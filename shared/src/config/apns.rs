@@ -1,4 +1,5 @@
-//! The APNs section: token authentication (`APNS_*`, all or none), the key checked by its adapter.
+//! The APNs section: token authentication (`APNS_*`, all or none), the key checked by its adapter,
+//! and `PUSH_SENDER`, the explicit choice of the logging sender where APNs would be expected.
 
 use super::{ConfigError, Secret, Vars};
 
@@ -68,10 +69,43 @@ impl ApnsConfig {
     }
 }
 
+/// `PUSH_SENDER`: which push sender a Lambda dispatcher may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushSenderChoice {
+    /// `apns` (or unset): APNs, and a Lambda dispatcher without `APNS_*` refuses to start.
+    Apns,
+    /// `log`: the logging sender, even where `APNS_*` is set (nothing rings; for stacks and
+    /// local runs without an APNs key).
+    Log,
+}
+
+impl PushSenderChoice {
+    pub fn from_vars(vars: &Vars) -> Result<PushSenderChoice, ConfigError> {
+        match vars.get("PUSH_SENDER").as_deref().map(str::trim) {
+            None | Some("apns") => Ok(PushSenderChoice::Apns),
+            Some("log") => Ok(PushSenderChoice::Log),
+            Some(_) => Err(ConfigError {
+                var: "PUSH_SENDER",
+                reason: "must be `apns` or `log`".into(),
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::testing::{broken_except, names, variables_read};
+
+    #[test]
+    fn the_push_sender_choice_is_apns_unless_log_is_asked_for() {
+        let choice =
+            |v: &str| PushSenderChoice::from_vars(&Vars::from_pairs(&[("PUSH_SENDER", v)]));
+        assert_eq!(choice("").unwrap(), PushSenderChoice::Apns);
+        assert_eq!(choice("apns").unwrap(), PushSenderChoice::Apns);
+        assert_eq!(choice("log").unwrap(), PushSenderChoice::Log);
+        assert_eq!(choice("logging").unwrap_err().var, "PUSH_SENDER");
+    }
 
     const OWN: &[&str] = &[
         "APNS_KEY_P8",

@@ -218,7 +218,7 @@ impl Endpoint for Dispatch {
         api: Api::Agent,
         method: Method::POST,
         path: "/internal/dispatch",
-        function: "DispatchFunction",
+        function: "DispatchRouteFunction",
         binary: "dispatch",
         body_limit: SMALL_BODY_LIMIT,
         auth: Auth::Bearer,

@@ -23,7 +23,8 @@ use crate::aws::{self, LoadConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{
     AgentConfig, ApiKeys, ApnsConfig, Config, ConfigError, DispatchConfig, EventsConfig,
-    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, StoreConfig, StoreKind, Vars,
+    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, PushSenderChoice, StoreConfig, StoreKind,
+    Vars,
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
@@ -163,19 +164,34 @@ impl App {
         self.run_requests.clone()
     }
 
-    /// The push sender (APNs when `APNS_*` is set, else the logging sender).
+    /// The push sender: APNs when `APNS_*` is set; the logging sender when `PUSH_SENDER=log`,
+    /// or locally without `APNS_*` (a Lambda without either refuses to start).
     pub fn push(&self) -> Result<Arc<dyn PushSender>, ConfigError> {
         if let Some(push) = self.push.get() {
             return Ok(push.clone());
         }
         // A bad key fails here, at the dispatcher's start-up: a2 parses it and signs a token.
-        let push: Arc<dyn PushSender> = match ApnsConfig::from_vars(&self.vars)? {
+        // A Lambda without APNs refuses to start unless the logging sender is asked for
+        // (PUSH_SENDER=log): a stack that silently rings nobody is worse than one that fails.
+        let choice = PushSenderChoice::from_vars(&self.vars)?;
+        let apns = match choice {
+            PushSenderChoice::Apns => ApnsConfig::from_vars(&self.vars)?,
+            PushSenderChoice::Log => None,
+        };
+        let push: Arc<dyn PushSender> = match apns {
             Some(apns) => Arc::new(ApnsSender::new(&apns)?),
+            None if self.mode == Mode::Lambda && choice == PushSenderChoice::Apns => {
+                return Err(ConfigError {
+                    var: "APNS_KEY_P8",
+                    reason: "APNS_* is not set: the dispatcher would ring nobody; set APNS_* \
+                             (stack parameters ApnsKeyP8, ApnsKeyId, ApnsTeamId, ApnsBundleId), \
+                             or PUSH_SENDER=log (parameter PushSender) to only log pushes"
+                        .into(),
+                });
+            }
             None => {
                 if self.mode == Mode::Lambda {
-                    tracing::warn!(
-                        "APNS_* is not configured: pushes are only logged, nothing rings"
-                    );
+                    tracing::warn!("PUSH_SENDER=log: pushes are only logged, nothing rings");
                 }
                 Arc::new(LogPushSender::new(self.device_hash_salt()?))
             }

@@ -200,6 +200,13 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
 
     for (id, binary) in &functions {
         let routes: Vec<_> = ROUTES.iter().filter(|r| r.function == id).collect();
+        if id == "DispatchFunction" {
+            // The run function: the dispatch binary without a route (its route has a function
+            // of its own, DispatchRouteFunction, so callers cannot take the runs' concurrency).
+            assert!(routes.is_empty(), "{id}");
+            assert_eq!(binary, "dispatch");
+            continue;
+        }
         assert!(!routes.is_empty(), "{id}: no route in the route table");
         for route in &routes {
             assert_eq!(route.binary, binary, "{id}");
@@ -226,8 +233,12 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
         );
     }
 
-    // The dispatcher's every-minute schedule (6-field EventBridge cron) and its fixture.
-    let events = &template["Resources"]["DispatchFunction"]["Properties"]["Events"];
+    // The dispatcher's every-minute schedule (6-field EventBridge cron) and its fixture, on the
+    // run function, which reserves its concurrency; the route's function reserves none of it.
+    let run = &template["Resources"]["DispatchFunction"]["Properties"];
+    assert!(!run["ReservedConcurrentExecutions"].is_null());
+    assert!(template["Resources"]["DispatchRouteFunction"]["Properties"]["ReservedConcurrentExecutions"].is_null());
+    let events = &run["Events"];
     let schedules: Vec<&str> = events
         .as_mapping()
         .unwrap()

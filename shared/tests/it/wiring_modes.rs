@@ -1,6 +1,7 @@
 //! What a deployed function refuses to start with (`App::lambda`), where koe-local
-//! (`App::local`) starts: a memory store, which would lose every write with the container, and a
-//! dispatcher with no event bus to hand requested runs to. Functions that need neither start.
+//! (`App::local`) starts: a memory store, which would lose every write with the container, a
+//! dispatcher with no event bus to hand requested runs to, and a dispatcher without an APNs key
+//! unless `PUSH_SENDER=log`. Functions that need none of these start.
 
 use koe::App;
 use koe::config::Vars;
@@ -53,7 +54,11 @@ async fn a_lambda_that_stores_data_refuses_the_memory_store() {
 
 #[tokio::test]
 async fn the_lambda_dispatcher_needs_its_event_bus() {
-    let dynamodb = [("STORE", "dynamodb"), ("AWS_REGION", "ap-northeast-1")];
+    let dynamodb = [
+        ("STORE", "dynamodb"),
+        ("AWS_REGION", "ap-northeast-1"),
+        ("PUSH_SENDER", "log"),
+    ];
     assert_eq!(
         lambda_refusal::<Dispatch>(&dynamodb).await,
         Some("EVENT_BUS_NAME")
@@ -62,8 +67,45 @@ async fn the_lambda_dispatcher_needs_its_event_bus() {
         ("STORE", "dynamodb"),
         ("AWS_REGION", "ap-northeast-1"),
         ("EVENT_BUS_NAME", "koe-test-bus"),
+        ("PUSH_SENDER", "log"),
     ];
     assert_eq!(lambda_refusal::<Dispatch>(&with_bus).await, None);
     // koe-local hands requested runs to its own loop: no bus needed.
+    assert!(local_starts::<Dispatch>(&[]).await);
+}
+
+/// A Lambda dispatcher without an APNs key would ring nobody: it refuses to start unless the
+/// logging sender is asked for by name. koe-local logs pushes without being asked.
+#[tokio::test]
+async fn the_lambda_dispatcher_needs_apns_or_an_explicit_logging_sender() {
+    let base = [
+        ("STORE", "dynamodb"),
+        ("AWS_REGION", "ap-northeast-1"),
+        ("EVENT_BUS_NAME", "koe-test-bus"),
+    ];
+    assert_eq!(lambda_refusal::<Dispatch>(&base).await, Some("APNS_KEY_P8"));
+    let mut apns_asked = base.to_vec();
+    apns_asked.push(("PUSH_SENDER", "apns"));
+    assert_eq!(
+        lambda_refusal::<Dispatch>(&apns_asked).await,
+        Some("APNS_KEY_P8")
+    );
+    let mut log = base.to_vec();
+    log.push(("PUSH_SENDER", "log"));
+    assert_eq!(lambda_refusal::<Dispatch>(&log).await, None);
+    let mut typo = base.to_vec();
+    typo.push(("PUSH_SENDER", "logs"));
+    assert_eq!(lambda_refusal::<Dispatch>(&typo).await, Some("PUSH_SENDER"));
+    let key = include_str!("../../../testkit/keys/apns-test.p8");
+    let mut apns = base.to_vec();
+    apns.extend([
+        ("APNS_KEY_P8", key),
+        ("APNS_KEY_ID", "ABCDE12345"),
+        ("APNS_TEAM_ID", "TEAM123456"),
+        ("APNS_BUNDLE_ID", "com.example.koe"),
+    ]);
+    assert_eq!(lambda_refusal::<Dispatch>(&apns).await, None);
+    // Functions that send no push do not care.
+    assert_eq!(lambda_refusal::<Health>(&base).await, None);
     assert!(local_starts::<Dispatch>(&[]).await);
 }
