@@ -15,6 +15,11 @@ pub const MAX_LEAD: Duration = Duration::days(30);
 pub const MAX_CALLER_NAME_CHARS: usize = 64;
 /// Terminal records stay readable (GET /calls) this long, then expire by TTL.
 pub const TERMINAL_RETENTION: Duration = Duration::days(7);
+/// Every reservation carries a TTL from its creation: this long after its scheduled time, past
+/// any outcome (the grace period and claim timeout are at most an hour and ten minutes, the
+/// template's bounds) plus [`TERMINAL_RETENTION`]. So a reservation that no run ever finishes
+/// (the dispatcher down for days, a bug) is deleted by DynamoDB's TTL instead of staying for ever.
+pub const UNFINISHED_EXPIRY: Duration = Duration::days(8);
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct CallId(String);
@@ -139,7 +144,9 @@ pub struct Reservation {
     pub updated_at: DateTime<Utc>,
     /// Set while `claimed` (and kept after): when the dispatcher claimed it.
     pub claimed_at: Option<DateTime<Utc>>,
-    /// Set on terminal records: TTL (epoch seconds) after which the record is gone.
+    /// TTL (epoch seconds) after which the record is gone: from creation
+    /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
+    /// after that. `None` only on records written before every reservation had one.
     pub expire_at: Option<i64>,
 }
 
@@ -159,7 +166,7 @@ impl Reservation {
             created_at: now,
             updated_at: now,
             claimed_at: None,
-            expire_at: None,
+            expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }
 

@@ -9,7 +9,8 @@
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
-//!   `claimedAtMs` N?, `expireAt` N (terminal records only, TTL).
+//!   `claimedAtMs` N?, `expireAt` N (TTL: 8 days after `scheduledAt` from creation, 7 days after
+//!   the outcome once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,

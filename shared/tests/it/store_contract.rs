@@ -288,6 +288,12 @@ async fn create_then_get_returns_the_equal_record(store: DynStore) {
     let stored = get_some(&store, &id, t0()).await;
     assert_eq!(stored, r);
     assert_eq!(stored.status, ReservationStatus::Scheduled);
+    // A TTL from creation: 8 days after the scheduled time, so an unfinished record goes too.
+    assert_eq!(
+        stored.expire_at,
+        Some((r.scheduled_at.utc() + Duration::days(8)).timestamp()),
+        "expireAt from creation"
+    );
     assert_eq!(
         stored.scheduled_at.with_offset().offset(),
         &FixedOffset::east_opt(JST).unwrap(),
