@@ -276,6 +276,7 @@ pub(crate) mod testing {
         ("AGENT_DAILY_LIMIT", "0"),
         ("AGENT_PLANNER_MODEL", "gpt 4o"),
         ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
+        ("AGENT_STEP_KEY", "short"),
         ("DISPATCH_GRACE_SECS", "-1"),
         ("DISPATCH_CLAIM_TIMEOUT_SECS", "1"),
         ("DISPATCH_CONCURRENCY", "0"),

@@ -8,6 +8,7 @@ use http::Method;
 
 use super::ports::{Adapters, Ports};
 use super::{AGENT_BODY_LIMIT, Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
+use crate::agent::binding::StepSigner;
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::clock::Clock;
@@ -25,6 +26,8 @@ pub struct AgentPorts {
     pub settings: AgentConfig,
     /// Total time for one round's provider work.
     pub budget: Duration,
+    /// Signs round 1's step ids and checks round 2's.
+    pub signer: StepSigner,
 }
 
 pub struct DevicePorts {
@@ -45,12 +48,18 @@ pub struct CallsPorts {
 
 impl Ports for AgentPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let settings = adapters.agent_settings()?;
+        let signer = StepSigner::new(settings.step_key.clone().ok_or_else(|| ConfigError {
+            var: "AGENT_STEP_KEY",
+            reason: "must be set: it signs the step ids that bind round 2 to round 1".into(),
+        })?);
         Ok(AgentPorts {
             model: adapters.model()?,
             store: adapters.store().await?,
             clock: adapters.clock(),
-            settings: adapters.agent_settings()?,
+            settings,
             budget: adapters.openai_settings()?.budget,
+            signer,
         })
     }
 }
@@ -150,6 +159,7 @@ impl Endpoint for Agent {
             now: ports.clock.now(),
             settings: &ports.settings,
             budget: ports.budget,
+            signer: &ports.signer,
         };
         api::agent::agent(&cx, request).await
     }

@@ -10,7 +10,8 @@
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
 //!   `claimedAtMs` N?, `expireAt` N (terminal records only, TTL).
-//! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
+//! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL). It also holds
+//!   each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` = `answers`).
 //!
 //! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,
 //! `claimedAtMs`/`scheduledAtMs` as epoch milliseconds); `scheduledAt` keeps the client's text.
@@ -56,6 +57,12 @@ const CLAIMED_AT_MS: &str = "claimedAtMs";
 const EXPIRE_AT: &str = "expireAt";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
+
+// Counters other than a device's day share the usage table's key: the partition key
+// (`deviceId`) carries a prefixed id that no device id can take (device ids have no `#`).
+/// Partition of an agent plan's round-2 answer counter: `plan#<plan id>`, sort key `answers`.
+const PLAN_PREFIX: &str = "plan#";
+const PLAN_ANSWERS: &str = "answers";
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -551,6 +558,30 @@ impl Store for DynamoStore {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
+        self.count(id.as_str(), day, limit, expire_at).await
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.count(&format!("{PLAN_PREFIX}{plan_id}"), PLAN_ANSWERS, limit, expire_at)
+            .await
+    }
+}
+
+impl DynamoStore {
+    /// One conditional `ADD` on the usage table's counter (`deviceId`, `day`): counted unless
+    /// `useCount` already reached `limit`.
+    async fn count(
+        &self,
+        partition: &str,
+        sort: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
         if limit == 0 {
             // Nothing can be counted (a missing counter would pass the condition below).
             return Ok(UsageOutcome::LimitReached);
@@ -560,8 +591,8 @@ impl Store for DynamoStore {
             .client
             .update_item()
             .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .key(DAY, s(day))
+            .key(DEVICE_ID, s(partition))
+            .key(DAY, s(sort))
             .update_expression("ADD #useCount :one SET #expireAt = :expireAt")
             .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit")
             .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))

@@ -18,6 +18,8 @@ struct Tables {
     reservations: HashMap<DeviceId, Reservation>,
     /// (device, day) → (count, expireAt)
     usage: HashMap<(DeviceId, String), (u32, i64)>,
+    /// plan id → (answers, expireAt)
+    plan_answers: HashMap<String, (u32, i64)>,
 }
 
 #[derive(Default)]
@@ -213,6 +215,25 @@ impl Store for MemoryStore {
         let entry = tables
             .usage
             .entry((id.clone(), day.to_owned()))
+            .or_insert((0, expire_at));
+        if entry.0 >= limit {
+            return Ok(UsageOutcome::LimitReached);
+        }
+        entry.0 += 1;
+        entry.1 = expire_at;
+        Ok(UsageOutcome::Counted { count: entry.0 })
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        let mut tables = self.lock();
+        let entry = tables
+            .plan_answers
+            .entry(plan_id.to_owned())
             .or_insert((0, expire_at));
         if entry.0 >= limit {
             return Ok(UsageOutcome::LimitReached);

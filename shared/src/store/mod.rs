@@ -158,4 +158,14 @@ pub trait Store: Send + Sync {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError>;
+
+    /// Counts one round-2 answer of the agent plan `plan_id` unless `limit` answers were
+    /// already counted; one atomic conditional update, as [`Store::count_agent_use`].
+    /// `expire_at` (epoch seconds) is the counter's TTL.
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError>;
 }

@@ -961,6 +961,60 @@ async fn concurrent_usage_at_exactly_the_limit_counts_everyone(store: DynStore) 
     );
 }
 
+/// A fresh plan id, as `agent::binding` makes them (14 base64url characters).
+fn new_plan_id() -> String {
+    format!("p{:013x}", fastrand::u64(..) >> 12)
+}
+
+async fn plan_answers_count_up_to_the_bound_per_plan(store: DynStore) {
+    let (a, b) = (new_plan_id(), new_plan_id());
+    let expire_at = usage_expiry(t0());
+    for n in 1..=3 {
+        assert_eq!(
+            store.count_plan_answer(&a, 3, expire_at).await.unwrap(),
+            counted(n)
+        );
+    }
+    for _ in 0..2 {
+        assert_eq!(
+            store.count_plan_answer(&a, 3, expire_at).await.unwrap(),
+            UsageOutcome::LimitReached
+        );
+    }
+    assert_eq!(
+        store.count_plan_answer(&b, 3, expire_at).await.unwrap(),
+        counted(1),
+        "another plan"
+    );
+    // A plan counter never touches a device's day counter (they share the DynamoDB table).
+    let device = new_device_id();
+    assert_eq!(count(&store, &device, "answers", 3).await, counted(1));
+}
+
+async fn concurrent_plan_answers_never_exceed_the_bound(store: DynStore) {
+    let plan = new_plan_id();
+    let barrier = Arc::new(Barrier::new(20));
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (store, plan, barrier) = (store.clone(), plan.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store
+                    .count_plan_answer(&plan, 3, usage_expiry(t0()))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    let (counts, refused) = split(&outcomes);
+    assert_eq!(counts, vec![1, 2, 3]);
+    assert_eq!(refused, 17);
+}
+
 // ---------------------------------------------------------------------------------------------
 // One instantiation per adapter
 
@@ -1006,11 +1060,13 @@ macro_rules! contract_suite {
                 due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order,
                 usage_counts_up_to_the_limit_then_refuses_without_counting,
                 usage_is_counted_per_day_and_per_device,
+                plan_answers_count_up_to_the_bound_per_plan,
             ],
             concurrent: [
                 concurrent_creates_for_one_device_have_one_winner,
                 concurrent_usage_never_exceeds_the_limit,
                 concurrent_usage_at_exactly_the_limit_counts_everyone,
+                concurrent_plan_answers_never_exceed_the_bound,
             ]
         );
 
