@@ -18,7 +18,9 @@ use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation};
 use koe::endpoints::Adapters;
 use koe::push::PushSender;
-use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
+use koe::store::{
+    CancelError, CreateError, IdempotentAnswer, Outcome, Store, StoreError, UsageOutcome,
+};
 
 use crate::events::RecordingEventBus;
 use crate::gateway::Gateway;
@@ -379,6 +381,22 @@ impl Store for FailingStore {
     }
 
     async fn count_plan_answer(&self, _: &str, _: u32, _: i64) -> Result<UsageOutcome, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn idempotent_answer(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        _: &IdempotentAnswer,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         Err(Self::error())
     }
 }

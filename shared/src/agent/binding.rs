@@ -87,12 +87,20 @@ pub enum Refusal {
     /// No results: round 2 needs the ids of a round-1 plan.
     NoResults,
     /// The id was not issued by this server (made up, altered, or signed with another key).
-    NotIssued { index: usize },
-    Expired { index: usize },
+    NotIssued {
+        index: usize,
+    },
+    Expired {
+        index: usize,
+    },
     /// The id belongs to another plan than the first result's, or repeats a step.
-    OtherPlan { index: usize },
+    OtherPlan {
+        index: usize,
+    },
     /// The plan was issued for another device than the round's `deviceId`.
-    OtherDevice { index: usize },
+    OtherDevice {
+        index: usize,
+    },
     /// The plan has been answered [`MAX_ANSWERS_PER_PLAN`] times already.
     Reused,
 }
@@ -121,10 +129,9 @@ impl Refusal {
                 field(index),
                 "belongs to another plan than results[0] or repeats a step".into(),
             ),
-            Refusal::OtherDevice { index } => (
-                field(index),
-                "was issued for another deviceId".into(),
-            ),
+            Refusal::OtherDevice { index } => {
+                (field(index), "was issued for another deviceId".into())
+            }
             Refusal::Reused => (
                 "results[0].stepId".into(),
                 format!(
@@ -329,9 +336,8 @@ mod tests {
         let mut other = plan(1);
         signer().sign_plan(&mut other, "0123456789ab", now);
         let good = steps[0].id.clone();
-        let verify = |ids: &[&str], device: Option<&str>, now| {
-            signer().verify(&results(ids), device, now)
-        };
+        let verify =
+            |ids: &[&str], device: Option<&str>, now| signer().verify(&results(ids), device, now);
 
         assert_eq!(verify(&[], None, now), Err(Refusal::NoResults));
         for made_up in ["s1", "s1.a.b.1.c", "", "s1.....", &good[..good.len() - 1]] {

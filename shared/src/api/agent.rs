@@ -145,7 +145,11 @@ async fn bind_to_round_1(
         .map_err(refuse)?;
     match cx
         .store
-        .count_plan_answer(&plan.plan_id, MAX_ANSWERS_PER_PLAN, plan.counter_expire_at())
+        .count_plan_answer(
+            &plan.plan_id,
+            MAX_ANSWERS_PER_PLAN,
+            plan.counter_expire_at(),
+        )
         .await
     {
         Ok(UsageOutcome::Counted { .. }) => Ok(()),

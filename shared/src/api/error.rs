@@ -21,6 +21,7 @@ pub enum ErrorCode {
     ReservationExists,
     DeviceNotRegistered,
     TooLate,
+    IdempotencyKeyReused,
     DailyLimitExceeded,
     ProviderNotConfigured,
     ProviderTimeout,
@@ -41,6 +42,7 @@ impl ErrorCode {
         ErrorCode::ReservationExists,
         ErrorCode::DeviceNotRegistered,
         ErrorCode::TooLate,
+        ErrorCode::IdempotencyKeyReused,
         ErrorCode::DailyLimitExceeded,
         ErrorCode::ProviderNotConfigured,
         ErrorCode::ProviderTimeout,
@@ -59,6 +61,7 @@ impl ErrorCode {
             ErrorCode::ReservationExists => "RESERVATION_EXISTS",
             ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
             ErrorCode::TooLate => "TOO_LATE",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorCode::DailyLimitExceeded => "DAILY_LIMIT_EXCEEDED",
             ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::NotFound => "NOT_FOUND",
@@ -77,9 +80,10 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-            ErrorCode::ReservationExists | ErrorCode::DeviceNotRegistered | ErrorCode::TooLate => {
-                StatusCode::CONFLICT
-            }
+            ErrorCode::ReservationExists
+            | ErrorCode::DeviceNotRegistered
+            | ErrorCode::TooLate
+            | ErrorCode::IdempotencyKeyReused => StatusCode::CONFLICT,
             ErrorCode::DailyLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,

@@ -10,6 +10,9 @@
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
 //!   `claimedAtMs` N?, `expireAt` N (terminal records only, TTL).
+//!   It also holds the kept answers of `POST /calls` made with an `Idempotency-Key`:
+//!   `deviceId` = `idempotency#<key>`, `requestHash` S, `answerStatus` N, `answerBody` S,
+//!   `expireAt` N (TTL, 24 h).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL). It also holds
 //!   each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` = `answers`).
 //!
@@ -28,7 +31,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, DUE_INDEX, Outcome, Store, StoreError, TableNames, UsageOutcome,
+    CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, Store, StoreError, TableNames,
+    UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::{
@@ -63,6 +67,13 @@ const USE_COUNT: &str = "useCount";
 /// Partition of an agent plan's round-2 answer counter: `plan#<plan id>`, sort key `answers`.
 const PLAN_PREFIX: &str = "plan#";
 const PLAN_ANSWERS: &str = "answers";
+/// Partition (in the reservations table) of an idempotent request's kept answer:
+/// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueMinute`, so the
+/// dispatcher's index never sees them.
+const IDEMPOTENCY_PREFIX: &str = "idempotency#";
+const REQUEST_HASH: &str = "requestHash";
+const ANSWER_STATUS: &str = "answerStatus";
+const ANSWER_BODY: &str = "answerBody";
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -567,8 +578,77 @@ impl Store for DynamoStore {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
-        self.count(&format!("{PLAN_PREFIX}{plan_id}"), PLAN_ANSWERS, limit, expire_at)
+        self.count(
+            &format!("{PLAN_PREFIX}{plan_id}"),
+            PLAN_ANSWERS,
+            limit,
+            expire_at,
+        )
+        .await
+    }
+
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        let table = &self.tables.calls;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{key}")))
+            .consistent_read(true)
+            .send()
             .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let read = Reader { table, item };
+        let expire_at = read
+            .opt_i64(EXPIRE_AT)?
+            .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
+        if expire_at <= now.timestamp() {
+            return Ok(None);
+        }
+        Ok(Some(IdempotentAnswer {
+            key: key.to_owned(),
+            request_hash: read.s(REQUEST_HASH)?.to_owned(),
+            status: read
+                .opt_i64(ANSWER_STATUS)?
+                .and_then(|n| u16::try_from(n).ok())
+                .ok_or_else(|| bad_item(table, ANSWER_STATUS))?,
+            body: read.s(ANSWER_BODY)?.to_owned(),
+            expire_at,
+        }))
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .item(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{}", answer.key)))
+            .item(REQUEST_HASH, s(answer.request_hash.as_str()))
+            .item(ANSWER_STATUS, n(answer.status))
+            .item(ANSWER_BODY, s(answer.body.as_str()))
+            .item(EXPIRE_AT, n(answer.expire_at))
+            .condition_expression("attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs")
+            .set_expression_attribute_names(Some(names(&[DEVICE_ID, EXPIRE_AT])))
+            .expression_attribute_values(":nowSecs", n(now.timestamp()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("PutItem", table, e)),
+        }
     }
 }
 

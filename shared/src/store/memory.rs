@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
+use super::{CancelError, CreateError, IdempotentAnswer, Outcome, Store, StoreError, UsageOutcome};
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, minute_bucket, terminal_expiry,
@@ -20,6 +20,7 @@ struct Tables {
     usage: HashMap<(DeviceId, String), (u32, i64)>,
     /// plan id → (answers, expireAt)
     plan_answers: HashMap<String, (u32, i64)>,
+    idempotent_answers: HashMap<String, IdempotentAnswer>,
 }
 
 #[derive(Default)]
@@ -241,5 +242,37 @@ impl Store for MemoryStore {
         entry.0 += 1;
         entry.1 = expire_at;
         Ok(UsageOutcome::Counted { count: entry.0 })
+    }
+
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Ok(self
+            .lock()
+            .idempotent_answers
+            .get(key)
+            .filter(|a| a.expire_at > now.timestamp())
+            .cloned())
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables
+            .idempotent_answers
+            .get(&answer.key)
+            .is_some_and(|a| a.expire_at > now.timestamp())
+        {
+            return Ok(false);
+        }
+        tables
+            .idempotent_answers
+            .insert(answer.key.clone(), answer.clone());
+        Ok(true)
     }
 }

@@ -87,6 +87,21 @@ pub enum UsageOutcome {
     LimitReached,
 }
 
+/// The first answer to a request made with an `Idempotency-Key`, kept so that a retry of the
+/// same request gets it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotentAnswer {
+    /// The route's name and a digest of the client's key (`calls#<sha256 hex>`).
+    pub key: String,
+    /// SHA-256 (hex) of the request body the answer is for.
+    pub request_hash: String,
+    pub status: u16,
+    /// The answer's JSON body, byte for byte.
+    pub body: String,
+    /// Until when (epoch seconds) a retry gets this answer; also the record's TTL.
+    pub expire_at: i64,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Inserts or replaces the device's registration.
@@ -168,4 +183,19 @@ pub trait Store: Send + Sync {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError>;
+
+    /// The answer kept under `key`, unless there is none or it expired by `now`.
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError>;
+
+    /// Keeps `answer` under its key unless a live answer is already kept there (the first one
+    /// wins; one conditional write). Returns whether it was kept.
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 }

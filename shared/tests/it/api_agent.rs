@@ -460,7 +460,11 @@ async fn refused(app: &TestApp, body: Value, field: &str, words: &str) {
     let body = invalid_field(post(app, body.to_string()).await, field).await;
     let message = body["message"].as_str().unwrap();
     assert!(message.contains(words), "{message}");
-    assert_eq!(app.openai.request_count(), calls, "no model call: {message}");
+    assert_eq!(
+        app.openai.request_count(),
+        calls,
+        "no model call: {message}"
+    );
 }
 
 #[tokio::test]
@@ -502,10 +506,13 @@ async fn made_up_step_ids_are_400_and_call_no_model() {
     }
     // Signed with another key: not ours either.
     let foreign = {
-        let other = spawn_app_with(&[("AGENT_STEP_KEY", "another-stack-key-0123456789abcdef")], {
-            let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-            |app| app.with_clock(clock)
-        })
+        let other = spawn_app_with(
+            &[("AGENT_STEP_KEY", "another-stack-key-0123456789abcdef")],
+            {
+                let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+                |app| app.with_clock(clock)
+            },
+        )
         .await;
         planned_ids(&other).await.remove(0)
     };
@@ -526,7 +533,11 @@ async fn altered_step_ids_are_400_and_call_no_model() {
     // Every part: the step number, plan id, device hash, expiry and signature.
     for position in [1, 5, 20, 30, 40, 63] {
         let mut altered = id.clone().into_bytes();
-        altered[position] = if altered[position] == b'7' { b'8' } else { b'7' };
+        altered[position] = if altered[position] == b'7' {
+            b'8'
+        } else {
+            b'7'
+        };
         let altered = String::from_utf8(altered).unwrap();
         refused(
             &app,

@@ -21,7 +21,7 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{
     CallId, Reservation, ReservationStatus, ScheduledAt, minute_bucket, terminal_expiry,
 };
-use koe::store::{CancelError, CreateError, Outcome, Store, UsageOutcome};
+use koe::store::{CancelError, CreateError, IdempotentAnswer, Outcome, Store, UsageOutcome};
 use tokio::sync::Barrier;
 
 type DynStore = Arc<dyn Store>;
@@ -1015,6 +1015,50 @@ async fn concurrent_plan_answers_never_exceed_the_bound(store: DynStore) {
     assert_eq!(refused, 17);
 }
 
+fn idempotent_answer(key: &str, body: &str, expire_at: DateTime<Utc>) -> IdempotentAnswer {
+    IdempotentAnswer {
+        key: key.to_owned(),
+        request_hash: format!("hash-of-{body}"),
+        status: 201,
+        body: body.to_owned(),
+        expire_at: expire_at.timestamp(),
+    }
+}
+
+async fn idempotent_answers_are_kept_first_wins_until_they_expire(store: DynStore) {
+    let key = format!("calls#{:016x}", fastrand::u64(..));
+    let now = t0();
+    let day = now + Duration::hours(24);
+    assert_eq!(store.idempotent_answer(&key, now).await.unwrap(), None);
+
+    let first = idempotent_answer(&key, r#"{"callId":"a","callerName":"こえ"}"#, day);
+    assert!(store.keep_idempotent_answer(&first, now).await.unwrap());
+    assert_eq!(
+        store.idempotent_answer(&key, now).await.unwrap(),
+        Some(first.clone())
+    );
+    // The first one wins while it lives.
+    let second = idempotent_answer(&key, r#"{"callId":"b"}"#, day + Duration::hours(1));
+    assert!(!store.keep_idempotent_answer(&second, now).await.unwrap());
+    assert_eq!(
+        store
+            .idempotent_answer(&key, day - Duration::seconds(1))
+            .await
+            .unwrap(),
+        Some(first)
+    );
+    // Expired (even before TTL deletes it): absent, and a new answer can be kept.
+    assert_eq!(store.idempotent_answer(&key, day).await.unwrap(), None);
+    assert!(store.keep_idempotent_answer(&second, day).await.unwrap());
+    assert_eq!(
+        store.idempotent_answer(&key, day).await.unwrap(),
+        Some(second)
+    );
+    // Another key is another record; no device's reservation is touched.
+    let other = format!("calls#{:016x}", fastrand::u64(..));
+    assert_eq!(store.idempotent_answer(&other, now).await.unwrap(), None);
+}
+
 // ---------------------------------------------------------------------------------------------
 // One instantiation per adapter
 
@@ -1061,6 +1105,7 @@ macro_rules! contract_suite {
                 usage_counts_up_to_the_limit_then_refuses_without_counting,
                 usage_is_counted_per_day_and_per_device,
                 plan_answers_count_up_to_the_bound_per_plan,
+                idempotent_answers_are_kept_first_wins_until_they_expire,
             ],
             concurrent: [
                 concurrent_creates_for_one_device_have_one_winner,
