@@ -86,7 +86,7 @@ cargo test -p koe-functions --locked --test fixtures 2>&1 | tee -a "$LOG"
 # (dispatch_runs: its one test that does).
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_chat:: api_devices:: api_meta:: agent_auth:: agent_limit:: oidc:: \
-  faults_dynamodb:: faults_oversized_bodies:: faults_provider:: a_cancel_racing_the_claim \
+  faults_dynamodb:: faults_oversized_bodies:: faults_provider:: spend_guard:: a_cancel_racing_the_claim \
   --skip dispatch_load:: 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).

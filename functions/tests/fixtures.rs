@@ -230,7 +230,7 @@ async fn every_fixture_passes_through_its_built_binary() {
         "agent",
         &r,
         200,
-        r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
+        r#""tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
     );
 
     let r = run("health", &committed("health")).await;

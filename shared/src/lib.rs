@@ -26,6 +26,7 @@ pub mod model;
 pub mod oidc;
 pub mod push;
 pub mod service;
+pub mod spend_guard;
 pub mod store;
 pub mod telemetry;
 pub mod wiring;

@@ -116,7 +116,7 @@ impl<E: Endpoint> Service<E> {
                     tracing::error!(error = %detail, "{what}");
                 }
                 let code = error.code;
-                if error.status().is_server_error() {
+                if error.status().is_server_error() && error.notify {
                     self.notify(code, request_id).await;
                 }
                 (error.into_response(), Some(code))

@@ -19,7 +19,8 @@ use koe::domain::reservation::{CallId, Reservation};
 use koe::endpoints::Adapters;
 use koe::push::PushSender;
 use koe::store::{
-    CancelError, CreateError, IdempotentAnswer, Outcome, Store, StoreError, UsageOutcome,
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    UsageOutcome,
 };
 
 use crate::events::RecordingEventBus;
@@ -389,6 +390,25 @@ impl Store for FailingStore {
         _: &str,
         _: DateTime<Utc>,
     ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn reserve_tokens(
+        &self,
+        _: &str,
+        _: &str,
+        _: u64,
+        _: u64,
+        _: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn settle_tokens(&self, _: &str, _: &str, _: i64, _: i64) -> Result<(), StoreError> {
+        Err(Self::error())
+    }
+
+    async fn claim_ceiling_notice(&self, _: &str, _: &str, _: i64) -> Result<bool, StoreError> {
         Err(Self::error())
     }
 

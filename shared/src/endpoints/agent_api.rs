@@ -17,6 +17,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
+use crate::spend_guard::{GuardedModel, SpendApi};
 use crate::store::Store;
 
 pub struct AgentPorts {
@@ -53,10 +54,19 @@ impl Ports for AgentPorts {
             var: "AGENT_STEP_KEY",
             reason: "must be set: it signs the step ids that bind round 2 to round 1".into(),
         })?);
+        let store = adapters.store().await?;
+        let clock = adapters.clock();
+        let ceiling = adapters.spend_settings()?.agent_daily_tokens;
         Ok(AgentPorts {
-            model: adapters.model()?,
-            store: adapters.store().await?,
-            clock: adapters.clock(),
+            model: GuardedModel::wrap(
+                adapters.model()?,
+                store.clone(),
+                clock.clone(),
+                SpendApi::Agent,
+                ceiling,
+            ),
+            store,
+            clock,
             settings,
             budget: adapters.openai_settings()?.budget,
             signer,

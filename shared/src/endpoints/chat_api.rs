@@ -10,6 +10,7 @@ use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
 use crate::model::ModelProvider;
+use crate::spend_guard::{GuardedModel, SpendApi};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -38,8 +39,15 @@ impl Ports for InfoPorts {
 
 impl Ports for ChatPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let ceiling = adapters.spend_settings()?.chat_daily_tokens;
         Ok(ChatPorts {
-            model: adapters.model()?,
+            model: GuardedModel::wrap(
+                adapters.model()?,
+                adapters.store().await?,
+                adapters.clock(),
+                SpendApi::Chat,
+                ceiling,
+            ),
         })
     }
 }

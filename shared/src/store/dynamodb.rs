@@ -10,11 +10,10 @@
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
 //!   `claimedAtMs` N?, `expireAt` N (terminal records only, TTL).
-//!   It also holds the kept answers of `POST /calls` made with an `Idempotency-Key`:
-//!   `deviceId` = `idempotency#<key>`, `requestHash` S, `answerStatus` N, `answerBody` S,
-//!   `expireAt` N (TTL, 24 h).
-//! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL). It also holds
-//!   each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` = `answers`).
+//! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
+//!
+//! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
+//! agent plans' answer counters and the APIs' daily token counts.
 //!
 //! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,
 //! `claimedAtMs`/`scheduledAtMs` as epoch milliseconds); `scheduledAt` keeps the client's text.
@@ -27,12 +26,12 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, Store, StoreError, TableNames,
-    UsageOutcome,
+    CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, SpendOutcome, Store,
+    StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::{
@@ -62,20 +61,9 @@ const EXPIRE_AT: &str = "expireAt";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 
-// Counters other than a device's day share the usage table's key: the partition key
-// (`deviceId`) carries a prefixed id that no device id can take (device ids have no `#`).
-/// Partition of an agent plan's round-2 answer counter: `plan#<plan id>`, sort key `answers`.
-const PLAN_PREFIX: &str = "plan#";
-const PLAN_ANSWERS: &str = "answers";
-/// Partition (in the reservations table) of an idempotent request's kept answer:
-/// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueMinute`, so the
-/// dispatcher's index never sees them.
-const IDEMPOTENCY_PREFIX: &str = "idempotency#";
-const REQUEST_HASH: &str = "requestHash";
-const ANSWER_STATUS: &str = "answerStatus";
-const ANSWER_BODY: &str = "answerBody";
-
 type Item = HashMap<String, AttributeValue>;
+
+mod keyed;
 
 pub struct DynamoStore {
     client: Client,
@@ -578,13 +566,37 @@ impl Store for DynamoStore {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
-        self.count(
-            &format!("{PLAN_PREFIX}{plan_id}"),
-            PLAN_ANSWERS,
-            limit,
-            expire_at,
-        )
-        .await
+        self.count_plan(plan_id, limit, expire_at).await
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        self.reserve(api, day, tokens, ceiling, expire_at).await
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError> {
+        self.settle(api, day, delta, expire_at).await
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.notice(api, day, expire_at).await
     }
 
     async fn idempotent_answer(
@@ -592,36 +604,7 @@ impl Store for DynamoStore {
         key: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{key}")))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(None);
-        };
-        let read = Reader { table, item };
-        let expire_at = read
-            .opt_i64(EXPIRE_AT)?
-            .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
-        if expire_at <= now.timestamp() {
-            return Ok(None);
-        }
-        Ok(Some(IdempotentAnswer {
-            key: key.to_owned(),
-            request_hash: read.s(REQUEST_HASH)?.to_owned(),
-            status: read
-                .opt_i64(ANSWER_STATUS)?
-                .and_then(|n| u16::try_from(n).ok())
-                .ok_or_else(|| bad_item(table, ANSWER_STATUS))?,
-            body: read.s(ANSWER_BODY)?.to_owned(),
-            expire_at,
-        }))
+        self.kept_answer(key, now).await
     }
 
     async fn keep_idempotent_answer(
@@ -629,72 +612,6 @@ impl Store for DynamoStore {
         answer: &IdempotentAnswer,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let result = self
-            .client
-            .put_item()
-            .table_name(table)
-            .item(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{}", answer.key)))
-            .item(REQUEST_HASH, s(answer.request_hash.as_str()))
-            .item(ANSWER_STATUS, n(answer.status))
-            .item(ANSWER_BODY, s(answer.body.as_str()))
-            .item(EXPIRE_AT, n(answer.expire_at))
-            .condition_expression("attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs")
-            .set_expression_attribute_names(Some(names(&[DEVICE_ID, EXPIRE_AT])))
-            .expression_attribute_values(":nowSecs", n(now.timestamp()))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("PutItem", table, e)),
-        }
-    }
-}
-
-impl DynamoStore {
-    /// One conditional `ADD` on the usage table's counter (`deviceId`, `day`): counted unless
-    /// `useCount` already reached `limit`.
-    async fn count(
-        &self,
-        partition: &str,
-        sort: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        if limit == 0 {
-            // Nothing can be counted (a missing counter would pass the condition below).
-            return Ok(UsageOutcome::LimitReached);
-        }
-        let table = &self.tables.usage;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(partition))
-            .key(DAY, s(sort))
-            .update_expression("ADD #useCount :one SET #expireAt = :expireAt")
-            .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit")
-            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":one", n(1)),
-                (":limit", n(limit)),
-                (":expireAt", n(expire_at)),
-            ])))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                let count = Reader { table, item: &item }
-                    .opt_i64(USE_COUNT)?
-                    .and_then(|c| u32::try_from(c).ok())
-                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
-                Ok(UsageOutcome::Counted { count })
-            }
-            Err(e) if condition_failed(&e) => Ok(UsageOutcome::LimitReached),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        self.keep_answer(answer, now).await
     }
 }

@@ -6,7 +6,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{CancelError, CreateError, IdempotentAnswer, Outcome, Store, StoreError, UsageOutcome};
+use super::{
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    UsageOutcome,
+};
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, minute_bucket, terminal_expiry,
@@ -21,6 +24,10 @@ struct Tables {
     /// plan id → (answers, expireAt)
     plan_answers: HashMap<String, (u32, i64)>,
     idempotent_answers: HashMap<String, IdempotentAnswer>,
+    /// (api, day) → tokens counted
+    spend: HashMap<(String, String), i64>,
+    /// (api, day) of the ceilings already noticed
+    notices: std::collections::HashSet<(String, String)>,
 }
 
 #[derive(Default)]
@@ -274,5 +281,51 @@ impl Store for MemoryStore {
             .idempotent_answers
             .insert(answer.key.clone(), answer.clone());
         Ok(true)
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        _expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        let mut tables = self.lock();
+        let total = tables
+            .spend
+            .entry((api.to_owned(), day.to_owned()))
+            .or_insert(0);
+        if *total >= ceiling as i64 {
+            return Ok(SpendOutcome::CeilingReached);
+        }
+        *total += tokens as i64;
+        Ok(SpendOutcome::Reserved {
+            total: (*total).max(0) as u64,
+        })
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        _expire_at: i64,
+    ) -> Result<(), StoreError> {
+        *self
+            .lock()
+            .spend
+            .entry((api.to_owned(), day.to_owned()))
+            .or_insert(0) += delta;
+        Ok(())
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        _expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lock().notices.insert((api.to_owned(), day.to_owned())))
     }
 }

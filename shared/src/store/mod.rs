@@ -87,6 +87,15 @@ pub enum UsageOutcome {
     LimitReached,
 }
 
+/// What a reservation of model tokens against a daily ceiling said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendOutcome {
+    /// Reserved; `total` is the day's count including this reservation.
+    Reserved { total: u64 },
+    /// The day's count had already reached the ceiling; nothing was reserved.
+    CeilingReached,
+}
+
 /// The first answer to a request made with an `Idempotency-Key`, kept so that a retry of the
 /// same request gets it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +192,35 @@ pub trait Store: Send + Sync {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError>;
+
+    /// Adds `tokens` to the day's token count of `api` (`chat`, `agent`) unless the count has
+    /// already reached `ceiling`; one atomic conditional update. `expire_at` is its TTL.
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError>;
+
+    /// Corrects the day's token count of `api` by `delta` (the reported usage minus what was
+    /// reserved; negative to give back), unconditionally and atomically.
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Claims the one notice of `api`'s ceiling on `day`: true for exactly one caller.
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError>;
 
     /// The answer kept under `key`, unless there is none or it expired by `now`.
     async fn idempotent_answer(

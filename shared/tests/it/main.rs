@@ -22,5 +22,6 @@ mod gateway_front;
 mod lambda_fixtures;
 mod layers;
 mod oidc;
+mod spend_guard;
 mod store_contract;
 mod wiring_modes;
