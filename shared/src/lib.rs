@@ -14,6 +14,7 @@ pub mod agent;
 pub mod api;
 pub mod aws;
 pub mod aws_http;
+pub mod budgets;
 pub mod clock;
 pub mod config;
 pub mod dispatch;

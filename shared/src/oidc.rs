@@ -22,7 +22,7 @@ use crate::config::OidcConfig;
 
 /// The shortest time between two JWKS fetches.
 pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
-const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a token was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
 
 /// How long an error notification may hold up the error answer.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What every endpoint has besides its own ports.
 #[derive(Clone)]

@@ -31,25 +31,32 @@ pub struct AgentContext<'a> {
     pub signer: &'a StepSigner,
 }
 
+/// One round, its store counters and model calls all within the round's budget
+/// (`PROVIDER_TIMEOUT_MS`), so that with its error notification it fits the function's timeout
+/// (`crate::budgets`) however slow the store or the provider.
 pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, ApiError> {
-    match AgentRequest::parse(&parse_object(request.body())?)? {
-        AgentRequest::Round1(round) => round_1(cx, &round).await,
-        AgentRequest::Round2(round) => round_2(cx, &round).await,
-    }
+    let round = AgentRequest::parse(&parse_object(request.body())?)?;
+    within_budget(cx.budget, async {
+        match round {
+            AgentRequest::Round1(round) => round_1(cx, &round).await,
+            AgentRequest::Round2(round) => round_2(cx, &round).await,
+        }
+    })
+    .await
 }
 
 fn number(n: impl Into<u64>) -> HeaderValue {
     HeaderValue::from(n.into())
 }
 
-/// Runs the round's provider work within the budget (two completions must not together
+/// Runs the round within the budget (its counters and two completions must not together
 /// outlast what API Gateway waits).
-async fn within_budget<F>(budget: Duration, work: F) -> Result<AgentReply, ApiError>
+async fn within_budget<F>(budget: Duration, work: F) -> Result<Response, ApiError>
 where
-    F: std::future::Future<Output = Result<AgentReply, ProviderError>>,
+    F: std::future::Future<Output = Result<Response, ApiError>>,
 {
     match tokio::time::timeout(budget, work).await {
-        Ok(result) => Ok(result?),
+        Ok(result) => result,
         Err(_) => {
             tracing::warn!(
                 budget_ms = budget.as_millis() as u64,
@@ -98,11 +105,7 @@ async fn round_1(cx: &AgentContext<'_>, round: &Round1) -> Result<Response, ApiE
         }
     };
 
-    let mut reply = within_budget(
-        cx.budget,
-        planner::plan(cx.model, cx.settings, round, cx.now),
-    )
-    .await?;
+    let mut reply = planner::plan(cx.model, cx.settings, round, cx.now).await?;
     if let AgentReply::Plan(steps) = &mut reply {
         cx.signer.sign_plan(steps, &device, cx.now);
     }
@@ -171,11 +174,7 @@ async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiE
         .as_ref()
         .map(|d| d.log_hash(&cx.settings.device_hash_salt));
     bind_to_round_1(cx, round, device.as_deref()).await?;
-    let reply = within_budget(
-        cx.budget,
-        responder::respond(cx.model, cx.settings, round, cx.now),
-    )
-    .await?;
+    let reply = responder::respond(cx.model, cx.settings, round, cx.now).await?;
     let events: usize = round
         .results
         .iter()

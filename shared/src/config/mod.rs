@@ -39,7 +39,9 @@ pub use info::InfoConfig;
 pub use lambda::LambdaConfig;
 pub use log::LogConfig;
 pub use oidc::OidcConfig;
-pub use openai::{DEFAULT_OPENAI_BASE_URL, DEFAULT_PROVIDER_TIMEOUT_MS, OpenAiConfig};
+pub use openai::{
+    DEFAULT_OPENAI_BASE_URL, DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS, OpenAiConfig,
+};
 pub use spend::{DEFAULT_DAILY_TOKEN_CEILING, SpendConfig};
 pub use store::{StoreConfig, StoreKind, TableNames};
 

@@ -21,6 +21,8 @@ pub struct InfoPorts {
 
 pub struct ChatPorts {
     pub model: Arc<dyn ModelProvider>,
+    /// Total time for the completion and its spend counters.
+    pub budget: std::time::Duration,
 }
 
 impl Ports for NoPorts {
@@ -48,6 +50,7 @@ impl Ports for ChatPorts {
                 SpendApi::Chat,
                 ceiling,
             ),
+            budget: adapters.openai_settings()?.budget,
         })
     }
 }
@@ -121,6 +124,6 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
-        api::chat::chat(ports.model.as_ref(), request).await
+        api::chat::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }

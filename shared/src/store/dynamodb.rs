@@ -39,7 +39,7 @@ use crate::domain::reservation::{
 };
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 /// One attempt (DynamoDB answers in milliseconds; a stuck connection is retried).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);

@@ -24,4 +24,5 @@ mod layers;
 mod oidc;
 mod spend_guard;
 mod store_contract;
+mod time_budgets;
 mod wiring_modes;
