@@ -171,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
 
 AGENT_API = {"agent", "put-device", "create-call", "get-call", "cancel-call"}
 OPENAI = {"chat", "agent"}
-STORE = AGENT_API | {"dispatch"}
+STORE = AGENT_API | {"dispatch", "chat"}
 EXTRA_ENV: dict = {}
 
 
@@ -218,6 +218,8 @@ def environment(port: int, name: str) -> dict:
         }
     if name in AGENT_API:
         env["AGENT_API_KEYS"] = "example-agent-key"
+    if name == "agent":
+        env["AGENT_STEP_KEY"] = "bench-step-key-0123456789abcdefghij"
     if name == "dispatch":
         env |= {
             "APNS_KEY_P8": (ROOT / "testkit/keys/apns-test.p8").read_text(),

@@ -40,6 +40,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 SEED="${KOE_SCHEMATHESIS_SEED:-20260101}"
 MAX_EXAMPLES="${KOE_SCHEMATHESIS_MAX_EXAMPLES:-100}"
 API_KEY="schemathesis-key-0123456789"
+# The step-id signing key koe-local runs with; the hooks sign round 2's step ids with it.
+export KOE_SCHEMATHESIS_STEP_KEY="schemathesis-step-key-0123456789abcdef"
 
 log() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
 
@@ -103,6 +105,7 @@ fi
 
 env "${STORE_VARS[@]}" \
   OPENAI_BASE_URL="$OPENAI_URL" OPENAI_API_KEY=sk-standin AGENT_API_KEYS="$API_KEY" \
+  AGENT_STEP_KEY="$KOE_SCHEMATHESIS_STEP_KEY" \
   AGENT_DAILY_LIMIT=2 LOCAL_DISPATCHER=false CHAT_ADDR=127.0.0.1:0 AGENT_ADDR=127.0.0.1:0 \
   RUST_LOG=info "$BIN/koe-local" >"$WORK/koe-local.log" 2>&1 &
 PIDS+=($!)

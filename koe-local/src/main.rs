@@ -9,6 +9,9 @@ use koe_local::LocalConfig;
 
 /// The agent API key koe-local accepts when `AGENT_API_KEYS` is not set.
 const LOCAL_DEV_KEY: &str = "local-dev-key";
+/// The step-id signing key koe-local uses when `AGENT_STEP_KEY` is not set (loopback only; a
+/// Lambda without the key does not start).
+const LOCAL_STEP_KEY: &str = "koe-local-step-key-for-development-only";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -21,6 +24,11 @@ async fn main() -> ExitCode {
             "AGENT_API_KEYS is not set: the agent API accepts the development key from the README"
         );
         vars.with("AGENT_API_KEYS", LOCAL_DEV_KEY)
+    } else {
+        vars
+    };
+    let vars = if vars.get("AGENT_STEP_KEY").is_none() {
+        vars.with("AGENT_STEP_KEY", LOCAL_STEP_KEY)
     } else {
         vars
     };

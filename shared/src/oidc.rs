@@ -28,7 +28,7 @@ pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
 pub const MAX_KEY_LIFETIME: chrono::Duration = chrono::Duration::hours(6);
 /// How long a JWKS without `max-age` is trusted.
 pub const DEFAULT_KEY_LIFETIME: chrono::Duration = chrono::Duration::hours(1);
-const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a token was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
 
 /// How long an error notification may hold up the error answer.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What every endpoint has besides its own ports.
 #[derive(Clone)]
@@ -116,7 +116,7 @@ impl<E: Endpoint> Service<E> {
                     tracing::error!(error = %detail, "{what}");
                 }
                 let code = error.code;
-                if error.status().is_server_error() {
+                if error.status().is_server_error() && error.notify {
                     self.notify(code, request_id).await;
                 }
                 (error.into_response(), Some(code))

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use koe::domain::device::DeviceId;
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{FailingStore, TestApp, send, spawn_app_with};
+use koe_testkit::harness::{FailingStore, TestApp, issued_step_ids_with, send, spawn_app_with};
 use koe_testkit::logs::{self, LogCapture};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -117,8 +117,10 @@ fn round_1(device: &str) -> Value {
         "timezone": "Asia/Tokyo"})
 }
 
+/// A round 2 with the step id of a fresh plan, as round 1 issues it at [`NOW`].
 fn round_2(device: &str, title: Value, start: &str) -> Value {
-    json!({"message": MESSAGE, "deviceId": device, "results": [{"stepId": "s1", "tool": "calendar",
+    let step_id = issued_step_ids_with(SALT, device, 1, NOW.parse().unwrap()).remove(0);
+    json!({"message": MESSAGE, "deviceId": device, "results": [{"stepId": step_id, "tool": "calendar",
         "output": {"events": [{"title": title, "start": start, "end": END, "allDay": false}]}}]})
 }
 

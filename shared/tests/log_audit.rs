@@ -26,7 +26,7 @@ use koe::domain::reservation::{Reservation, ScheduledAt};
 use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
 use koe_testkit::dynamodb;
-use koe_testkit::harness::{TestApp, send, spawn_app_with};
+use koe_testkit::harness::{TestApp, issued_step_ids_with, send, spawn_app_with};
 use koe_testkit::logs::{self, LogCapture};
 use koe_testkit::oidc::{self, StandInIssuer, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;
@@ -361,8 +361,9 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 false,
             )
             .await;
+            let step_id = issued_step_ids_with(SALT, &d.agent, 1, pass.app.clock.now()).remove(0);
             let round2 = json!({"message": AGENT_MESSAGE, "deviceId": d.agent, "results": [
-            {"stepId": "s1", "tool": "calendar", "output": {"events": [
+            {"stepId": step_id, "tool": "calendar", "output": {"events": [
                 {"title": TITLE, "start": EVENT_START, "end": EVENT_END},
                 {"title": format!("{TITLE} 2"), "start": EVENT_START, "end": EVENT_END, "allDay": true},
             ]}}]});

@@ -18,7 +18,10 @@ use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation};
 use koe::endpoints::Adapters;
 use koe::push::PushSender;
-use koe::store::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
+use koe::store::{
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    UsageOutcome,
+};
 
 use crate::events::RecordingEventBus;
 use crate::gateway::Gateway;
@@ -53,6 +56,8 @@ enum Serving {
 
 /// The agent API key every test app accepts unless `AGENT_API_KEYS` is overridden.
 pub const TEST_API_KEY: &str = "test-key-0123456789";
+/// The step-id signing key (`AGENT_STEP_KEY`) of every test app unless overridden.
+pub const TEST_STEP_KEY: &str = "test-step-key-0123456789-abcdefghij";
 
 pub struct TestApp {
     pub chat_url: String,
@@ -95,6 +100,7 @@ pub async fn spawn_app_on(
         ("OPENAI_BASE_URL", &base_url),
         ("OPENAI_API_KEY", "sk-test-key"),
         ("AGENT_API_KEYS", TEST_API_KEY),
+        ("AGENT_STEP_KEY", TEST_STEP_KEY),
         ("CHAT_ADDR", "127.0.0.1:0"),
         ("AGENT_ADDR", "127.0.0.1:0"),
         ("LOCAL_DISPATCHER", "false"),
@@ -374,4 +380,78 @@ impl Store for FailingStore {
     ) -> Result<UsageOutcome, StoreError> {
         Err(Self::error())
     }
+
+    async fn count_plan_answer(&self, _: &str, _: u32, _: i64) -> Result<UsageOutcome, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn idempotent_answer(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn reserve_tokens(
+        &self,
+        _: &str,
+        _: &str,
+        _: u64,
+        _: u64,
+        _: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn settle_tokens(&self, _: &str, _: &str, _: i64, _: i64) -> Result<(), StoreError> {
+        Err(Self::error())
+    }
+
+    async fn claim_ceiling_notice(&self, _: &str, _: &str, _: i64) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        _: &IdempotentAnswer,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+}
+
+/// Step ids as round 1 issues them for `device` at `now` (a plan of `steps` steps, signed with
+/// [`TEST_STEP_KEY`], the device hashed with `salt`): for tests of round 2 that do not run a
+/// round 1 first.
+pub fn issued_step_ids_with(
+    salt: &str,
+    device: &str,
+    steps: usize,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    use koe::agent::binding::StepSigner;
+    use koe::domain::agent::{Capability, PlanStep};
+    let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00+09:00").expect("valid");
+    let mut plan: Vec<PlanStep> = (0..steps)
+        .map(|_| PlanStep {
+            id: String::new(),
+            tool: Capability::Calendar,
+            from: t,
+            to: t + chrono::Duration::days(1),
+        })
+        .collect();
+    let device = DeviceId::parse("deviceId", device).expect("a valid device id");
+    StepSigner::new(koe::config::Secret::new(TEST_STEP_KEY)).sign_plan(
+        &mut plan,
+        &device.log_hash(salt),
+        now,
+    );
+    plan.into_iter().map(|s| s.id).collect()
+}
+
+/// One step id of a fresh plan, as round 1 issues it for `device` at `now` with the default
+/// `DEVICE_HASH_SALT` (`koe`).
+pub fn issued_step_id(device: &str, now: DateTime<Utc>) -> String {
+    issued_step_ids_with("koe", device, 1, now).remove(0)
 }

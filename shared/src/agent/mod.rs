@@ -5,6 +5,7 @@
 use crate::domain::agent::{AgentReply, Emotion};
 use crate::model::{ModelProvider, ModelRequest, ProviderError};
 
+pub mod binding;
 pub mod daily_limit;
 pub mod planner;
 pub mod prompts;

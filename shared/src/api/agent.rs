@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::{Request, Response, json_response};
+use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
 use crate::api::error::{ApiError, ErrorCode};
@@ -14,7 +15,7 @@ use crate::api::json::parse_object;
 use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
 use crate::model::{ModelProvider, ProviderError};
-use crate::store::Store;
+use crate::store::{Store, UsageOutcome};
 
 pub const RATE_LIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const RATE_LIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -27,27 +28,35 @@ pub struct AgentContext<'a> {
     pub settings: &'a AgentConfig,
     /// Total time for the round's provider work, the retry of an invalid output included.
     pub budget: Duration,
+    pub signer: &'a StepSigner,
 }
 
+/// One round, its store counters and model calls all within the round's budget
+/// (`PROVIDER_TIMEOUT_MS`), so that with its error notification it fits the function's timeout
+/// (`crate::budgets`) however slow the store or the provider.
 pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, ApiError> {
-    match AgentRequest::parse(&parse_object(request.body())?)? {
-        AgentRequest::Round1(round) => round_1(cx, &round).await,
-        AgentRequest::Round2(round) => round_2(cx, &round).await,
-    }
+    let round = AgentRequest::parse(&parse_object(request.body())?)?;
+    within_budget(cx.budget, async {
+        match round {
+            AgentRequest::Round1(round) => round_1(cx, &round).await,
+            AgentRequest::Round2(round) => round_2(cx, &round).await,
+        }
+    })
+    .await
 }
 
 fn number(n: impl Into<u64>) -> HeaderValue {
     HeaderValue::from(n.into())
 }
 
-/// Runs the round's provider work within the budget (two completions must not together
+/// Runs the round within the budget (its counters and two completions must not together
 /// outlast what API Gateway waits).
-async fn within_budget<F>(budget: Duration, work: F) -> Result<AgentReply, ApiError>
+async fn within_budget<F>(budget: Duration, work: F) -> Result<Response, ApiError>
 where
-    F: std::future::Future<Output = Result<AgentReply, ProviderError>>,
+    F: std::future::Future<Output = Result<Response, ApiError>>,
 {
     match tokio::time::timeout(budget, work).await {
-        Ok(result) => Ok(result?),
+        Ok(result) => result,
         Err(_) => {
             tracing::warn!(
                 budget_ms = budget.as_millis() as u64,
@@ -96,11 +105,10 @@ async fn round_1(cx: &AgentContext<'_>, round: &Round1) -> Result<Response, ApiE
         }
     };
 
-    let reply = within_budget(
-        cx.budget,
-        planner::plan(cx.model, cx.settings, round, cx.now),
-    )
-    .await?;
+    let mut reply = planner::plan(cx.model, cx.settings, round, cx.now).await?;
+    if let AgentReply::Plan(steps) = &mut reply {
+        cx.signer.sign_plan(steps, &device, cx.now);
+    }
     let (outcome, steps) = kind(&reply);
     tracing::info!(
         round = 1,
@@ -119,16 +127,54 @@ async fn round_1(cx: &AgentContext<'_>, round: &Round1) -> Result<Response, ApiE
     Ok(answer(&reply, headers))
 }
 
+/// Round 2 is answered only as the follow-up of a counted round 1: its step ids must be ones
+/// round 1 issued (signed, unaltered, unexpired, of one plan and this device), and the plan may
+/// be answered at most [`MAX_ANSWERS_PER_PLAN`] times. A refusal is 400 and calls no model. If
+/// the answer counter fails, the round is allowed (fail-open, as the daily limit): the
+/// signature and expiry still hold.
+async fn bind_to_round_1(
+    cx: &AgentContext<'_>,
+    round: &Round2,
+    device: Option<&str>,
+) -> Result<(), ApiError> {
+    let refuse = |refusal: Refusal| {
+        let (field, reason) = refusal.field_and_reason();
+        tracing::info!(device, refusal = ?refusal, "agent round 2 refused: step ids not bound");
+        ApiError::invalid(field, reason)
+    };
+    let plan = cx
+        .signer
+        .verify(&round.results, device, cx.now)
+        .map_err(refuse)?;
+    match cx
+        .store
+        .count_plan_answer(
+            &plan.plan_id,
+            MAX_ANSWERS_PER_PLAN,
+            plan.counter_expire_at(),
+        )
+        .await
+    {
+        Ok(UsageOutcome::Counted { .. }) => Ok(()),
+        Ok(UsageOutcome::LimitReached) => Err(refuse(Refusal::Reused)),
+        Err(e) => {
+            tracing::warn!(
+                device,
+                error = %e,
+                "plan answer counter failed: round 2 allowed uncounted (fail-open)"
+            );
+            Ok(())
+        }
+    }
+}
+
 async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiError> {
     let device = round
         .device_id
         .as_ref()
         .map(|d| d.log_hash(&cx.settings.device_hash_salt));
-    let reply = within_budget(
-        cx.budget,
-        responder::respond(cx.model, cx.settings, round, cx.now),
-    )
-    .await?;
+    bind_to_round_1(cx, round, device.as_deref()).await?;
+    let reply = responder::respond(cx.model, cx.settings, round, cx.now).await?;
     let events: usize = round
         .results
         .iter()

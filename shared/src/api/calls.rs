@@ -1,7 +1,9 @@
 //! POST, GET and DELETE /calls: the device's one call reservation.
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use http::StatusCode;
+use http::{HeaderName, StatusCode};
+use sha2::{Digest, Sha256};
 
 use super::{Request, Response, json_response, query_param};
 use crate::api::error::{ApiError, ErrorCode};
@@ -11,7 +13,7 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
-use crate::store::{CancelError, CreateError, Store};
+use crate::store::{CancelError, CreateError, IdempotentAnswer, Store};
 
 /// What the handlers need besides the store.
 pub struct CallsContext<'a> {
@@ -28,7 +30,115 @@ fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
     Ok(DeviceId::parse("deviceId", &raw)?)
 }
 
+/// The request header that makes `POST /calls` safe to retry.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// Set (`true`) on an answer that repeats the first answer to its `Idempotency-Key`.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// How long a retry with the same key gets the first answer.
+pub const IDEMPOTENCY_WINDOW: chrono::Duration = chrono::Duration::hours(24);
+/// Longest `Idempotency-Key` (a UUID is 36).
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+
+/// The request's `Idempotency-Key` as the store keys it (`calls#<sha256 hex>`: the client's
+/// key is never stored or logged), or `None` without the header.
+fn idempotency_key(request: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = request.headers().get(&IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let raw = value.as_bytes();
+    if raw.is_empty()
+        || raw.len() > MAX_IDEMPOTENCY_KEY_CHARS
+        || !raw.iter().all(|b| (0x21..=0x7e).contains(b))
+    {
+        return Err(ApiError::invalid(
+            "Idempotency-Key",
+            format!(
+                "must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters (e.g. a UUID)"
+            ),
+        ));
+    }
+    Ok(Some(format!("calls#{}", sha256_hex(raw))))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The kept first answer again (same body), or 409 when the key came with another body.
+fn replay(answer: IdempotentAnswer, request_hash: &str) -> Result<Response, ApiError> {
+    if answer.request_hash != request_hash {
+        return Err(ApiError::new(
+            ErrorCode::IdempotencyKeyReused,
+            "Idempotency-Key was already used with a different body in the last 24 hours: \
+             use a new key for a new request",
+        ));
+    }
+    tracing::info!("reservation answer replayed for a repeated Idempotency-Key");
+    http::Response::builder()
+        .status(StatusCode::from_u16(answer.status).map_err(|_| ApiError::internal())?)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(IDEMPOTENT_REPLAYED, "true")
+        .body(Bytes::from(answer.body))
+        .map_err(|_| ApiError::internal())
+}
+
+/// POST /calls. With an `Idempotency-Key`, the first 201 is kept for 24 hours: a retry with the
+/// same key and body gets it again (even if its `scheduledAt` is no longer far enough ahead),
+/// the same key with another body is 409 `IDEMPOTENCY_KEY_REUSED`. Only a 201 is kept: an
+/// error answer can be retried and is judged again.
 pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
+    let idempotency = idempotency_key(&request)?;
+    let request_hash = sha256_hex(request.body());
+    if let Some(key) = &idempotency
+        && let Some(answer) = cx.store.idempotent_answer(key, cx.now).await?
+    {
+        return replay(answer, &request_hash);
+    }
+    let response = create_reservation(cx, &request).await;
+    let Some(key) = idempotency else {
+        return response;
+    };
+    match response {
+        Ok(response) => {
+            keep(cx, key, request_hash, &response).await;
+            Ok(response)
+        }
+        // Two copies of one request raced: the first kept its answer while this one lost the
+        // device's slot to it.
+        Err(e) if e.code == ErrorCode::ReservationExists => {
+            match cx.store.idempotent_answer(&key, cx.now).await {
+                Ok(Some(answer)) => replay(answer, &request_hash),
+                _ => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Keeps a 201 for the retries of its key. A failure is logged, not answered: the reservation
+/// exists, and a retry then gets 409 `RESERVATION_EXISTS` as without a key.
+async fn keep(cx: &CallsContext<'_>, key: String, request_hash: String, response: &Response) {
+    let answer = IdempotentAnswer {
+        key,
+        request_hash,
+        status: response.status().as_u16(),
+        body: String::from_utf8_lossy(response.body()).into_owned(),
+        expire_at: (cx.now + IDEMPOTENCY_WINDOW).timestamp(),
+    };
+    match cx.store.keep_idempotent_answer(&answer, cx.now).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!("Idempotency-Key already had an answer kept"),
+        Err(e) => tracing::warn!(error = %e, "idempotent answer not kept"),
+    }
+}
+
+async fn create_reservation(
+    cx: &CallsContext<'_>,
+    request: &Request,
+) -> Result<Response, ApiError> {
     let map = parse_object(request.body())?;
     let fields = Fields::root(&map);
     let device_id = DeviceId::parse("deviceId", fields.required_str("deviceId")?)?;

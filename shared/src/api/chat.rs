@@ -23,16 +23,30 @@ struct AssistantMessage {
     content: String,
 }
 
-pub async fn chat(model: &dyn ModelProvider, request: Request) -> Result<Response, ApiError> {
+/// POST /api/chat. The completion, its spend counters included, runs within `budget`
+/// (`PROVIDER_TIMEOUT_MS`): with an error notification it fits the function's timeout.
+pub async fn chat(
+    model: &dyn ModelProvider,
+    budget: std::time::Duration,
+    request: Request,
+) -> Result<Response, ApiError> {
     let chat = ChatRequest::parse(&parse_object(request.body())?)?;
-    let reply = model
-        .complete(ModelRequest {
-            model: chat.model.as_str().to_owned(),
-            messages: chat.messages,
-            max_tokens: chat.max_tokens,
-            response_format: None,
-        })
-        .await?;
+    let completion = model.complete(ModelRequest {
+        model: chat.model.as_str().to_owned(),
+        messages: chat.messages,
+        max_tokens: chat.max_tokens,
+        response_format: None,
+    });
+    let reply = match tokio::time::timeout(budget, completion).await {
+        Ok(reply) => reply?,
+        Err(_) => {
+            tracing::warn!(
+                budget_ms = budget.as_millis() as u64,
+                "chat ran out of its time budget"
+            );
+            return Err(crate::model::ProviderError::Timeout.into());
+        }
+    };
     Ok(json_response(
         StatusCode::OK,
         &ChatResponse {

@@ -56,7 +56,17 @@ pub async fn request_run(cx: &DispatchContext<'_>, request: Request) -> Result<R
             return Err(unauthorized());
         }
     }
-    if let Err(e) = cx.trigger.request_run().await {
+    let requested = tokio::time::timeout(
+        crate::dispatch::trigger::TRIGGER_TIMEOUT,
+        cx.trigger.request_run(),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(crate::dispatch::trigger::TriggerError(
+            "the hand-off timed out".into(),
+        ))
+    });
+    if let Err(e) = requested {
         tracing::error!(error = %e, "dispatch run could not be requested");
         return Err(ApiError::new(
             ErrorCode::ServiceUnavailable,

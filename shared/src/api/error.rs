@@ -21,6 +21,7 @@ pub enum ErrorCode {
     ReservationExists,
     DeviceNotRegistered,
     TooLate,
+    IdempotencyKeyReused,
     DailyLimitExceeded,
     ProviderNotConfigured,
     ProviderTimeout,
@@ -30,6 +31,7 @@ pub enum ErrorCode {
     TestError,
     InternalError,
     ServiceUnavailable,
+    SpendCeilingReached,
 }
 
 impl ErrorCode {
@@ -41,6 +43,7 @@ impl ErrorCode {
         ErrorCode::ReservationExists,
         ErrorCode::DeviceNotRegistered,
         ErrorCode::TooLate,
+        ErrorCode::IdempotencyKeyReused,
         ErrorCode::DailyLimitExceeded,
         ErrorCode::ProviderNotConfigured,
         ErrorCode::ProviderTimeout,
@@ -50,6 +53,7 @@ impl ErrorCode {
         ErrorCode::TestError,
         ErrorCode::InternalError,
         ErrorCode::ServiceUnavailable,
+        ErrorCode::SpendCeilingReached,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,8 +63,10 @@ impl ErrorCode {
             ErrorCode::ReservationExists => "RESERVATION_EXISTS",
             ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
             ErrorCode::TooLate => "TOO_LATE",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             ErrorCode::DailyLimitExceeded => "DAILY_LIMIT_EXCEEDED",
             ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
+            ErrorCode::SpendCeilingReached => "SPEND_CEILING_REACHED",
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
@@ -77,11 +83,14 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-            ErrorCode::ReservationExists | ErrorCode::DeviceNotRegistered | ErrorCode::TooLate => {
-                StatusCode::CONFLICT
-            }
+            ErrorCode::ReservationExists
+            | ErrorCode::DeviceNotRegistered
+            | ErrorCode::TooLate
+            | ErrorCode::IdempotencyKeyReused => StatusCode::CONFLICT,
             ErrorCode::DailyLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
-            ErrorCode::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::ServiceUnavailable | ErrorCode::SpendCeilingReached => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::ProviderNotConfigured
@@ -105,6 +114,9 @@ pub struct ApiError {
     /// What went wrong inside, for the log line the service writes when it answers (never
     /// rendered into the body): what failed, and the lower layer's error text.
     pub cause: Option<(&'static str, String)>,
+    /// Whether a 5xx answer publishes an error notification (all do, but the refusals past a
+    /// spend ceiling after the first: one notice a day, not one per refused call).
+    pub notify: bool,
 }
 
 impl ApiError {
@@ -114,6 +126,7 @@ impl ApiError {
             message: message.into(),
             headers: Vec::new(),
             cause: None,
+            notify: true,
         }
     }
 
@@ -195,6 +208,23 @@ impl From<StoreError> for ApiError {
 /// Each provider failure maps to one contract error code.
 impl From<ProviderError> for ApiError {
     fn from(e: ProviderError) -> ApiError {
+        if let ProviderError::CeilingReached {
+            notify,
+            retry_after_secs,
+        } = e
+        {
+            let mut error = ApiError::new(
+                ErrorCode::SpendCeilingReached,
+                "the daily model token ceiling of this API is reached: try again after 00:00 \
+                 Japan time (see Retry-After)",
+            )
+            .with_header(
+                http::header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs),
+            );
+            error.notify = notify;
+            return error;
+        }
         let (code, message) = match &e {
             ProviderError::NotConfigured => (
                 ErrorCode::ProviderNotConfigured,
@@ -213,6 +243,7 @@ impl From<ProviderError> for ApiError {
                 ErrorCode::ProviderBadResponse,
                 "the model provider returned an unusable response",
             ),
+            ProviderError::CeilingReached { .. } => unreachable!("answered above"),
         };
         ApiError::new(code, message)
     }

@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{ConfigError, Vars};
+use super::{ConfigError, Secret, Vars};
 
 /// The default character (`AGENT_PERSONA` unset): Koe's warm, brief voice-call companion,
 /// speaking Japanese. Both agent prompts start with it.
@@ -37,11 +37,14 @@ pub struct AgentConfig {
     pub responder_model: String,
     /// The character's speaking style, the start of both agent prompts (`AGENT_PERSONA`).
     pub persona: String,
+    /// Key of round 1's signed step ids (`AGENT_STEP_KEY`, at least 32 characters). `None`:
+    /// the agent function does not start (koe-local supplies a development key).
+    pub step_key: Option<Secret>,
 }
 
 impl AgentConfig {
     /// `AGENT_API_KEYS`, `AGENT_DAILY_LIMIT` (default 50), `DEVICE_HASH_SALT`,
-    /// `AGENT_PLANNER_MODEL`, `AGENT_RESPONDER_MODEL` and `AGENT_PERSONA`.
+    /// `AGENT_PLANNER_MODEL`, `AGENT_RESPONDER_MODEL`, `AGENT_PERSONA` and `AGENT_STEP_KEY`.
     pub fn from_vars(vars: &Vars) -> Result<AgentConfig, ConfigError> {
         Ok(AgentConfig {
             api_keys: ApiKeys::parse(vars.get("AGENT_API_KEYS").as_deref()),
@@ -50,6 +53,7 @@ impl AgentConfig {
             planner_model: model_name(vars, "AGENT_PLANNER_MODEL")?,
             responder_model: model_name(vars, "AGENT_RESPONDER_MODEL")?,
             persona: persona(vars)?,
+            step_key: step_key(vars)?,
         })
     }
 }
@@ -113,6 +117,22 @@ fn model_name(vars: &Vars, var: &'static str) -> Result<String, ConfigError> {
     }
 }
 
+/// Shortest `AGENT_STEP_KEY`: 32 characters (the stack generates 64).
+pub const MIN_STEP_KEY_CHARS: usize = 32;
+
+fn step_key(vars: &Vars) -> Result<Option<Secret>, ConfigError> {
+    let Some(key) = vars.get("AGENT_STEP_KEY") else {
+        return Ok(None);
+    };
+    if key.trim().chars().count() < MIN_STEP_KEY_CHARS {
+        return Err(ConfigError {
+            var: "AGENT_STEP_KEY",
+            reason: format!("must be at least {MIN_STEP_KEY_CHARS} characters"),
+        });
+    }
+    Ok(Some(Secret::new(key.trim())))
+}
+
 fn persona(vars: &Vars) -> Result<String, ConfigError> {
     let Some(persona) = vars.get("AGENT_PERSONA") else {
         return Ok(DEFAULT_PERSONA.to_owned());
@@ -138,6 +158,7 @@ mod tests {
         "AGENT_PLANNER_MODEL",
         "AGENT_RESPONDER_MODEL",
         "AGENT_PERSONA",
+        "AGENT_STEP_KEY",
     ];
 
     fn from(pairs: &[(&str, &str)]) -> Result<AgentConfig, ConfigError> {
@@ -205,6 +226,18 @@ mod tests {
             let err = from(&[(var, value)]).unwrap_err();
             assert_eq!(err.var, var, "{var}={value}");
         }
+    }
+
+    #[test]
+    fn the_step_key_is_optional_secret_and_long_enough() {
+        assert_eq!(from(&[]).unwrap().step_key, None);
+        let key = "k".repeat(MIN_STEP_KEY_CHARS);
+        let agent = from(&[("AGENT_STEP_KEY", key.as_str())]).unwrap();
+        assert_eq!(agent.step_key, Some(Secret::new(key.clone())));
+        assert!(!format!("{agent:?}").contains(&key));
+        let short = "k".repeat(MIN_STEP_KEY_CHARS - 1);
+        let err = from(&[("AGENT_STEP_KEY", short.as_str())]).unwrap_err();
+        assert_eq!(err.var, "AGENT_STEP_KEY");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod lambda;
 pub mod log;
 pub mod oidc;
 pub mod openai;
+pub mod spend;
 pub mod store;
 
 pub use agent::{AgentConfig, ApiKeys, DEFAULT_AGENT_MODEL, DEFAULT_PERSONA, MAX_PERSONA_CHARS};
@@ -38,7 +39,10 @@ pub use info::InfoConfig;
 pub use lambda::LambdaConfig;
 pub use log::LogConfig;
 pub use oidc::OidcConfig;
-pub use openai::{DEFAULT_OPENAI_BASE_URL, DEFAULT_PROVIDER_TIMEOUT_MS, OpenAiConfig};
+pub use openai::{
+    DEFAULT_OPENAI_BASE_URL, DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS, OpenAiConfig,
+};
+pub use spend::{DEFAULT_DAILY_TOKEN_CEILING, SpendConfig};
 pub use store::{StoreConfig, StoreKind, TableNames};
 
 /// A secret value: usable through [`Secret::expose`], never printed, zeroed in memory when
@@ -235,6 +239,8 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// What the Lambda service says about the running function.
     pub lambda: LambdaConfig,
+    /// The daily token ceilings of the public APIs.
+    pub spend: SpendConfig,
 }
 
 impl Config {
@@ -253,6 +259,7 @@ impl Config {
             apns: ApnsConfig::from_vars(vars)?,
             oidc: OidcConfig::from_vars(vars)?,
             lambda: LambdaConfig::from_vars(vars),
+            spend: SpendConfig::from_vars(vars)?,
         })
     }
 }
@@ -276,6 +283,9 @@ pub(crate) mod testing {
         ("AGENT_DAILY_LIMIT", "0"),
         ("AGENT_PLANNER_MODEL", "gpt 4o"),
         ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
+        ("AGENT_STEP_KEY", "short"),
+        ("CHAT_DAILY_TOKEN_CEILING", "0"),
+        ("AGENT_DAILY_TOKEN_CEILING", "0"),
         ("DISPATCH_GRACE_SECS", "-1"),
         ("DISPATCH_CLAIM_TIMEOUT_SECS", "1"),
         ("DISPATCH_CONCURRENCY", "0"),
@@ -356,6 +366,7 @@ mod tests {
             let _ = ApnsConfig::from_vars(vars);
             let _ = OidcConfig::from_vars(vars);
             let _ = LambdaConfig::from_vars(vars);
+            let _ = SpendConfig::from_vars(vars);
         });
         let whole = testing::variables_read(|vars| {
             let _ = Config::from_vars(vars);

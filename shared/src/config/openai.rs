@@ -6,6 +6,9 @@ use super::{ConfigError, Secret, Vars};
 
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_PROVIDER_TIMEOUT_MS: u64 = 25_000;
+/// Highest `PROVIDER_TIMEOUT_MS`: with the counters and a notification it fits the chat and
+/// agent functions' timeout (`crate::budgets`), and it is the template's `MaxValue`.
+pub const MAX_PROVIDER_TIMEOUT_MS: u64 = 25_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenAiConfig {
@@ -17,8 +20,8 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `PROVIDER_TIMEOUT_MS` (100 to 29,000 ms, below
-    /// API Gateway's cap).
+    /// `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `PROVIDER_TIMEOUT_MS` (100 to 25,000 ms, see
+    /// [`MAX_PROVIDER_TIMEOUT_MS`]).
     pub fn from_vars(vars: &Vars) -> Result<OpenAiConfig, ConfigError> {
         Ok(OpenAiConfig {
             base_url: vars.url_or("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)?,
@@ -26,7 +29,7 @@ impl OpenAiConfig {
             budget: Duration::from_millis(vars.int_or(
                 "PROVIDER_TIMEOUT_MS",
                 DEFAULT_PROVIDER_TIMEOUT_MS,
-                100..=29_000,
+                100..=MAX_PROVIDER_TIMEOUT_MS,
             )?),
         })
     }
@@ -51,6 +54,7 @@ mod tests {
     fn bad_values_name_their_variable() {
         for (var, value) in [
             ("PROVIDER_TIMEOUT_MS", "60000"),
+            ("PROVIDER_TIMEOUT_MS", "25001"),
             ("PROVIDER_TIMEOUT_MS", "99"),
             ("PROVIDER_TIMEOUT_MS", "soon"),
             ("OPENAI_BASE_URL", "ftp://example.com"),

@@ -19,7 +19,9 @@ use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, minute_bucket, rfc3339_millis,
 };
 use crate::push::PushSender;
-use crate::store::Store;
+use std::future::Future;
+
+use crate::store::{Store, StoreError};
 
 /// How far beyond grace a run's first selection looks back, so that reservations nobody sent
 /// during a short outage of the dispatcher are marked `missed` instead of staying `scheduled`.
@@ -195,8 +197,14 @@ impl Run {
         pending: &mut Pending,
     ) {
         let now = self.clock().now();
-        for minute in buckets(from, self.end) {
-            let due = match self.dispatcher.store.due_reservations(&minute).await {
+        let store = self.dispatcher.store.clone();
+        let answers = query_buckets(buckets(from, self.end), move |minute| {
+            let store = store.clone();
+            async move { store.due_reservations(&minute).await }
+        })
+        .await;
+        for (minute, due) in answers {
+            let due = match due {
                 Ok(due) => due,
                 Err(e) => {
                     self.tally(|t| t.store_errors += 1);
@@ -260,6 +268,33 @@ impl Run {
     }
 }
 
+/// Queries every bucket at once and answers in bucket order. At once, so that a store outage
+/// costs one store timeout per selection, not one per bucket (a run's first selection covers
+/// about ten buckets: one after the other they would take 30 s to fail).
+pub async fn query_buckets<F, Fut>(
+    minutes: Vec<String>,
+    query: F,
+) -> Vec<(String, Result<Vec<Reservation>, StoreError>)>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<Vec<Reservation>, StoreError>> + Send + 'static,
+{
+    let mut queries = JoinSet::new();
+    for (i, minute) in minutes.into_iter().enumerate() {
+        let answer = query(minute.clone());
+        queries.spawn(async move { (i, minute, answer.await) });
+    }
+    let mut answers = Vec::with_capacity(queries.len());
+    while let Some(joined) = queries.join_next().await {
+        match joined {
+            Ok(answer) => answers.push(answer),
+            Err(e) => tracing::error!(error = %e, "dispatch selection query failed"),
+        }
+    }
+    answers.sort_by_key(|(i, ..)| *i);
+    answers.into_iter().map(|(_, m, a)| (m, a)).collect()
+}
+
 /// The minute buckets whose minute overlaps `[from, until)`, oldest first.
 pub fn buckets(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<String> {
     let first = from.timestamp().div_euclid(60) * 60;
@@ -278,6 +313,27 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_costs_one_store_timeout_per_selection_not_one_per_bucket() {
+        let minutes = buckets(t("2026-01-01T00:00:05Z"), t("2026-01-01T00:10:00Z"));
+        assert_eq!(minutes.len(), 10);
+        let started = tokio::time::Instant::now();
+        // Each query hangs for the store's whole operation timeout, then fails.
+        let answers = query_buckets(minutes.clone(), |_| async {
+            tokio::time::sleep(crate::store::dynamodb::OPERATION_TIMEOUT).await;
+            Err::<Vec<Reservation>, _>(StoreError("connection refused".into()))
+        })
+        .await;
+        assert_eq!(
+            started.elapsed(),
+            crate::store::dynamodb::OPERATION_TIMEOUT,
+            "all at once"
+        );
+        let order: Vec<&String> = answers.iter().map(|(m, _)| m).collect();
+        assert_eq!(order, minutes.iter().collect::<Vec<_>>(), "in bucket order");
+        assert!(answers.iter().all(|(_, a)| a.is_err()));
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub const DETAIL_TYPE: &str = "Koe Dispatch Requested";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TriggerError(pub String);
 
+/// The most the hand-off of a requested run may take (one EventBridge PutEvents).
+pub const TRIGGER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl std::fmt::Display for TriggerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)

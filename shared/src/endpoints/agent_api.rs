@@ -8,6 +8,7 @@ use http::Method;
 
 use super::ports::{Adapters, Ports};
 use super::{AGENT_BODY_LIMIT, Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
+use crate::agent::binding::StepSigner;
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::clock::Clock;
@@ -16,6 +17,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
+use crate::spend_guard::{GuardedModel, SpendApi};
 use crate::store::Store;
 
 pub struct AgentPorts {
@@ -25,6 +27,8 @@ pub struct AgentPorts {
     pub settings: AgentConfig,
     /// Total time for one round's provider work.
     pub budget: Duration,
+    /// Signs round 1's step ids and checks round 2's.
+    pub signer: StepSigner,
 }
 
 pub struct DevicePorts {
@@ -45,12 +49,27 @@ pub struct CallsPorts {
 
 impl Ports for AgentPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let settings = adapters.agent_settings()?;
+        let signer = StepSigner::new(settings.step_key.clone().ok_or_else(|| ConfigError {
+            var: "AGENT_STEP_KEY",
+            reason: "must be set: it signs the step ids that bind round 2 to round 1".into(),
+        })?);
+        let store = adapters.store().await?;
+        let clock = adapters.clock();
+        let ceiling = adapters.spend_settings()?.agent_daily_tokens;
         Ok(AgentPorts {
-            model: adapters.model()?,
-            store: adapters.store().await?,
-            clock: adapters.clock(),
-            settings: adapters.agent_settings()?,
+            model: GuardedModel::wrap(
+                adapters.model()?,
+                store.clone(),
+                clock.clone(),
+                SpendApi::Agent,
+                ceiling,
+            ),
+            store,
+            clock,
+            settings,
             budget: adapters.openai_settings()?.budget,
+            signer,
         })
     }
 }
@@ -150,6 +169,7 @@ impl Endpoint for Agent {
             now: ports.clock.now(),
             settings: &ports.settings,
             budget: ports.budget,
+            signer: &ports.signer,
         };
         api::agent::agent(&cx, request).await
     }

@@ -10,6 +10,7 @@ use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
 use crate::model::ModelProvider;
+use crate::spend_guard::{GuardedModel, SpendApi};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -20,6 +21,8 @@ pub struct InfoPorts {
 
 pub struct ChatPorts {
     pub model: Arc<dyn ModelProvider>,
+    /// Total time for the completion and its spend counters.
+    pub budget: std::time::Duration,
 }
 
 impl Ports for NoPorts {
@@ -38,8 +41,16 @@ impl Ports for InfoPorts {
 
 impl Ports for ChatPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let ceiling = adapters.spend_settings()?.chat_daily_tokens;
         Ok(ChatPorts {
-            model: adapters.model()?,
+            model: GuardedModel::wrap(
+                adapters.model()?,
+                adapters.store().await?,
+                adapters.clock(),
+                SpendApi::Chat,
+                ceiling,
+            ),
+            budget: adapters.openai_settings()?.budget,
         })
     }
 }
@@ -113,6 +124,6 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
-        api::chat::chat(ports.model.as_ref(), request).await
+        api::chat::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig};
+use crate::config::{
+    AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig,
+};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::model::ModelProvider;
@@ -33,6 +35,8 @@ pub trait Adapters: Sync {
     fn info_settings(&self) -> Result<InfoConfig, ConfigError>;
     fn agent_settings(&self) -> Result<AgentConfig, ConfigError>;
     fn dispatch_settings(&self) -> Result<DispatchConfig, ConfigError>;
+    /// The daily model-token ceilings of the public APIs.
+    fn spend_settings(&self) -> Result<SpendConfig, ConfigError>;
     /// Salt of the device-id hashes in logs.
     fn device_hash_salt(&self) -> Result<String, ConfigError>;
 }

@@ -43,6 +43,9 @@ pub enum ProviderError {
     Upstream(String),
     /// The provider answered 2xx with something that is not a usable completion.
     BadResponse(String),
+    /// The API's daily model-token ceiling is reached (`crate::spend_guard`); no model was called.
+    /// `notify`: this is the day's first refusal, the one that notifies the team.
+    CeilingReached { notify: bool, retry_after_secs: u64 },
 }
 
 #[async_trait]

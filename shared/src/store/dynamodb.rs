@@ -13,6 +13,9 @@
 //!   the outcome once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
+//! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
+//! agent plans' answer counters and the APIs' daily token counts.
+//!
 //! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,
 //! `claimedAtMs`/`scheduledAtMs` as epoch milliseconds); `scheduledAt` keeps the client's text.
 //! Error messages carry the SDK's error context, never item contents.
@@ -24,11 +27,12 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, DUE_INDEX, Outcome, Store, StoreError, TableNames, UsageOutcome,
+    CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, SpendOutcome, Store,
+    StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::{
@@ -36,7 +40,7 @@ use crate::domain::reservation::{
 };
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 /// One attempt (DynamoDB answers in milliseconds; a stuck connection is retried).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -59,6 +63,8 @@ const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 
 type Item = HashMap<String, AttributeValue>;
+
+mod keyed;
 
 pub struct DynamoStore {
     client: Client,
@@ -552,39 +558,61 @@ impl Store for DynamoStore {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
-        if limit == 0 {
-            // Nothing can be counted (a missing counter would pass the condition below).
-            return Ok(UsageOutcome::LimitReached);
-        }
-        let table = &self.tables.usage;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .key(DAY, s(day))
-            .update_expression("ADD #useCount :one SET #expireAt = :expireAt")
-            .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit")
-            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":one", n(1)),
-                (":limit", n(limit)),
-                (":expireAt", n(expire_at)),
-            ])))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                let count = Reader { table, item: &item }
-                    .opt_i64(USE_COUNT)?
-                    .and_then(|c| u32::try_from(c).ok())
-                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
-                Ok(UsageOutcome::Counted { count })
-            }
-            Err(e) if condition_failed(&e) => Ok(UsageOutcome::LimitReached),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        self.count(id.as_str(), day, limit, expire_at).await
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.count_plan(plan_id, limit, expire_at).await
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        self.reserve(api, day, tokens, ceiling, expire_at).await
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError> {
+        self.settle(api, day, delta, expire_at).await
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.notice(api, day, expire_at).await
+    }
+
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        self.kept_answer(key, now).await
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.keep_answer(answer, now).await
     }
 }

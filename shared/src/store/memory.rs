@@ -6,7 +6,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{CancelError, CreateError, Outcome, Store, StoreError, UsageOutcome};
+use super::{
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    UsageOutcome,
+};
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, minute_bucket, terminal_expiry,
@@ -18,6 +21,13 @@ struct Tables {
     reservations: HashMap<DeviceId, Reservation>,
     /// (device, day) → (count, expireAt)
     usage: HashMap<(DeviceId, String), (u32, i64)>,
+    /// plan id → (answers, expireAt)
+    plan_answers: HashMap<String, (u32, i64)>,
+    idempotent_answers: HashMap<String, IdempotentAnswer>,
+    /// (api, day) → tokens counted
+    spend: HashMap<(String, String), i64>,
+    /// (api, day) of the ceilings already noticed
+    notices: std::collections::HashSet<(String, String)>,
 }
 
 #[derive(Default)]
@@ -220,5 +230,102 @@ impl Store for MemoryStore {
         entry.0 += 1;
         entry.1 = expire_at;
         Ok(UsageOutcome::Counted { count: entry.0 })
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        let mut tables = self.lock();
+        let entry = tables
+            .plan_answers
+            .entry(plan_id.to_owned())
+            .or_insert((0, expire_at));
+        if entry.0 >= limit {
+            return Ok(UsageOutcome::LimitReached);
+        }
+        entry.0 += 1;
+        entry.1 = expire_at;
+        Ok(UsageOutcome::Counted { count: entry.0 })
+    }
+
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Ok(self
+            .lock()
+            .idempotent_answers
+            .get(key)
+            .filter(|a| a.expire_at > now.timestamp())
+            .cloned())
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables
+            .idempotent_answers
+            .get(&answer.key)
+            .is_some_and(|a| a.expire_at > now.timestamp())
+        {
+            return Ok(false);
+        }
+        tables
+            .idempotent_answers
+            .insert(answer.key.clone(), answer.clone());
+        Ok(true)
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        _expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        let mut tables = self.lock();
+        let total = tables
+            .spend
+            .entry((api.to_owned(), day.to_owned()))
+            .or_insert(0);
+        if *total >= ceiling as i64 {
+            return Ok(SpendOutcome::CeilingReached);
+        }
+        *total += tokens as i64;
+        Ok(SpendOutcome::Reserved {
+            total: (*total).max(0) as u64,
+        })
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        _expire_at: i64,
+    ) -> Result<(), StoreError> {
+        *self
+            .lock()
+            .spend
+            .entry((api.to_owned(), day.to_owned()))
+            .or_insert(0) += delta;
+        Ok(())
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        _expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lock().notices.insert((api.to_owned(), day.to_owned())))
     }
 }

@@ -87,6 +87,30 @@ pub enum UsageOutcome {
     LimitReached,
 }
 
+/// What a reservation of model tokens against a daily ceiling said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendOutcome {
+    /// Reserved; `total` is the day's count including this reservation.
+    Reserved { total: u64 },
+    /// The day's count had already reached the ceiling; nothing was reserved.
+    CeilingReached,
+}
+
+/// The first answer to a request made with an `Idempotency-Key`, kept so that a retry of the
+/// same request gets it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotentAnswer {
+    /// The route's name and a digest of the client's key (`calls#<sha256 hex>`).
+    pub key: String,
+    /// SHA-256 (hex) of the request body the answer is for.
+    pub request_hash: String,
+    pub status: u16,
+    /// The answer's JSON body, byte for byte.
+    pub body: String,
+    /// Until when (epoch seconds) a retry gets this answer; also the record's TTL.
+    pub expire_at: i64,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Inserts or replaces the device's registration.
@@ -158,4 +182,58 @@ pub trait Store: Send + Sync {
         limit: u32,
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError>;
+
+    /// Counts one round-2 answer of the agent plan `plan_id` unless `limit` answers were
+    /// already counted; one atomic conditional update, as [`Store::count_agent_use`].
+    /// `expire_at` (epoch seconds) is the counter's TTL.
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError>;
+
+    /// Adds `tokens` to the day's token count of `api` (`chat`, `agent`) unless the count has
+    /// already reached `ceiling`; one atomic conditional update. `expire_at` is its TTL.
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError>;
+
+    /// Corrects the day's token count of `api` by `delta` (the reported usage minus what was
+    /// reserved; negative to give back), unconditionally and atomically.
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Claims the one notice of `api`'s ceiling on `day`: true for exactly one caller.
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The answer kept under `key`, unless there is none or it expired by `now`.
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError>;
+
+    /// Keeps `answer` under its key unless a live answer is already kept there (the first one
+    /// wins; one conditional write). Returns whether it was kept.
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 }

@@ -23,8 +23,8 @@ use crate::aws::{self, LoadConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{
     AgentConfig, ApiKeys, ApnsConfig, Config, ConfigError, DispatchConfig, EventsConfig,
-    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, PushSenderChoice, StoreConfig, StoreKind,
-    Vars,
+    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, PushSenderChoice, SpendConfig, StoreConfig,
+    StoreKind, Vars,
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
@@ -359,6 +359,10 @@ impl Adapters for App {
 
     fn agent_settings(&self) -> Result<AgentConfig, ConfigError> {
         AgentConfig::from_vars(&self.vars)
+    }
+
+    fn spend_settings(&self) -> Result<SpendConfig, ConfigError> {
+        SpendConfig::from_vars(&self.vars)
     }
 
     fn dispatch_settings(&self) -> Result<DispatchConfig, ConfigError> {

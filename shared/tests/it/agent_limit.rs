@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 use koe::domain::device::DeviceId;
 use koe::store::{Store, UsageOutcome};
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{FailingStore, TestApp, error_body, header, send, spawn_app_with};
+use koe_testkit::harness::{
+    FailingStore, TestApp, error_body, header, issued_step_id, send, spawn_app_with,
+};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -59,9 +61,11 @@ fn round_1(device: &str) -> Value {
     json!({"message": "ねえ", "capabilities": ["calendar"], "deviceId": device})
 }
 
-fn round_2(device: &str) -> Value {
+/// A round 2 with the step id of a fresh plan issued at the app's now.
+fn round_2(app: &TestApp, device: &str) -> Value {
+    let step_id = issued_step_id(device, app.clock.now());
     json!({"message": "ねえ", "deviceId": device, "results": [
-        {"stepId": "s1", "tool": "calendar", "output": {"events": []}}]})
+        {"stepId": step_id, "tool": "calendar", "output": {"events": []}}]})
 }
 
 async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
@@ -222,7 +226,7 @@ async fn round_2_is_never_counted(adapter: Adapter) {
     ));
     let device = random_device();
     for _ in 0..3 {
-        let response = post(&app, &round_2(&device)).await;
+        let response = post(&app, &round_2(&app, &device)).await;
         assert_eq!(response.status().as_u16(), 200);
         assert_eq!(header(&response, "x-ratelimit-limit").as_deref(), Some("1"));
         assert_eq!(header(&response, "x-ratelimit-remaining"), None);
@@ -232,7 +236,7 @@ async fn round_2_is_never_counted(adapter: Adapter) {
     )]);
     allowed(&app, &device, 0).await;
     // With the day's one round 1 used, round 2 still answers.
-    let response = post(&app, &round_2(&device)).await;
+    let response = post(&app, &round_2(&app, &device)).await;
     assert_eq!(response.status().as_u16(), 200, "round 2 is never refused");
     refused(&app, &device, 1).await;
 }

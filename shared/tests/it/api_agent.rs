@@ -12,7 +12,10 @@ use koe::domain::agent::{
 use koe::domain::device::MAX_DEVICE_ID_CHARS;
 use koe::endpoints::AGENT_BODY_LIMIT;
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{TestApp, error_body, header, send, spawn_app_with};
+use koe_testkit::harness::{
+    TestApp, error_body, header, invalid_field, issued_step_id, issued_step_ids_with, send,
+    spawn_app_with,
+};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
@@ -37,11 +40,20 @@ fn round_1(message: &str) -> Value {
     json!({"message": message, "capabilities": ["calendar"], "deviceId": DEVICE})
 }
 
+fn now() -> chrono::DateTime<chrono::Utc> {
+    NOW.parse().unwrap()
+}
+
+/// A step id of a fresh plan of [`DEVICE`], as round 1 issues it at [`NOW`].
+fn step_id() -> String {
+    issued_step_id(DEVICE, now())
+}
+
 fn round_2() -> Value {
     json!({
         "message": "明日の予定を教えて",
         "deviceId": DEVICE,
-        "results": [{"stepId": "s1", "tool": "calendar", "output": {"events": [
+        "results": [{"stepId": step_id(), "tool": "calendar", "output": {"events": [
             {"title": "歯医者", "start": "2026-03-02T10:00:00+09:00", "end": "2026-03-02T11:00:00+09:00"},
             {"title": "実家", "start": "2026-03-02T00:00:00+09:00", "end": "2026-03-03T00:00:00+09:00", "allDay": true},
         ]}}],
@@ -146,9 +158,12 @@ async fn round_1_plans_a_calendar_step_with_the_limit_headers() {
         header(&response, "x-ratelimit-remaining").as_deref(),
         Some("49")
     );
+    let mut body = ok_body(response).await;
+    let id = body["steps"][0]["id"].take();
+    assert!(id.as_str().unwrap().starts_with("s1."), "a signed id: {id}");
     assert_eq!(
-        ok_body(response).await,
-        json!({"type": "plan", "steps": [{"id": "s1", "tool": "calendar",
+        body,
+        json!({"type": "plan", "steps": [{"id": null, "tool": "calendar",
             "args": {"from": "2026-03-02T00:00:00+09:00", "to": "2026-03-03T00:00:00+09:00"}}]})
     );
 
@@ -202,7 +217,12 @@ async fn round_1_plans_up_to_five_steps_numbered_in_order() {
         .iter()
         .map(|s| s["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["s1", "s2", "s3", "s4", "s5"]);
+    // Signed ids (see "Round 2 bound to round 1"), numbered in plan order, of one plan.
+    let plan = ids[0].split('.').nth(1).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        assert!(id.starts_with(&format!("s{}.{plan}.", i + 1)), "{id}");
+        assert_eq!(id.len(), MAX_STEP_ID_CHARS, "{id}");
+    }
     assert_eq!(body["steps"][4]["args"]["to"], "2026-03-07T00:00:00+09:00");
 }
 
@@ -368,17 +388,17 @@ async fn round_2_answers_from_the_results_in_the_characters_style() {
 }
 
 #[tokio::test]
-async fn round_2_needs_no_device_and_takes_empty_results() {
+async fn round_2_needs_no_device_but_needs_a_plans_results() {
     let app = app().await;
     app.openai
         .script([responder_answer("何も入ってないよ。", "neutral")]);
     let body = json!({"message": "予定ある？", "results": [
-        {"stepId": "s1", "tool": "calendar", "output": {"events": []}}]});
+        {"stepId": step_id(), "tool": "calendar", "output": {"events": []}}]});
     ok_body(post(&app, body.to_string()).await).await;
-    app.openai
-        .script([responder_answer("うまく読めなかったみたい。", "sad")]);
+    // No results carry no step id, so nothing binds them to a round 1.
     let body = json!({"message": "予定ある？", "results": []});
-    ok_body(post(&app, body.to_string()).await).await;
+    invalid_field(post(&app, body.to_string()).await, "results").await;
+    assert_eq!(app.openai.request_count(), 1);
 }
 
 #[tokio::test]
@@ -395,8 +415,188 @@ async fn round_2_takes_200_events_and_200_character_titles() {
     let mut last = events;
     last[199]["title"] = json!("あ".repeat(200));
     let body = json!({"message": "m", "results": [
-        {"stepId": "s1", "tool": "calendar", "output": {"events": last}}]});
+        {"stepId": step_id(), "tool": "calendar", "output": {"events": last}}]});
     ok_body(post(&app, body.to_string()).await).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round 2 bound to round 1: only step ids round 1 issued, a bounded number of times
+
+/// An app on a clock the test moves, and the clock.
+async fn app_and_clock() -> (TestApp, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], {
+        let clock = clock.clone();
+        |app| app.with_clock(clock)
+    })
+    .await;
+    (app, clock)
+}
+
+/// Runs a round 1 that plans one calendar step and returns the plan's step ids.
+async fn planned_ids(app: &TestApp) -> Vec<String> {
+    app.openai.script([tomorrow_plan()]);
+    let body = ok_body(post(app, round_1("明日の予定は？").to_string()).await).await;
+    body["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn round_2_for(ids: &[&str]) -> Value {
+    let results: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"stepId": id, "tool": "calendar", "output": {"events": []}}))
+        .collect();
+    json!({"message": "明日の予定は？", "deviceId": DEVICE, "results": results})
+}
+
+/// Asserts a 400 naming `field` whose message contains `words`, and that no model was called
+/// for it.
+async fn refused(app: &TestApp, body: Value, field: &str, words: &str) {
+    let calls = app.openai.request_count();
+    let body = invalid_field(post(app, body.to_string()).await, field).await;
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains(words), "{message}");
+    assert_eq!(
+        app.openai.request_count(),
+        calls,
+        "no model call: {message}"
+    );
+}
+
+#[tokio::test]
+async fn round_1_then_round_2_works_as_before_for_the_app() {
+    let (app, _) = app_and_clock().await;
+    let ids = planned_ids(&app).await;
+    assert_eq!(ids.len(), 1);
+    app.openai
+        .script([responder_answer("あしたは何もないよ。", "neutral")]);
+    let body = ok_body(post(&app, round_2_for(&[&ids[0]]).to_string()).await).await;
+    assert_eq!(body["reply"], "あしたは何もないよ。");
+    assert_eq!(app.openai.request_count(), 2, "planner, then responder");
+    // The responder sees the step's number, not its signature.
+    let data = app.openai.received()[1].body["messages"][2]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(data.contains(r#""stepId":"s1""#), "{data}");
+    assert!(!data.contains(&ids[0]), "{data}");
+    assert!(app.events.published().is_empty());
+}
+
+#[tokio::test]
+async fn made_up_step_ids_are_400_and_call_no_model() {
+    let (app, _) = app_and_clock().await;
+    for made_up in [
+        "s1".to_owned(),
+        "step-1".to_owned(),
+        format!("s1.{}", "A".repeat(60)),
+        "s1.AAAAAAAAAAAAAA.000000000000.9999999999.AAAAAAAAAAAAAAAAAAAAAA".to_owned(),
+    ] {
+        refused(
+            &app,
+            round_2_for(&[&made_up]),
+            "results[0].stepId",
+            "was not issued by round 1",
+        )
+        .await;
+    }
+    // Signed with another key: not ours either.
+    let foreign = {
+        let other = spawn_app_with(
+            &[("AGENT_STEP_KEY", "another-stack-key-0123456789abcdef")],
+            {
+                let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+                |app| app.with_clock(clock)
+            },
+        )
+        .await;
+        planned_ids(&other).await.remove(0)
+    };
+    refused(
+        &app,
+        round_2_for(&[&foreign]),
+        "results[0].stepId",
+        "was not issued",
+    )
+    .await;
+    assert_eq!(app.openai.request_count(), 0);
+}
+
+#[tokio::test]
+async fn altered_step_ids_are_400_and_call_no_model() {
+    let (app, _) = app_and_clock().await;
+    let id = planned_ids(&app).await.remove(0);
+    // Every part: the step number, plan id, device hash, expiry and signature.
+    for position in [1, 5, 20, 30, 40, 63] {
+        let mut altered = id.clone().into_bytes();
+        altered[position] = if altered[position] == b'7' {
+            b'8'
+        } else {
+            b'7'
+        };
+        let altered = String::from_utf8(altered).unwrap();
+        refused(
+            &app,
+            round_2_for(&[&altered]),
+            "results[0].stepId",
+            "was not issued",
+        )
+        .await;
+    }
+    // A step the plan does not have, and the same step twice.
+    refused(
+        &app,
+        round_2_for(&[&id, &id]),
+        "results[1].stepId",
+        "another plan",
+    )
+    .await;
+    // Another device's plan.
+    let mut body = round_2_for(&[&id]);
+    body["deviceId"] = json!("another-device");
+    refused(&app, body, "results[0].stepId", "another deviceId").await;
+    assert_eq!(app.openai.request_count(), 1, "only the planner");
+}
+
+#[tokio::test]
+async fn expired_step_ids_are_400_and_call_no_model() {
+    let (app, clock) = app_and_clock().await;
+    let id = planned_ids(&app).await.remove(0);
+    clock.advance(chrono::Duration::minutes(10));
+    refused(
+        &app,
+        round_2_for(&[&id]),
+        "results[0].stepId",
+        "has expired",
+    )
+    .await;
+    assert_eq!(app.openai.request_count(), 1, "only the planner");
+}
+
+#[tokio::test]
+async fn a_plan_is_answered_at_most_three_times() {
+    let (app, _) = app_and_clock().await;
+    let id = planned_ids(&app).await.remove(0);
+    for _ in 0..3 {
+        app.openai.script([responder_answer("またね", "happy")]);
+        ok_body(post(&app, round_2_for(&[&id]).to_string()).await).await;
+    }
+    refused(
+        &app,
+        round_2_for(&[&id]),
+        "results[0].stepId",
+        "already answered 3 times",
+    )
+    .await;
+    assert_eq!(app.openai.request_count(), 4, "planner + three responders");
+    // A new round 1 (counted) gives a new plan.
+    let fresh = planned_ids(&app).await.remove(0);
+    app.openai.script([responder_answer("またね", "happy")]);
+    ok_body(post(&app, round_2_for(&[&fresh]).to_string()).await).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -892,18 +1092,26 @@ fn largest_round_2() -> String {
         esc(MAX_TITLE_CHARS)
     );
     let events = vec![event; MAX_EVENTS].join(",");
-    let result = format!(
-        r#"{{"stepId":"{}","tool":"calendar","output":{{"events":[{events}]}}}}"#,
-        esc(MAX_STEP_ID_CHARS)
-    );
-    let results = vec![result; MAX_STEPS].join(",");
+    // Issued step ids are exactly MAX_STEP_ID_CHARS long.
+    let device = "d".repeat(MAX_DEVICE_ID_CHARS);
+    let results = issued_step_ids_with("koe", &device, MAX_STEPS, now())
+        .iter()
+        .map(|id| {
+            assert_eq!(id.len(), MAX_STEP_ID_CHARS);
+            format!(
+                r#"{{"stepId":"{}","tool":"calendar","output":{{"events":[{events}]}}}}"#,
+                escaped(id)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
     let raw_zone = "America/Argentina/ComodRivadavia";
     assert_eq!(raw_zone.len(), MAX_TIMEZONE_CHARS);
     let zone = escaped(raw_zone);
     format!(
         r#"{{"message":"{}","results":[{results}],"deviceId":"{}","timezone":"{zone}"}}"#,
         esc(MAX_MESSAGE_CHARS),
-        escaped(&"d".repeat(MAX_DEVICE_ID_CHARS))
+        escaped(&device)
     )
 }
 

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use koe_testkit::faults;
-use koe_testkit::harness::{TestApp, error_body, send, spawn_app};
+use koe_testkit::harness::{TestApp, error_body, issued_step_id, send, spawn_app};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
@@ -67,10 +67,15 @@ async fn call(app: &TestApp, target: Target, n: usize) -> (reqwest::Response, Se
             )
             .await
         }
+        // A fresh plan's step id each time, as round 1 issues it.
         Target::AgentRound2 => {
+            let step_id = issued_step_id("provider-fault", app.clock.now());
             send(
-                app.agent(http::Method::POST, "/agent")
-                    .body(json!({"message": "明日の予定は？", "results": []}).to_string()),
+                app.agent(http::Method::POST, "/agent").body(
+                    json!({"message": "明日の予定は？", "results": [
+                    {"stepId": step_id, "tool": "calendar", "output": {"events": []}}]})
+                    .to_string(),
+                ),
             )
             .await
         }

@@ -23,7 +23,7 @@ fn expected(binary: &str) -> (u16, &'static str) {
         // The planner (scripted below) plans one calendar step for "tomorrow".
         "agent" => (
             200,
-            r#""steps":[{"id":"s1","tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
+            r#""tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
         ),
         "put-device" => (200, r#""environment":"sandbox""#),
         // The generator's event (`koe_testkit::fixtures::create_call`), valid today.
@@ -64,6 +64,10 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
         ("OPENAI_BASE_URL", &base_url),
         ("OPENAI_API_KEY", "sk-test"),
         ("AGENT_API_KEYS", "example-agent-key"),
+        (
+            "AGENT_STEP_KEY",
+            "example-step-key-for-local-invocation-0123",
+        ),
     ]);
     let events = Arc::new(RecordingEventBus::default());
     // The real clock: the create-call event comes from the generator, valid today.

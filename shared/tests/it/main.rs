@@ -22,5 +22,7 @@ mod gateway_front;
 mod lambda_fixtures;
 mod layers;
 mod oidc;
+mod spend_guard;
 mod store_contract;
+mod time_budgets;
 mod wiring_modes;

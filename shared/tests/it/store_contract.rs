@@ -21,7 +21,9 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{
     CallId, Reservation, ReservationStatus, ScheduledAt, minute_bucket, terminal_expiry,
 };
-use koe::store::{CancelError, CreateError, Outcome, Store, UsageOutcome};
+use koe::store::{
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, UsageOutcome,
+};
 use tokio::sync::Barrier;
 
 type DynStore = Arc<dyn Store>;
@@ -967,6 +969,221 @@ async fn concurrent_usage_at_exactly_the_limit_counts_everyone(store: DynStore) 
     );
 }
 
+/// A fresh plan id, as `agent::binding` makes them (14 base64url characters).
+fn new_plan_id() -> String {
+    format!("p{:013x}", fastrand::u64(..) >> 12)
+}
+
+async fn plan_answers_count_up_to_the_bound_per_plan(store: DynStore) {
+    let (a, b) = (new_plan_id(), new_plan_id());
+    let expire_at = usage_expiry(t0());
+    for n in 1..=3 {
+        assert_eq!(
+            store.count_plan_answer(&a, 3, expire_at).await.unwrap(),
+            counted(n)
+        );
+    }
+    for _ in 0..2 {
+        assert_eq!(
+            store.count_plan_answer(&a, 3, expire_at).await.unwrap(),
+            UsageOutcome::LimitReached
+        );
+    }
+    assert_eq!(
+        store.count_plan_answer(&b, 3, expire_at).await.unwrap(),
+        counted(1),
+        "another plan"
+    );
+    // A plan counter never touches a device's day counter (they share the DynamoDB table).
+    let device = new_device_id();
+    assert_eq!(count(&store, &device, "answers", 3).await, counted(1));
+}
+
+async fn concurrent_plan_answers_never_exceed_the_bound(store: DynStore) {
+    let plan = new_plan_id();
+    let barrier = Arc::new(Barrier::new(20));
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (store, plan, barrier) = (store.clone(), plan.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                store
+                    .count_plan_answer(&plan, 3, usage_expiry(t0()))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    let (counts, refused) = split(&outcomes);
+    assert_eq!(counts, vec![1, 2, 3]);
+    assert_eq!(refused, 17);
+}
+
+fn spend_api() -> String {
+    // A fresh counter per test run (the DynamoDB tables are fresh, the memory store too; this
+    // also keeps the two tests below apart).
+    format!("test{:08x}", fastrand::u32(..))
+}
+
+async fn reserve(store: &DynStore, api: &str, tokens: u64, ceiling: u64) -> SpendOutcome {
+    store
+        .reserve_tokens(api, DAY, tokens, ceiling, usage_expiry(t0()))
+        .await
+        .expect("reserve_tokens")
+}
+
+async fn tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once(store: DynStore) {
+    let api = spend_api();
+    assert_eq!(
+        reserve(&store, &api, 400, 1000).await,
+        SpendOutcome::Reserved { total: 400 }
+    );
+    assert_eq!(
+        reserve(&store, &api, 400, 1000).await,
+        SpendOutcome::Reserved { total: 800 }
+    );
+    // Below the ceiling, the reservation may pass it (the bound is one call).
+    assert_eq!(
+        reserve(&store, &api, 400, 1000).await,
+        SpendOutcome::Reserved { total: 1200 }
+    );
+    assert_eq!(
+        reserve(&store, &api, 1, 1000).await,
+        SpendOutcome::CeilingReached
+    );
+    // Corrected down to the usage: below the ceiling again.
+    store
+        .settle_tokens(&api, DAY, -343 * 3, usage_expiry(t0()))
+        .await
+        .unwrap();
+    assert_eq!(
+        reserve(&store, &api, 0, 1000).await,
+        SpendOutcome::Reserved { total: 171 }
+    );
+    store
+        .settle_tokens(&api, DAY, 829, usage_expiry(t0()))
+        .await
+        .unwrap();
+    assert_eq!(
+        reserve(&store, &api, 0, 1000).await,
+        SpendOutcome::CeilingReached
+    );
+    // Another day and another API count apart.
+    assert_eq!(
+        store
+            .reserve_tokens(&api, NEXT_DAY, 5, 1000, usage_expiry(t0()))
+            .await
+            .unwrap(),
+        SpendOutcome::Reserved { total: 5 }
+    );
+    assert_eq!(
+        reserve(&store, &spend_api(), 5, 1000).await,
+        SpendOutcome::Reserved { total: 5 }
+    );
+    // One notice per API and day.
+    let notice = |day: &'static str| {
+        let (store, api) = (store.clone(), api.clone());
+        async move {
+            store
+                .claim_ceiling_notice(&api, day, usage_expiry(t0()))
+                .await
+                .unwrap()
+        }
+    };
+    assert!(notice(DAY).await);
+    assert!(!notice(DAY).await);
+    assert!(notice(NEXT_DAY).await);
+}
+
+async fn concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins(store: DynStore) {
+    let api = spend_api();
+    let barrier = Arc::new(Barrier::new(30));
+    let tasks: Vec<_> = (0..30)
+        .map(|_| {
+            let (store, api, barrier) = (store.clone(), api.clone(), barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let outcome = store
+                    .reserve_tokens(&api, DAY, 100, 1000, usage_expiry(t0()))
+                    .await
+                    .unwrap();
+                let noticed = match outcome {
+                    SpendOutcome::CeilingReached => store
+                        .claim_ceiling_notice(&api, DAY, usage_expiry(t0()))
+                        .await
+                        .unwrap(),
+                    SpendOutcome::Reserved { .. } => false,
+                };
+                (outcome, noticed)
+            })
+        })
+        .collect();
+    let mut totals = Vec::new();
+    let mut notices = 0;
+    for task in tasks {
+        let (outcome, noticed) = task.await.unwrap();
+        if let SpendOutcome::Reserved { total } = outcome {
+            totals.push(total);
+        }
+        notices += usize::from(noticed);
+    }
+    totals.sort_unstable();
+    assert_eq!(totals, (1..=10).map(|n| n * 100).collect::<Vec<u64>>());
+    assert_eq!(notices, 1);
+    assert_eq!(
+        reserve(&store, &api, 0, 1001).await,
+        SpendOutcome::Reserved { total: 1000 }
+    );
+}
+
+fn idempotent_answer(key: &str, body: &str, expire_at: DateTime<Utc>) -> IdempotentAnswer {
+    IdempotentAnswer {
+        key: key.to_owned(),
+        request_hash: format!("hash-of-{body}"),
+        status: 201,
+        body: body.to_owned(),
+        expire_at: expire_at.timestamp(),
+    }
+}
+
+async fn idempotent_answers_are_kept_first_wins_until_they_expire(store: DynStore) {
+    let key = format!("calls#{:016x}", fastrand::u64(..));
+    let now = t0();
+    let day = now + Duration::hours(24);
+    assert_eq!(store.idempotent_answer(&key, now).await.unwrap(), None);
+
+    let first = idempotent_answer(&key, r#"{"callId":"a","callerName":"こえ"}"#, day);
+    assert!(store.keep_idempotent_answer(&first, now).await.unwrap());
+    assert_eq!(
+        store.idempotent_answer(&key, now).await.unwrap(),
+        Some(first.clone())
+    );
+    // The first one wins while it lives.
+    let second = idempotent_answer(&key, r#"{"callId":"b"}"#, day + Duration::hours(1));
+    assert!(!store.keep_idempotent_answer(&second, now).await.unwrap());
+    assert_eq!(
+        store
+            .idempotent_answer(&key, day - Duration::seconds(1))
+            .await
+            .unwrap(),
+        Some(first)
+    );
+    // Expired (even before TTL deletes it): absent, and a new answer can be kept.
+    assert_eq!(store.idempotent_answer(&key, day).await.unwrap(), None);
+    assert!(store.keep_idempotent_answer(&second, day).await.unwrap());
+    assert_eq!(
+        store.idempotent_answer(&key, day).await.unwrap(),
+        Some(second)
+    );
+    // Another key is another record; no device's reservation is touched.
+    let other = format!("calls#{:016x}", fastrand::u64(..));
+    assert_eq!(store.idempotent_answer(&other, now).await.unwrap(), None);
+}
+
 // ---------------------------------------------------------------------------------------------
 // One instantiation per adapter
 
@@ -1012,11 +1229,16 @@ macro_rules! contract_suite {
                 due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order,
                 usage_counts_up_to_the_limit_then_refuses_without_counting,
                 usage_is_counted_per_day_and_per_device,
+                plan_answers_count_up_to_the_bound_per_plan,
+                idempotent_answers_are_kept_first_wins_until_they_expire,
+                tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once,
             ],
             concurrent: [
                 concurrent_creates_for_one_device_have_one_winner,
                 concurrent_usage_never_exceeds_the_limit,
                 concurrent_usage_at_exactly_the_limit_counts_everyone,
+                concurrent_plan_answers_never_exceed_the_bound,
+                concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins,
             ]
         );
 

@@ -1,0 +1,129 @@
+//! Time budgets: every function's worst case, from each dependency's timeout and retries, so
+//! that a test (`shared/tests/it/time_budgets.rs`) can hold them to `template.yaml`'s function
+//! timeouts with a margin. A dependency that hangs then costs a clear error answer (and its
+//! notification), never a function killed by Lambda with nothing said.
+//!
+//! The parts are the code's own constants: raising one of them past what its function's timeout
+//! allows fails that test.
+
+use std::time::Duration;
+
+use crate::config::{
+    DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
+};
+use crate::dispatch::trigger::TRIGGER_TIMEOUT;
+use crate::oidc::FETCH_TIMEOUT;
+use crate::service::NOTIFY_TIMEOUT;
+use crate::store::dynamodb::OPERATION_TIMEOUT;
+
+/// What every function keeps in hand below its timeout (the runtime's own work, logging).
+pub const MARGIN: Duration = Duration::from_millis(500);
+/// API Gateway's integration timeout, taken at 29 s (HTTP APIs allow 30): an HTTP function
+/// must have answered by then.
+pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(29);
+
+/// One function's worst case: its sequential parts, each at its timeout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// The function's logical id in `template.yaml`.
+    pub function: &'static str,
+    pub parts: Vec<(&'static str, Duration)>,
+    /// Whether API Gateway waits for it (its answer must come before [`GATEWAY_TIMEOUT`]).
+    pub behind_gateway: bool,
+}
+
+impl Budget {
+    pub fn total(&self) -> Duration {
+        self.parts.iter().map(|(_, d)| *d).sum()
+    }
+}
+
+fn store_ops(n: u32) -> Duration {
+    OPERATION_TIMEOUT * n
+}
+
+/// Every function's worst case, the provider's budget at `provider` (its highest is
+/// [`MAX_PROVIDER_TIMEOUT_MS`]).
+pub fn worst_cases(provider: Duration) -> Vec<Budget> {
+    let http = |function, parts: Vec<(&'static str, Duration)>| Budget {
+        function,
+        parts,
+        behind_gateway: true,
+    };
+    let notification = ("error notification", NOTIFY_TIMEOUT);
+    vec![
+        // The completion and its spend reservation and correction share one budget.
+        http(
+            "ChatFunction",
+            vec![
+                (
+                    "budget: spend counters and provider (retry included)",
+                    provider,
+                ),
+                notification,
+            ],
+        ),
+        // The round's counter (daily limit or plan answers) and its completions (up to two,
+        // each with its spend counters) share one budget.
+        http(
+            "AgentFunction",
+            vec![("budget: counters and completions", provider), notification],
+        ),
+        http("HealthFunction", vec![notification]),
+        http("InfoFunction", vec![notification]),
+        http("ErrorTestFunction", vec![notification]),
+        http(
+            "PutDeviceFunction",
+            vec![("PutItem devices", store_ops(1)), notification],
+        ),
+        // Kept answer, device, reservation, then keeping the answer (or, for a copy that lost
+        // the race, reading the kept answer again).
+        http(
+            "CreateCallFunction",
+            vec![("4 DynamoDB operations", store_ops(4)), notification],
+        ),
+        http(
+            "GetCallFunction",
+            vec![("GetItem scheduledCalls", store_ops(1)), notification],
+        ),
+        http(
+            "CancelCallFunction",
+            vec![("DeleteItem scheduledCalls", store_ops(1)), notification],
+        ),
+        // A scheduled run: its window, then the last re-selection (every bucket at once) and
+        // the last reservation's task (device read, claim, push, outcome). The HTTP route has
+        // a function of its own (`dispatch_request`).
+        Budget {
+            function: "DispatchFunction",
+            parts: vec![
+                ("run window", DEFAULT_DISPATCH_WINDOW),
+                ("last re-selection", store_ops(1)),
+                ("device read and claim", store_ops(2)),
+                ("push", DEFAULT_DISPATCH_PUSH_BUDGET),
+                ("outcome", store_ops(1)),
+            ],
+            behind_gateway: false,
+        },
+    ]
+}
+
+/// The dispatch binary's HTTP route (`POST /internal/dispatch`), behind API Gateway, in a
+/// function of its own (`DispatchRouteFunction`).
+pub fn dispatch_request() -> Budget {
+    Budget {
+        function: "DispatchRouteFunction",
+        parts: vec![
+            ("JWKS fetch", FETCH_TIMEOUT),
+            ("hand-off to a run", TRIGGER_TIMEOUT),
+            ("error notification", NOTIFY_TIMEOUT),
+        ],
+        behind_gateway: true,
+    }
+}
+
+/// [`worst_cases`] at the highest provider budget the configuration accepts.
+pub fn at_the_limits() -> Vec<Budget> {
+    let mut all = worst_cases(Duration::from_millis(MAX_PROVIDER_TIMEOUT_MS));
+    all.push(dispatch_request());
+    all
+}

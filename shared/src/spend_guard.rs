@@ -1,0 +1,204 @@
+//! The spend guard: a ceiling of model tokens per Japan day for each public API, around the
+//! `ModelProvider` port.
+//!
+//! Before a completion goes out, its upper bound of tokens is reserved against the day's count
+//! with one conditional `ADD` (only while the count is below the ceiling), so concurrent calls
+//! can never together pass the ceiling by more than one call; after it, the count is corrected
+//! to the usage the provider reported. Once the count has reached the ceiling every completion
+//! is refused (503 `SPEND_CEILING_REACHED`, no model call) until 00:00 Japan time, and the
+//! first refusal of the day, one atomic claim in the store, is the one that notifies the team.
+//! If the store fails, the call goes ahead uncounted with a warning (fail-open, as the agent's
+//! daily limit): an outage of the counter must not take chat down, and the function's reserved
+//! concurrency still bounds the rate.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::agent::daily_limit::UsageDay;
+use crate::clock::Clock;
+use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
+use crate::store::{SpendOutcome, Store};
+
+/// The most tokens a model's context holds (gpt-4o, gpt-4o-mini: 128k): no prompt counts more.
+pub const MODEL_CONTEXT_TOKENS: u64 = 128_000;
+/// Tokens a chat message costs beyond its text (role, separators), generously.
+const TOKENS_PER_MESSAGE: u64 = 8;
+/// Tokens of the reply's priming and of the request around the messages, generously.
+const TOKENS_PER_REQUEST: u64 = 16;
+
+/// Which public API a guard counts for: `chat` or `agent` (the store's counter name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendApi {
+    Chat,
+    Agent,
+}
+
+impl SpendApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpendApi::Chat => "chat",
+            SpendApi::Agent => "agent",
+        }
+    }
+}
+
+/// An upper bound of the tokens `request` can use: byte-level BPE tokens cover at least one
+/// byte each, so a prompt has at most as many tokens as its UTF-8 bytes (plus the framing of
+/// each message and of a structured-output schema), and never more than the model's context;
+/// the completion at most `max_tokens`.
+pub fn token_bound(request: &ModelRequest) -> u64 {
+    let messages: u64 = request
+        .messages
+        .iter()
+        .map(|m| m.content.len() as u64 + TOKENS_PER_MESSAGE)
+        .sum();
+    let schema = request
+        .response_format
+        .as_ref()
+        .map_or(0, |f| f.to_string().len() as u64);
+    (messages + schema + TOKENS_PER_REQUEST).min(MODEL_CONTEXT_TOKENS)
+        + u64::from(request.max_tokens)
+}
+
+/// A `ModelProvider` that counts every completion against its API's daily ceiling.
+pub struct GuardedModel {
+    inner: Arc<dyn ModelProvider>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    api: SpendApi,
+    ceiling: u64,
+}
+
+impl GuardedModel {
+    pub fn wrap(
+        inner: Arc<dyn ModelProvider>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        api: SpendApi,
+        ceiling: u64,
+    ) -> Arc<dyn ModelProvider> {
+        Arc::new(GuardedModel {
+            inner,
+            store,
+            clock,
+            api,
+            ceiling,
+        })
+    }
+
+    /// The refusal once the day's count reached the ceiling: the first of the day notifies.
+    async fn refuse(&self, day: &UsageDay) -> ProviderError {
+        let api = self.api.as_str();
+        let notify = match self
+            .store
+            .claim_ceiling_notice(api, &day.key, day.expire_at())
+            .await
+        {
+            Ok(first) => first,
+            // Better a second notice than none.
+            Err(e) => {
+                tracing::warn!(api, error = %e, "spend ceiling notice could not be claimed");
+                true
+            }
+        };
+        if notify {
+            tracing::error!(
+                api,
+                ceiling = self.ceiling,
+                day = %day.key,
+                "daily model token ceiling reached: completions refused until 00:00 JST"
+            );
+        }
+        ProviderError::CeilingReached {
+            notify,
+            retry_after_secs: day.retry_after_secs(self.clock.now()),
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for GuardedModel {
+    async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
+        let api = self.api.as_str();
+        let day = UsageDay::of(self.clock.now());
+        let bound = token_bound(&request);
+        let reserved = match self
+            .store
+            .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
+            .await
+        {
+            Ok(SpendOutcome::Reserved { .. }) => true,
+            Ok(SpendOutcome::CeilingReached) => return Err(self.refuse(&day).await),
+            Err(e) => {
+                tracing::warn!(
+                    api,
+                    error = %e,
+                    "spend counter failed: completion allowed uncounted (fail-open)"
+                );
+                false
+            }
+        };
+        let result = self.inner.complete(request).await;
+        if reserved {
+            let used = match &result {
+                // A provider that reports no usage keeps the reservation.
+                Ok(reply) if reply.usage.total_tokens > 0 => reply.usage.total_tokens,
+                Ok(_) => bound,
+                // It may have run (and billed) the completion: keep the reservation.
+                Err(ProviderError::Timeout | ProviderError::BadResponse(_)) => bound,
+                // Refused or unreachable: nothing was used.
+                Err(_) => 0,
+            };
+            let delta = used as i64 - bound as i64;
+            if delta != 0
+                && let Err(e) = self
+                    .store
+                    .settle_tokens(api, &day.key, delta, day.expire_at())
+                    .await
+            {
+                tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
+            }
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::chat::{ChatMessage, Role};
+
+    fn request(contents: &[&str], max_tokens: u32) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-4o-mini".into(),
+            messages: contents
+                .iter()
+                .map(|c| ChatMessage {
+                    role: Role::User,
+                    content: (*c).to_owned(),
+                })
+                .collect(),
+            max_tokens,
+            response_format: None,
+        }
+    }
+
+    #[test]
+    fn the_bound_counts_bytes_framing_and_max_tokens_within_the_context() {
+        assert_eq!(token_bound(&request(&["hi"], 14)), 2 + 8 + 16 + 14);
+        // "こんにちは" is 15 bytes in UTF-8.
+        assert_eq!(token_bound(&request(&["こんにちは", ""], 0)), 15 + 16 + 16);
+        let huge = "あ".repeat(100_000);
+        assert_eq!(
+            token_bound(&request(&[&huge], 4096)),
+            MODEL_CONTEXT_TOKENS + 4096
+        );
+        let mut structured = request(&["hi"], 1);
+        structured.response_format = Some(serde_json::json!({"type": "json_schema"}));
+        assert_eq!(
+            token_bound(&structured),
+            token_bound(&request(&["hi"], 1)) + r#"{"type":"json_schema"}"#.len() as u64
+        );
+    }
+}

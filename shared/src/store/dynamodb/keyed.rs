@@ -1,0 +1,237 @@
+//! The DynamoDB adapter's keyed records beside devices and reservations, under partition keys no
+//! device id can take (device ids have no `#`):
+//!
+//! - scheduledCalls: the kept answers of `POST /calls` made with an `Idempotency-Key`:
+//!   `deviceId` = `idempotency#<key>`, `requestHash` S, `answerStatus` N, `answerBody` S,
+//!   `expireAt` N (TTL, 24 h). They carry no `dueMinute`, so the dispatcher never sees them.
+//! - agentUsage: each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` =
+//!   `answers`), and each public API's daily model tokens (`deviceId` = `spend#chat` or
+//!   `spend#agent`, `day` = the Japan day, `useCount` = tokens; `day` = `<day>#notice`: its one
+//!   ceiling notice). Also the counting itself ([`DynamoStore::count`]) of every counter.
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, condition_failed, n,
+    names, s, sdk_error,
+};
+use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
+use aws_sdk_dynamodb::types::ReturnValue;
+
+// Counters other than a device's day share the usage table's key: the partition key
+// (`deviceId`) carries a prefixed id that no device id can take (device ids have no `#`).
+/// Partition of an agent plan's round-2 answer counter: `plan#<plan id>`, sort key `answers`.
+const PLAN_PREFIX: &str = "plan#";
+const PLAN_ANSWERS: &str = "answers";
+/// Partition of an API's daily model-token count: `spend#chat` / `spend#agent`, sort key the
+/// Japan day, `useCount` the tokens; its ceiling notice is the sort key `<day>#notice`.
+const SPEND_PREFIX: &str = "spend#";
+const NOTICE_SUFFIX: &str = "#notice";
+/// Partition (in the reservations table) of an idempotent request's kept answer:
+/// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueMinute`, so the
+/// dispatcher's index never sees them.
+const IDEMPOTENCY_PREFIX: &str = "idempotency#";
+const REQUEST_HASH: &str = "requestHash";
+const ANSWER_STATUS: &str = "answerStatus";
+const ANSWER_BODY: &str = "answerBody";
+
+impl DynamoStore {
+    /// One conditional `ADD` of 1 on the usage table's counter (`deviceId`, `day`): counted
+    /// unless `useCount` already reached `limit`.
+    pub(super) async fn count(
+        &self,
+        partition: &str,
+        sort: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        if limit == 0 {
+            // Nothing can be counted (a missing counter would pass the condition below).
+            return Ok(UsageOutcome::LimitReached);
+        }
+        let table = &self.tables.usage;
+        match self
+            .add(partition, sort, 1, Some(u64::from(limit)), expire_at)
+            .await?
+        {
+            Some(count) => Ok(UsageOutcome::Counted {
+                count: u32::try_from(count).map_err(|_| bad_item(table, USE_COUNT))?,
+            }),
+            None => Ok(UsageOutcome::LimitReached),
+        }
+    }
+
+    /// One `ADD amount` to `useCount` of the usage table's item (`deviceId`, `day`), with
+    /// `expireAt` set; with a `limit`, only while `useCount` is below it. The new count, or
+    /// `None` when the limit had been reached (nothing added).
+    pub(super) async fn add(
+        &self,
+        partition: &str,
+        sort: &str,
+        amount: i64,
+        limit: Option<u64>,
+        expire_at: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let table = &self.tables.usage;
+        let mut values = vec![(":amount", n(amount)), (":expireAt", n(expire_at))];
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(partition))
+            .key(DAY, s(sort))
+            .update_expression("ADD #useCount :amount SET #expireAt = :expireAt")
+            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))
+            .return_values(ReturnValue::UpdatedNew);
+        if let Some(limit) = limit {
+            update = update
+                .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit");
+            values.push((":limit", n(limit)));
+        }
+        let result = update
+            .set_expression_attribute_values(Some(super::values(values)))
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let item = out.attributes().cloned().unwrap_or_default();
+                let count = Reader { table, item: &item }
+                    .opt_i64(USE_COUNT)?
+                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
+                Ok(Some(count))
+            }
+            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    pub(super) async fn kept_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        let table = &self.tables.calls;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{key}")))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        let read = Reader { table, item };
+        let expire_at = read
+            .opt_i64(EXPIRE_AT)?
+            .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
+        if expire_at <= now.timestamp() {
+            return Ok(None);
+        }
+        Ok(Some(IdempotentAnswer {
+            key: key.to_owned(),
+            request_hash: read.s(REQUEST_HASH)?.to_owned(),
+            status: read
+                .opt_i64(ANSWER_STATUS)?
+                .and_then(|n| u16::try_from(n).ok())
+                .ok_or_else(|| bad_item(table, ANSWER_STATUS))?,
+            body: read.s(ANSWER_BODY)?.to_owned(),
+            expire_at,
+        }))
+    }
+
+    pub(super) async fn keep_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .item(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{}", answer.key)))
+            .item(REQUEST_HASH, s(answer.request_hash.as_str()))
+            .item(ANSWER_STATUS, n(answer.status))
+            .item(ANSWER_BODY, s(answer.body.as_str()))
+            .item(EXPIRE_AT, n(answer.expire_at))
+            .condition_expression("attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs")
+            .set_expression_attribute_names(Some(names(&[DEVICE_ID, EXPIRE_AT])))
+            .expression_attribute_values(":nowSecs", n(now.timestamp()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("PutItem", table, e)),
+        }
+    }
+
+    pub(super) async fn reserve(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        match self
+            .add(
+                &format!("{SPEND_PREFIX}{api}"),
+                day,
+                tokens,
+                Some(ceiling),
+                expire_at,
+            )
+            .await?
+        {
+            Some(total) => Ok(SpendOutcome::Reserved {
+                total: total.max(0) as u64,
+            }),
+            None => Ok(SpendOutcome::CeilingReached),
+        }
+    }
+
+    pub(super) async fn count_plan(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.count(
+            &format!("{PLAN_PREFIX}{plan_id}"),
+            PLAN_ANSWERS,
+            limit,
+            expire_at,
+        )
+        .await
+    }
+
+    pub(super) async fn settle(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError> {
+        self.add(&format!("{SPEND_PREFIX}{api}"), day, delta, None, expire_at)
+            .await
+            .map(drop)
+    }
+
+    pub(super) async fn notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        let notice = format!("{day}{NOTICE_SUFFIX}");
+        let outcome = self
+            .count(&format!("{SPEND_PREFIX}{api}"), &notice, 1, expire_at)
+            .await?;
+        Ok(matches!(outcome, UsageOutcome::Counted { .. }))
+    }
+}
