@@ -4,11 +4,13 @@
 //! that puts the request id on every log line of the request.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::HeaderValue;
 use tracing::Instrument;
 
@@ -66,7 +68,15 @@ impl<E: Endpoint> Service<E> {
         let span = tracing::info_span!("request", request_id);
         async {
             let started = Instant::now();
-            let result = self.answer(request).await;
+            // A panicking handler (a bug) answers this request 500 INTERNAL_ERROR, with its
+            // notification, and the process goes on serving (the release profile unwinds).
+            // `telemetry::install_panic_hook` logged where it happened, not its message.
+            let result = match AssertUnwindSafe(self.answer(request)).catch_unwind().await {
+                Ok(result) => result,
+                Err(_) => {
+                    Err(ApiError::internal().caused_by("handler panicked", "see the panic line"))
+                }
+            };
             self.finish(request_id, started, result).await
         }
         .instrument(span)

@@ -83,8 +83,25 @@ where
     }
 }
 
+/// Replaces the default panic hook, which prints the panic's message (it may quote the data
+/// that caused it: a body, a token) to stderr, with one JSON error line holding only where it
+/// happened. The panic still unwinds: `koe::service` answers that request 500.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(
+            location,
+            "panic (its message is not logged: it may quote input)"
+        );
+    }));
+}
+
 /// For Lambda: CloudWatch stamps each line, so no time field.
 pub fn init_lambda() {
+    install_panic_hook();
     let _ = tracing::subscriber::set_global_default(json_subscriber(
         std::io::stdout,
         env_filter(),
@@ -94,6 +111,7 @@ pub fn init_lambda() {
 
 /// For koe-local: lines carry their time.
 pub fn init_local() {
+    install_panic_hook();
     let _ = tracing::subscriber::set_global_default(json_subscriber(
         std::io::stdout,
         env_filter(),
