@@ -72,9 +72,16 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
         http("HealthFunction", vec![notification]),
         http("InfoFunction", vec![notification]),
         http("ErrorTestFunction", vec![notification]),
+        // Read the device's secret state, conditional write; once more if it changed between.
         http(
             "PutDeviceFunction",
-            vec![("PutItem devices", store_ops(1)), notification],
+            vec![
+                (
+                    "GetItem + conditional PutItem devices, at most twice",
+                    store_ops(2 * crate::store::dynamodb::devices::ATTEMPTS),
+                ),
+                notification,
+            ],
         ),
         // Kept answer, device, reservation, then keeping the answer (or, for a copy that lost
         // the race, reading the kept answer again).

@@ -317,6 +317,15 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
+    async fn register_device(
+        &self,
+        _: &Device,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<koe::store::DeviceWrite, StoreError> {
+        Err(Self::error())
+    }
+
     async fn get_device(&self, _: &DeviceId) -> Result<Option<Device>, StoreError> {
         Err(Self::error())
     }

@@ -1,16 +1,24 @@
-//! PUT /devices: register (or replace) the device's VoIP push token.
+//! PUT /devices: register (or replace) the device's VoIP push token, guarded by the device's
+//! secret once the app has shown it holds it (README "Device-scoped access").
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
-use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use crate::domain::device::{
+    Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
+};
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
-use crate::store::Store;
+use crate::store::{DeviceWrite, Store};
+
+/// The header that carries the device secret.
+pub const DEVICE_SECRET_HEADER: &str = "x-device-secret";
+/// The longest `X-Device-Secret` looked at (a secret is 64 characters).
+const MAX_SECRET_CHARS: usize = 128;
 
 /// The stored record minus the token, which is never returned.
 #[derive(Serialize)]
@@ -19,6 +27,9 @@ struct DeviceView<'a> {
     device_id: &'a str,
     environment: PushEnvironment,
     updated_at: String,
+    /// Only when this request issued it: the app keeps it and sends it as `X-Device-Secret`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_secret: Option<&'a str>,
 }
 
 fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Device, ApiError> {
@@ -41,11 +52,51 @@ pub async fn put_device(
     salt: &str,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let presented = match request.headers().get(DEVICE_SECRET_HEADER) {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .filter(|v| !v.is_empty() && v.len() <= MAX_SECRET_CHARS)
+                .map(secret_hash)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "X-Device-Secret",
+                        "must be the deviceSecret a PUT /devices answered",
+                    )
+                })?,
+        ),
+    };
     let device = parse(request.body(), now)?;
-    store.put_device(&device).await?;
+    let secret = DeviceSecret::generate();
+    let hash = device.device_id.log_hash(salt);
+    let (issued, proven) = match store
+        .register_device(&device, presented.as_deref(), &secret.hash())
+        .await?
+    {
+        DeviceWrite::Written { issued, proven } => (issued, proven),
+        DeviceWrite::Refused => {
+            tracing::warn!(
+                device = %hash,
+                presented = presented.is_some(),
+                "device registration refused: the device's secret was not presented"
+            );
+            return Err(ApiError::new(
+                ErrorCode::DeviceSecretRequired,
+                "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",
+            ));
+        }
+    };
+    if !issued && !proven {
+        // The app of before device secrets, on a record that has one it never presented.
+        tracing::warn!(device = %hash, "device registration replaced without its secret");
+    }
     tracing::info!(
-        device = %device.device_id.log_hash(salt),
+        device = %hash,
         environment = device.environment.as_str(),
+        secret_issued = issued,
+        secret_proven = proven,
         "device registered"
     );
     Ok(json_response(
@@ -54,6 +105,7 @@ pub async fn put_device(
             device_id: device.device_id.as_str(),
             environment: device.environment,
             updated_at: rfc3339_millis(device.updated_at),
+            device_secret: issued.then(|| secret.expose()),
         },
     ))
 }

@@ -16,6 +16,7 @@ use super::Response;
 pub enum ErrorCode {
     InvalidRequest,
     Unauthorized,
+    DeviceSecretRequired,
     NotFound,
     MethodNotAllowed,
     ReservationExists,
@@ -38,6 +39,7 @@ impl ErrorCode {
     pub const ALL: &'static [ErrorCode] = &[
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
+        ErrorCode::DeviceSecretRequired,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::ReservationExists,
@@ -60,6 +62,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::DeviceSecretRequired => "DEVICE_SECRET_REQUIRED",
             ErrorCode::ReservationExists => "RESERVATION_EXISTS",
             ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
             ErrorCode::TooLate => "TOO_LATE",
@@ -83,6 +86,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::DeviceSecretRequired => StatusCode::FORBIDDEN,
             ErrorCode::ReservationExists
             | ErrorCode::DeviceNotRegistered
             | ErrorCode::TooLate

@@ -53,6 +53,42 @@ impl DeviceId {
     }
 }
 
+/// A device's secret, given to the app by the PUT /devices that registers the device and
+/// presented back (`X-Device-Secret`) to change the registration: 32 bytes from the operating
+/// system's generator, as 64 hex digits. Only its SHA-256 ([`secret_hash`]) is stored; the
+/// secret itself is never logged or stored.
+pub struct DeviceSecret(String);
+
+impl DeviceSecret {
+    pub fn generate() -> DeviceSecret {
+        let mut bytes = [0u8; 32];
+        getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
+        DeviceSecret(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn hash(&self) -> String {
+        secret_hash(&self.0)
+    }
+}
+
+impl std::fmt::Debug for DeviceSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeviceSecret(..)")
+    }
+}
+
+/// SHA-256 (hex) of a presented or issued device secret: what the store keeps and compares.
+pub fn secret_hash(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An APNs VoIP device token: 64 to 200 hex digits, stored lowercase. Never logged or returned.
 #[derive(Clone, PartialEq, Eq)]
 pub struct VoipToken(String);

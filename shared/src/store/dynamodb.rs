@@ -5,20 +5,18 @@
 //! concurrent callers can never both win; a failed condition is an answer
 //! (`Ok(false)`, `Exists`, `LimitReached`, ...), never an error. Items:
 //!
-//! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S.
+//! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S, and the
+//!   device secret's `secretHash` S, `secretProven` BOOL (`devices`).
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
-//!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S,
-//!   `claimedAtMs` N?, `expireAt` N (TTL: 8 days after `scheduledAt` from creation, 7 days after
-//!   the outcome once terminal).
+//!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
+//!   `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
-//! agent plans' answer counters and the APIs' daily token counts.
-//!
-//! Times are kept to the millisecond (`createdAt`/`updatedAt` as RFC 3339 with milliseconds,
-//! `claimedAtMs`/`scheduledAtMs` as epoch milliseconds); `scheduledAt` keeps the client's text.
-//! Error messages carry the SDK's error context, never item contents.
+//! agent plans' answer counters and the APIs' daily token counts. Times are kept to the
+//! millisecond (RFC 3339 with milliseconds, or epoch milliseconds); `scheduledAt` keeps the
+//! client's text. Error messages carry the SDK's error context, never item contents.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,7 +32,7 @@ use super::{
     CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, SpendOutcome, Store,
     StoreError, TableNames, UsageOutcome,
 };
-use crate::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis, terminal_expiry,
 };
@@ -64,6 +62,8 @@ const USE_COUNT: &str = "useCount";
 
 type Item = HashMap<String, AttributeValue>;
 
+pub(crate) mod devices;
+use devices::{WriteResult, device_from_item, device_item};
 mod keyed;
 
 pub struct DynamoStore {
@@ -196,26 +196,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn device_item(device: &Device) -> Item {
-    HashMap::from([
-        (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
-        (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
-        (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
-        (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
-    ])
-}
-
-fn device_from_item(table: &str, item: &Item) -> Result<Device, StoreError> {
-    let r = Reader { table, item };
-    Ok(Device {
-        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
-        voip_token: VoipToken::from_stored(r.s(VOIP_TOKEN)?.to_owned()),
-        environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
-            .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
-        updated_at: r.time(UPDATED_AT)?,
-    })
-}
-
 fn in_due_index(status: ReservationStatus) -> bool {
     matches!(
         status,
@@ -281,6 +261,10 @@ const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
 
 #[async_trait]
 impl Store for DynamoStore {
+    async fn register_device(&self, d: &Device, p: Option<&str>, h: &str) -> WriteResult {
+        self.register_device_item(d, p, h).await
+    }
+
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         let table = &self.tables.devices;
         self.client

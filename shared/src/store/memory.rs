@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
-    UsageOutcome,
+    CancelError, CreateError, DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store,
+    StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
@@ -28,6 +28,8 @@ struct Tables {
     spend: HashMap<(String, String), i64>,
     /// (api, day) of the ceilings already noticed
     notices: std::collections::HashSet<(String, String)>,
+    /// device → (SHA-256 of its secret, proven)
+    device_secrets: HashMap<DeviceId, (String, bool)>,
 }
 
 #[derive(Default)]
@@ -66,10 +68,37 @@ fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
 #[async_trait]
 impl Store for MemoryStore {
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        self.lock()
+        let mut tables = self.lock();
+        tables
             .devices
             .insert(device.device_id.clone(), device.clone());
+        // A plain put replaces the whole record, its secret included (as DynamoDB's PutItem).
+        tables.device_secrets.remove(&device.device_id);
         Ok(())
+    }
+
+    async fn register_device(
+        &self,
+        device: &Device,
+        presented: Option<&str>,
+        new_secret_hash: &str,
+    ) -> Result<DeviceWrite, StoreError> {
+        let mut tables = self.lock();
+        let id = &device.device_id;
+        let exists = tables.devices.contains_key(id);
+        let stored = tables.device_secrets.get(id).cloned();
+        let (secret, issued) = match (exists, stored, presented) {
+            (false, _, _) => ((new_secret_hash.to_owned(), false), true),
+            (true, Some((hash, _)), Some(p)) if hash == p => ((hash, true), false),
+            (true, _, Some(_)) => return Ok(DeviceWrite::Refused),
+            (true, Some((_, true)), None) => return Ok(DeviceWrite::Refused),
+            (true, Some((hash, false)), None) => ((hash, false), false),
+            (true, None, None) => ((new_secret_hash.to_owned(), false), true),
+        };
+        let proven = secret.1;
+        tables.devices.insert(id.clone(), device.clone());
+        tables.device_secrets.insert(id.clone(), secret);
+        Ok(DeviceWrite::Written { issued, proven })
     }
 
     async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
@@ -84,6 +113,7 @@ impl Store for MemoryStore {
             .is_some_and(|d| &d.voip_token == token)
         {
             tables.devices.remove(id);
+            tables.device_secrets.remove(id);
             return Ok(true);
         }
         Ok(false)

@@ -111,10 +111,37 @@ pub struct IdempotentAnswer {
     pub expire_at: i64,
 }
 
+/// What PUT /devices may do with a device's registration, given the device secret's state
+/// (see README "Device-scoped access").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceWrite {
+    /// Written. `issued`: the SHA-256 (hex) of a new secret now stored for the device (a new
+    /// device, or a record from before secrets); `proven`: the request presented the stored
+    /// secret, and the record now demands it.
+    Written { issued: bool, proven: bool },
+    /// Not written: the record demands its secret (proven before) and the request presented
+    /// none, or presented another.
+    Refused,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// Inserts or replaces the device's registration.
+    /// Inserts or replaces the device's registration (tests and seeding; PUT /devices uses
+    /// [`Store::register_device`]).
     async fn put_device(&self, device: &Device) -> Result<(), StoreError>;
+
+    /// PUT /devices' write, atomically against the stored record's secret:
+    /// - no record: written with `new_secret_hash`, not yet proven (`issued`);
+    /// - `presented` equals the stored hash: written, proven from now on;
+    /// - `presented` is another hash, or absent while the record is proven: [`DeviceWrite::Refused`];
+    /// - absent and the record not proven: written (the app of before secrets); a record with
+    ///   no secret at all gets `new_secret_hash` (`issued`), one with an unproven secret keeps it.
+    async fn register_device(
+        &self,
+        device: &Device,
+        presented: Option<&str>,
+        new_secret_hash: &str,
+    ) -> Result<DeviceWrite, StoreError>;
 
     async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError>;
 

@@ -52,7 +52,16 @@ async fn put_registers_the_device_and_answers_without_the_token() {
         "the token is never returned: {text}"
     );
     assert!(!text.contains("cdef0123"), "no part of the token: {text}");
-    let body: Value = serde_json::from_str(&text).unwrap();
+    let mut body: Value = serde_json::from_str(&text).unwrap();
+    // A new device gets its secret (64 hex digits), once.
+    let secret = body
+        .as_object_mut()
+        .unwrap()
+        .remove("deviceSecret")
+        .expect("a new device gets its secret");
+    let secret = secret.as_str().unwrap();
+    assert_eq!(secret.len(), 64);
+    assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()));
     assert_eq!(
         body,
         json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS})
@@ -381,4 +390,67 @@ async fn validation_comes_before_the_store() {
     let response = put(&app, &json!({"deviceId": DEVICE, "voipToken": "xyz"})).await;
     invalid_field(response, "voipToken").await;
     assert!(app.events.published().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device secret (README "Device-scoped access")
+
+async fn put_with_secret(app: &TestApp, secret: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut request = app
+        .agent(http::Method::PUT, "/devices")
+        .body(body.to_string());
+    if let Some(secret) = secret {
+        request = request.header("x-device-secret", secret);
+    }
+    send(request).await
+}
+
+#[tokio::test]
+async fn once_the_app_has_presented_its_secret_the_token_cannot_be_replaced_without_it() {
+    let (app, _clock) = app_at_now().await;
+    let body = json!({"deviceId": DEVICE, "voipToken": token()});
+    let first: Value = put(&app, &body).await.json().await.unwrap();
+    let secret = first["deviceSecret"].as_str().unwrap().to_owned();
+
+    // Today's app sends no secret: it still replaces its token, and gets no secret again.
+    let again = put(&app, &body).await;
+    assert_eq!(again.status().as_u16(), 200);
+    let again: Value = again.json().await.unwrap();
+    assert!(again.get("deviceSecret").is_none(), "{again}");
+
+    // Someone else's guess is refused.
+    let other = format!("{}0", &secret[1..]);
+    let refused = put_with_secret(&app, Some(&other), &body).await;
+    error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+
+    // The app presents it: written, and from now on required.
+    let proven = put_with_secret(&app, Some(&secret), &body).await;
+    assert_eq!(proven.status().as_u16(), 200);
+    let attacker = json!({"deviceId": DEVICE, "voipToken": format!("ff{}", "00112233".repeat(8))});
+    let refused = put(&app, &attacker).await;
+    let error = error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("X-Device-Secret")
+    );
+    let stored = app
+        .store
+        .get_device(&device_id(DEVICE))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.voip_token.expose(),
+        token(),
+        "the token was not replaced"
+    );
+    let ok = put_with_secret(&app, Some(&secret), &attacker).await;
+    assert_eq!(ok.status().as_u16(), 200);
+
+    // A malformed header names itself.
+    let long = "a".repeat(129);
+    let bad = put_with_secret(&app, Some(&long), &body).await;
+    invalid_field(bad, "X-Device-Secret").await;
 }

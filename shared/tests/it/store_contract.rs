@@ -217,6 +217,55 @@ async fn put_device_again_replaces_token_and_environment(store: DynStore) {
     );
 }
 
+/// PUT /devices' write against the device's secret (README "Device-scoped access").
+async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
+    use koe::store::DeviceWrite::{Refused, Written};
+    let id = new_device_id();
+    let versions: Vec<Device> = (0..8)
+        .map(|n| device(&id, PushEnvironment::Production, t0() + secs(n)))
+        .collect();
+    let v = |n: usize| versions[n].clone();
+    let written = |issued, proven| Written { issued, proven };
+    let register = |d: Device, presented: Option<&'static str>, new: &'static str| {
+        let store = store.clone();
+        async move { store.register_device(&d, presented, new).await.unwrap() }
+    };
+    // New: written with the new secret's hash, not yet proven.
+    assert_eq!(register(v(0), None, "h1").await, written(true, false));
+    // The app of before secrets: replaced without one, the unproven secret kept (not reissued).
+    assert_eq!(register(v(1), None, "h2").await, written(false, false));
+    // A wrong secret is refused and changes nothing.
+    assert_eq!(register(v(2), Some("h2"), "h3").await, Refused);
+    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(1)));
+    // The right one: written, and proven from now on.
+    assert_eq!(register(v(3), Some("h1"), "h4").await, written(false, true));
+    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(3)));
+    // Proven: without the secret, or with another, refused; with it, written.
+    assert_eq!(register(v(4), None, "h5").await, Refused);
+    assert_eq!(register(v(5), Some("h5"), "h6").await, Refused);
+    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(3)));
+    assert_eq!(register(v(6), Some("h1"), "h7").await, written(false, true));
+    // Removed (APNs called the token dead): a new registration starts over.
+    store.remove_device(&id, &v(6).voip_token).await.unwrap();
+    assert_eq!(register(v(7), None, "h8").await, written(true, false));
+    // A record written without a secret (before secrets existed) gets one.
+    let legacy = new_device_id();
+    let old = device(&legacy, PushEnvironment::Sandbox, t0());
+    store.put_device(&old).await.unwrap();
+    let newer = device(&legacy, PushEnvironment::Sandbox, t0() + secs(1));
+    assert_eq!(
+        store.register_device(&newer, None, "g1").await.unwrap(),
+        written(true, false)
+    );
+    assert_eq!(
+        store
+            .register_device(&newer, Some("g1"), "g2")
+            .await
+            .unwrap(),
+        written(false, true)
+    );
+}
+
 async fn get_unknown_device_is_none(store: DynStore) {
     assert_eq!(
         store
@@ -1201,6 +1250,7 @@ macro_rules! contract_suite {
             sequential: [
                 put_device_then_get_returns_the_same_record,
                 put_device_again_replaces_token_and_environment,
+                register_device_holds_the_secret_once_it_is_proven,
                 get_unknown_device_is_none,
                 remove_device_with_the_current_token_deletes_it,
                 remove_device_with_a_stale_token_keeps_it,
