@@ -20,9 +20,9 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use koe::App;
 use koe::api::Response;
+use koe::api::chat_stream::wants_stream;
 use koe::api::error::{ApiError, ErrorCode};
 use koe::config::{ConfigError, Vars};
-use koe::api::chat_stream::wants_stream;
 use koe::endpoints::{Adapters, Api, Chat, Endpoint};
 use koe::service::{Answer, Service, new_request_id};
 use tokio::net::TcpListener;
@@ -176,11 +176,7 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
 /// One API's router: each path of the route table answers its methods through their services;
 /// other methods get 405 with `Allow`, other paths 404, both with the contract's error body.
 /// `streaming` answers POST /api/chat when the request asks for server-sent events.
-fn router(
-    api: Api,
-    services: &[Arc<dyn Answer>],
-    streaming: Option<Arc<Service<Chat>>>,
-) -> Router {
+fn router(api: Api, services: &[Arc<dyn Answer>], streaming: Option<Arc<Service<Chat>>>) -> Router {
     let mut by_path: BTreeMap<&'static str, Vec<Arc<dyn Answer>>> = BTreeMap::new();
     for service in services.iter().filter(|s| s.route().api == api) {
         by_path

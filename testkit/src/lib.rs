@@ -6,6 +6,7 @@ pub mod dynamodb;
 pub mod events;
 pub mod faults;
 pub mod fixtures;
+pub mod function_url;
 pub mod gateway;
 pub mod harness;
 pub mod logs;

@@ -65,9 +65,9 @@ impl ChatEvent {
     pub fn to_bytes(&self) -> Bytes {
         let data = match self {
             ChatEvent::Delta(text) => json!({ "text": text }).to_string().into_bytes(),
-            ChatEvent::Sentence { index, text } => {
-                json!({ "index": index, "text": text }).to_string().into_bytes()
-            }
+            ChatEvent::Sentence { index, text } => json!({ "index": index, "text": text })
+                .to_string()
+                .into_bytes(),
             ChatEvent::Done(body) => body.clone(),
             ChatEvent::Error(error) => error.body(),
         };

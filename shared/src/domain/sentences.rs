@@ -110,8 +110,19 @@ mod tests {
     #[test]
     fn japanese_sentences_end_at_full_width_marks_and_keep_their_closers() {
         assert_eq!(
-            cut(&["こんにちは", "。今日は", "晴れです！", "「本当？」と", "聞いた。"]),
-            ["こんにちは。", "今日は晴れです！", "「本当？」", "と聞いた。"]
+            cut(&[
+                "こんにちは",
+                "。今日は",
+                "晴れです！",
+                "「本当？」と",
+                "聞いた。"
+            ]),
+            [
+                "こんにちは。",
+                "今日は晴れです！",
+                "「本当？」",
+                "と聞いた。"
+            ]
         );
         assert_eq!(
             cut(&["彼は「はい。」", "と言った"]),
@@ -130,7 +141,10 @@ mod tests {
     #[test]
     fn a_sentence_is_given_as_soon_as_what_follows_its_mark_is_known() {
         let mut cutter = SentenceCutter::new();
-        assert!(cutter.push("はい。").is_empty(), "a closer may still follow");
+        assert!(
+            cutter.push("はい。").is_empty(),
+            "a closer may still follow"
+        );
         assert_eq!(cutter.push("次"), ["はい。"]);
         assert!(cutter.push("です.").is_empty());
         assert_eq!(cutter.push(" "), ["次です."]);

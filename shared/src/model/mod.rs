@@ -67,7 +67,13 @@ pub struct WholeReply(std::vec::IntoIter<ReplyChunk>);
 
 impl WholeReply {
     pub fn new(reply: ModelReply) -> WholeReply {
-        WholeReply(vec![ReplyChunk::Text(reply.content), ReplyChunk::Usage(reply.usage)].into_iter())
+        WholeReply(
+            vec![
+                ReplyChunk::Text(reply.content),
+                ReplyChunk::Usage(reply.usage),
+            ]
+            .into_iter(),
+        )
     }
 }
 
@@ -85,10 +91,7 @@ pub trait ModelProvider: Send + Sync {
     /// The reply as it is written. Errors before the provider starts its answer (not
     /// configured, refused, unreachable) come here; errors after it, from the stream. A
     /// provider that cannot stream gives its whole reply as one chunk.
-    async fn stream(
-        &self,
-        request: ModelRequest,
-    ) -> Result<Box<dyn ReplyStream>, ProviderError> {
+    async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
         Ok(Box::new(WholeReply::new(self.complete(request).await?)))
     }
 }

@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Edge, Service, notify};
+use crate::api::Request;
 use crate::api::body::read_limited;
 use crate::api::chat_stream::{ChatEvent, ChatStream, EVENT_STREAM, chat_stream, wants_stream};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::api::Request;
 use crate::endpoints::{Chat, Route};
 
 /// Events waiting for a slow client; beyond that the model stream waits too.
@@ -110,7 +110,10 @@ fn event_stream_response(request_id: &str, body: EventBody) -> http::Response<Ev
         http::header::CONTENT_TYPE,
         HeaderValue::from_static(EVENT_STREAM),
     );
-    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
     // Proxies that buffer (nginx) pass the events on at once.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     if let Ok(value) = HeaderValue::from_str(request_id) {
