@@ -85,7 +85,7 @@ cargo test -p koe-functions --locked --test fixtures 2>&1 | tee -a "$LOG"
 # filters name every module that starts the app through koe_testkit::harness::spawn_app*
 # (dispatch_runs: its one test that does).
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
-  api_agent:: api_calls:: api_chat:: api_devices:: api_meta:: agent_auth:: agent_limit:: oidc:: \
+  api_agent:: api_calls:: api_chat:: api_chat_stream:: api_devices:: api_meta:: agent_auth:: agent_limit:: oidc:: \
   faults_dynamodb:: faults_oversized_bodies:: faults_provider:: a_cancel_racing_the_claim \
   --skip dispatch_load:: 2>&1 | tee -a "$LOG"
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),

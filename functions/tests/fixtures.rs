@@ -105,6 +105,7 @@ fn binary_path(binary: &str) -> PathBuf {
         "health" => env!("CARGO_BIN_EXE_health"),
         "info" => env!("CARGO_BIN_EXE_info"),
         "chat" => env!("CARGO_BIN_EXE_chat"),
+        "chat-stream" => env!("CARGO_BIN_EXE_chat-stream"),
         "error-test" => env!("CARGO_BIN_EXE_error-test"),
         "dispatch" => env!("CARGO_BIN_EXE_dispatch"),
         other => panic!("no binary {other}"),
@@ -118,6 +119,15 @@ async fn invoke(
     event: &Value,
     env: impl Fn(&str) -> BTreeMap<String, String>,
 ) -> Value {
+    invoke_raw(binary, event, env).await.response_json()
+}
+
+/// `invoke`, giving the response body as the function posted it.
+async fn invoke_raw(
+    binary: &str,
+    event: &Value,
+    env: impl Fn(&str) -> BTreeMap<String, String>,
+) -> Outcome {
     let api = RuntimeApi::start().await;
     let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{binary}.log"));
     let log_file = std::fs::File::create(&log).unwrap();
@@ -133,7 +143,7 @@ async fn invoke(
     let outcome = api.invoke(serde_json::to_vec(event).unwrap(), WITHIN).await;
     child.kill().await.unwrap();
     match outcome {
-        Outcome::Response { .. } => outcome.response_json(),
+        Outcome::Response { .. } => outcome,
         other => panic!(
             "{binary}: {other:?}\nits log ({}):\n{}",
             log.display(),
@@ -239,6 +249,33 @@ async fn every_fixture_passes_through_its_built_binary() {
     check("info", &r, 200, r#""minimumVersion":"1.0.0""#);
     let r = run("chat", &committed("chat")).await;
     check("chat", &r, 200, r#""content":"フィクスチャの返事""#);
+    // The streaming function posts its answer in Lambda's streaming form: the metadata prelude
+    // (JSON), eight NUL bytes, then the body as it was written (the server-sent events).
+    let streamed = invoke_raw("chat-stream", &committed("chat-stream"), |api| {
+        environment("chat-stream", &env_json, api, &outside)
+    })
+    .await;
+    let Outcome::Response { body, .. } = streamed else {
+        unreachable!("invoke_raw gives responses only")
+    };
+    let split = body
+        .windows(8)
+        .position(|w| w == [0u8; 8])
+        .unwrap_or_else(|| panic!("chat-stream: no prelude separator in {body:?}"));
+    let prelude: Value = serde_json::from_slice(&body[..split]).unwrap();
+    assert_eq!(prelude["statusCode"], 200, "chat-stream: {prelude}");
+    assert_eq!(prelude["headers"]["content-type"], "text/event-stream");
+    let events = std::str::from_utf8(&body[split + 8..]).unwrap();
+    assert!(
+        events.starts_with("event: delta\ndata: {\"text\":\"フィクスチャの返事\"}\n\n"),
+        "chat-stream: {events}"
+    );
+    assert!(
+        events.ends_with(
+            "event: done\ndata: {\"message\":{\"role\":\"assistant\",\"content\":\"フィクスチャの返事\"},\"tokensUsed\":57,\"usage\":{\"promptTokens\":40,\"completionTokens\":17,\"totalTokens\":57}}\n\n"
+        ),
+        "chat-stream: {events}"
+    );
     let r = run("error-test", &committed("error-test")).await;
     check("error-test", &r, 500, r#""code":"TEST_ERROR""#);
     // The fixture's Bearer token is a placeholder no issuer signed: 401.
@@ -246,10 +283,15 @@ async fn every_fixture_passes_through_its_built_binary() {
     check("dispatch", &r, 401, r#""code":"UNAUTHORIZED""#);
 
     let requests = openai.received();
-    assert_eq!(requests.len(), 2, "the agent's planner and the chat");
+    assert_eq!(
+        requests.len(),
+        3,
+        "the agent's planner, the chat, the streamed chat"
+    );
     assert_eq!(requests[1].body["messages"][0]["content"], "こんにちは");
+    assert_eq!(requests[2].body["stream"], true);
     eprintln!(
-        "10 fixtures through their binaries in {:?}",
+        "11 fixtures through their binaries in {:?}",
         started.elapsed()
     );
 }

@@ -164,6 +164,29 @@ endpoints!(
     Chat, Info, Health, ErrorTest, Agent, PutDevice, CreateCall, GetCall, CancelCall, Dispatch,
 );
 
+/// An endpoint of the route table served streamed by a function of its own, behind that
+/// function's Lambda function URL with `InvokeMode: RESPONSE_STREAM` (API Gateway HTTP APIs
+/// cannot stream). The function answers the route's method and path only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedFunction {
+    /// The endpoint's route (its body cap and handler apply unchanged).
+    pub route: Route,
+    /// The function's logical id in `template.yaml`.
+    pub function: &'static str,
+    /// Its binary in `functions/`.
+    pub binary: &'static str,
+    /// What the binary's `main` runs.
+    pub entrypoint: &'static str,
+}
+
+/// Every streamed function: POST /api/chat with `Accept: text/event-stream`.
+pub static STREAMED: &[StreamedFunction] = &[StreamedFunction {
+    route: <Chat as Endpoint>::ROUTE,
+    function: "ChatStreamFunction",
+    binary: "chat-stream",
+    entrypoint: "koe::entrypoints::chat_stream::run()",
+}];
+
 /// What [`each`] calls for every endpoint type.
 pub trait Visit {
     fn visit<E: Endpoint>(&mut self);
