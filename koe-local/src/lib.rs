@@ -23,7 +23,7 @@ use koe::api::Response;
 use koe::api::chat_stream::wants_stream;
 use koe::api::error::{ApiError, ErrorCode};
 use koe::config::{ConfigError, Vars};
-use koe::endpoints::{Adapters, Api, Chat, Endpoint};
+use koe::endpoints::{Adapters, Api, ChatStream, Endpoint};
 use koe::service::{Answer, Service, new_request_id};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -117,7 +117,11 @@ impl Drop for Running {
 pub async fn start(app: App, config: &LocalConfig) -> Result<Running, StartError> {
     let services = app.services().await.map_err(StartError::Config)?;
     // POST /api/chat with `Accept: text/event-stream` (deployed: the chat-stream function).
-    let streaming = Arc::new(app.service::<Chat>().await.map_err(StartError::Config)?);
+    let streaming = Arc::new(
+        app.service::<ChatStream>()
+            .await
+            .map_err(StartError::Config)?,
+    );
     let dispatcher = if config.dispatcher {
         Some(app.dispatcher().await.map_err(StartError::Config)?)
     } else {
@@ -176,7 +180,11 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
 /// One API's router: each path of the route table answers its methods through their services;
 /// other methods get 405 with `Allow`, other paths 404, both with the contract's error body.
 /// `streaming` answers POST /api/chat when the request asks for server-sent events.
-fn router(api: Api, services: &[Arc<dyn Answer>], streaming: Option<Arc<Service<Chat>>>) -> Router {
+fn router(
+    api: Api,
+    services: &[Arc<dyn Answer>],
+    streaming: Option<Arc<Service<ChatStream>>>,
+) -> Router {
     let mut by_path: BTreeMap<&'static str, Vec<Arc<dyn Answer>>> = BTreeMap::new();
     for service in services.iter().filter(|s| s.route().api == api) {
         by_path
@@ -187,7 +195,7 @@ fn router(api: Api, services: &[Arc<dyn Answer>], streaming: Option<Arc<Service<
     let mut router = Router::new();
     for (path, on_path) in by_path {
         let on_path = Arc::new(on_path);
-        let streaming = streaming.clone().filter(|_| path == Chat::ROUTE.path);
+        let streaming = streaming.clone().filter(|_| path == ChatStream::ROUTE.path);
         router = router.route(
             path,
             axum::routing::any(move |request: Request| {
@@ -239,11 +247,14 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
 
 /// Whether a request to the chat path is the streamed chat (POST, `Accept: text/event-stream`).
 fn streams(request: &Request) -> bool {
-    request.method() == Chat::ROUTE.method && wants_stream(request.headers())
+    request.method() == ChatStream::ROUTE.method && wants_stream(request.headers())
 }
 
 /// POST /api/chat as server-sent events: the body is handed to axum as it is produced.
-async fn answer_streaming(chat: &Service<Chat>, request: Request) -> axum::response::Response {
+async fn answer_streaming(
+    chat: &Service<ChatStream>,
+    request: Request,
+) -> axum::response::Response {
     let request_id = new_request_id();
     let (parts, body) = request.into_parts();
     let body = body

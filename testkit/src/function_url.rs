@@ -23,7 +23,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use koe::App;
 use koe::config::ConfigError;
-use koe::endpoints::{Chat, Endpoint};
+use koe::endpoints::{ChatStream, Endpoint};
 use koe::entrypoints::chat_stream;
 use koe::service::Service;
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
@@ -52,7 +52,7 @@ impl Drop for FunctionUrl {
 
 /// Builds the chat service from `app` as the `chat-stream` binary does and serves it.
 pub async fn start(app: &App) -> Result<FunctionUrl, ConfigError> {
-    let service = Arc::new(app.service::<Chat>().await?);
+    let service = Arc::new(app.service::<ChatStream>().await?);
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind a loopback port");
@@ -78,7 +78,7 @@ pub async fn start(app: &App) -> Result<FunctionUrl, ConfigError> {
 }
 
 async fn answer(
-    service: Arc<Service<Chat>>,
+    service: Arc<Service<ChatStream>>,
     request: hyper::Request<Incoming>,
     peer: SocketAddr,
 ) -> Answer {
@@ -89,7 +89,7 @@ async fn answer(
     let body = body.to_bytes();
     let request_id = crate::gateway::uuid();
     let mut event = crate::gateway::event(
-        &Chat::ROUTE,
+        &ChatStream::ROUTE,
         &parts,
         &body,
         peer.ip(),

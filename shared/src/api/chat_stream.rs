@@ -18,7 +18,7 @@ use super::Request;
 use super::chat::{answer, model_request};
 use crate::api::error::ApiError;
 use crate::domain::sentences::SentenceCutter;
-use crate::model::{ModelProvider, ModelReply, ReplyChunk, ReplyStream, Usage};
+use crate::model::{ModelReply, ReplyChunk, ReplyStream, StreamingModel, Usage};
 
 pub const EVENT_STREAM: &str = "text/event-stream";
 
@@ -81,8 +81,8 @@ impl ChatEvent {
     }
 }
 
-/// An answer being streamed: pull its events with [`ChatStream::next`].
-pub struct ChatStream {
+/// An answer being streamed: pull its events with [`ChatEvents::next`].
+pub struct ChatEvents {
     reply: Box<dyn ReplyStream>,
     /// The provider's first chunk (read before the answer started), not yet turned into events.
     first: Option<Option<ReplyChunk>>,
@@ -97,16 +97,16 @@ pub struct ChatStream {
 /// Opens the stream: parses the request and waits for the provider's first piece of the reply,
 /// so that every failure up to then is an ordinary error answer.
 pub async fn chat_stream(
-    model: &dyn ModelProvider,
+    model: &dyn StreamingModel,
     request: Request,
-) -> Result<ChatStream, ApiError> {
+) -> Result<ChatEvents, ApiError> {
     let mut reply = model.stream(model_request(&request)?).await?;
     let first = match reply.next().await {
         Some(Err(e)) => return Err(e.into()),
         Some(Ok(chunk)) => Some(chunk),
         None => None,
     };
-    Ok(ChatStream {
+    Ok(ChatEvents {
         reply,
         first: Some(first),
         cutter: SentenceCutter::new(),
@@ -118,7 +118,7 @@ pub async fn chat_stream(
     })
 }
 
-impl ChatStream {
+impl ChatEvents {
     /// The next event, as soon as it is known; `None` after `done` or `error`.
     pub async fn next(&mut self) -> Option<ChatEvent> {
         loop {

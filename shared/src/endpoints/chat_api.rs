@@ -9,7 +9,7 @@ use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
-use crate::model::ModelProvider;
+use crate::model::{ModelProvider, StreamingModel};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -20,6 +20,22 @@ pub struct InfoPorts {
 
 pub struct ChatPorts {
     pub model: Arc<dyn ModelProvider>,
+}
+
+/// The streamed chat's ports: the same provider, as a completion (for a request that does not
+/// ask for events) and as a stream.
+pub struct ChatStreamPorts {
+    pub model: Arc<dyn ModelProvider>,
+    pub stream: Arc<dyn StreamingModel>,
+}
+
+impl Ports for ChatStreamPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(ChatStreamPorts {
+            model: adapters.model()?,
+            stream: adapters.streaming_model()?,
+        })
+    }
 }
 
 impl Ports for NoPorts {
@@ -113,6 +129,29 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
+        api::chat::chat(ports.model.as_ref(), request).await
+    }
+}
+
+/// POST /api/chat as its streaming function serves it (`chat-stream`, behind a function URL:
+/// see [`super::STREAMED`]): server-sent events with `Accept: text/event-stream`
+/// (`Service<ChatStream>::handle_streaming`), else the same JSON answer as [`Chat`]. Not in the
+/// route table: the route is `Chat`'s.
+pub struct ChatStream;
+
+impl Endpoint for ChatStream {
+    const ROUTE: Route = Route {
+        api: Api::Chat,
+        method: Method::POST,
+        path: "/api/chat",
+        function: "ChatStreamFunction",
+        binary: "chat-stream",
+        body_limit: CHAT_BODY_LIMIT,
+        auth: Auth::None,
+    };
+    type Ports = ChatStreamPorts;
+
+    async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {
         api::chat::chat(ports.model.as_ref(), request).await
     }
 }

@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::config::{AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::model::ModelProvider;
+use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
 use crate::store::Store;
 
@@ -23,6 +23,7 @@ pub trait Ports: Sized + Send + Sync + 'static {
 pub trait Adapters: Sync {
     fn clock(&self) -> Arc<dyn Clock>;
     fn model(&self) -> Result<Arc<dyn ModelProvider>, ConfigError>;
+    fn streaming_model(&self) -> Result<Arc<dyn StreamingModel>, ConfigError>;
     fn store(&self) -> impl Future<Output = Result<Arc<dyn Store>, ConfigError>> + Send;
     /// The dispatcher on the store, the push sender and the clock.
     fn dispatcher(&self) -> impl Future<Output = Result<Dispatcher, ConfigError>> + Send;

@@ -10,7 +10,7 @@ use lambda_http::RequestExt;
 
 use crate::api::error::{ApiError, ErrorCode};
 use crate::config::Vars;
-use crate::endpoints::{Chat, Endpoint};
+use crate::endpoints::{ChatStream, Endpoint};
 use crate::entrypoints::lambda::Error;
 use crate::service::{EventBody, Service, new_request_id};
 use crate::wiring::App;
@@ -20,7 +20,7 @@ pub async fn run() -> Result<(), Error> {
     let vars = Vars::from_env();
     crate::telemetry::init_lambda();
     let service = App::lambda(vars)
-        .service::<Chat>()
+        .service::<ChatStream>()
         .await
         .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
     let service = &service;
@@ -35,7 +35,7 @@ pub async fn run() -> Result<(), Error> {
 /// One function URL request through the chat service. The URL serves only POST /api/chat
 /// (a function URL passes every path and method to its function).
 pub async fn handle_event(
-    service: &Service<Chat>,
+    service: &Service<ChatStream>,
     event: lambda_http::Request,
 ) -> http::Response<EventBody> {
     let request_id = event
@@ -43,7 +43,7 @@ pub async fn handle_event(
         .map(|c| c.request_id.clone())
         .filter(|id| !id.is_empty())
         .unwrap_or_else(new_request_id);
-    let route = Chat::ROUTE;
+    let route = ChatStream::ROUTE;
     if event.uri().path() != route.path {
         return miss(ApiError::new(ErrorCode::NotFound, "no such route"));
     }

@@ -62,36 +62,17 @@ pub trait ReplyStream: Send {
     async fn next(&mut self) -> Option<Result<ReplyChunk, ProviderError>>;
 }
 
-/// A whole reply, as one text chunk and its usage (for providers that cannot stream).
-pub struct WholeReply(std::vec::IntoIter<ReplyChunk>);
-
-impl WholeReply {
-    pub fn new(reply: ModelReply) -> WholeReply {
-        WholeReply(
-            vec![
-                ReplyChunk::Text(reply.content),
-                ReplyChunk::Usage(reply.usage),
-            ]
-            .into_iter(),
-        )
-    }
-}
-
-#[async_trait]
-impl ReplyStream for WholeReply {
-    async fn next(&mut self) -> Option<Result<ReplyChunk, ProviderError>> {
-        self.0.next().map(Ok)
-    }
-}
-
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError>;
+}
 
+/// A chat model that can hand out its reply as it is written. A port of its own, not a method
+/// of [`ModelProvider`]: a function that only completes (chat, agent) then does not link the
+/// streaming code through the provider's vtable.
+#[async_trait]
+pub trait StreamingModel: Send + Sync {
     /// The reply as it is written. Errors before the provider starts its answer (not
-    /// configured, refused, unreachable) come here; errors after it, from the stream. A
-    /// provider that cannot stream gives its whole reply as one chunk.
-    async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
-        Ok(Box::new(WholeReply::new(self.complete(request).await?)))
-    }
+    /// configured, refused, unreachable) come here; errors after it, from the stream.
+    async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError>;
 }

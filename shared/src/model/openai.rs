@@ -12,7 +12,9 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::openai_stream::SseReply;
-use super::{ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, Usage};
+use super::{
+    ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, StreamingModel, Usage,
+};
 use crate::config::{OpenAiConfig, Secret};
 
 pub struct OpenAi {
@@ -249,7 +251,10 @@ impl ModelProvider for OpenAi {
             (Answer::Streaming(_), _) => unreachable!("asked for a whole completion"),
         }
     }
+}
 
+#[async_trait]
+impl StreamingModel for OpenAi {
     /// OpenAI's streamed completion: server-sent events of chunks, usage in the last one. The
     /// retry applies until the provider answers 200; after that a failure ends the stream.
     async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {

@@ -17,9 +17,9 @@ use tracing::Instrument;
 use super::{Edge, Service, notify};
 use crate::api::Request;
 use crate::api::body::read_limited;
-use crate::api::chat_stream::{ChatEvent, ChatStream, EVENT_STREAM, chat_stream, wants_stream};
+use crate::api::chat_stream::{ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream};
 use crate::api::error::{ApiError, ErrorCode};
-use crate::endpoints::{Chat, Route};
+use crate::endpoints::{ChatStream, Route};
 
 /// Events waiting for a slow client; beyond that the model stream waits too.
 const BUFFERED_EVENTS: usize = 64;
@@ -57,7 +57,7 @@ impl http_body::Body for EventBody {
     }
 }
 
-impl Service<Chat> {
+impl Service<ChatStream> {
     /// Answers POST /api/chat as the request asks: server-sent events with
     /// `Accept: text/event-stream`, else the JSON answer ([`Service::handle`]).
     pub async fn handle_streaming<B>(
@@ -92,13 +92,13 @@ impl Service<Chat> {
         }
     }
 
-    async fn open<B>(&self, request: http::Request<B>) -> Result<ChatStream, ApiError>
+    async fn open<B>(&self, request: http::Request<B>) -> Result<ChatEvents, ApiError>
     where
         B: http_body::Body<Data = Bytes> + Unpin,
     {
         let (parts, body) = request.into_parts();
         let body = read_limited(body, self.route.body_limit).await?;
-        chat_stream(self.ports.model.as_ref(), Request::from_parts(parts, body)).await
+        chat_stream(self.ports.stream.as_ref(), Request::from_parts(parts, body)).await
     }
 }
 
@@ -131,7 +131,7 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(self, mut stream: ChatStream, sender: mpsc::Sender<Bytes>) {
+    async fn run(self, mut stream: ChatEvents, sender: mpsc::Sender<Bytes>) {
         let mut first_event_ms = None;
         let mut events = 0u32;
         let mut code = None;

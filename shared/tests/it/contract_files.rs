@@ -199,7 +199,7 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     );
 
     for (id, binary) in &functions {
-        if let Some(streamed) = STREAMED.iter().find(|s| s.function == id) {
+        if let Some(streamed) = STREAMED.iter().find(|s| s.route.function == id) {
             check_streamed_function(&template, streamed, binary);
             continue;
         }
@@ -250,8 +250,8 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
 /// function URL with response streaming and no API route, and a fixture (the URL's payload v2
 /// event for the route, asking for events); every streamed function is in the template.
 fn check_streamed_function(template: &Value, streamed: &StreamedFunction, binary: &str) {
-    let id = streamed.function;
-    assert_eq!(streamed.binary, binary, "{id}");
+    let id = streamed.route.function;
+    assert_eq!(streamed.route.binary, binary, "{id}");
     let source =
         std::fs::read_to_string(repo_root().join(format!("functions/src/bin/{binary}.rs")))
             .unwrap();
@@ -288,7 +288,10 @@ fn every_streamed_function_is_in_the_template() {
     let functions = template_functions(&template);
     for streamed in STREAMED {
         assert!(
-            functions.contains(&(streamed.function.to_owned(), streamed.binary.to_owned())),
+            functions.contains(&(
+                streamed.route.function.to_owned(),
+                streamed.route.binary.to_owned()
+            )),
             "{streamed:?}"
         );
     }
