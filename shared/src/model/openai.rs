@@ -138,7 +138,13 @@ fn parse_completion(body: &[u8]) -> Result<ModelReply, ProviderError> {
 }
 
 impl OpenAi {
-    async fn attempt(&self, key: &Secret, body: &serde_json::Value, streaming: bool) -> Attempt {
+    /// `STREAMING` is a constant so that a function that never streams (chat, agent) does not
+    /// link the streaming branches.
+    async fn attempt<const STREAMING: bool>(
+        &self,
+        key: &Secret,
+        body: &serde_json::Value,
+    ) -> Attempt {
         let sent = self
             .client
             .post(&self.endpoint)
@@ -153,7 +159,7 @@ impl OpenAi {
             Err(_) => return Attempt::Done(Err(ProviderError::Upstream("request failed".into()))),
         };
         let status = response.status();
-        if status.is_success() && streaming {
+        if status.is_success() && STREAMING {
             return Attempt::Done(Ok(Answer::Streaming(response)));
         }
         let bytes = match response.bytes().await {
@@ -182,7 +188,7 @@ impl OpenAi {
 
 impl OpenAi {
     /// The request body of a completion (`stream: true` asks for chunks, usage in the last).
-    fn body(request: &ModelRequest, streaming: bool) -> serde_json::Value {
+    fn body<const STREAMING: bool>(request: &ModelRequest) -> serde_json::Value {
         let mut body = json!({
             "model": request.model,
             "messages": request.messages,
@@ -191,7 +197,7 @@ impl OpenAi {
         if let Some(format) = &request.response_format {
             body["response_format"] = format.clone();
         }
-        if streaming {
+        if STREAMING {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
@@ -200,18 +206,17 @@ impl OpenAi {
 
     /// One call with its retry, within the budget; also gives the call's deadline (a stream
     /// must end by it too).
-    async fn call(
+    async fn call<const STREAMING: bool>(
         &self,
         request: &ModelRequest,
-        streaming: bool,
     ) -> Result<(Answer, Instant), ProviderError> {
         let key = self.api_key.as_ref().ok_or(ProviderError::NotConfigured)?;
-        let body = OpenAi::body(request, streaming);
+        let body = OpenAi::body::<STREAMING>(request);
         let started = Instant::now();
         let deadline = started + self.budget;
         for attempt in 1..=2 {
             let outcome =
-                tokio::time::timeout_at(deadline, self.attempt(key, &body, streaming)).await;
+                tokio::time::timeout_at(deadline, self.attempt::<STREAMING>(key, &body)).await;
             let reason = match outcome {
                 Err(_elapsed) => {
                     tracing::warn!(
@@ -225,7 +230,7 @@ impl OpenAi {
                     if let Err(e) = &result {
                         tracing::warn!(attempt, error = ?e, "model provider call failed");
                     } else {
-                        tracing::info!(attempt, elapsed_ms = started.elapsed().as_millis() as u64, model = %request.model, streaming, "model provider answered");
+                        tracing::info!(attempt, elapsed_ms = started.elapsed().as_millis() as u64, model = %request.model, "model provider answered");
                     }
                     return result.map(|answer| (answer, deadline));
                 }
@@ -246,7 +251,7 @@ impl OpenAi {
 #[async_trait]
 impl ModelProvider for OpenAi {
     async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
-        match self.call(&request, false).await? {
+        match self.call::<false>(&request).await? {
             (Answer::Whole(reply), _) => Ok(reply),
             (Answer::Streaming(_), _) => unreachable!("asked for a whole completion"),
         }
@@ -258,7 +263,7 @@ impl StreamingModel for OpenAi {
     /// OpenAI's streamed completion: server-sent events of chunks, usage in the last one. The
     /// retry applies until the provider answers 200; after that a failure ends the stream.
     async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
-        match self.call(&request, true).await? {
+        match self.call::<true>(&request).await? {
             (Answer::Streaming(response), deadline) => {
                 Ok(Box::new(SseReply::new(response, deadline)))
             }
