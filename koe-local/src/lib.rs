@@ -257,12 +257,21 @@ async fn answer_streaming(
 ) -> axum::response::Response {
     let request_id = new_request_id();
     let (parts, body) = request.into_parts();
-    let body = body
-        .map_err(|e| Box::new(e) as koe::service::BoxError)
-        .boxed_unsync();
-    let response = chat
+    let read_whole = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(&body)));
+    let body = Tracked {
+        inner: body,
+        read_whole: read_whole.clone(),
+    }
+    .boxed_unsync();
+    let mut response = chat
         .handle_streaming(&request_id, http::Request::from_parts(parts, body))
         .await;
+    if !read_whole.load(Ordering::Relaxed) {
+        // As in `answer`: refused before the whole body was read, so no reuse.
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response.map(Body::new).into_response()
 }
 

@@ -251,3 +251,21 @@ async fn the_stream_url_answers_json_to_a_request_that_does_not_ask_for_events()
     assert_eq!(body["message"]["content"], "Hi.");
     assert_eq!(app.openai.received()[0].body.get("stream"), None);
 }
+
+#[tokio::test]
+async fn the_body_cap_applies_to_the_stream_too() {
+    let app = spawn_app(&[]).await;
+    let over = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "a".repeat(koe::endpoints::CHAT_BODY_LIMIT)
+    );
+    let response = app.post_chat_stream(over).await;
+    let body = error_body(response, 400, "INVALID_REQUEST").await;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("body must be at most")
+    );
+    assert_eq!(app.openai.request_count(), 0);
+}
