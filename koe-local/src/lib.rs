@@ -169,6 +169,11 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
+    // Streamed answers are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
+    // event until the previous one is acknowledged.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await

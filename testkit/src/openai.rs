@@ -310,6 +310,8 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Streamed replies are many small writes (as OpenAI's, which are not held back).
+        let _ = stream.set_nodelay(true);
         let connection_state = state.clone();
         let connection = tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
