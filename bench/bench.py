@@ -96,6 +96,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            # A streamed function response (chat-stream): read to its last chunk.
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def do_GET(self):
@@ -138,6 +149,14 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(202, b"{}", {"Content-Type": "application/json"})
             inv.done.set()
             return
+        if self.path.endswith("/chat/completions") and json.loads(body or b"{}").get("stream"):
+            chunks = [
+                {"choices": [{"index": 0, "delta": {"role": "assistant", "content": PLANNER_ANSWER}}]},
+                {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 17, "total_tokens": 57}},
+            ]
+            events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            self.reply(200, events.encode(), {"Content-Type": "text/event-stream"})
+            return
         if self.path.endswith("/chat/completions"):
             completion = {
                 "id": "chatcmpl-bench",
@@ -170,8 +189,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 AGENT_API = {"agent", "put-device", "create-call", "get-call", "cancel-call"}
-OPENAI = {"chat", "agent"}
-STORE = AGENT_API | {"dispatch", "chat"}
+OPENAI = {"chat", "chat-stream", "agent"}
+STORE = AGENT_API | {"dispatch", "chat", "chat-stream"}
 EXTRA_ENV: dict = {}
 
 

@@ -167,6 +167,7 @@ fn binary_path(binary: &str) -> PathBuf {
         "health" => env!("CARGO_BIN_EXE_health"),
         "info" => env!("CARGO_BIN_EXE_info"),
         "chat" => env!("CARGO_BIN_EXE_chat"),
+        "chat-stream" => env!("CARGO_BIN_EXE_chat-stream"),
         "error-test" => env!("CARGO_BIN_EXE_error-test"),
         "dispatch" => env!("CARGO_BIN_EXE_dispatch"),
         other => panic!("no binary {other}"),
@@ -183,6 +184,22 @@ async fn invoke_all(
     log_name: &str,
     env: impl Fn(&str) -> BTreeMap<String, String>,
 ) -> Vec<Value> {
+    invoke_all_raw(binary, events, within, log_name, env)
+        .await
+        .iter()
+        .map(Outcome::response_json)
+        .collect()
+}
+
+/// [`invoke_all`], giving each response as the function posted it (a streamed one is Lambda's
+/// prelude, eight NUL bytes and the body as written).
+async fn invoke_all_raw(
+    binary: &str,
+    events: &[&Value],
+    within: Duration,
+    log_name: &str,
+    env: impl Fn(&str) -> BTreeMap<String, String>,
+) -> Vec<Outcome> {
     let api = RuntimeApi::start().await;
     let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fixture-{log_name}.log"));
     let log_file = std::fs::File::create(&log).unwrap();
@@ -199,7 +216,7 @@ async fn invoke_all(
     for event in events {
         let outcome = api.invoke(serde_json::to_vec(event).unwrap(), within).await;
         match outcome {
-            Outcome::Response { .. } => answers.push(outcome.response_json()),
+            Outcome::Response { .. } => answers.push(outcome),
             other => panic!(
                 "{binary}: {other:?}\nits log ({}):\n{}",
                 log.display(),
@@ -428,6 +445,47 @@ async fn pass(
             status_of("chat"),
             r#""content":"フィクスチャの返事""#,
         );
+        // The streaming function posts its answer in Lambda's streaming form: the metadata
+        // prelude (JSON), eight NUL bytes, then the body as it was written (server-sent events).
+        let n = invocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stream_event = committed("chat-stream");
+        let streamed = invoke_all_raw(
+            "chat-stream",
+            &[&stream_event],
+            WITHIN,
+            &format!("{}-{n:02}-chat-stream", name.replace(' ', "-")),
+            |api| {
+                environment(
+                    "ChatStreamFunction",
+                    "chat-stream",
+                    &env_json,
+                    api,
+                    &outside,
+                )
+            },
+        )
+        .await;
+        let Some(Outcome::Response { body, .. }) = streamed.into_iter().next() else {
+            unreachable!("invoke_all_raw gives responses only")
+        };
+        let split = body
+            .windows(8)
+            .position(|w| w == [0u8; 8])
+            .unwrap_or_else(|| panic!("chat-stream: no prelude separator in {body:?}"));
+        let prelude: Value = serde_json::from_slice(&body[..split]).unwrap();
+        assert_eq!(prelude["statusCode"], 200, "chat-stream: {prelude}");
+        assert_eq!(prelude["headers"]["content-type"], "text/event-stream");
+        let events = std::str::from_utf8(&body[split + 8..]).unwrap();
+        assert!(
+            // The stand-in writes one token per Japanese character.
+            events.starts_with("event: delta\ndata: {\"text\":\"フ\"}\n\n"),
+            "chat-stream: {events}"
+        );
+        assert!(
+            events.contains("event: done\ndata: {\"message\":{\"role\":\"assistant\",\"content\":\"フィクスチャの返事\"}"),
+            "chat-stream: {events}"
+        );
+
         // Three in one warm container: three notifications (logged: env.json sets no bus), the
         // two repeats within the minute marked grouped (not for the chat).
         let error_test = committed("error-test");
@@ -494,8 +552,13 @@ async fn pass(
     let ((schedule, requested), ()) = tokio::join!(runs, others);
 
     let requests = openai.received();
-    assert_eq!(requests.len(), 3, "planner, responder, chat: {name}");
+    assert_eq!(
+        requests.len(),
+        4,
+        "planner, responder, chat, streamed chat: {name}"
+    );
     assert_eq!(requests[2].body["messages"][0]["content"], "こんにちは");
+    assert_eq!(requests[3].body["stream"], true);
 
     for (event, summary) in [("schedule", &schedule), ("request", &requested)] {
         assert_eq!(summary["cause"], event, "{name}: {summary}");
@@ -642,7 +705,19 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
         );
         let event = koe_testkit::fixtures::committed(name);
         if let Some(path) = event["rawPath"].as_str() {
-            let route = koe::ROUTES
+            // The streamed chat's event comes from its function URL (not API Gateway).
+            let via_function_url = event["requestContext"]["domainName"]
+                .as_str()
+                .is_some_and(|d| d.contains(".lambda-url."));
+            let routes: Vec<_> = if via_function_url {
+                koe::endpoints::STREAMED
+                    .iter()
+                    .map(|s| s.route.clone())
+                    .collect()
+            } else {
+                koe::ROUTES.to_vec()
+            };
+            let route = routes
                 .iter()
                 .find(|r| {
                     r.path == path

@@ -20,10 +20,11 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use koe::App;
 use koe::api::Response;
+use koe::api::chat_stream::wants_stream;
 use koe::api::error::{ApiError, ErrorCode};
 use koe::config::{ConfigError, Vars};
-use koe::endpoints::{Adapters, Api};
-use koe::service::{Answer, new_request_id};
+use koe::endpoints::{Adapters, Api, ChatStream, Endpoint};
+use koe::service::{Answer, Service, new_request_id};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -115,6 +116,12 @@ impl Drop for Running {
 /// port) and serves them in the background.
 pub async fn start(app: App, config: &LocalConfig) -> Result<Running, StartError> {
     let services = app.services().await.map_err(StartError::Config)?;
+    // POST /api/chat with `Accept: text/event-stream` (deployed: the chat-stream function).
+    let streaming = Arc::new(
+        app.service::<ChatStream>()
+            .await
+            .map_err(StartError::Config)?,
+    );
     let dispatcher = if config.dispatcher {
         Some(app.dispatcher().await.map_err(StartError::Config)?)
     } else {
@@ -130,8 +137,16 @@ pub async fn start(app: App, config: &LocalConfig) -> Result<Running, StartError
     let agent_addr = agent.local_addr().map_err(StartError::Listen)?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = vec![
-        tokio::spawn(serve(chat, router(Api::Chat, &services), stopped.clone())),
-        tokio::spawn(serve(agent, router(Api::Agent, &services), stopped.clone())),
+        tokio::spawn(serve(
+            chat,
+            router(Api::Chat, &services, Some(streaming)),
+            stopped.clone(),
+        )),
+        tokio::spawn(serve(
+            agent,
+            router(Api::Agent, &services, None),
+            stopped.clone(),
+        )),
     ];
     if let Some(dispatcher) = dispatcher {
         tasks.push(tokio::spawn(dispatch_loop::every_minute(
@@ -154,6 +169,11 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
     let shutdown = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
+    // Streamed answers are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
+    // event until the previous one is acknowledged.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     if let Err(e) = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
@@ -164,7 +184,12 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
 
 /// One API's router: each path of the route table answers its methods through their services;
 /// other methods get 405 with `Allow`, other paths 404, both with the contract's error body.
-fn router(api: Api, services: &[Arc<dyn Answer>]) -> Router {
+/// `streaming` answers POST /api/chat when the request asks for server-sent events.
+fn router(
+    api: Api,
+    services: &[Arc<dyn Answer>],
+    streaming: Option<Arc<Service<ChatStream>>>,
+) -> Router {
     let mut by_path: BTreeMap<&'static str, Vec<Arc<dyn Answer>>> = BTreeMap::new();
     for service in services.iter().filter(|s| s.route().api == api) {
         by_path
@@ -175,11 +200,18 @@ fn router(api: Api, services: &[Arc<dyn Answer>]) -> Router {
     let mut router = Router::new();
     for (path, on_path) in by_path {
         let on_path = Arc::new(on_path);
+        let streaming = streaming.clone().filter(|_| path == ChatStream::ROUTE.path);
         router = router.route(
             path,
             axum::routing::any(move |request: Request| {
                 let on_path = on_path.clone();
-                async move { answer(&on_path, request).await }
+                let streaming = streaming.clone();
+                async move {
+                    match streaming {
+                        Some(chat) if streams(&request) => answer_streaming(&chat, request).await,
+                        _ => answer(&on_path, request).await,
+                    }
+                }
             }),
         );
     }
@@ -216,6 +248,36 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     }
     to_axum(response)
+}
+
+/// Whether a request to the chat path is the streamed chat (POST, `Accept: text/event-stream`).
+fn streams(request: &Request) -> bool {
+    request.method() == ChatStream::ROUTE.method && wants_stream(request.headers())
+}
+
+/// POST /api/chat as server-sent events: the body is handed to axum as it is produced.
+async fn answer_streaming(
+    chat: &Service<ChatStream>,
+    request: Request,
+) -> axum::response::Response {
+    let request_id = new_request_id();
+    let (parts, body) = request.into_parts();
+    let read_whole = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(&body)));
+    let body = Tracked {
+        inner: body,
+        read_whole: read_whole.clone(),
+    }
+    .boxed_unsync();
+    let mut response = chat
+        .handle_streaming(&request_id, http::Request::from_parts(parts, body))
+        .await;
+    if !read_whole.load(Ordering::Relaxed) {
+        // As in `answer`: refused before the whole body was read, so no reuse.
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response.map(Body::new).into_response()
 }
 
 fn method_not_allowed(allowed: &[&Method]) -> Response {

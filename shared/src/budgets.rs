@@ -52,6 +52,19 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
     };
     let notification = ("error notification", NOTIFY_TIMEOUT);
     vec![
+        // The streamed chat, behind a function URL (no gateway limit): the spend reservation,
+        // the stream within the provider budget (its deadline is the call's), the correction
+        // when the usage arrives, then an `error` event's notification.
+        Budget {
+            function: "ChatStreamFunction",
+            parts: vec![
+                ("spend reservation", store_ops(1)),
+                ("budget: the streamed completion", provider),
+                ("spend correction", store_ops(1)),
+                notification,
+            ],
+            behind_gateway: false,
+        },
         // The completion and its spend reservation and correction share one budget.
         http(
             "ChatFunction",

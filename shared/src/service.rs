@@ -22,6 +22,9 @@ use crate::config::ApiKeys;
 use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
 
+mod stream;
+pub use stream::EventBody;
+
 /// How long an error notification may hold up the error answer.
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -148,25 +151,29 @@ impl<E: Endpoint> Service<E> {
         response
     }
 
-    /// Publishes one error notification. A failure is logged and changes nothing else.
     async fn notify(&self, code: ErrorCode, request_id: &str) {
-        let notification = ErrorNotification {
-            function: self.edge.function.clone(),
-            route: format!("{} {}", self.route.method, self.route.path),
-            code: code.as_str(),
-            status: code.status().as_u16(),
-            request_id: request_id.to_owned(),
-            time: self.edge.clock.now(),
-            repeats: 0,
-            grouped: false,
-        };
-        match tokio::time::timeout(NOTIFY_TIMEOUT, self.edge.events.publish(&notification)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, code = code.as_str(), "error notification not published")
-            }
-            Err(_) => tracing::warn!(code = code.as_str(), "error notification timed out"),
+        notify(&self.edge, &self.route, code, request_id).await
+    }
+}
+
+/// Publishes one error notification. A failure is logged and changes nothing else.
+async fn notify(edge: &Edge, route: &Route, code: ErrorCode, request_id: &str) {
+    let notification = ErrorNotification {
+        function: edge.function.clone(),
+        route: format!("{} {}", route.method, route.path),
+        code: code.as_str(),
+        status: code.status().as_u16(),
+        request_id: request_id.to_owned(),
+        time: edge.clock.now(),
+        repeats: 0,
+        grouped: false,
+    };
+    match tokio::time::timeout(NOTIFY_TIMEOUT, edge.events.publish(&notification)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, code = code.as_str(), "error notification not published")
         }
+        Err(_) => tracing::warn!(code = code.as_str(), "error notification timed out"),
     }
 }
 

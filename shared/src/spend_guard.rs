@@ -13,6 +13,9 @@
 
 use std::sync::Arc;
 
+mod stream;
+pub use stream::GuardedStream;
+
 use async_trait::async_trait;
 
 use crate::agent::daily_limit::UsageDay;

@@ -4,9 +4,11 @@
 //!
 //! Its own test binary, so the capture sees only this binary's runs.
 
+use std::time::Duration;
+
 use koe_testkit::harness::{TestApp, spawn_app};
 use koe_testkit::logs::{self, LogCapture};
-use koe_testkit::openai::Behaviour;
+use koe_testkit::openai::{Behaviour, Pace};
 use serde_json::{Value, json};
 
 const MESSAGE: &str = "SENTINEL-MSG-7f3a";
@@ -212,5 +214,52 @@ async fn rejected_requests_log_no_contents() {
         "the access log line of a 400 was captured; {}",
         summary(&capture)
     );
+    assert_no_sentinel(&capture);
+}
+
+/// Reads a streamed answer to its end, as text.
+async fn post_streamed(app: &TestApp, body: &Value) -> String {
+    let response = app.post_chat_stream(body.to_string()).await;
+    assert_eq!(response.status().as_u16(), 200);
+    response.text().await.expect("the stream reads to its end")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_chat_logs_no_contents_keys_or_replies() {
+    let capture = logs::capture();
+    let app = spawn_app(&[("OPENAI_API_KEY", KEY)]).await;
+    let reply = format!("First {REPLY}. Second {REPLY}！\nThird {REPLY}?");
+    let pace = Pace {
+        first_token: Duration::from_millis(10),
+        tokens_per_second: 500.0,
+    };
+
+    app.openai
+        .script([Behaviour::streamed(reply.clone(), pace)]);
+    let events = post_streamed(&app, &chat_body()).await;
+    assert!(events.contains("event: done"), "{events}");
+    assert!(events.contains(REPLY), "the reply reached the client");
+
+    app.openai
+        .script([Behaviour::streamed_failing(reply, pace, 6)]);
+    let events = post_streamed(&app, &chat_body()).await;
+    assert!(events.contains("event: error"), "{events}");
+    assert_eq!(app.events.published().len(), 1, "the failure was notified");
+
+    for (code, ended) in [(Value::Null, "done"), (json!("PROVIDER_ERROR"), "error")] {
+        assert!(
+            has_line(
+                &capture,
+                &[
+                    ("route", json!("/api/chat")),
+                    ("status", json!(200)),
+                    ("streamed", json!(true)),
+                    ("code", code),
+                ]
+            ),
+            "the access log line of the stream that ended in {ended} was captured; {}",
+            summary(&capture)
+        );
+    }
     assert_no_sentinel(&capture);
 }

@@ -385,7 +385,7 @@ fn random_id(len: usize) -> String {
 }
 
 /// A Lambda invocation id's shape (a UUID).
-fn uuid() -> String {
+pub fn uuid() -> String {
     let hex = format!("{:032x}", fastrand::u128(..));
     let (a, b, c, d, e) = (
         &hex[..8],

@@ -24,6 +24,7 @@ use koe::store::{
 };
 
 use crate::events::RecordingEventBus;
+use crate::function_url::FunctionUrl;
 use crate::gateway::Gateway;
 use crate::openai::StandInOpenAi;
 use koe_local::{LocalConfig, Running};
@@ -51,7 +52,8 @@ pub fn front() -> Front {
 /// What serves a `TestApp`.
 enum Serving {
     Local { _running: Running },
-    Lambda(Gateway),
+    // The function URL is only held: dropping it stops it.
+    Lambda(Gateway, #[allow(dead_code)] FunctionUrl),
 }
 
 /// The agent API key every test app accepts unless `AGENT_API_KEYS` is overridden.
@@ -61,6 +63,9 @@ pub const TEST_STEP_KEY: &str = "test-step-key-0123456789-abcdefghij";
 
 pub struct TestApp {
     pub chat_url: String,
+    /// Where POST /api/chat streams: koe-local's chat API, or (lambda front) the chat-stream
+    /// function's URL (deployed: `ChatStreamUrl`; the HTTP APIs cannot stream).
+    pub chat_stream_url: String,
     pub agent_url: String,
     pub openai: StandInOpenAi,
     pub events: Arc<RecordingEventBus>,
@@ -114,7 +119,7 @@ pub async fn spawn_app_on(
     let store = app.store().await.expect("the store builds");
     let clock = app.clock();
     let push = app.push().expect("the push sender builds");
-    let (chat_addr, agent_addr, serving) = match front {
+    let (chat_addr, agent_addr, stream_addr, serving) = match front {
         Front::Local => {
             let running = koe_local::start(app, &local_config)
                 .await
@@ -122,6 +127,7 @@ pub async fn spawn_app_on(
             (
                 running.chat_addr,
                 running.agent_addr,
+                running.chat_addr,
                 Serving::Local { _running: running },
             )
         }
@@ -131,16 +137,21 @@ pub async fn spawn_app_on(
                 !local_config.dispatcher,
                 "LOCAL_DISPATCHER=true has no loop to run under the lambda front"
             );
+            let url = crate::function_url::start(&app)
+                .await
+                .expect("function URL starts");
             let gateway = crate::gateway::start(app).await.expect("gateway starts");
             (
                 gateway.chat_addr,
                 gateway.agent_addr,
-                Serving::Lambda(gateway),
+                url.addr,
+                Serving::Lambda(gateway, url),
             )
         }
     };
     TestApp {
         chat_url: format!("http://{chat_addr}"),
+        chat_stream_url: format!("http://{stream_addr}"),
         agent_url: format!("http://{agent_addr}"),
         openai,
         events,
@@ -157,7 +168,7 @@ impl TestApp {
     pub fn front(&self) -> Front {
         match self.serving {
             Serving::Local { .. } => Front::Local,
-            Serving::Lambda(_) => Front::Lambda,
+            Serving::Lambda(..) => Front::Lambda,
         }
     }
 
@@ -166,7 +177,7 @@ impl TestApp {
     pub fn gateway_events(&self) -> Vec<serde_json::Value> {
         match &self.serving {
             Serving::Local { .. } => Vec::new(),
-            Serving::Lambda(gateway) => gateway.events(),
+            Serving::Lambda(gateway, _) => gateway.events(),
         }
     }
 
@@ -174,6 +185,18 @@ impl TestApp {
         self.client
             .post(format!("{}/api/chat", self.chat_url))
             .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request reaches the app")
+    }
+
+    /// POST /api/chat with `Accept: text/event-stream`, where the front streams it.
+    pub async fn post_chat_stream(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.client
+            .post(format!("{}/api/chat", self.chat_stream_url))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
             .body(body)
             .send()
             .await

@@ -7,6 +7,7 @@ pub mod eventbridge;
 pub mod events;
 pub mod faults;
 pub mod fixtures;
+pub mod function_url;
 pub mod gateway;
 pub mod harness;
 pub mod logs;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -38,6 +39,71 @@ pub enum Behaviour {
     /// other request, a completion with `text`. So koe-local's agent API works against the
     /// stand-in without a script.
     SchemaValid { text: String },
+    /// The reply `content` written at `pace` (for a streamed request: `data:` chunks, usage in
+    /// the last, `[DONE]`; for a JSON request: the whole completion once the pace would have
+    /// written it). With `fail_after: Some(n)` a streamed answer breaks off after `n` tokens
+    /// (the connection drops mid-body), and a JSON request gets a 500.
+    Stream {
+        content: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        pace: Pace,
+        fail_after: Option<usize>,
+    },
+}
+
+/// How fast a streamed reply is written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    /// From the request to the first token.
+    pub first_token: Duration,
+    /// Tokens per second after the first (0: all at once).
+    pub tokens_per_second: f64,
+}
+
+impl Pace {
+    pub const INSTANT: Pace = Pace {
+        first_token: Duration::ZERO,
+        tokens_per_second: 0.0,
+    };
+
+    /// The gap between two tokens.
+    pub fn gap(&self) -> Duration {
+        if self.tokens_per_second > 0.0 {
+            Duration::from_secs_f64(1.0 / self.tokens_per_second)
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// How long writing `tokens` takes.
+    pub fn duration(&self, tokens: usize) -> Duration {
+        self.first_token + self.gap() * tokens.saturating_sub(1) as u32
+    }
+}
+
+/// Cuts text into token-like pieces as a model writes them: a word with its leading space, a
+/// punctuation mark, at most 4 letters, one CJK character.
+pub fn tokens(text: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        let starts_new = current.chars().last().is_some_and(|last| {
+            let single = |c: char| !c.is_ascii() || c.is_ascii_punctuation();
+            single(c)
+                || single(last)
+                || (c.is_whitespace() && !last.is_whitespace())
+                || (!c.is_whitespace() && current.trim_start().chars().count() >= 4)
+        });
+        if starts_new {
+            tokens.push(std::mem::take(&mut current));
+        }
+        current.push(c);
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
 }
 
 impl Behaviour {
@@ -90,6 +156,37 @@ impl Behaviour {
     pub fn schema_valid() -> Behaviour {
         Behaviour::SchemaValid {
             text: "stand-in reply".into(),
+        }
+    }
+
+    /// `content` written at `pace`, with the default usage (40 + 17 tokens).
+    pub fn streamed(content: impl Into<String>, pace: Pace) -> Behaviour {
+        Behaviour::Stream {
+            content: content.into(),
+            prompt_tokens: 40,
+            completion_tokens: 17,
+            pace,
+            fail_after: None,
+        }
+    }
+
+    /// `content` written at `pace`, breaking off after `tokens` tokens.
+    pub fn streamed_failing(content: impl Into<String>, pace: Pace, tokens: usize) -> Behaviour {
+        match Behaviour::streamed(content, pace) {
+            Behaviour::Stream {
+                content,
+                prompt_tokens,
+                completion_tokens,
+                pace,
+                ..
+            } => Behaviour::Stream {
+                content,
+                prompt_tokens,
+                completion_tokens,
+                pace,
+                fail_after: Some(tokens),
+            },
+            _ => unreachable!(),
         }
     }
 
@@ -213,6 +310,8 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Streamed replies are many small writes (as OpenAI's, which are not held back).
+        let _ = stream.set_nodelay(true);
         let connection_state = state.clone();
         let connection = tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
@@ -241,11 +340,14 @@ impl std::fmt::Display for Disconnected {
 
 impl std::error::Error for Disconnected {}
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Reply = hyper::Response<BoxBody<Bytes, BoxError>>;
+
 /// The answer to one request; `None` drops the connection.
 async fn answer(
     state: &Mutex<State>,
     request: hyper::Request<hyper::body::Incoming>,
-) -> Option<hyper::Response<Full<Bytes>>> {
+) -> Option<Reply> {
     let path_ok =
         request.method() == http::Method::POST && request.uri().path() == "/v1/chat/completions";
     let authorization = request
@@ -269,6 +371,7 @@ async fn answer(
     let model = body["model"].as_str().unwrap_or("unknown").to_owned();
     let schema = (body["response_format"]["type"] == "json_schema")
         .then(|| body["response_format"]["json_schema"]["schema"].clone());
+    let streaming = body["stream"] == true;
     let behaviour = {
         let mut state = state.lock().unwrap();
         if state.down {
@@ -281,14 +384,15 @@ async fn answer(
         let default = state.default.clone();
         state.script.pop_front().unwrap_or(default)
     };
-    perform(behaviour, &model, schema.as_ref()).await
+    perform(behaviour, &model, schema.as_ref(), streaming).await
 }
 
 async fn perform(
     mut behaviour: Behaviour,
     model: &str,
     schema: Option<&Value>,
-) -> Option<hyper::Response<Full<Bytes>>> {
+    streaming: bool,
+) -> Option<Reply> {
     loop {
         match behaviour {
             Behaviour::Delay(by, inner) => {
@@ -307,6 +411,40 @@ async fn perform(
                     None => text,
                 };
                 behaviour = Behaviour::complete(content);
+            }
+            Behaviour::Complete {
+                content,
+                prompt_tokens,
+                completion_tokens,
+            } if streaming => {
+                behaviour = Behaviour::Stream {
+                    content,
+                    prompt_tokens,
+                    completion_tokens,
+                    pace: Pace::INSTANT,
+                    fail_after: None,
+                };
+            }
+            Behaviour::Stream {
+                content,
+                prompt_tokens,
+                completion_tokens,
+                pace,
+                fail_after,
+            } => {
+                if streaming {
+                    let usage = (prompt_tokens, completion_tokens);
+                    return Some(stream(content, usage, model, pace, fail_after));
+                }
+                tokio::time::sleep(pace.duration(tokens(&content).len())).await;
+                behaviour = match fail_after {
+                    Some(_) => Behaviour::server_error(),
+                    None => Behaviour::Complete {
+                        content,
+                        prompt_tokens,
+                        completion_tokens,
+                    },
+                };
             }
             Behaviour::Complete {
                 content,
@@ -380,10 +518,91 @@ pub fn schema_instance(schema: &Value, name: Option<&str>) -> Value {
     }
 }
 
-fn respond(status: u16, body: String) -> hyper::Response<Full<Bytes>> {
+fn respond(status: u16, body: String) -> Reply {
+    let body = Full::new(Bytes::from(body)).map_err(|never| match never {});
     hyper::Response::builder()
         .status(status)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
+        .body(body.boxed())
         .unwrap()
+}
+
+/// A streamed completion as OpenAI writes one: a first chunk with the role, one chunk per
+/// token at `pace`, a chunk with the finish reason, the usage chunk, `[DONE]`. With
+/// `fail_after`, the body breaks off (an error frame: hyper drops the connection) after that
+/// many tokens.
+fn stream(
+    content: String,
+    (prompt_tokens, completion_tokens): (u64, u64),
+    model: &str,
+    pace: Pace,
+    fail_after: Option<usize>,
+) -> Reply {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, BoxError>>(16);
+    let model = model.to_owned();
+    tokio::spawn(async move {
+        let chunk = |delta: Value, finish: Value, usage: Value| {
+            let choices = if delta.is_null() {
+                json!([])
+            } else {
+                json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}])
+            };
+            let body = json!({
+                "id": "chatcmpl-standin", "object": "chat.completion.chunk",
+                "created": 1767225600, "model": model, "system_fingerprint": null,
+                "choices": choices, "usage": usage,
+            });
+            Ok(Bytes::from(format!("data: {body}\n\n")))
+        };
+        let send = |item| sender.send(item);
+        tokio::time::sleep(pace.first_token).await;
+        let role = json!({"role": "assistant", "content": "", "refusal": null});
+        if send(chunk(role, Value::Null, Value::Null)).await.is_err() {
+            return;
+        }
+        for (i, token) in tokens(&content).into_iter().enumerate() {
+            if fail_after == Some(i) {
+                // Let the tokens before go out first (hyper drops what is unsent on an error).
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = send(Err("stand-in breaks off (scripted)".into())).await;
+                return;
+            }
+            if i > 0 {
+                tokio::time::sleep(pace.gap()).await;
+            }
+            if send(chunk(json!({"content": token}), Value::Null, Value::Null))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens});
+        let _ = send(chunk(json!({}), json!("stop"), Value::Null)).await;
+        let _ = send(chunk(Value::Null, Value::Null, usage)).await;
+        let _ = send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    });
+    hyper::Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream; charset=utf-8")
+        .body(ChannelBody(receiver).boxed())
+        .unwrap()
+}
+
+/// A body whose frames arrive through a channel; an `Err` ends it as a broken body.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Result<Bytes, BoxError>>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|item| item.map(|r| r.map(hyper::body::Frame::data)))
+    }
 }

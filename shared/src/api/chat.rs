@@ -7,7 +7,7 @@ use super::{Request, Response, json_response};
 use crate::api::error::ApiError;
 use crate::api::json::parse_object;
 use crate::domain::chat::{ChatRequest, Role};
-use crate::model::{ModelProvider, ModelRequest, Usage};
+use crate::model::{ModelProvider, ModelReply, ModelRequest, Usage};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -23,6 +23,29 @@ struct AssistantMessage {
     content: String,
 }
 
+/// The request to the model, from the body (400 if the body is not a valid chat request).
+pub(crate) fn model_request(request: &Request) -> Result<ModelRequest, ApiError> {
+    let chat = ChatRequest::parse(&parse_object(request.body())?)?;
+    Ok(ModelRequest {
+        model: chat.model.as_str().to_owned(),
+        messages: chat.messages,
+        max_tokens: chat.max_tokens,
+        response_format: None,
+    })
+}
+
+/// The 200 answer's body for a reply: the same for the JSON answer and a stream's `done` event.
+pub(crate) fn answer(reply: ModelReply) -> impl Serialize {
+    ChatResponse {
+        message: AssistantMessage {
+            role: Role::Assistant,
+            content: reply.content,
+        },
+        tokens_used: reply.usage.total_tokens,
+        usage: reply.usage,
+    }
+}
+
 /// POST /api/chat. The completion, its spend counters included, runs within `budget`
 /// (`PROVIDER_TIMEOUT_MS`): with an error notification it fits the function's timeout.
 pub async fn chat(
@@ -30,13 +53,7 @@ pub async fn chat(
     budget: std::time::Duration,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let chat = ChatRequest::parse(&parse_object(request.body())?)?;
-    let completion = model.complete(ModelRequest {
-        model: chat.model.as_str().to_owned(),
-        messages: chat.messages,
-        max_tokens: chat.max_tokens,
-        response_format: None,
-    });
+    let completion = model.complete(model_request(&request)?);
     let reply = match tokio::time::timeout(budget, completion).await {
         Ok(reply) => reply?,
         Err(_) => {
@@ -47,15 +64,5 @@ pub async fn chat(
             return Err(crate::model::ProviderError::Timeout.into());
         }
     };
-    Ok(json_response(
-        StatusCode::OK,
-        &ChatResponse {
-            message: AssistantMessage {
-                role: Role::Assistant,
-                content: reply.content,
-            },
-            tokens_used: reply.usage.total_tokens,
-            usage: reply.usage,
-        },
-    ))
+    Ok(json_response(StatusCode::OK, &answer(reply)))
 }

@@ -158,19 +158,24 @@ impl ApiError {
         self.code.status()
     }
 
-    pub fn into_response(self) -> Response {
+    /// The contract's error body: `{"code", "message", "error"}`, `error` equal to `message`.
+    pub fn body(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Body<'a> {
             code: &'a str,
             message: &'a str,
             error: &'a str,
         }
-        let body = serde_json::to_vec(&Body {
+        serde_json::to_vec(&Body {
             code: self.code.as_str(),
             message: &self.message,
             error: &self.message,
         })
-        .expect("error body serializes");
+        .expect("error body serializes")
+    }
+
+    pub fn into_response(self) -> Response {
+        let body = self.body();
         let mut response = http::Response::builder()
             .status(self.status())
             .header(http::header::CONTENT_TYPE, "application/json")

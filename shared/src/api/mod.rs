@@ -9,6 +9,7 @@ pub mod agent;
 pub mod body;
 pub mod calls;
 pub mod chat;
+pub mod chat_stream;
 pub mod devices;
 pub mod dispatch;
 pub mod error;

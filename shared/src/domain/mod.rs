@@ -5,6 +5,7 @@ pub mod chat;
 pub mod device;
 pub mod fields;
 pub mod reservation;
+pub mod sentences;
 
 /// Why a value was refused: the field at fault and the rule it broke (never the value itself).
 /// `api` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.

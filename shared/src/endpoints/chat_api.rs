@@ -9,8 +9,8 @@ use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
-use crate::model::ModelProvider;
-use crate::spend_guard::{GuardedModel, SpendApi};
+use crate::model::{ModelProvider, StreamingModel};
+use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -23,6 +23,39 @@ pub struct ChatPorts {
     pub model: Arc<dyn ModelProvider>,
     /// Total time for the completion and its spend counters.
     pub budget: std::time::Duration,
+}
+
+/// The streamed chat's ports: the same provider, as a completion (for a request that does not
+/// ask for events) and as a stream, both counted against chat's daily token ceiling.
+pub struct ChatStreamPorts {
+    pub model: Arc<dyn ModelProvider>,
+    pub stream: Arc<dyn StreamingModel>,
+    /// Total time for a JSON completion and its spend counters.
+    pub budget: std::time::Duration,
+}
+
+impl Ports for ChatStreamPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        let ceiling = adapters.spend_settings()?.chat_daily_tokens;
+        let (store, clock) = (adapters.store().await?, adapters.clock());
+        Ok(ChatStreamPorts {
+            model: GuardedModel::wrap(
+                adapters.model()?,
+                store.clone(),
+                clock.clone(),
+                SpendApi::Chat,
+                ceiling,
+            ),
+            stream: GuardedStream::wrap(
+                adapters.streaming_model()?,
+                store,
+                clock,
+                SpendApi::Chat,
+                ceiling,
+            ),
+            budget: adapters.openai_settings()?.budget,
+        })
+    }
 }
 
 impl Ports for NoPorts {
@@ -124,6 +157,29 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
+        api::chat::chat(ports.model.as_ref(), ports.budget, request).await
+    }
+}
+
+/// POST /api/chat as its streaming function serves it (`chat-stream`, behind a function URL:
+/// see [`super::STREAMED`]): server-sent events with `Accept: text/event-stream`
+/// (`Service<ChatStream>::handle_streaming`), else the same JSON answer as [`Chat`]. Not in the
+/// route table: the route is `Chat`'s.
+pub struct ChatStream;
+
+impl Endpoint for ChatStream {
+    const ROUTE: Route = Route {
+        api: Api::Chat,
+        method: Method::POST,
+        path: "/api/chat",
+        function: "ChatStreamFunction",
+        binary: "chat-stream",
+        body_limit: CHAT_BODY_LIMIT,
+        auth: Auth::None,
+    };
+    type Ports = ChatStreamPorts;
+
+    async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {
         api::chat::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }

@@ -22,7 +22,9 @@ pub use agent_api::{
     Agent, AgentPorts, CallsPorts, CancelCall, CreateCall, DevicePorts, Dispatch, DispatchPorts,
     GetCall, PutDevice,
 };
-pub use chat_api::{Chat, ChatPorts, ErrorTest, Health, Info, InfoPorts, NoPorts};
+pub use chat_api::{
+    Chat, ChatPorts, ChatStream, ChatStreamPorts, ErrorTest, Health, Info, InfoPorts, NoPorts,
+};
 pub use ports::{Adapters, Ports};
 
 /// One endpoint: what a Lambda runs and what the local server routes to.
@@ -164,6 +166,23 @@ endpoints!(
     Chat, Info, Health, ErrorTest, Agent, PutDevice, CreateCall, GetCall, CancelCall, Dispatch,
 );
 
+/// An endpoint of the route table served streamed by a function of its own, behind that
+/// function's Lambda function URL with `InvokeMode: RESPONSE_STREAM` (API Gateway HTTP APIs
+/// cannot stream). The function answers the route's method and path only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedFunction {
+    /// The route (method, path, body cap) with the streaming function's id and binary.
+    pub route: Route,
+    /// What the binary's `main` runs.
+    pub entrypoint: &'static str,
+}
+
+/// Every streamed function: POST /api/chat with `Accept: text/event-stream` ([`ChatStream`]).
+pub static STREAMED: &[StreamedFunction] = &[StreamedFunction {
+    route: <ChatStream as Endpoint>::ROUTE,
+    entrypoint: "koe::entrypoints::chat_stream::run()",
+}];
+
 /// What [`each`] calls for every endpoint type.
 pub trait Visit {
     fn visit<E: Endpoint>(&mut self);
@@ -205,6 +224,19 @@ mod tests {
         for r in ROUTES {
             assert!(seen.insert((r.api, r.method.clone(), r.path)), "{r:?}");
             assert!(binaries.insert(r.binary), "binary {} twice", r.binary);
+        }
+    }
+
+    #[test]
+    fn streamed_functions_serve_a_route_of_the_table_as_it_is() {
+        for streamed in STREAMED {
+            let route = &streamed.route;
+            let table = find(route.api, &route.method, route.path).unwrap();
+            assert_eq!(
+                (table.body_limit, table.auth),
+                (route.body_limit, route.auth)
+            );
+            assert_ne!(table.binary, route.binary, "a function of its own");
         }
     }
 

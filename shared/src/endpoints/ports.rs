@@ -11,7 +11,7 @@ use crate::config::{
 };
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::model::ModelProvider;
+use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
 use crate::store::Store;
 
@@ -25,6 +25,7 @@ pub trait Ports: Sized + Send + Sync + 'static {
 pub trait Adapters: Sync {
     fn clock(&self) -> Arc<dyn Clock>;
     fn model(&self) -> Result<Arc<dyn ModelProvider>, ConfigError>;
+    fn streaming_model(&self) -> Result<Arc<dyn StreamingModel>, ConfigError>;
     fn store(&self) -> impl Future<Output = Result<Arc<dyn Store>, ConfigError>> + Send;
     /// The dispatcher on the store, the push sender and the clock.
     fn dispatcher(&self) -> impl Future<Output = Result<Dispatcher, ConfigError>> + Send;

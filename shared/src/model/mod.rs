@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::domain::chat::ChatMessage;
 
 pub mod openai;
+mod openai_stream;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
@@ -48,7 +49,33 @@ pub enum ProviderError {
     CeilingReached { notify: bool, retry_after_secs: u64 },
 }
 
+/// One piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyChunk {
+    /// The next piece of the reply's text.
+    Text(String),
+    /// The reply's token counts (the provider sends them last).
+    Usage(Usage),
+}
+
+/// A reply as the provider writes it. `next` gives each chunk as it arrives, then `None` once
+/// the provider has finished; an `Err` ends the stream (nothing follows it).
+#[async_trait]
+pub trait ReplyStream: Send {
+    async fn next(&mut self) -> Option<Result<ReplyChunk, ProviderError>>;
+}
+
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError>;
+}
+
+/// A chat model that can hand out its reply as it is written. A port of its own, not a method
+/// of [`ModelProvider`]: a function that only completes (chat, agent) then does not link the
+/// streaming code through the provider's vtable.
+#[async_trait]
+pub trait StreamingModel: Send + Sync {
+    /// The reply as it is written. Errors before the provider starts its answer (not
+    /// configured, refused, unreachable) come here; errors after it, from the stream.
+    async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError>;
 }

@@ -11,7 +11,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{ModelProvider, ModelReply, ModelRequest, ProviderError, Usage};
+use super::openai_stream::SseReply;
+use super::{
+    ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, StreamingModel, Usage,
+};
 use crate::config::{OpenAiConfig, Secret};
 
 pub struct OpenAi {
@@ -38,9 +41,16 @@ impl OpenAi {
     }
 }
 
+/// What a successful attempt gives: a whole completion, or (streaming) the open response whose
+/// body is the stream of chunks.
+enum Answer {
+    Whole(ModelReply),
+    Streaming(reqwest::Response),
+}
+
 /// What one attempt came to.
 enum Attempt {
-    Done(Result<ModelReply, ProviderError>),
+    Done(Result<Answer, ProviderError>),
     /// Worth one more try: connect failure, 5xx, or a rate-limit 429.
     Retryable(String),
 }
@@ -63,7 +73,7 @@ struct ChoiceMessage {
 }
 
 #[derive(Deserialize)]
-struct UsageBody {
+pub(super) struct UsageBody {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]
@@ -100,6 +110,20 @@ fn is_quota_error(body: &[u8]) -> bool {
             .is_some_and(quota)
 }
 
+impl UsageBody {
+    pub(super) fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            total_tokens: if self.total_tokens > 0 {
+                self.total_tokens
+            } else {
+                self.prompt_tokens + self.completion_tokens
+            },
+        }
+    }
+}
+
 fn parse_completion(body: &[u8]) -> Result<ModelReply, ProviderError> {
     let parsed: CompletionBody = serde_json::from_slice(body)
         .map_err(|_| ProviderError::BadResponse("body is not a chat completion".into()))?;
@@ -109,20 +133,18 @@ fn parse_completion(body: &[u8]) -> Result<ModelReply, ProviderError> {
         .next()
         .and_then(|c| c.message.content)
         .ok_or_else(|| ProviderError::BadResponse("completion has no message content".into()))?;
-    let usage = parsed.usage.map_or(Usage::default(), |u| Usage {
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
-        total_tokens: if u.total_tokens > 0 {
-            u.total_tokens
-        } else {
-            u.prompt_tokens + u.completion_tokens
-        },
-    });
+    let usage = parsed.usage.map_or(Usage::default(), |u| u.usage());
     Ok(ModelReply { content, usage })
 }
 
 impl OpenAi {
-    async fn attempt(&self, key: &Secret, body: &serde_json::Value) -> Attempt {
+    /// `STREAMING` is a constant so that a function that never streams (chat, agent) does not
+    /// link the streaming branches.
+    async fn attempt<const STREAMING: bool>(
+        &self,
+        key: &Secret,
+        body: &serde_json::Value,
+    ) -> Attempt {
         let sent = self
             .client
             .post(&self.endpoint)
@@ -137,6 +159,9 @@ impl OpenAi {
             Err(_) => return Attempt::Done(Err(ProviderError::Upstream("request failed".into()))),
         };
         let status = response.status();
+        if status.is_success() && STREAMING {
+            return Attempt::Done(Ok(Answer::Streaming(response)));
+        }
         let bytes = match response.bytes().await {
             Ok(b) => b,
             Err(e) if e.is_timeout() => return Attempt::Done(Err(ProviderError::Timeout)),
@@ -147,7 +172,7 @@ impl OpenAi {
             }
         };
         if status.is_success() {
-            return Attempt::Done(parse_completion(&bytes));
+            return Attempt::Done(parse_completion(&bytes).map(Answer::Whole));
         }
         if status == reqwest::StatusCode::PAYMENT_REQUIRED
             || (status == reqwest::StatusCode::TOO_MANY_REQUESTS && is_quota_error(&bytes))
@@ -161,23 +186,37 @@ impl OpenAi {
     }
 }
 
-#[async_trait]
-impl ModelProvider for OpenAi {
-    async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
-        let key = self.api_key.as_ref().ok_or(ProviderError::NotConfigured)?;
+impl OpenAi {
+    /// The request body of a completion (`stream: true` asks for chunks, usage in the last).
+    fn body<const STREAMING: bool>(request: &ModelRequest) -> serde_json::Value {
         let mut body = json!({
             "model": request.model,
             "messages": request.messages,
             "max_tokens": request.max_tokens,
         });
-        if let Some(format) = request.response_format {
-            body["response_format"] = format;
+        if let Some(format) = &request.response_format {
+            body["response_format"] = format.clone();
         }
+        if STREAMING {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        body
+    }
 
+    /// One call with its retry, within the budget; also gives the call's deadline (a stream
+    /// must end by it too).
+    async fn call<const STREAMING: bool>(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<(Answer, Instant), ProviderError> {
+        let key = self.api_key.as_ref().ok_or(ProviderError::NotConfigured)?;
+        let body = OpenAi::body::<STREAMING>(request);
         let started = Instant::now();
         let deadline = started + self.budget;
         for attempt in 1..=2 {
-            let outcome = tokio::time::timeout_at(deadline, self.attempt(key, &body)).await;
+            let outcome =
+                tokio::time::timeout_at(deadline, self.attempt::<STREAMING>(key, &body)).await;
             let reason = match outcome {
                 Err(_elapsed) => {
                     tracing::warn!(
@@ -193,7 +232,7 @@ impl ModelProvider for OpenAi {
                     } else {
                         tracing::info!(attempt, elapsed_ms = started.elapsed().as_millis() as u64, model = %request.model, "model provider answered");
                     }
-                    return result;
+                    return result.map(|answer| (answer, deadline));
                 }
                 Ok(Attempt::Retryable(reason)) => reason,
             };
@@ -206,6 +245,30 @@ impl ModelProvider for OpenAi {
             tokio::time::sleep(pause).await;
         }
         unreachable!("the loop returns on its second attempt")
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAi {
+    async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
+        match self.call::<false>(&request).await? {
+            (Answer::Whole(reply), _) => Ok(reply),
+            (Answer::Streaming(_), _) => unreachable!("asked for a whole completion"),
+        }
+    }
+}
+
+#[async_trait]
+impl StreamingModel for OpenAi {
+    /// OpenAI's streamed completion: server-sent events of chunks, usage in the last one. The
+    /// retry applies until the provider answers 200; after that a failure ends the stream.
+    async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
+        match self.call::<true>(&request).await? {
+            (Answer::Streaming(response), deadline) => {
+                Ok(Box::new(SseReply::new(response, deadline)))
+            }
+            (Answer::Whole(_), _) => unreachable!("asked for a stream"),
+        }
     }
 }
 

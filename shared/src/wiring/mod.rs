@@ -32,8 +32,8 @@ use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Visit};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
-use crate::model::ModelProvider;
 use crate::model::openai::OpenAi;
+use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
 use crate::push::apns::ApnsSender;
@@ -56,7 +56,9 @@ pub struct App {
     mode: Mode,
     load: LoadConfig,
     clock: Arc<dyn Clock>,
+    openai: OnceLock<Arc<OpenAi>>,
     model: OnceLock<Arc<dyn ModelProvider>>,
+    streaming_model: OnceLock<Arc<dyn StreamingModel>>,
     store: OnceCell<Arc<dyn Store>>,
     push: OnceLock<Arc<dyn PushSender>>,
     events: OnceLock<Arc<dyn EventBus>>,
@@ -87,7 +89,9 @@ impl App {
             mode,
             load,
             clock: Arc::new(SystemClock),
+            openai: OnceLock::new(),
             model: OnceLock::new(),
+            streaming_model: OnceLock::new(),
             store: OnceCell::new(),
             push: OnceLock::new(),
             events: OnceLock::new(),
@@ -107,6 +111,15 @@ impl App {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> App {
         self.clock = clock;
         self
+    }
+
+    /// The OpenAI adapter both model ports share, built once.
+    fn openai(&self) -> Result<Arc<OpenAi>, ConfigError> {
+        if let Some(openai) = self.openai.get() {
+            return Ok(openai.clone());
+        }
+        let openai = Arc::new(OpenAi::new(&self.openai_settings()?));
+        Ok(self.openai.get_or_init(|| openai).clone())
     }
 
     pub fn with_model(self, model: Arc<dyn ModelProvider>) -> App {
@@ -269,8 +282,17 @@ impl Adapters for App {
         if let Some(model) = self.model.get() {
             return Ok(model.clone());
         }
-        let model: Arc<dyn ModelProvider> = Arc::new(OpenAi::new(&self.openai_settings()?));
+        let model: Arc<dyn ModelProvider> = self.openai()?;
         Ok(self.model.get_or_init(|| model).clone())
+    }
+
+    /// The same OpenAI adapter (one HTTP client), as a stream of the reply.
+    fn streaming_model(&self) -> Result<Arc<dyn StreamingModel>, ConfigError> {
+        if let Some(model) = self.streaming_model.get() {
+            return Ok(model.clone());
+        }
+        let model: Arc<dyn StreamingModel> = self.openai()?;
+        Ok(self.streaming_model.get_or_init(|| model).clone())
     }
 
     /// DynamoDB when `STORE=dynamodb` (the SDK client is built here, with no network traffic;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use koe::api::error::ErrorCode;
-use koe::endpoints::{Endpoint, Visit};
+use koe::endpoints::{Endpoint, STREAMED, StreamedFunction, Visit};
 use koe::{Api, ROUTES};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
@@ -199,6 +199,10 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     );
 
     for (id, binary) in &functions {
+        if let Some(streamed) = STREAMED.iter().find(|s| s.route.function == id) {
+            check_streamed_function(&template, streamed, binary);
+            continue;
+        }
         let routes: Vec<_> = ROUTES.iter().filter(|r| r.function == id).collect();
         if id == "DispatchFunction" {
             // The run function: the dispatch binary without a route (its route has a function
@@ -251,6 +255,57 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     let event: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(event["source"], "aws.events");
     assert_eq!(event["detail-type"], "Scheduled Event");
+}
+
+/// A streamed function (`koe::endpoints::STREAMED`): its binary runs its entrypoint, it has a
+/// function URL with response streaming and no API route, and a fixture (the URL's payload v2
+/// event for the route, asking for events); every streamed function is in the template.
+fn check_streamed_function(template: &Value, streamed: &StreamedFunction, binary: &str) {
+    let id = streamed.route.function;
+    assert_eq!(streamed.route.binary, binary, "{id}");
+    let source =
+        std::fs::read_to_string(repo_root().join(format!("functions/src/bin/{binary}.rs")))
+            .unwrap();
+    assert!(
+        source.contains(streamed.entrypoint),
+        "{binary}.rs must call {}",
+        streamed.entrypoint
+    );
+    let properties = &template["Resources"][id]["Properties"];
+    assert_eq!(
+        str_at(properties, &["FunctionUrlConfig", "InvokeMode"]),
+        Some("RESPONSE_STREAM"),
+        "{id}"
+    );
+    assert!(
+        properties.get("Events").is_none(),
+        "{id}: served by its URL only"
+    );
+    let text = std::fs::read_to_string(repo_root().join(format!("events/{binary}.json")))
+        .unwrap_or_else(|e| panic!("events/{binary}.json: {e}"));
+    let event: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(event["rawPath"], streamed.route.path);
+    assert_eq!(
+        event["requestContext"]["http"]["method"],
+        streamed.route.method.as_str()
+    );
+    assert_eq!(event["routeKey"], "$default", "a function URL's event");
+    assert_eq!(event["headers"]["accept"], "text/event-stream");
+}
+
+#[test]
+fn every_streamed_function_is_in_the_template() {
+    let template = load_yaml("template.yaml");
+    let functions = template_functions(&template);
+    for streamed in STREAMED {
+        assert!(
+            functions.contains(&(
+                streamed.route.function.to_owned(),
+                streamed.route.binary.to_owned()
+            )),
+            "{streamed:?}"
+        );
+    }
 }
 
 /// Each endpoint's binary name and the name of its type in `koe::endpoints`.

@@ -7,6 +7,7 @@ mod agent_limit;
 mod api_agent;
 mod api_calls;
 mod api_chat;
+mod api_chat_stream;
 mod api_devices;
 mod api_meta;
 mod contract_files;
