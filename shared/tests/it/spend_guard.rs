@@ -194,3 +194,42 @@ async fn a_failing_counter_lets_chat_through() {
     assert_eq!(chat(&app).await.status().as_u16(), 200);
     assert!(app.events.published().is_empty());
 }
+
+/// A streamed reply (`Accept: text/event-stream`) counts as a completion does: reserved before
+/// the provider is asked, corrected to the usage the stream reports last; past the ceiling the
+/// stream is refused before its first byte, with the same 503 and one notice.
+#[tokio::test]
+async fn a_streamed_chat_is_counted_and_refused_past_the_ceiling() {
+    let store: Arc<dyn Store> = Arc::new(koe_testkit::dynamodb::fresh_store().await);
+    let app = app(store.clone(), "1000").await;
+    app.openai.set_default(Behaviour::complete("はい。"));
+    let streamed = || send(chat_request(&app).header("accept", "text/event-stream"));
+
+    let response = streamed().await;
+    assert_eq!(response.status().as_u16(), 200);
+    let events = response.text().await.unwrap();
+    assert!(events.contains("event: done"), "{events}");
+    assert_eq!(
+        counted(store.as_ref(), "chat").await,
+        USED_PER_CALL,
+        "the 400 reserved, corrected to the 57 the stream reported"
+    );
+
+    // The day's count up to the ceiling: the next stream is refused, no model call.
+    let day = day();
+    store
+        .reserve_tokens(
+            "chat",
+            &day.key,
+            1000 - USED_PER_CALL,
+            u64::MAX,
+            day.expire_at(),
+        )
+        .await
+        .unwrap();
+    let calls = app.openai.request_count();
+    let refused = streamed().await;
+    error_body(refused, 503, "SPEND_CEILING_REACHED").await;
+    assert_eq!(app.openai.request_count(), calls, "no model call");
+    assert_eq!(spend_notices(&app), 1);
+}
