@@ -203,7 +203,16 @@ async fn a_streamed_chat_is_counted_and_refused_past_the_ceiling() {
     let store: Arc<dyn Store> = Arc::new(koe_testkit::dynamodb::fresh_store().await);
     let app = app(store.clone(), "1000").await;
     app.openai.set_default(Behaviour::complete("はい。"));
-    let streamed = || send(chat_request(&app).header("accept", "text/event-stream"));
+    // Where streamed replies are served: koe-local's chat API, or the stream function's URL.
+    let streamed = || {
+        send(
+            app.client
+                .post(format!("{}/api/chat", app.chat_stream_url))
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(chat_body().to_string()),
+        )
+    };
 
     let response = streamed().await;
     assert_eq!(response.status().as_u16(), 200);
