@@ -14,6 +14,7 @@
 //! says how to get either when it is missing.
 
 mod local;
+pub mod reply_drop;
 
 use std::sync::OnceLock;
 

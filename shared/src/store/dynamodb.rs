@@ -63,7 +63,9 @@ const USE_COUNT: &str = "useCount";
 type Item = HashMap<String, AttributeValue>;
 
 pub(crate) mod devices;
+mod retried;
 use devices::{WriteResult, device_from_item, device_item};
+use retried::{CLAIM_TOKEN, FINISH_TOKEN, write_token};
 mod keyed;
 
 pub struct DynamoStore {
@@ -326,15 +328,19 @@ impl Store for DynamoStore {
             .set_item(Some(reservation_item(reservation)))
             .condition_expression(
                 "attribute_not_exists(#deviceId) OR #status IN (:sent, :failed, :missed) \
-                 OR #expireAt <= :nowSecs OR #scheduledAtMs < :staleBeforeMs",
+                 OR #expireAt <= :nowSecs OR #scheduledAtMs < :staleBeforeMs \
+                 OR #callId = :callId",
             )
             .set_expression_attribute_names(Some(names(&[
                 DEVICE_ID,
                 STATUS,
                 EXPIRE_AT,
                 SCHEDULED_AT_MS,
+                CALL_ID,
             ])))
             .set_expression_attribute_values(Some(values(vec![
+                // This very reservation (a retry of this write): already created.
+                (":callId", s(reservation.call_id.as_str())),
                 (":sent", s(ReservationStatus::Sent.as_str())),
                 (":failed", s(ReservationStatus::Failed.as_str())),
                 (":missed", s(ReservationStatus::Missed.as_str())),
@@ -462,14 +468,18 @@ impl Store for DynamoStore {
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .update_expression(
-                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt",
+                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
+                 #claimToken = :token",
             )
-            .condition_expression(CLAIMABLE)
+            .condition_expression(format!(
+                "({CLAIMABLE}) OR (#callId = :callId AND #status = :claimed AND #claimToken = :token)"
+            ))
             .set_expression_attribute_names(Some(names(&[
                 CALL_ID,
                 STATUS,
                 CLAIMED_AT_MS,
                 UPDATED_AT,
+                CLAIM_TOKEN,
             ])))
             .set_expression_attribute_values(Some(values(vec![
                 (":callId", s(call_id.as_str())),
@@ -478,6 +488,7 @@ impl Store for DynamoStore {
                 (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
                 (":nowMs", n(now.timestamp_millis())),
                 (":updatedAt", s(rfc3339_millis(now))),
+                (":token", s(write_token())),
             ])))
             .send()
             .await;
@@ -503,9 +514,11 @@ impl Store for DynamoStore {
             (":outcome", s(outcome.status().as_str())),
             (":updatedAt", s(rfc3339_millis(now))),
             (":expireAt", n(terminal_expiry(now))),
+            (":token", s(write_token())),
         ];
         let mut attribute_names = vec![CALL_ID, STATUS, UPDATED_AT, EXPIRE_AT, DUE_MINUTE];
-        let condition = match outcome {
+        attribute_names.push(FINISH_TOKEN);
+        let first = match outcome {
             Outcome::Sent | Outcome::Failed => "#callId = :callId AND #status = :claimed",
             Outcome::Missed => {
                 vals.push((":scheduled", s(ReservationStatus::Scheduled.as_str())));
@@ -514,14 +527,17 @@ impl Store for DynamoStore {
                 CLAIMABLE
             }
         };
+        let condition = format!(
+            "({first}) OR (#callId = :callId AND #status = :outcome AND #finishToken = :token)"
+        );
         let result = self
             .client
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .update_expression(
-                "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt \
-                 REMOVE #dueMinute",
+                "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
+                 #finishToken = :token REMOVE #dueMinute",
             )
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&attribute_names)))

@@ -17,6 +17,7 @@ mod dispatch_runs;
 mod dynamodb_tables;
 mod faults_dispatch;
 mod faults_dynamodb;
+mod faults_lost_replies;
 mod faults_oversized_bodies;
 mod faults_provider;
 mod gateway_front;

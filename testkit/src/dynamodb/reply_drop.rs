@@ -1,0 +1,166 @@
+//! A proxy in front of DynamoDB Local that loses replies: it forwards every request, and for the
+//! next requests matching a rule (operation and a piece of the body) it lets the write happen,
+//! then closes the connection without answering, as a network failure after the request
+//! reached DynamoDB would. The SDK sees an I/O error and retries the same request, whose
+//! condition now meets the item its first attempt wrote: what the fault tests check is that
+//! such a retry is recognised as the write that already happened.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Which replies to lose: the next `remaining` requests of `operation` (`UpdateItem`,
+/// `PutItem`, ...) whose JSON body contains `needle`.
+struct Rule {
+    operation: String,
+    needle: String,
+    remaining: usize,
+}
+
+struct Shared {
+    upstream: String,
+    client: reqwest::Client,
+    rules: Mutex<Vec<Rule>>,
+    dropped: AtomicUsize,
+    /// Requests of each rule's operation seen (the SDK's retries included).
+    seen: Mutex<Vec<String>>,
+}
+
+pub struct ReplyDropper {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for ReplyDropper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ReplyDropper {
+    /// Forwards to the DynamoDB at `upstream` (an `http://host:port` URL).
+    pub async fn start(upstream: &str) -> ReplyDropper {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the reply dropper");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: reqwest::Client::new(),
+            rules: Mutex::new(Vec::new()),
+            dropped: AtomicUsize::new(0),
+            seen: Mutex::new(Vec::new()),
+        });
+        let task = tokio::spawn(serve(listener, shared.clone()));
+        ReplyDropper { addr, shared, task }
+    }
+
+    /// The endpoint clients use instead of DynamoDB's.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Loses the replies of the next `times` requests of `operation` whose body contains
+    /// `needle` (after DynamoDB has carried them out).
+    pub fn drop_replies(&self, operation: &str, needle: &str, times: usize) {
+        self.shared.rules.lock().unwrap().push(Rule {
+            operation: operation.to_owned(),
+            needle: needle.to_owned(),
+            remaining: times,
+        });
+    }
+
+    /// How many replies were lost so far.
+    pub fn dropped(&self) -> usize {
+        self.shared.dropped.load(Ordering::SeqCst)
+    }
+
+    /// The operations of every request forwarded so far, in order (`UpdateItem`, ...).
+    pub fn operations(&self) -> Vec<String> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let shared = shared.clone();
+                async move { forward(&shared, request).await }
+            });
+            // A lost reply ends the connection with an error: nothing more to do.
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Forwards one request; `Err` (after the upstream answered) closes the connection unanswered.
+async fn forward(
+    shared: &Shared,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+    let io = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
+    let operation = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or_default()
+        .to_owned();
+    shared.seen.lock().unwrap().push(operation.clone());
+    let mut upstream = shared
+        .client
+        .request(
+            parts.method.clone(),
+            format!("{}{}", shared.upstream, parts.uri),
+        )
+        .body(body.clone());
+    for (name, value) in &parts.headers {
+        if name != http::header::HOST && name != http::header::CONTENT_LENGTH {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = upstream.send().await.map_err(|e| io(&e))?;
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    let bytes = answer.bytes().await.map_err(|e| io(&e))?;
+    let lose = {
+        let text = String::from_utf8_lossy(&body);
+        let mut rules = shared.rules.lock().unwrap();
+        rules
+            .iter_mut()
+            .find(|r| r.remaining > 0 && r.operation == operation && text.contains(&r.needle))
+            .map(|r| r.remaining -= 1)
+            .is_some()
+    };
+    if lose {
+        shared.dropped.fetch_add(1, Ordering::SeqCst);
+        return Err(std::io::Error::other("reply lost (test)"));
+    }
+    let mut response = hyper::Response::builder().status(status.as_u16());
+    for (name, value) in &headers {
+        if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
+            response = response.header(name.as_str(), value.as_bytes());
+        }
+    }
+    Ok(response
+        .body(Full::new(bytes))
+        .expect("a response from a valid one"))
+}
