@@ -384,7 +384,7 @@ impl Store for DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
         let table = &self.tables.calls;
-        let result = self
+        let request = self
             .client
             .delete_item()
             .table_name(table)
@@ -397,9 +397,8 @@ impl Store for DynamoStore {
                 (":scheduled", s(ReservationStatus::Scheduled.as_str())),
                 (":nowSecs", n(now.timestamp())),
             ])))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        let (result, unanswered) = retried::send_delete(request).await;
         let err = match result {
             Ok(_) => return Ok(()),
             Err(e) => e,
@@ -408,9 +407,9 @@ impl Store for DynamoStore {
             Some(DeleteItemError::ConditionalCheckFailedException(failed)) => failed.item(),
             _ => return Err(CancelError::Store(sdk_error("DeleteItem", table, err))),
         };
-        // The condition failed on the item returned (no item: there was none).
+        // No item: there was none, or an earlier attempt whose reply was lost deleted it.
         let Some(old) = old else {
-            return Err(CancelError::NotFound);
+            return unanswered.then_some(()).ok_or(CancelError::NotFound);
         };
         let existing = reservation_from_item(table, old)?;
         if existing.is_expired(now) {

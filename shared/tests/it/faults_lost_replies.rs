@@ -3,10 +3,10 @@
 //! deployed timeouts, the SDK's standard retries) retries the same request, whose condition
 //! now meets the item its first attempt wrote. A claim must still be won (or the call would
 //! ring late, after the claim timeout, by a recovering run), a finish still done, a create
-//! still created (not 409 for the app's own reservation).
+//! still created (not 409 for the app's own reservation), a cancel still cancelled (not 404).
 //!
-//! Not covered yet (issue 16): a lost reply of a cancel (the retry finds no item: 404 although
-//! it was cancelled) and of the agent's daily counter (the retry counts twice).
+//! Not covered yet (issue 16): a lost reply of the agent's daily counter (the retry counts
+//! twice).
 
 use chrono::{Duration, Utc};
 use koe::domain::device::DeviceId;
@@ -166,5 +166,37 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
         "DynamoDB: the reply to POST /calls' create is lost (the write happened)",
         "the retry is recognised as this reservation: 201, not 409 for the app's own call",
         "created once; another reservation for the device still refused",
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let r = reservation("lost-reply-cancel");
+    let now = Utc::now();
+    store
+        .create_reservation(&r, now, now - Duration::minutes(5))
+        .await
+        .unwrap();
+    dropper.drop_replies("DeleteItem", "scheduled", 1);
+    store
+        .cancel_reservation(&r.device_id, now)
+        .await
+        .expect("the retry of a cancel that was carried out is not 'not found'");
+    assert_eq!(dropper.dropped(), 1);
+    assert_eq!(updates(&dropper, "DeleteItem"), 2, "one lost, one retried");
+    assert_eq!(
+        store.get_reservation(&r.device_id, now).await.unwrap(),
+        None
+    );
+    // Without a reservation, a cancel is still "not found".
+    assert!(matches!(
+        store.cancel_reservation(&r.device_id, now).await,
+        Err(koe::store::CancelError::NotFound)
+    ));
+    faults::record(
+        "DynamoDB: the reply to DELETE /calls' delete is lost (the delete happened)",
+        "the retry after an unanswered attempt finds no item and counts it as this cancel: 204, not 404",
+        "cancelled; a later cancel of nothing still not found",
     );
 }
