@@ -3,10 +3,8 @@
 //! deployed timeouts, the SDK's standard retries) retries the same request, whose condition
 //! now meets the item its first attempt wrote. A claim must still be won (or the call would
 //! ring late, after the claim timeout, by a recovering run), a finish still done, a create
-//! still created (not 409 for the app's own reservation), a cancel still cancelled (not 404).
-//!
-//! Not covered yet (issue 16): a lost reply of the agent's daily counter (the retry counts
-//! twice).
+//! still created (not 409 for the app's own reservation), a cancel still cancelled (not 404),
+//! a counter (the agent's daily limit, plan answers, token counts) still counted once.
 
 use chrono::{Duration, Utc};
 use koe::domain::device::DeviceId;
@@ -198,5 +196,34 @@ async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
         "DynamoDB: the reply to DELETE /calls' delete is lost (the delete happened)",
         "the retry after an unanswered attempt finds no item and counts it as this cancel: 204, not 404",
         "cancelled; a later cancel of nothing still not found",
+    );
+}
+
+#[tokio::test]
+async fn a_count_whose_reply_is_lost_is_counted_once() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let device = DeviceId::parse("deviceId", "lost-reply-count").unwrap();
+    let expire_at = (Utc::now() + Duration::days(8)).timestamp();
+    dropper.drop_replies("UpdateItem", "lastAdd", 1);
+    let first = store
+        .count_agent_use(&device, "2035-03-01", 50, expire_at)
+        .await
+        .unwrap();
+    assert_eq!(dropper.dropped(), 1);
+    assert_eq!(updates(&dropper, "UpdateItem"), 2, "one lost, one retried");
+    assert_eq!(
+        first,
+        koe::store::UsageOutcome::Counted { count: 1 },
+        "the retry reads the count its first attempt left, it does not add again"
+    );
+    let second = store
+        .count_agent_use(&device, "2035-03-01", 50, expire_at)
+        .await
+        .unwrap();
+    assert_eq!(second, koe::store::UsageOutcome::Counted { count: 2 });
+    faults::record(
+        "DynamoDB: the reply to the agent's daily count is lost (the ADD happened)",
+        "the retry recognises its own ADD: counted once, not twice",
+        "first call counted 1 (after its retry), the next 2",
     );
 }

@@ -16,7 +16,11 @@ use super::{
     names, s, sdk_error,
 };
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
-use aws_sdk_dynamodb::types::ReturnValue;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+
+/// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
+const LAST_ADD: &str = "lastAdd";
 
 // Counters other than a device's day share the usage table's key: the partition key
 // (`deviceId`) carries a prefixed id that no device id can take (device ids have no `#`).
@@ -63,7 +67,10 @@ impl DynamoStore {
 
     /// One `ADD amount` to `useCount` of the usage table's item (`deviceId`, `day`), with
     /// `expireAt` set; with a `limit`, only while `useCount` is below it. The new count, or
-    /// `None` when the limit had been reached (nothing added).
+    /// `None` when the limit had been reached (nothing added). Each call writes a token of its
+    /// own (`lastAdd`) and refuses an item that already carries it, so the SDK's retry of an
+    /// add whose reply was lost does not add twice: it reads the count its first attempt left
+    /// (`retried.rs`).
     pub(super) async fn add(
         &self,
         partition: &str,
@@ -73,23 +80,32 @@ impl DynamoStore {
         expire_at: i64,
     ) -> Result<Option<i64>, StoreError> {
         let table = &self.tables.usage;
-        let mut values = vec![(":amount", n(amount)), (":expireAt", n(expire_at))];
-        let mut update = self
+        let token = super::retried::write_token();
+        let mut values = vec![
+            (":amount", n(amount)),
+            (":expireAt", n(expire_at)),
+            (":token", s(token.clone())),
+        ];
+        let not_yet = "(attribute_not_exists(#lastAdd) OR #lastAdd <> :token)";
+        let condition = match limit {
+            Some(limit) => {
+                values.push((":limit", n(limit)));
+                format!("(attribute_not_exists(#useCount) OR #useCount < :limit) AND {not_yet}")
+            }
+            None => not_yet.to_owned(),
+        };
+        let result = self
             .client
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(partition))
             .key(DAY, s(sort))
-            .update_expression("ADD #useCount :amount SET #expireAt = :expireAt")
-            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT])))
-            .return_values(ReturnValue::UpdatedNew);
-        if let Some(limit) = limit {
-            update = update
-                .condition_expression("attribute_not_exists(#useCount) OR #useCount < :limit");
-            values.push((":limit", n(limit)));
-        }
-        let result = update
+            .update_expression("ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token")
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT, LAST_ADD])))
             .set_expression_attribute_values(Some(super::values(values)))
+            .return_values(ReturnValue::UpdatedNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match result {
@@ -100,7 +116,21 @@ impl DynamoStore {
                     .ok_or_else(|| bad_item(table, USE_COUNT))?;
                 Ok(Some(count))
             }
-            Err(e) if condition_failed(&e) => Ok(None),
+            Err(e) if condition_failed(&e) => {
+                // Our own earlier attempt (its reply lost) already added: its count stands.
+                let old = match e.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(f)) => f.item(),
+                    _ => None,
+                };
+                let ours = old.and_then(|item| {
+                    let mine = item.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token);
+                    mine.then(|| Reader { table, item }.opt_i64(USE_COUNT))
+                });
+                match ours {
+                    Some(count) => Ok(Some(count?.ok_or_else(|| bad_item(table, USE_COUNT))?)),
+                    None => Ok(None),
+                }
+            }
             Err(e) => Err(sdk_error("UpdateItem", table, e)),
         }
     }

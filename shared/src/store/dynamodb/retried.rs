@@ -3,7 +3,8 @@
 //! token of its own (`claimToken`, `finishToken`: random per call, the same in the SDK's retries
 //! of that call), and its condition also accepts the item it already wrote, so a retried claim
 //! is recognised as won and a retried finish as done, while another caller's is refused as
-//! before. A create recognises its own `callId` (random per reservation) the same way.
+//! before. A create recognises its own `callId` (random per reservation) the same way; a
+//! counter's `ADD` its own `lastAdd` token (`keyed.rs`).
 //! `shared/tests/it/faults_lost_replies.rs` loses real replies of DynamoDB Local.
 
 pub(super) const CLAIM_TOKEN: &str = "claimToken";
