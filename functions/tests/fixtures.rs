@@ -647,7 +647,14 @@ fn scheduled_at_of(event: &Value) -> String {
 
 /// The README's table of fixtures (section "Fixtures and local invocation"): fixture name →
 /// (function logical id, documented status; `None` for a dispatch run, which answers a summary).
-fn documented() -> BTreeMap<String, (String, Option<u16>)> {
+fn documented() -> &'static BTreeMap<String, (String, Option<u16>)> {
+    static TABLE: std::sync::LazyLock<BTreeMap<String, (String, Option<u16>)>> =
+        std::sync::LazyLock::new(read_documented);
+    &TABLE
+}
+
+/// [`documented`], read from README.md once.
+fn read_documented() -> BTreeMap<String, (String, Option<u16>)> {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     let mut rows = BTreeMap::new();
     for line in readme.lines() {

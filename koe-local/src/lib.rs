@@ -24,7 +24,7 @@ use koe::api::chat_stream::wants_stream;
 use koe::api::error::{ApiError, ErrorCode};
 use koe::config::{ConfigError, Vars};
 use koe::endpoints::{Adapters, Api, ChatStream, Endpoint};
-use koe::service::{Answer, Service, new_request_id};
+use koe::service::{Answer, BoxBody, Service, new_request_id};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -229,6 +229,14 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
         return to_axum(method_not_allowed(&allowed));
     };
     let request_id = new_request_id();
+    let (request, read_whole) = tracked(request);
+    let mut response = service.answer(&request_id, request).await;
+    close_unless_read(&mut response, &read_whole);
+    to_axum(response)
+}
+
+/// The request with its body tracked: the flag turns true once the body has been read whole.
+fn tracked(request: Request) -> (http::Request<BoxBody>, Arc<AtomicBool>) {
     let (parts, body) = request.into_parts();
     // A request without a body (most GETs) has nothing left on the wire whatever the answer.
     let read_whole = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(&body)));
@@ -237,17 +245,17 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
         read_whole: read_whole.clone(),
     }
     .boxed_unsync();
-    let mut response = service
-        .answer(&request_id, http::Request::from_parts(parts, body))
-        .await;
+    (http::Request::from_parts(parts, body), read_whole)
+}
+
+/// Answered before the body was read (refused key, oversized body): the rest of it may still be
+/// on the wire, so the connection is not reused.
+fn close_unless_read<B>(response: &mut http::Response<B>, read_whole: &AtomicBool) {
     if !read_whole.load(Ordering::Relaxed) {
-        // Answered before the body was read (refused key, oversized body): the rest of it may
-        // still be on the wire, so the connection is not reused.
         response
             .headers_mut()
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     }
-    to_axum(response)
 }
 
 /// Whether a request to the chat path is the streamed chat (POST, `Accept: text/event-stream`).
@@ -261,22 +269,9 @@ async fn answer_streaming(
     request: Request,
 ) -> axum::response::Response {
     let request_id = new_request_id();
-    let (parts, body) = request.into_parts();
-    let read_whole = Arc::new(AtomicBool::new(http_body::Body::is_end_stream(&body)));
-    let body = Tracked {
-        inner: body,
-        read_whole: read_whole.clone(),
-    }
-    .boxed_unsync();
-    let mut response = chat
-        .handle_streaming(&request_id, http::Request::from_parts(parts, body))
-        .await;
-    if !read_whole.load(Ordering::Relaxed) {
-        // As in `answer`: refused before the whole body was read, so no reuse.
-        response
-            .headers_mut()
-            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-    }
+    let (request, read_whole) = tracked(request);
+    let mut response = chat.handle_streaming(&request_id, request).await;
+    close_unless_read(&mut response, &read_whole);
     response.map(Body::new).into_response()
 }
 

@@ -64,30 +64,74 @@ pub fn token_bound(request: &ModelRequest) -> u64 {
         + u64::from(request.max_tokens)
 }
 
-/// A `ModelProvider` that counts every completion against its API's daily ceiling.
-pub struct GuardedModel {
-    inner: Arc<dyn ModelProvider>,
+/// One API's daily ceiling: the reservation before a model call, its correction after, and
+/// the refusal past the ceiling. Shared by the completion and streaming guards.
+pub struct SpendGuard {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     api: SpendApi,
     ceiling: u64,
 }
 
-impl GuardedModel {
-    pub fn wrap(
-        inner: Arc<dyn ModelProvider>,
+/// Tokens reserved for one model call, still to be corrected to its usage.
+pub struct Reserved {
+    day: UsageDay,
+    bound: u64,
+}
+
+impl SpendGuard {
+    pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         api: SpendApi,
         ceiling: u64,
-    ) -> Arc<dyn ModelProvider> {
-        Arc::new(GuardedModel {
-            inner,
+    ) -> SpendGuard {
+        SpendGuard {
             store,
             clock,
             api,
             ceiling,
-        })
+        }
+    }
+
+    /// Reserves `request`'s upper bound of tokens: `Some` to correct after the call, `None` when
+    /// the counter failed (the call goes ahead uncounted, fail-open), the refusal past the
+    /// ceiling.
+    pub async fn reserve(&self, request: &ModelRequest) -> Result<Option<Reserved>, ProviderError> {
+        let api = self.api.as_str();
+        let day = UsageDay::of(self.clock.now());
+        let bound = token_bound(request);
+        match self
+            .store
+            .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
+            .await
+        {
+            Ok(SpendOutcome::Reserved { .. }) => Ok(Some(Reserved { day, bound })),
+            Ok(SpendOutcome::CeilingReached) => Err(self.refuse(&day).await),
+            Err(e) => {
+                tracing::warn!(
+                    api,
+                    error = %e,
+                    "spend counter failed: model call allowed uncounted (fail-open)"
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// Corrects a reservation to the `used` tokens.
+    pub async fn settle(&self, reserved: &Reserved, used: u64) {
+        let api = self.api.as_str();
+        let Reserved { day, bound } = reserved;
+        let delta = used as i64 - *bound as i64;
+        if delta != 0
+            && let Err(e) = self
+                .store
+                .settle_tokens(api, &day.key, delta, day.expire_at())
+                .await
+        {
+            tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
+        }
     }
 
     /// The refusal once the day's count reached the ceiling: the first of the day notifies.
@@ -120,48 +164,34 @@ impl GuardedModel {
     }
 }
 
+/// A `ModelProvider` that counts every completion against its API's daily ceiling.
+pub struct GuardedModel {
+    inner: Arc<dyn ModelProvider>,
+    guard: SpendGuard,
+}
+
+impl GuardedModel {
+    pub fn wrap(inner: Arc<dyn ModelProvider>, guard: SpendGuard) -> Arc<dyn ModelProvider> {
+        Arc::new(GuardedModel { inner, guard })
+    }
+}
+
 #[async_trait]
 impl ModelProvider for GuardedModel {
     async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
-        let api = self.api.as_str();
-        let day = UsageDay::of(self.clock.now());
-        let bound = token_bound(&request);
-        let reserved = match self
-            .store
-            .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
-            .await
-        {
-            Ok(SpendOutcome::Reserved { .. }) => true,
-            Ok(SpendOutcome::CeilingReached) => return Err(self.refuse(&day).await),
-            Err(e) => {
-                tracing::warn!(
-                    api,
-                    error = %e,
-                    "spend counter failed: completion allowed uncounted (fail-open)"
-                );
-                false
-            }
-        };
+        let reserved = self.guard.reserve(&request).await?;
         let result = self.inner.complete(request).await;
-        if reserved {
+        if let Some(reserved) = &reserved {
             let used = match &result {
                 // A provider that reports no usage keeps the reservation.
                 Ok(reply) if reply.usage.total_tokens > 0 => reply.usage.total_tokens,
-                Ok(_) => bound,
+                Ok(_) => reserved.bound,
                 // It may have run (and billed) the completion: keep the reservation.
-                Err(ProviderError::Timeout | ProviderError::BadResponse(_)) => bound,
+                Err(ProviderError::Timeout | ProviderError::BadResponse(_)) => reserved.bound,
                 // Refused or unreachable: nothing was used.
                 Err(_) => 0,
             };
-            let delta = used as i64 - bound as i64;
-            if delta != 0
-                && let Err(e) = self
-                    .store
-                    .settle_tokens(api, &day.key, delta, day.expire_at())
-                    .await
-            {
-                tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
-            }
+            self.guard.settle(reserved, used).await;
         }
         result
     }

@@ -17,7 +17,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
-use crate::spend_guard::{GuardedModel, SpendApi};
+use crate::spend_guard::{GuardedModel, SpendApi, SpendGuard};
 use crate::store::Store;
 
 pub struct AgentPorts {
@@ -60,10 +60,7 @@ impl Ports for AgentPorts {
         Ok(AgentPorts {
             model: GuardedModel::wrap(
                 adapters.model()?,
-                store.clone(),
-                clock.clone(),
-                SpendApi::Agent,
-                ceiling,
+                SpendGuard::new(store.clone(), clock.clone(), SpendApi::Agent, ceiling),
             ),
             store,
             clock,

@@ -10,7 +10,7 @@ use crate::api::error::ApiError;
 use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
 use crate::model::{ModelProvider, StreamingModel};
-use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi};
+use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi, SpendGuard};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -38,21 +38,10 @@ impl Ports for ChatStreamPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
         let ceiling = adapters.spend_settings()?.chat_daily_tokens;
         let (store, clock) = (adapters.store().await?, adapters.clock());
+        let guard = || SpendGuard::new(store.clone(), clock.clone(), SpendApi::Chat, ceiling);
         Ok(ChatStreamPorts {
-            model: GuardedModel::wrap(
-                adapters.model()?,
-                store.clone(),
-                clock.clone(),
-                SpendApi::Chat,
-                ceiling,
-            ),
-            stream: GuardedStream::wrap(
-                adapters.streaming_model()?,
-                store,
-                clock,
-                SpendApi::Chat,
-                ceiling,
-            ),
+            model: GuardedModel::wrap(adapters.model()?, guard()),
+            stream: GuardedStream::wrap(adapters.streaming_model()?, guard()),
             budget: adapters.openai_settings()?.budget,
         })
     }
@@ -78,10 +67,12 @@ impl Ports for ChatPorts {
         Ok(ChatPorts {
             model: GuardedModel::wrap(
                 adapters.model()?,
-                adapters.store().await?,
-                adapters.clock(),
-                SpendApi::Chat,
-                ceiling,
+                SpendGuard::new(
+                    adapters.store().await?,
+                    adapters.clock(),
+                    SpendApi::Chat,
+                    ceiling,
+                ),
             ),
             budget: adapters.openai_settings()?.budget,
         })

@@ -5,101 +5,42 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{GuardedModel, SpendApi, token_bound};
-use crate::agent::daily_limit::UsageDay;
-use crate::clock::Clock;
-use crate::model::{
-    ModelProvider, ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel,
-};
-use crate::store::{SpendOutcome, Store};
+use super::{Reserved, SpendGuard};
+use crate::model::{ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel};
 
 /// A `StreamingModel` that counts every streamed reply against its API's daily ceiling.
 pub struct GuardedStream {
     inner: Arc<dyn StreamingModel>,
-    /// The refusal and its one notice are the completion guard's (same API, same counter).
-    refusals: GuardedModel,
+    guard: Arc<SpendGuard>,
 }
 
 impl GuardedStream {
-    pub fn wrap(
-        inner: Arc<dyn StreamingModel>,
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        api: SpendApi,
-        ceiling: u64,
-    ) -> Arc<dyn StreamingModel> {
-        // (The completion guard's own model is never called from here.)
-        let unused: Arc<dyn ModelProvider> = Arc::new(Unused);
+    pub fn wrap(inner: Arc<dyn StreamingModel>, guard: SpendGuard) -> Arc<dyn StreamingModel> {
         Arc::new(GuardedStream {
             inner,
-            refusals: GuardedModel {
-                inner: unused,
-                store,
-                clock,
-                api,
-                ceiling,
-            },
+            guard: Arc::new(guard),
         })
-    }
-}
-
-struct Unused;
-
-#[async_trait]
-impl ModelProvider for Unused {
-    async fn complete(&self, _: ModelRequest) -> Result<crate::model::ModelReply, ProviderError> {
-        Err(ProviderError::NotConfigured)
     }
 }
 
 #[async_trait]
 impl StreamingModel for GuardedStream {
     async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
-        let g = &self.refusals;
-        let api = g.api.as_str();
-        let day = UsageDay::of(g.clock.now());
-        let bound = token_bound(&request);
-        let reserved = match g
-            .store
-            .reserve_tokens(api, &day.key, bound, g.ceiling, day.expire_at())
-            .await
-        {
-            Ok(SpendOutcome::Reserved { .. }) => true,
-            Ok(SpendOutcome::CeilingReached) => return Err(g.refuse(&day).await),
-            Err(e) => {
-                tracing::warn!(api, error = %e, "spend counter failed: stream allowed uncounted");
-                false
-            }
-        };
-        let inner = self.inner.stream(request).await;
-        match inner {
+        let reserved = self.guard.reserve(&request).await?;
+        match self.inner.stream(request).await {
             // Refused or unreachable before the first byte: nothing was used.
             Err(e) => {
-                if reserved {
-                    settle(g, &day, -(bound as i64)).await;
+                if let Some(reserved) = &reserved {
+                    self.guard.settle(reserved, 0).await;
                 }
                 Err(e)
             }
             Ok(stream) => Ok(Box::new(Counted {
                 inner: stream,
-                store: g.store.clone(),
-                api: g.api,
-                day,
-                bound: reserved.then_some(bound),
+                guard: self.guard.clone(),
+                reserved,
             })),
         }
-    }
-}
-
-async fn settle(g: &GuardedModel, day: &UsageDay, delta: i64) {
-    let api = g.api.as_str();
-    if delta != 0
-        && let Err(e) = g
-            .store
-            .settle_tokens(api, &day.key, delta, day.expire_at())
-            .await
-    {
-        tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
     }
 }
 
@@ -107,11 +48,9 @@ async fn settle(g: &GuardedModel, day: &UsageDay, delta: i64) {
 /// ends without one keeps the reservation: it may have been billed).
 struct Counted {
     inner: Box<dyn ReplyStream>,
-    store: Arc<dyn Store>,
-    api: SpendApi,
-    day: UsageDay,
+    guard: Arc<SpendGuard>,
     /// The reservation still to correct.
-    bound: Option<u64>,
+    reserved: Option<Reserved>,
 }
 
 #[async_trait]
@@ -120,18 +59,9 @@ impl ReplyStream for Counted {
         let chunk = self.inner.next().await;
         if let Some(Ok(ReplyChunk::Usage(usage))) = &chunk
             && usage.total_tokens > 0
-            && let Some(bound) = self.bound.take()
+            && let Some(reserved) = self.reserved.take()
         {
-            let delta = usage.total_tokens as i64 - bound as i64;
-            let api = self.api.as_str();
-            if delta != 0
-                && let Err(e) = self
-                    .store
-                    .settle_tokens(api, &self.day.key, delta, self.day.expire_at())
-                    .await
-            {
-                tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
-            }
+            self.guard.settle(&reserved, usage.total_tokens).await;
         }
         chunk
     }

@@ -250,16 +250,12 @@ impl Store for MemoryStore {
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
         let mut tables = self.lock();
-        let entry = tables
-            .usage
-            .entry((id.clone(), day.to_owned()))
-            .or_insert((0, expire_at));
-        if entry.0 >= limit {
-            return Ok(UsageOutcome::LimitReached);
-        }
-        entry.0 += 1;
-        entry.1 = expire_at;
-        Ok(UsageOutcome::Counted { count: entry.0 })
+        let entry = tables.usage.entry((id.clone(), day.to_owned()));
+        Ok(count_below(
+            entry.or_insert((0, expire_at)),
+            limit,
+            expire_at,
+        ))
     }
 
     async fn count_plan_answer(
@@ -269,16 +265,12 @@ impl Store for MemoryStore {
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError> {
         let mut tables = self.lock();
-        let entry = tables
-            .plan_answers
-            .entry(plan_id.to_owned())
-            .or_insert((0, expire_at));
-        if entry.0 >= limit {
-            return Ok(UsageOutcome::LimitReached);
-        }
-        entry.0 += 1;
-        entry.1 = expire_at;
-        Ok(UsageOutcome::Counted { count: entry.0 })
+        let entry = tables.plan_answers.entry(plan_id.to_owned());
+        Ok(count_below(
+            entry.or_insert((0, expire_at)),
+            limit,
+            expire_at,
+        ))
     }
 
     async fn idempotent_answer(
@@ -358,4 +350,13 @@ impl Store for MemoryStore {
     ) -> Result<bool, StoreError> {
         Ok(self.lock().notices.insert((api.to_owned(), day.to_owned())))
     }
+}
+
+/// One more on a (count, expireAt) counter unless it already reached `limit`.
+fn count_below(counter: &mut (u32, i64), limit: u32, expire_at: i64) -> UsageOutcome {
+    if counter.0 >= limit {
+        return UsageOutcome::LimitReached;
+    }
+    *counter = (counter.0 + 1, expire_at);
+    UsageOutcome::Counted { count: counter.0 }
 }
