@@ -248,6 +248,10 @@ impl Run {
                 "dispatch push retried"
             );
             wait_until(self.clock(), retry_at).await;
+            if self.clock().now() >= deadline {
+                // Woken late (a busy runtime): no attempt starts past the budget.
+                return (Delivery::NotSent(error), attempts);
+            }
             backoff = backoff * 2;
         }
     }
