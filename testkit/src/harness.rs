@@ -392,6 +392,16 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
+    async fn mark_push_started(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
     async fn finish_reservation(
         &self,
         _: &DeviceId,

@@ -3,21 +3,22 @@
 use chrono::{DateTime, Utc};
 use tokio::sync::SemaphorePermit;
 
-use super::outcome::{
-    Claim, Counted, DeviceRead, Missed, Push, Pushed, Record, Recorded, TokenRemoval,
-};
+use super::outcome::{Claim, Counted, DeviceRead, Push, Pushed, Record};
 use super::run::{Run, wait_until};
 use crate::domain::device::Device;
 use crate::domain::reservation::Reservation;
 use crate::push::{PushError, VoipPush};
-use crate::store::Outcome;
 
 /// How long before the claim a reservation's device (its token) is read. A token replaced in
 /// that moment is not used for this call; if the old one is rejected, the new one is kept (the
 /// removal is conditional on the token).
 pub(super) const DEVICE_READ_LEAD: chrono::Duration = chrono::Duration::milliseconds(1500);
 /// First pause before retrying a push (then doubled, plus up to half of it at random).
-const FIRST_BACKOFF: chrono::Duration = chrono::Duration::milliseconds(100);
+pub(super) const FIRST_BACKOFF: chrono::Duration = chrono::Duration::milliseconds(100);
+/// How long before its second a claimed call's push is marked as started
+/// (`Store::mark_push_started`): the one write between claim and push, made ahead so that it
+/// does not delay the push.
+pub(super) const MARK_LEAD: chrono::Duration = chrono::Duration::milliseconds(200);
 
 /// How a push attempt series ended.
 enum Delivery {
@@ -34,7 +35,7 @@ impl Run {
             .expect("the semaphore is never closed")
     }
 
-    fn device_hash(&self, r: &Reservation) -> String {
+    pub(super) fn device_hash(&self, r: &Reservation) -> String {
         r.device_id.log_hash(&self.dispatcher.salt)
     }
 
@@ -60,6 +61,23 @@ impl Run {
     /// A reservation already beyond grace when its task starts: marked `missed`, no push.
     pub(super) async fn miss(&self, r: &Reservation) {
         self.counted(self.record_missed(r).await);
+    }
+
+    /// A claim abandoned after its push started (its run died or lost the store while pushing):
+    /// the push may or may not have left, so it is recorded `failed`, never pushed again.
+    pub(super) async fn push_state_unknown(&self, r: &Reservation) {
+        let recorded = self
+            .fail(
+                r,
+                None,
+                0,
+                "push state unknown: the run that started the push stopped before recording it",
+            )
+            .await;
+        self.counted(Record::Failed {
+            token: None,
+            recorded,
+        });
     }
 
     fn counted<O: Counted>(&self, outcome: O) -> O {
@@ -114,8 +132,11 @@ impl Run {
         }
     }
 
-    /// Step 3, at the second: pushes (retrying within the push budget) unless the claim has
-    /// become too old to push safely. The permit goes on with the outcome, to record it.
+    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started (unless the claim
+    /// has become too old to push safely), then at the second pushes, retrying within the push
+    /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
+    /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. The
+    /// permit goes on with the outcome, to record it.
     async fn push(
         &self,
         r: &Reservation,
@@ -123,15 +144,15 @@ impl Run {
         claimed_at: DateTime<Utc>,
         device: Option<Device>,
     ) -> Push<'_> {
-        wait_until(self.clock(), at).await;
+        wait_until(self.clock(), at - MARK_LEAD).await;
         let permit = self.permit().await;
-        let start = self.clock().now();
-        if start - claimed_at >= self.claim_timeout / 2 {
+        let now = self.clock().now();
+        if now - claimed_at >= self.claim_timeout / 2 {
             // Another run may soon count this claim as abandoned and send it: leave it to that
             // run rather than risk two pushes.
             tracing::warn!(
                 call_id = r.call_id.as_str(),
-                held_ms = (start - claimed_at).num_milliseconds(),
+                held_ms = (now - claimed_at).num_milliseconds(),
                 "dispatch claim held too long; left to a later run"
             );
             return Push::Abandoned;
@@ -139,6 +160,31 @@ impl Run {
         let Some(device) = device else {
             return Push::Ended(Pushed::NoDevice, permit);
         };
+        let marked = self
+            .dispatcher
+            .store
+            .mark_push_started(&r.device_id, &r.call_id, claimed_at, now)
+            .await;
+        match marked {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    "dispatch push not started: the claim is no longer this run's"
+                );
+                return Push::Unmarked { store_error: false };
+            }
+            Err(e) => {
+                // Not pushed: the claim is left to a later run (which pushes it, within grace,
+                // unless the mark was written after all, when it records the call `failed`).
+                tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch push mark failed");
+                return Push::Unmarked { store_error: true };
+            }
+        }
+        drop(permit);
+        wait_until(self.clock(), at).await;
+        let permit = self.permit().await;
+        let start = self.clock().now();
         let (delivery, attempts) = self.push_within_budget(r, &device, at, start).await;
         let pushed = match delivery {
             Delivery::Sent(sent_at) => Pushed::Sent {
@@ -152,59 +198,6 @@ impl Run {
             },
         };
         Push::Ended(pushed, permit)
-    }
-
-    /// Step 4: records `sent` or `failed`; a token APNs called invalid is removed first.
-    async fn record(&self, r: &Reservation, pushed: Pushed) -> Record {
-        match pushed {
-            Pushed::Sent { late_ms, attempts } => {
-                let recorded = self.finish(r, Outcome::Sent).await;
-                tracing::info!(
-                    call_id = r.call_id.as_str(),
-                    device = self.device_hash(r),
-                    outcome = "sent",
-                    late_ms,
-                    attempts,
-                    "dispatch push"
-                );
-                Record::Sent(recorded)
-            }
-            Pushed::NotSent {
-                error,
-                attempts,
-                device,
-            } => {
-                let token = match error {
-                    PushError::InvalidToken { .. } => Some(self.remove_token(&device).await),
-                    PushError::Retryable { .. } | PushError::Rejected { .. } => None,
-                };
-                let recorded = self.fail(r, error.status(), attempts, error.reason()).await;
-                Record::Failed { token, recorded }
-            }
-            Pushed::NoDevice => Record::Failed {
-                token: None,
-                recorded: self
-                    .fail(r, None, 0, "the device is no longer registered")
-                    .await,
-            },
-        }
-    }
-
-    /// Removes a device whose token APNs called invalid, unless it has a newer token by now.
-    async fn remove_token(&self, device: &Device) -> TokenRemoval {
-        match self
-            .dispatcher
-            .store
-            .remove_device(&device.device_id, &device.voip_token)
-            .await
-        {
-            Ok(true) => TokenRemoval::Removed,
-            Ok(false) => TokenRemoval::Kept,
-            Err(e) => {
-                tracing::error!(error = %e, "dispatch could not remove an invalid token");
-                TokenRemoval::StoreError
-            }
-        }
     }
 
     /// Pushes, retrying what is worth retrying with backoff, until `budget` after the later of
@@ -253,77 +246,6 @@ impl Run {
                 return (Delivery::NotSent(error), attempts);
             }
             backoff = backoff * 2;
-        }
-    }
-
-    async fn fail(
-        &self,
-        r: &Reservation,
-        status: Option<u16>,
-        attempts: u32,
-        reason: &str,
-    ) -> Recorded {
-        let recorded = self.finish(r, Outcome::Failed).await;
-        tracing::warn!(
-            call_id = r.call_id.as_str(),
-            device = self.device_hash(r),
-            outcome = "failed",
-            status,
-            reason,
-            attempts,
-            "dispatch push"
-        );
-        recorded
-    }
-
-    async fn record_missed(&self, r: &Reservation) -> Missed {
-        let recorded = self.finish(r, Outcome::Missed).await;
-        if recorded == Recorded::Written {
-            let late_ms = (self.clock().now() - r.scheduled_at.utc()).num_milliseconds();
-            tracing::warn!(
-                call_id = r.call_id.as_str(),
-                device = self.device_hash(r),
-                outcome = "missed",
-                late_ms,
-                "dispatch push"
-            );
-        }
-        Missed(recorded)
-    }
-
-    /// Records the outcome on the reservation (`finish_reservation`).
-    async fn finish(&self, r: &Reservation, outcome: Outcome) -> Recorded {
-        let now = self.clock().now();
-        let result = self
-            .dispatcher
-            .store
-            .finish_reservation(
-                &r.device_id,
-                &r.call_id,
-                outcome,
-                now,
-                now - self.claim_timeout,
-            )
-            .await;
-        match result {
-            Ok(true) => Recorded::Written,
-            Ok(false) => {
-                tracing::warn!(
-                    call_id = r.call_id.as_str(),
-                    outcome = outcome.status().as_str(),
-                    "dispatch outcome not recorded: the reservation changed meanwhile"
-                );
-                Recorded::Changed
-            }
-            Err(e) => {
-                tracing::error!(
-                    error = %e,
-                    call_id = r.call_id.as_str(),
-                    outcome = outcome.status().as_str(),
-                    "dispatch outcome not recorded (a later run may send it again)"
-                );
-                Recorded::StoreError
-            }
         }
     }
 }

@@ -11,8 +11,8 @@
 //!    before its second.
 //! 2. Each reservation gets a task that sleeps (on the `Clock`), reads the device's token 2 s
 //!    before its second, claims it `claim_lead` (500 ms) before its second with one conditional
-//!    write (`scheduled` → `claimed`, or an abandoned claim), sleeps to the second, pushes, and
-//!    records `sent` or `failed`. Store calls and pushes are bounded by a semaphore
+//!    write (`scheduled` → `claimed`, or an abandoned claim), marks the push as started 200 ms
+//!    before it, sleeps to the second, pushes, and records `sent` or `failed`. Store calls and pushes are bounded by a semaphore
 //!    (`concurrency`). A task is started only a second before its device read: until then a
 //!    selected reservation waits in the run's queue, so a run that selects thousands at once
 //!    starts only the next seconds' tasks and holds no sleeping task per reservation.
@@ -21,15 +21,17 @@
 //! **Exactly once.** The claim is the guard: of any number of runs (duplicated deliveries,
 //! overlapping runs), one wins the conditional write and only the winner pushes. A cancel
 //! deletes only a `scheduled` record, so it either lands before the claim (no push) or fails
-//! with 409 TOO_LATE (the push goes out). A run that dies between claim and push leaves a
-//! `claimed` record; once the claim is older than `claim_timeout` a later run re-claims it and
-//! sends it (within grace). So that this can never overlap a live push, a run pushes only while
-//! its claim is younger than half the claim timeout. The payload carries `callId`, so the app
-//! can drop the rare duplicate left by a run that pushed and died before recording `sent`.
+//! with 409 TOO_LATE (the push goes out). 200 ms before the second the winner marks its push as
+//! started (`Store::mark_push_started`, conditional on its own claim) and pushes only if that
+//! write succeeded. A run that dies between claim and mark leaves a `claimed` record without
+//! the mark; once the claim is older than `claim_timeout` a later run re-claims it and sends it
+//! (within grace). A marked claim is never taken over: if its run dies after the mark, a later
+//! run records the call `failed` (push state unknown) and never pushes it again. Outcome writes
+//! are retried with backoff (10 s), so a store hiccup does not leave a sent call to that fate.
 //!
 //! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
 //! `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
-//! reservation: read device → claim → push → record), `outcome` (those steps' outcomes and how
+//! reservation: read device → claim → mark and push), `record` (its outcome), `outcome` (those steps' outcomes and how
 //! each is counted), `report` ([`RunCause`], [`RunReport`]), [`metrics`] and [`trigger`].
 
 pub mod metrics;
@@ -39,6 +41,7 @@ mod deliver;
 mod in_flight;
 mod outcome;
 mod pending;
+mod record;
 mod report;
 mod run;
 

@@ -36,6 +36,9 @@ pub(super) enum Claim {
 pub(super) enum Push<'a> {
     /// The claim was held too long to push safely: left to a later run.
     Abandoned,
+    /// The push could not be marked as started (the claim is no longer this run's, or the
+    /// store failed): not pushed.
+    Unmarked { store_error: bool },
     /// Pushed, or given up on; its record is written under the same permit.
     Ended(Pushed, SemaphorePermit<'a>),
 }
@@ -119,6 +122,8 @@ impl Counted for Push<'_> {
     fn count(&self, t: &mut RunReport) {
         match self {
             Push::Abandoned => t.abandoned += 1,
+            Push::Unmarked { store_error: true } => t.store_errors += 1,
+            Push::Unmarked { store_error: false } => t.lost += 1,
             // Counted as sent even if recording it fails: the push went out.
             Push::Ended(Pushed::Sent { late_ms, .. }, _) => {
                 t.sent += 1;
@@ -250,6 +255,24 @@ mod tests {
                 abandoned: 1,
                 ..RunReport::default()
             }
+        );
+        assert_eq!(
+            counted(&[&read, &won, &Push::Unmarked { store_error: true }]),
+            RunReport {
+                claimed: 1,
+                store_errors: 1,
+                ..RunReport::default()
+            },
+            "a push whose mark failed: not sent, a store error"
+        );
+        assert_eq!(
+            counted(&[&read, &won, &Push::Unmarked { store_error: false }]),
+            RunReport {
+                claimed: 1,
+                lost: 1,
+                ..RunReport::default()
+            },
+            "a push whose claim was no longer this run's: lost"
         );
         assert_eq!(
             counted(&[&read, &Claim::Lost]),

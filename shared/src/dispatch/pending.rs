@@ -10,6 +10,8 @@ use crate::domain::reservation::Reservation;
 pub(super) enum Task {
     Deliver,
     Miss,
+    /// An abandoned claim whose push had started: recorded `failed`, never pushed again.
+    PushUnknown,
 }
 
 /// A run's selected reservations whose tasks have not started, by start time.

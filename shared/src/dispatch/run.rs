@@ -244,7 +244,9 @@ impl Run {
         };
         known.insert(r.call_id.clone());
         self.tally(|t| t.selected += 1);
-        let task = if at < now - self.grace {
+        let task = if r.status == ReservationStatus::Claimed && r.push_started_at.is_some() {
+            Task::PushUnknown
+        } else if at < now - self.grace {
             Task::Miss
         } else {
             Task::Deliver
@@ -261,6 +263,7 @@ impl Run {
                 match task {
                     Task::Miss => run.miss(&r).await,
                     Task::Deliver => run.deliver(&r).await,
+                    Task::PushUnknown => run.push_state_unknown(&r).await,
                 }
                 drop(held);
             });

@@ -144,6 +144,10 @@ pub struct Reservation {
     pub updated_at: DateTime<Utc>,
     /// Set while `claimed` (and kept after): when the dispatcher claimed it.
     pub claimed_at: Option<DateTime<Utc>>,
+    /// Set by the claiming run just before it pushes (`Store::mark_push_started`): from then on
+    /// the push may have left, so the claim is never taken over (a run that dies after this
+    /// leaves the call `failed`, never pushed twice).
+    pub push_started_at: Option<DateTime<Utc>>,
     /// TTL (epoch seconds) after which the record is gone: from creation
     /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
     /// after that. `None` only on records written before every reservation had one.
@@ -166,6 +170,7 @@ impl Reservation {
             created_at: now,
             updated_at: now,
             claimed_at: None,
+            push_started_at: None,
             expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }

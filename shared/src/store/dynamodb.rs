@@ -9,8 +9,8 @@
 //!   device secret's `secretHash` S, `secretProven` BOOL (`devices`).
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
 //!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
-//!   [`DUE_INDEX`]), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
-//!   `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
+//!   [`DUE_INDEX`](super::DUE_INDEX)), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
+//!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
@@ -29,12 +29,12 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, DUE_INDEX, IdempotentAnswer, Outcome, SpendOutcome, Store,
-    StoreError, TableNames, UsageOutcome,
+    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
-    CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis, terminal_expiry,
+    CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis,
 };
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
@@ -56,6 +56,7 @@ const STATUS: &str = "status";
 const CALLER_NAME: &str = "callerName";
 const CREATED_AT: &str = "createdAt";
 const CLAIMED_AT_MS: &str = "claimedAtMs";
+const PUSH_STARTED_AT_MS: &str = "pushStartedAtMs";
 const EXPIRE_AT: &str = "expireAt";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
@@ -65,7 +66,7 @@ type Item = HashMap<String, AttributeValue>;
 pub(crate) mod devices;
 mod retried;
 use devices::{WriteResult, device_from_item, device_item};
-use retried::{CLAIM_TOKEN, FINISH_TOKEN, write_token};
+mod dispatch;
 mod keyed;
 
 pub struct DynamoStore {
@@ -232,6 +233,9 @@ fn reservation_item(r: &Reservation) -> Item {
     if let Some(claimed_at) = r.claimed_at {
         item.insert(CLAIMED_AT_MS.to_owned(), n(claimed_at.timestamp_millis()));
     }
+    if let Some(started) = r.push_started_at {
+        item.insert(PUSH_STARTED_AT_MS.to_owned(), n(started.timestamp_millis()));
+    }
     if let Some(expire_at) = r.expire_at {
         item.insert(EXPIRE_AT.to_owned(), n(expire_at));
     }
@@ -252,14 +256,10 @@ fn reservation_from_item(table: &str, item: &Item) -> Result<Reservation, StoreE
         created_at: r.time(CREATED_AT)?,
         updated_at: r.time(UPDATED_AT)?,
         claimed_at: r.opt_time_ms(CLAIMED_AT_MS)?,
+        push_started_at: r.opt_time_ms(PUSH_STARTED_AT_MS)?,
         expire_at: r.opt_i64(EXPIRE_AT)?,
     })
 }
-
-/// The condition under which a reservation may be claimed (or marked missed): still
-/// `scheduled`, or `claimed` before `:abandonedBeforeMs` (the claiming run died).
-const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
-     (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs))";
 
 #[async_trait]
 impl Store for DynamoStore {
@@ -420,37 +420,7 @@ impl Store for DynamoStore {
     }
 
     async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
-        let table = &self.tables.calls;
-        let mut due = Vec::new();
-        let mut start_key: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(table)
-                .index_name(DUE_INDEX)
-                .key_condition_expression("#dueMinute = :minute")
-                .filter_expression("#status IN (:scheduled, :claimed)")
-                .set_expression_attribute_names(Some(names(&[DUE_MINUTE, STATUS])))
-                .set_expression_attribute_values(Some(values(vec![
-                    (":minute", s(minute)),
-                    (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                    (":claimed", s(ReservationStatus::Claimed.as_str())),
-                ])))
-                .scan_index_forward(true)
-                .set_exclusive_start_key(start_key.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("Query", table, e))?;
-            for item in out.items() {
-                due.push(reservation_from_item(table, item)?);
-            }
-            match out.last_evaluated_key() {
-                Some(key) if !key.is_empty() => start_key = Some(key.clone()),
-                _ => break,
-            }
-        }
-        Ok(due)
+        self.due_items(minute).await
     }
 
     async fn claim_reservation(
@@ -460,42 +430,17 @@ impl Store for DynamoStore {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #claimToken = :token",
-            )
-            .condition_expression(format!(
-                "({CLAIMABLE}) OR (#callId = :callId AND #status = :claimed AND #claimToken = :token)"
-            ))
-            .set_expression_attribute_names(Some(names(&[
-                CALL_ID,
-                STATUS,
-                CLAIMED_AT_MS,
-                UPDATED_AT,
-                CLAIM_TOKEN,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(call_id.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
-                (":nowMs", n(now.timestamp_millis())),
-                (":updatedAt", s(rfc3339_millis(now))),
-                (":token", s(write_token())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        self.claim_item(id, call_id, now, abandoned_before).await
+    }
+
+    async fn mark_push_started(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        claimed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.mark_item(id, call_id, claimed_at, now).await
     }
 
     async fn finish_reservation(
@@ -506,48 +451,8 @@ impl Store for DynamoStore {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let mut vals = vec![
-            (":callId", s(call_id.as_str())),
-            (":claimed", s(ReservationStatus::Claimed.as_str())),
-            (":outcome", s(outcome.status().as_str())),
-            (":updatedAt", s(rfc3339_millis(now))),
-            (":expireAt", n(terminal_expiry(now))),
-            (":token", s(write_token())),
-        ];
-        let mut attribute_names = vec![CALL_ID, STATUS, UPDATED_AT, EXPIRE_AT, DUE_MINUTE];
-        attribute_names.push(FINISH_TOKEN);
-        let first = match outcome {
-            Outcome::Sent | Outcome::Failed => "#callId = :callId AND #status = :claimed",
-            Outcome::Missed => {
-                vals.push((":scheduled", s(ReservationStatus::Scheduled.as_str())));
-                vals.push((":abandonedBeforeMs", n(abandoned_before.timestamp_millis())));
-                attribute_names.push(CLAIMED_AT_MS);
-                CLAIMABLE
-            }
-        };
-        let condition = format!(
-            "({first}) OR (#callId = :callId AND #status = :outcome AND #finishToken = :token)"
-        );
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
-                 #finishToken = :token REMOVE #dueMinute",
-            )
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&attribute_names)))
-            .set_expression_attribute_values(Some(values(vals)))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        self.finish_item(id, call_id, outcome, now, abandoned_before)
+            .await
     }
 
     async fn count_agent_use(

@@ -60,7 +60,9 @@ fn minute_span(minute: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
     match r.status {
         ReservationStatus::Scheduled => true,
-        ReservationStatus::Claimed => r.claimed_at.is_some_and(|c| c < abandoned_before),
+        ReservationStatus::Claimed => {
+            r.push_started_at.is_none() && r.claimed_at.is_some_and(|c| c < abandoned_before)
+        }
         _ => false,
     }
 }
@@ -213,6 +215,29 @@ impl Store for MemoryStore {
         r.status = ReservationStatus::Claimed;
         r.claimed_at = Some(now);
         r.updated_at = now;
+        Ok(true)
+    }
+
+    async fn mark_push_started(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        claimed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        let Some(r) = tables.reservations.get_mut(id) else {
+            return Ok(false);
+        };
+        // Times as DynamoDB keeps them: milliseconds.
+        let ms = |t: DateTime<Utc>| t.timestamp_millis();
+        if &r.call_id != call_id
+            || r.status != ReservationStatus::Claimed
+            || r.claimed_at.map(ms) != Some(ms(claimed_at))
+        {
+            return Ok(false);
+        }
+        r.push_started_at = Some(now);
         Ok(true)
     }
 

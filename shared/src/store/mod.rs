@@ -179,7 +179,8 @@ pub trait Store: Send + Sync {
     async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError>;
 
     /// `scheduled` → `claimed` for this call, or re-claims a claim made before
-    /// `abandoned_before` (its run died). Returns whether this caller won the claim.
+    /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).
+    /// Returns whether this caller won the claim.
     async fn claim_reservation(
         &self,
         id: &DeviceId,
@@ -188,8 +189,21 @@ pub trait Store: Send + Sync {
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
+    /// Marks that the run whose claim was made at `claimed_at` is about to push (sets
+    /// `push_started_at` to `now`), if the reservation is still `claimed` by that claim. Only a
+    /// marked claim may push; a marked claim is never re-claimed nor marked `missed`, so a run
+    /// that dies after marking leaves the call to be recorded `failed` (push state unknown),
+    /// never pushed twice. Returns whether the claim was still the caller's.
+    async fn mark_push_started(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        claimed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
     /// Records how the call ended: `claimed` → `sent`/`failed`, or `scheduled` (or a claim made
-    /// before `abandoned_before`) → `missed`. Terminal records get `expireAt`. Returns whether
+    /// before `abandoned_before` whose push never started) → `missed`. Terminal records get `expireAt`. Returns whether
     /// the transition happened.
     async fn finish_reservation(
         &self,

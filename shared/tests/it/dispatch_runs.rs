@@ -251,6 +251,13 @@ async fn pushes_leave_at_their_second_and_never_early(store: DynStore) {
             stored.claimed_at.unwrap() <= r.scheduled_at.utc(),
             "claimed before its second (off the critical path)"
         );
+        let marked = stored
+            .push_started_at
+            .expect("the push was marked as started");
+        assert!(
+            stored.claimed_at.unwrap() <= marked && marked < r.scheduled_at.utc(),
+            "marked after the claim, before its second (off the critical path)"
+        );
     }
     assert_eq!(
         w.stored(&beyond).await.unwrap().status,
@@ -542,6 +549,52 @@ async fn a_run_that_died_after_claiming_is_recovered_once_by_a_later_run(store: 
     assert_eq!(reports[1].lateness_ms, vec![31_000]);
 }
 
+async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again(
+    store: DynStore,
+) {
+    let w = World::new(store);
+    let device = w.device("died-pushing", PushEnvironment::Production).await;
+    let r = w.reserve(&device, at(30)).await;
+    // A run claims it, marks its push as started, then dies (the push may have left).
+    w.step_to(at_ms(29_500)).await;
+    let claimed_at = w.clock.now();
+    let abandoned_before = claimed_at - Duration::seconds(30);
+    assert!(
+        w.store
+            .claim_reservation(&r.device_id, &r.call_id, claimed_at, abandoned_before)
+            .await
+            .unwrap()
+    );
+    w.step_to(at_ms(29_800)).await;
+    assert!(
+        w.store
+            .mark_push_started(&r.device_id, &r.call_id, claimed_at, w.clock.now())
+            .await
+            .unwrap()
+    );
+
+    // Past the claim timeout, a later run records it failed without pushing.
+    w.step_to(at(61)).await;
+    let later_run = w.start_run();
+    w.wait_status(&r, ReservationStatus::Failed).await;
+    let [report] = w
+        .finish(vec![later_run], at(61 + 72))
+        .await
+        .try_into()
+        .unwrap();
+
+    assert!(
+        w.push.attempts().is_empty(),
+        "never pushed a second time: {:#?}",
+        w.push.attempts()
+    );
+    assert_eq!(
+        (report.sent, report.failed, report.claimed),
+        (0, 1, 0),
+        "{report:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // APNs answers
 
@@ -705,6 +758,7 @@ macro_rules! dispatch_suite {
             duplicate_and_overlapping_runs_push_once,
             overlapping_runs_of_one_process_leave_each_others_calls_alone,
             a_run_that_died_after_claiming_is_recovered_once_by_a_later_run,
+            a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again,
             an_invalid_token_removes_the_device_and_fails_the_call,
             a_429_then_success_within_the_budget_is_sent,
             server_errors_past_the_budget_and_a_hung_push_fail,

@@ -16,6 +16,7 @@ mod dispatch_load;
 mod dispatch_runs;
 mod dynamodb_tables;
 mod faults_dispatch;
+mod faults_dispatch_writes;
 mod faults_dynamodb;
 mod faults_lost_replies;
 mod faults_oversized_bodies;

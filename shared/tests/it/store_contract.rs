@@ -617,6 +617,74 @@ async fn a_claim_made_before_abandoned_before_can_be_reclaimed(store: DynStore) 
     assert!(!claim(&store, &r, soon).await, "the re-claim is fresh");
 }
 
+async fn the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + Duration::milliseconds(300);
+    let mark = |claimed_at, now| {
+        let store = store.clone();
+        let r = r.clone();
+        async move {
+            store
+                .mark_push_started(&r.device_id, &r.call_id, claimed_at, now)
+                .await
+                .expect("mark_push_started")
+        }
+    };
+    assert!(
+        !mark(claimed_at + Duration::milliseconds(1), now).await,
+        "another claim's mark"
+    );
+    assert!(
+        !store
+            .mark_push_started(&r.device_id, &CallId::generate(), claimed_at, now)
+            .await
+            .expect("mark_push_started"),
+        "another call's mark"
+    );
+    assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
+    assert!(mark(claimed_at, now).await, "the claim's own mark");
+    assert!(
+        mark(claimed_at, now).await,
+        "marking again (a retry) is the same mark"
+    );
+    let stored = get_some(&store, &r.device_id, now).await;
+    assert_eq!(
+        stored,
+        Reservation {
+            push_started_at: Some(now),
+            ..r.clone()
+        }
+    );
+
+    // Abandoned after the mark: never re-claimed, never missed; a run records it failed.
+    let later = claimed_at + GRACE + secs(1);
+    assert!(abandoned_before(later) > claimed_at);
+    assert!(
+        !claim(&store, &r, later).await,
+        "a marked claim is not re-claimed"
+    );
+    assert!(
+        !finish(&store, &r, Outcome::Missed, later).await,
+        "a marked claim is not missed"
+    );
+    assert!(finish(&store, &r, Outcome::Failed, later).await, "it fails");
+    assert_eq!(
+        get_some(&store, &r.device_id, later).await.status,
+        ReservationStatus::Failed
+    );
+
+    // A scheduled reservation has no claim to mark.
+    let (scheduled, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let at = scheduled.scheduled_at.utc();
+    assert!(
+        !store
+            .mark_push_started(&scheduled.device_id, &scheduled.call_id, at, at)
+            .await
+            .expect("mark_push_started"),
+        "scheduled"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Finish
 
@@ -1270,6 +1338,7 @@ macro_rules! contract_suite {
                 claim_scheduled_wins_and_records_claimed_at,
                 a_second_claim_of_a_fresh_claim_is_refused,
                 a_claim_made_before_abandoned_before_can_be_reclaimed,
+                the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
                 finish_sent_or_failed_from_claimed_sets_status_and_expiry,
                 finish_sent_or_failed_from_scheduled_is_refused,
                 finish_with_a_wrong_call_id_is_refused,

@@ -3,7 +3,9 @@
 //! then closes the connection without answering, as a network failure after the request
 //! reached DynamoDB would. The SDK sees an I/O error and retries the same request, whose
 //! condition now meets the item its first attempt wrote: what the fault tests check is that
-//! such a retry is recognised as the write that already happened.
+//! such a retry is recognised as the write that already happened. It can also refuse requests
+//! (DynamoDB's 500 `InternalServerError`, nothing carried out), for a store error that is not
+//! a lost write.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +25,8 @@ struct Rule {
     operation: String,
     needle: String,
     remaining: usize,
+    /// Answer 500 without forwarding, instead of losing the reply after forwarding.
+    refuse: bool,
 }
 
 struct Shared {
@@ -76,10 +80,22 @@ impl ReplyDropper {
             operation: operation.to_owned(),
             needle: needle.to_owned(),
             remaining: times,
+            refuse: false,
         });
     }
 
-    /// How many replies were lost so far.
+    /// Answers the next `times` requests of `operation` whose body contains `needle` with
+    /// DynamoDB's 500 `InternalServerError`, without forwarding them (nothing is written).
+    pub fn refuse_requests(&self, operation: &str, needle: &str, times: usize) {
+        self.shared.rules.lock().unwrap().push(Rule {
+            operation: operation.to_owned(),
+            needle: needle.to_owned(),
+            remaining: times,
+            refuse: true,
+        });
+    }
+
+    /// How many replies were lost (or requests refused) so far.
     pub fn dropped(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
     }
@@ -125,6 +141,16 @@ async fn forward(
         .unwrap_or_default()
         .to_owned();
     shared.seen.lock().unwrap().push(operation.clone());
+    if take_rule(shared, &operation, &body, true) {
+        shared.dropped.fetch_add(1, Ordering::SeqCst);
+        return Ok(hyper::Response::builder()
+            .status(500)
+            .header("content-type", "application/x-amz-json-1.0")
+            .body(Full::new(Bytes::from_static(
+                br#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (test)"}"#,
+            )))
+            .expect("a valid response"));
+    }
     let mut upstream = shared
         .client
         .request(
@@ -141,16 +167,7 @@ async fn forward(
     let status = answer.status();
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.map_err(|e| io(&e))?;
-    let lose = {
-        let text = String::from_utf8_lossy(&body);
-        let mut rules = shared.rules.lock().unwrap();
-        rules
-            .iter_mut()
-            .find(|r| r.remaining > 0 && r.operation == operation && text.contains(&r.needle))
-            .map(|r| r.remaining -= 1)
-            .is_some()
-    };
-    if lose {
+    if take_rule(shared, &operation, &body, false) {
         shared.dropped.fetch_add(1, Ordering::SeqCst);
         return Err(std::io::Error::other("reply lost (test)"));
     }
@@ -163,4 +180,20 @@ async fn forward(
     Ok(response
         .body(Full::new(bytes))
         .expect("a response from a valid one"))
+}
+
+/// Whether a rule of this kind (`refuse`) applies to the request, counting it down if so.
+fn take_rule(shared: &Shared, operation: &str, body: &[u8], refuse: bool) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let mut rules = shared.rules.lock().unwrap();
+    rules
+        .iter_mut()
+        .find(|r| {
+            r.remaining > 0
+                && r.refuse == refuse
+                && r.operation == operation
+                && text.contains(&r.needle)
+        })
+        .map(|r| r.remaining -= 1)
+        .is_some()
 }

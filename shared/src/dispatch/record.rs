@@ -1,0 +1,176 @@
+//! A delivery's last step: recording its outcome (`sent`, `failed`, `missed`), retried on store
+//! errors, and removing a token APNs called invalid.
+
+use super::deliver::FIRST_BACKOFF;
+use super::outcome::{Missed, Pushed, Record, Recorded, TokenRemoval};
+use super::run::{Run, wait_until};
+use crate::domain::device::Device;
+use crate::domain::reservation::Reservation;
+use crate::push::PushError;
+use crate::store::Outcome;
+
+/// How long an outcome's write is retried (with backoff, from [`FIRST_BACKOFF`] doubling) after
+/// a store error before it is left unrecorded. Well under half the claim timeout, and a call
+/// left `claimed` after a started push is recorded `failed` by a later run, never pushed again.
+const FINISH_BUDGET: chrono::Duration = chrono::Duration::seconds(10);
+
+impl Run {
+    /// Step 4: records `sent` or `failed`; a token APNs called invalid is removed first.
+    pub(super) async fn record(&self, r: &Reservation, pushed: Pushed) -> Record {
+        match pushed {
+            Pushed::Sent { late_ms, attempts } => {
+                let recorded = self.finish(r, Outcome::Sent).await;
+                tracing::info!(
+                    call_id = r.call_id.as_str(),
+                    device = self.device_hash(r),
+                    outcome = "sent",
+                    late_ms,
+                    attempts,
+                    "dispatch push"
+                );
+                Record::Sent(recorded)
+            }
+            Pushed::NotSent {
+                error,
+                attempts,
+                device,
+            } => {
+                let token = match error {
+                    PushError::InvalidToken { .. } => Some(self.remove_token(&device).await),
+                    PushError::Retryable { .. } | PushError::Rejected { .. } => None,
+                };
+                let recorded = self.fail(r, error.status(), attempts, error.reason()).await;
+                Record::Failed { token, recorded }
+            }
+            Pushed::NoDevice => Record::Failed {
+                token: None,
+                recorded: self
+                    .fail(r, None, 0, "the device is no longer registered")
+                    .await,
+            },
+        }
+    }
+
+    /// Removes a device whose token APNs called invalid, unless it has a newer token by now.
+    async fn remove_token(&self, device: &Device) -> TokenRemoval {
+        match self
+            .dispatcher
+            .store
+            .remove_device(&device.device_id, &device.voip_token)
+            .await
+        {
+            Ok(true) => TokenRemoval::Removed,
+            Ok(false) => TokenRemoval::Kept,
+            Err(e) => {
+                tracing::error!(error = %e, "dispatch could not remove an invalid token");
+                TokenRemoval::StoreError
+            }
+        }
+    }
+
+    pub(super) async fn fail(
+        &self,
+        r: &Reservation,
+        status: Option<u16>,
+        attempts: u32,
+        reason: &str,
+    ) -> Recorded {
+        let recorded = self.finish(r, Outcome::Failed).await;
+        tracing::warn!(
+            call_id = r.call_id.as_str(),
+            device = self.device_hash(r),
+            outcome = "failed",
+            status,
+            reason,
+            attempts,
+            "dispatch push"
+        );
+        recorded
+    }
+
+    pub(super) async fn record_missed(&self, r: &Reservation) -> Missed {
+        let recorded = self.finish(r, Outcome::Missed).await;
+        if recorded == Recorded::Written {
+            let late_ms = (self.clock().now() - r.scheduled_at.utc()).num_milliseconds();
+            tracing::warn!(
+                call_id = r.call_id.as_str(),
+                device = self.device_hash(r),
+                outcome = "missed",
+                late_ms,
+                "dispatch push"
+            );
+        }
+        Missed(recorded)
+    }
+
+    /// Records the outcome on the reservation (`finish_reservation`), retrying store errors
+    /// with backoff within [`FINISH_BUDGET`]: a call left `claimed` after its push would be
+    /// recorded `failed` by a later run.
+    async fn finish(&self, r: &Reservation, outcome: Outcome) -> Recorded {
+        let deadline = self.clock().now() + FINISH_BUDGET;
+        let mut backoff = FIRST_BACKOFF;
+        let mut erred = false;
+        loop {
+            let recorded = self.finish_once(r, outcome, erred).await;
+            let retry_at = self.clock().now() + backoff;
+            if recorded != Recorded::StoreError || retry_at >= deadline {
+                return recorded;
+            }
+            erred = true;
+            wait_until(self.clock(), retry_at).await;
+            backoff = backoff * 2;
+        }
+    }
+
+    /// One `finish_reservation`. After an earlier attempt failed (`erred`), a refusal may mean
+    /// that attempt was written after all (its reply lost): the record says which.
+    async fn finish_once(&self, r: &Reservation, outcome: Outcome, erred: bool) -> Recorded {
+        let now = self.clock().now();
+        let result = self
+            .dispatcher
+            .store
+            .finish_reservation(
+                &r.device_id,
+                &r.call_id,
+                outcome,
+                now,
+                now - self.claim_timeout,
+            )
+            .await;
+        let result = match result {
+            Ok(false) if erred => match self
+                .dispatcher
+                .store
+                .get_reservation(&r.device_id, now)
+                .await
+            {
+                Ok(Some(stored)) => {
+                    Ok(stored.call_id == r.call_id && stored.status == outcome.status())
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        match result {
+            Ok(true) => Recorded::Written,
+            Ok(false) => {
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    outcome = outcome.status().as_str(),
+                    "dispatch outcome not recorded: the reservation changed meanwhile"
+                );
+                Recorded::Changed
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    call_id = r.call_id.as_str(),
+                    outcome = outcome.status().as_str(),
+                    "dispatch outcome not recorded (a later run may send it again)"
+                );
+                Recorded::StoreError
+            }
+        }
+    }
+}
