@@ -353,6 +353,10 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
+    async fn device_proof(&self, _: &DeviceId) -> Result<koe::store::DeviceProof, StoreError> {
+        Err(Self::error())
+    }
+
     async fn remove_device(&self, _: &DeviceId, _: &VoipToken) -> Result<bool, StoreError> {
         Err(Self::error())
     }

@@ -1,10 +1,12 @@
-//! POST, GET and DELETE /calls: the device's one call reservation.
+//! POST, GET and DELETE /calls: the device's one call reservation. Each checks the device secret
+//! as `PUT /devices` does (README "Device-scoped access").
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::{HeaderName, StatusCode};
 use sha2::{Digest, Sha256};
 
+use super::devices::{presented_secret, secret_required};
 use super::{Request, Response, json_response, query_param};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
@@ -13,7 +15,7 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
-use crate::store::{CancelError, CreateError, IdempotentAnswer, Store};
+use crate::store::{CancelError, CreateError, DeviceProof, IdempotentAnswer, Store};
 
 /// What the handlers need besides the store.
 pub struct CallsContext<'a> {
@@ -28,6 +30,27 @@ fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
     let raw = query_param(request, "deviceId")
         .ok_or_else(|| ApiError::invalid("deviceId", "is required (query parameter)"))?;
     Ok(DeviceId::parse("deviceId", &raw)?)
+}
+
+/// Reads the device's secret state and checks the request's `X-Device-Secret` against it:
+/// 403 `DEVICE_SECRET_REQUIRED` if the device's app has proven its secret and the request does
+/// not carry it, or if the request carries another.
+async fn admitted(
+    cx: &CallsContext<'_>,
+    request: &Request,
+    device_id: &DeviceId,
+) -> Result<DeviceProof, ApiError> {
+    let presented = presented_secret(request)?;
+    let proof = cx.store.device_proof(device_id).await?;
+    if !proof.admits(presented.as_deref()) {
+        tracing::warn!(
+            device = %device_id.log_hash(cx.salt),
+            presented = presented.is_some(),
+            "reservation request refused: the device's secret was not presented"
+        );
+        return Err(secret_required());
+    }
+    Ok(proof)
 }
 
 /// The request header that makes `POST /calls` safe to retry.
@@ -148,7 +171,7 @@ async fn create_reservation(
         .optional_text("callerName", 1, MAX_CALLER_NAME_CHARS)?
         .map(str::to_owned);
 
-    if cx.store.get_device(&device_id).await?.is_none() {
+    if admitted(cx, request, &device_id).await? == DeviceProof::Unregistered {
         return Err(ApiError::new(
             ErrorCode::DeviceNotRegistered,
             "deviceId has no VoIP token: register it with PUT /devices first",
@@ -182,6 +205,7 @@ async fn create_reservation(
 
 pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
     let device_id = device_in_query(&request)?;
+    admitted(cx, &request, &device_id).await?;
     match cx.store.get_reservation(&device_id, cx.now).await? {
         Some(reservation) => Ok(json_response(
             StatusCode::OK,
@@ -196,6 +220,7 @@ pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, Ap
 
 pub async fn cancel(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
     let device_id = device_in_query(&request)?;
+    admitted(cx, &request, &device_id).await?;
     match cx.store.cancel_reservation(&device_id, cx.now).await {
         Ok(()) => {
             tracing::info!(device = %device_id.log_hash(cx.salt), "reservation cancelled");

@@ -20,6 +20,33 @@ pub const DEVICE_SECRET_HEADER: &str = "x-device-secret";
 /// The longest `X-Device-Secret` looked at (a secret is 64 characters).
 const MAX_SECRET_CHARS: usize = 128;
 
+/// The SHA-256 of the request's `X-Device-Secret`, if it carries one (400 if it is empty or
+/// too long to be a secret).
+pub(super) fn presented_secret(request: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = request.headers().get(DEVICE_SECRET_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .filter(|v| !v.is_empty() && v.len() <= MAX_SECRET_CHARS)
+        .map(|v| Some(secret_hash(v)))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "X-Device-Secret",
+                "must be the deviceSecret a PUT /devices answered",
+            )
+        })
+}
+
+/// 403 `DEVICE_SECRET_REQUIRED`.
+pub(super) fn secret_required() -> ApiError {
+    ApiError::new(
+        ErrorCode::DeviceSecretRequired,
+        "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",
+    )
+}
+
 /// The stored record minus the token, which is never returned.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -52,22 +79,7 @@ pub async fn put_device(
     salt: &str,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let presented = match request.headers().get(DEVICE_SECRET_HEADER) {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .filter(|v| !v.is_empty() && v.len() <= MAX_SECRET_CHARS)
-                .map(secret_hash)
-                .ok_or_else(|| {
-                    ApiError::invalid(
-                        "X-Device-Secret",
-                        "must be the deviceSecret a PUT /devices answered",
-                    )
-                })?,
-        ),
-    };
+    let presented = presented_secret(&request)?;
     let device = parse(request.body(), now)?;
     let secret = DeviceSecret::generate();
     let hash = device.device_id.log_hash(salt);
@@ -82,10 +94,7 @@ pub async fn put_device(
                 presented = presented.is_some(),
                 "device registration refused: the device's secret was not presented"
             );
-            return Err(ApiError::new(
-                ErrorCode::DeviceSecretRequired,
-                "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",
-            ));
+            return Err(secret_required());
         }
     };
     if !issued && !proven {

@@ -29,8 +29,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
-    TableNames, UsageOutcome,
+    CancelError, CreateError, DeviceProof, IdempotentAnswer, Outcome, SpendOutcome, Store,
+    StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
@@ -293,6 +293,10 @@ impl Store for DynamoStore {
         out.item()
             .map(|item| device_from_item(table, item))
             .transpose()
+    }
+
+    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
+        self.device_proof_item(id).await
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {

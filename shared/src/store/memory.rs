@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, CreateError, DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store,
-    StoreError, UsageOutcome,
+    CancelError, CreateError, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome,
+    Store, StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::reservation::{
@@ -105,6 +105,18 @@ impl Store for MemoryStore {
 
     async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
         Ok(self.lock().devices.get(id).cloned())
+    }
+
+    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
+        let tables = self.lock();
+        if !tables.devices.contains_key(id) {
+            return Ok(DeviceProof::Unregistered);
+        }
+        let secret = tables.device_secrets.get(id);
+        Ok(DeviceProof::Registered {
+            secret_hash: secret.map(|(hash, _)| hash.clone()),
+            proven: secret.is_some_and(|(_, proven)| *proven),
+        })
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {

@@ -124,6 +124,40 @@ pub enum DeviceWrite {
     Refused,
 }
 
+/// A device's registration as `/calls` checks the device secret against it (README
+/// "Device-scoped access"): the same rule as `PUT /devices`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceProof {
+    /// No registration (never registered, or removed after APNs called its token dead).
+    Unregistered,
+    /// `secret_hash`: SHA-256 (hex) of its secret, if it has one; `proven`: its app has
+    /// presented it, so every request for the device must.
+    Registered {
+        secret_hash: Option<String>,
+        proven: bool,
+    },
+}
+
+impl DeviceProof {
+    /// Whether a request presenting `presented` (the SHA-256 of its `X-Device-Secret`, if any)
+    /// may act for the device: a presented secret must be the device's; none is enough only
+    /// while the device's secret is not proven.
+    pub fn admits(&self, presented: Option<&str>) -> bool {
+        match (self, presented) {
+            (DeviceProof::Unregistered, _) => true,
+            (
+                DeviceProof::Registered {
+                    secret_hash: Some(hash),
+                    ..
+                },
+                Some(presented),
+            ) => hash == presented,
+            (DeviceProof::Registered { .. }, Some(_)) => false,
+            (DeviceProof::Registered { proven, .. }, None) => !proven,
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Inserts or replaces the device's registration (tests and seeding; PUT /devices uses
@@ -144,6 +178,9 @@ pub trait Store: Send + Sync {
     ) -> Result<DeviceWrite, StoreError>;
 
     async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError>;
+
+    /// The device's registration and secret state (a consistent read), for `/calls`.
+    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError>;
 
     /// Deletes the registration only if its token is still `token` (a newer one wins).
     /// Returns whether it was deleted.

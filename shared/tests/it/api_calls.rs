@@ -851,3 +851,89 @@ async fn concurrent_copies_of_one_request_all_get_the_one_reservation() {
     }
     assert!(answers.iter().any(|(s, _)| *s == 201));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Device secret (README "Device-scoped access"): /calls holds a proven device to it too.
+
+async fn calls_with_secret(
+    app: &TestApp,
+    method: http::Method,
+    device: &str,
+    secret: Option<&str>,
+) -> reqwest::Response {
+    let mut request = if method == http::Method::POST {
+        app.agent(method, "/calls")
+            .body(json!({"deviceId": device, "scheduledAt": AT, "callerName": "Mika"}).to_string())
+    } else {
+        app.agent(method, &format!("/calls?deviceId={}", encode(device)))
+    };
+    if let Some(secret) = secret {
+        request = request.header("x-device-secret", secret);
+    }
+    send(request).await
+}
+
+#[tokio::test]
+async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not() {
+    let (app, _clock) = app_at_now().await;
+    let device = "calls-secret-device";
+    let body = json!({"deviceId": device, "voipToken": token()});
+    let first: Value = send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(body.to_string()),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let secret = first["deviceSecret"].as_str().unwrap().to_owned();
+    let other = format!("{}0", &secret[1..]);
+
+    // Not proven yet (today's app): no header needed, but a wrong one is refused.
+    let wrong = calls_with_secret(&app, http::Method::POST, device, Some(&other)).await;
+    error_body(wrong, 403, "DEVICE_SECRET_REQUIRED").await;
+    let created = calls_with_secret(&app, http::Method::POST, device, None).await;
+    assert_eq!(created.status().as_u16(), 201);
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(
+        calls_with_secret(&app, http::Method::GET, device, None)
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+
+    // The app proves it on PUT /devices: from now on /calls needs it.
+    let proven = send(
+        app.agent(http::Method::PUT, "/devices")
+            .header("x-device-secret", &secret)
+            .body(body.to_string()),
+    )
+    .await;
+    assert_eq!(proven.status().as_u16(), 200);
+    for method in [http::Method::GET, http::Method::DELETE, http::Method::POST] {
+        for presented in [None, Some(other.as_str())] {
+            let refused = calls_with_secret(&app, method.clone(), device, presented).await;
+            error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+        }
+    }
+    // Nothing was cancelled or replaced by the refused requests.
+    let kept = get_ok_with(&app, device, &secret).await;
+    assert_eq!(kept["status"], "scheduled");
+    assert_eq!(kept["callId"], created["callId"]);
+
+    let cancelled = calls_with_secret(&app, http::Method::DELETE, device, Some(&secret)).await;
+    assert_eq!(cancelled.status().as_u16(), 204);
+    let again = calls_with_secret(&app, http::Method::POST, device, Some(&secret)).await;
+    assert_eq!(again.status().as_u16(), 201);
+
+    // A malformed header names itself.
+    let bad = calls_with_secret(&app, http::Method::GET, device, Some(&"a".repeat(129))).await;
+    invalid_field(bad, "X-Device-Secret").await;
+}
+
+async fn get_ok_with(app: &TestApp, device: &str, secret: &str) -> Value {
+    let response = calls_with_secret(app, http::Method::GET, device, Some(secret)).await;
+    assert_eq!(response.status().as_u16(), 200);
+    response.json().await.unwrap()
+}

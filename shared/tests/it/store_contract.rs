@@ -218,6 +218,41 @@ async fn put_device_again_replaces_token_and_environment(store: DynStore) {
 }
 
 /// PUT /devices' write against the device's secret (README "Device-scoped access").
+async fn device_proof_tells_the_secrets_state(store: DynStore) {
+    use koe::store::DeviceProof::{Registered, Unregistered};
+    let id = new_device_id();
+    let proof = || {
+        let store = store.clone();
+        let id = id.clone();
+        async move { store.device_proof(&id).await.unwrap() }
+    };
+    assert_eq!(proof().await, Unregistered);
+    let d = device(&id, PushEnvironment::Production, t0());
+    store.put_device(&d).await.unwrap();
+    let before_secrets = Registered {
+        secret_hash: None,
+        proven: false,
+    };
+    assert_eq!(proof().await, before_secrets);
+    assert!(before_secrets.admits(None) && !before_secrets.admits(Some("h1")));
+    store.register_device(&d, None, "h1").await.unwrap();
+    let issued = Registered {
+        secret_hash: Some("h1".into()),
+        proven: false,
+    };
+    assert_eq!(proof().await, issued);
+    assert!(issued.admits(None) && issued.admits(Some("h1")) && !issued.admits(Some("h2")));
+    store.register_device(&d, Some("h1"), "h2").await.unwrap();
+    let proven = Registered {
+        secret_hash: Some("h1".into()),
+        proven: true,
+    };
+    assert_eq!(proof().await, proven);
+    assert!(!proven.admits(None) && proven.admits(Some("h1")) && !proven.admits(Some("h2")));
+    assert!(store.remove_device(&id, &d.voip_token).await.unwrap());
+    assert_eq!(proof().await, Unregistered, "removed, secret and all");
+}
+
 async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     use koe::store::DeviceWrite::{Refused, Written};
     let id = new_device_id();
@@ -1319,6 +1354,7 @@ macro_rules! contract_suite {
                 put_device_then_get_returns_the_same_record,
                 put_device_again_replaces_token_and_environment,
                 register_device_holds_the_secret_once_it_is_proven,
+                device_proof_tells_the_secrets_state,
                 get_unknown_device_is_none,
                 remove_device_with_the_current_token_deletes_it,
                 remove_device_with_a_stale_token_keeps_it,

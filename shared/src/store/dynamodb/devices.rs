@@ -12,7 +12,7 @@ use super::{
 use crate::domain::device::Device;
 use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
-use crate::store::{DeviceWrite, StoreError};
+use crate::store::{DeviceProof, DeviceWrite, StoreError};
 use std::collections::HashMap;
 
 const SECRET_HASH: &str = "secretHash";
@@ -117,6 +117,31 @@ impl DynamoStore {
         Err(StoreError(format!(
             "DynamoDB item in {table} kept changing during a device registration"
         )))
+    }
+}
+
+impl DynamoStore {
+    pub(super) async fn device_proof_item(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
+        let table = &self.tables.devices;
+        let read = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .consistent_read(true)
+            .projection_expression("#deviceId, #secretHash, #secretProven")
+            .set_expression_attribute_names(Some(names(&[DEVICE_ID, SECRET_HASH, SECRET_PROVEN])))
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = read.item() else {
+            return Ok(DeviceProof::Unregistered);
+        };
+        let r = Reader { table, item };
+        Ok(DeviceProof::Registered {
+            secret_hash: r.opt_s(SECRET_HASH)?.map(str::to_owned),
+            proven: matches!(item.get(SECRET_PROVEN), Some(AttributeValue::Bool(true))),
+        })
     }
 }
 
