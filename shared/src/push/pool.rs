@@ -1,0 +1,400 @@
+//! A pool of push connections: spreads one second's pushes over several, each under its stream limit.
+//!
+//! One APNs connection (one `a2::Client`) carries about 1,000 concurrent HTTP/2 streams, and a
+//! push from ap-northeast-1 takes 100 ms or more, so one connection cannot send 10,000 pushes
+//! within a second. The pool holds up to `max_connections` connections made by a factory and
+//! keeps at most `streams_per_connection` of our pushes in flight on each (a margin under APNs's
+//! limit, so our own queue, not the HTTP/2 client's, decides who waits). [`PushPool::prepare`]
+//! opens and warms the connections a second will need before it begins.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::{PushError, PushSender, VoipPush};
+use crate::domain::device::Device;
+
+/// Makes one new connection (for APNs: a new `a2::Client`, never a clone, which would share the
+/// first one's connection).
+pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
+
+/// Our pushes in flight per connection: a margin under the 1,000 concurrent streams APNs allows.
+pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 900;
+/// Connections per pool unless configured (`APNS_MAX_CONNECTIONS`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// At least 1.
+    pub max_connections: usize,
+    /// At least 1.
+    pub streams_per_connection: usize,
+}
+
+impl Default for PoolSettings {
+    fn default() -> PoolSettings {
+        PoolSettings {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            streams_per_connection: DEFAULT_STREAMS_PER_CONNECTION,
+        }
+    }
+}
+
+struct Connection {
+    sender: Arc<dyn PushSender>,
+    streams: Arc<Semaphore>,
+}
+
+pub struct PushPool {
+    factory: ConnectionFactory,
+    settings: PoolSettings,
+    /// Every free stream of the pool, open or not yet opened (`max_connections` ×
+    /// `streams_per_connection`). A push takes one of these first, in arrival order, so whoever
+    /// holds one is sure to find a free stream on an open connection or room for a new one.
+    capacity: Arc<Semaphore>,
+    /// Open connections, oldest first; only ever grows. Never held across an await.
+    connections: Mutex<Vec<Arc<Connection>>>,
+}
+
+impl PushPool {
+    pub fn new(factory: ConnectionFactory, settings: PoolSettings) -> PushPool {
+        let settings = PoolSettings {
+            max_connections: settings.max_connections.max(1),
+            streams_per_connection: settings.streams_per_connection.max(1),
+        };
+        PushPool {
+            factory,
+            capacity: Arc::new(Semaphore::new(
+                settings.max_connections * settings.streams_per_connection,
+            )),
+            settings,
+            connections: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// How many connections the pool has opened.
+    pub fn connections_open(&self) -> usize {
+        self.connections.lock().unwrap().len()
+    }
+
+    /// Before a second with `expected_in_second` pushes: opens connections until there are
+    /// enough streams for them (up to `max_connections`) and warms them, so the second's first
+    /// pushes do not pay connection setup. Returns once they are warm.
+    pub async fn prepare(&self, expected_in_second: usize) {
+        let wanted = expected_in_second
+            .div_ceil(self.settings.streams_per_connection)
+            .min(self.settings.max_connections);
+        let to_warm: Vec<Arc<Connection>> = {
+            let mut connections = self.connections.lock().unwrap();
+            while connections.len() < wanted {
+                connections.push(self.open());
+            }
+            connections[..wanted].to_vec()
+        };
+        join_all(to_warm.iter().map(|c| c.sender.warm())).await;
+    }
+
+    fn open(&self) -> Arc<Connection> {
+        Arc::new(Connection {
+            sender: (self.factory)(),
+            streams: Arc::new(Semaphore::new(self.settings.streams_per_connection)),
+        })
+    }
+
+    /// A stream on the least-loaded open connection, or on a new one if all are full. Only
+    /// called with a `capacity` permit held, which guarantees one of the two.
+    fn stream(&self) -> (Arc<Connection>, OwnedSemaphorePermit) {
+        let mut connections = self.connections.lock().unwrap();
+        let least_loaded = connections
+            .iter()
+            .filter(|c| c.streams.available_permits() > 0)
+            .max_by_key(|c| c.streams.available_permits())
+            .cloned();
+        let connection = match least_loaded {
+            Some(connection) => connection,
+            None => {
+                assert!(
+                    connections.len() < self.settings.max_connections,
+                    "a capacity permit guarantees a free stream or room for a connection"
+                );
+                let connection = self.open();
+                connections.push(connection.clone());
+                connection
+            }
+        };
+        // Streams are only taken under the lock, so the free stream seen above is still free.
+        let permit = connection
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .expect("a free stream was seen under the lock");
+        (connection, permit)
+    }
+}
+
+#[async_trait]
+impl PushSender for PushPool {
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
+        let capacity = self
+            .capacity
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the pool's semaphore is never closed");
+        let (connection, stream) = self.stream();
+        let result = connection.sender.send(push, device).await;
+        // The stream goes back before the capacity permit, so a capacity holder always finds one.
+        drop(stream);
+        drop(capacity);
+        result
+    }
+
+    /// Warms every connection already open.
+    async fn warm(&self) {
+        let open: Vec<Arc<Connection>> = self.connections.lock().unwrap().clone();
+        join_all(open.iter().map(|c| c.sender.warm())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use chrono::Utc;
+
+    use super::*;
+    use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
+
+    /// Counts what the pool does with its connections; each fake connection answers after
+    /// `hold` (paused test time) or, without one, when `gate` lets it.
+    #[derive(Default)]
+    struct Counts {
+        opened: AtomicUsize,
+        warmed: AtomicUsize,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        max_in_flight_one_connection: AtomicUsize,
+        started: AtomicUsize,
+    }
+
+    struct FakeConnection {
+        counts: Arc<Counts>,
+        in_flight: AtomicUsize,
+        hold: Option<Duration>,
+        gate: Arc<Semaphore>,
+        answer: Result<(), PushError>,
+    }
+
+    #[async_trait]
+    impl PushSender for FakeConnection {
+        async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+            let counts = &self.counts;
+            counts.started.fetch_add(1, Ordering::SeqCst);
+            let all = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.max_in_flight.fetch_max(all, Ordering::SeqCst);
+            let mine = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            counts
+                .max_in_flight_one_connection
+                .fetch_max(mine, Ordering::SeqCst);
+            match self.hold {
+                Some(hold) => tokio::time::sleep(hold).await,
+                None => self.gate.acquire().await.unwrap().forget(),
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            counts.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.answer.clone()
+        }
+
+        async fn warm(&self) {
+            self.counts.warmed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn pool(
+        max_connections: usize,
+        streams_per_connection: usize,
+        hold: Option<Duration>,
+        answer: Result<(), PushError>,
+    ) -> (Arc<PushPool>, Arc<Counts>, Arc<Semaphore>) {
+        let counts = Arc::new(Counts::default());
+        let gate = Arc::new(Semaphore::new(0));
+        let factory: ConnectionFactory = {
+            let (counts, gate) = (counts.clone(), gate.clone());
+            Arc::new(move || {
+                counts.opened.fetch_add(1, Ordering::SeqCst);
+                Arc::new(FakeConnection {
+                    counts: counts.clone(),
+                    in_flight: AtomicUsize::new(0),
+                    hold,
+                    gate: gate.clone(),
+                    answer: answer.clone(),
+                }) as Arc<dyn PushSender>
+            })
+        };
+        let settings = PoolSettings {
+            max_connections,
+            streams_per_connection,
+        };
+        (Arc::new(PushPool::new(factory, settings)), counts, gate)
+    }
+
+    fn push_and_device() -> (VoipPush, Device) {
+        let now = Utc::now();
+        let push = VoipPush {
+            aps: Default::default(),
+            call_id: "c1".into(),
+            caller_name: None,
+            scheduled_at: "2026-01-01T07:00:00+09:00".into(),
+            expires_at: now,
+        };
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", "d1").unwrap(),
+            voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: now,
+        };
+        (push, device)
+    }
+
+    fn spawn_sends(pool: &Arc<PushPool>, n: usize) -> tokio::task::JoinSet<Result<(), PushError>> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let pool = pool.clone();
+            tasks.spawn(async move {
+                let (push, device) = push_and_device();
+                pool.send(&push, &device).await
+            });
+        }
+        tasks
+    }
+
+    /// Lets spawned tasks run until they block (test time is paused, so nothing else moves).
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrency_never_exceeds_streams_times_connections() {
+        let (pool, counts, _) = pool(3, 4, Some(Duration::from_millis(100)), Ok(()));
+        let results = spawn_sends(&pool, 50).join_all().await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(counts.started.load(Ordering::SeqCst), 50);
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            counts.max_in_flight.load(Ordering::SeqCst),
+            12,
+            "all streams used"
+        );
+        assert_eq!(
+            counts.max_in_flight_one_connection.load(Ordering::SeqCst),
+            4
+        );
+        assert_eq!(
+            pool.capacity.available_permits(),
+            12,
+            "every permit returned"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_of_one_with_ten_streams_queues_the_eleventh() {
+        let (pool, counts, gate) = pool(1, 10, None, Ok(()));
+        let mut tasks = spawn_sends(&pool, 11);
+        settle().await;
+        assert_eq!(counts.started.load(Ordering::SeqCst), 10);
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+
+        gate.add_permits(1);
+        assert!(tasks.join_next().await.unwrap().unwrap().is_ok());
+        settle().await;
+        assert_eq!(
+            counts.started.load(Ordering::SeqCst),
+            11,
+            "the 11th got the stream"
+        );
+        assert_eq!(counts.in_flight.load(Ordering::SeqCst), 10);
+        gate.add_permits(10);
+        assert!(tasks.join_all().await.iter().all(Result::is_ok));
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn least_loaded_first_and_a_new_connection_only_when_all_are_full() {
+        let (pool, counts, gate) = pool(4, 2, None, Ok(()));
+        let _tasks = spawn_sends(&pool, 2);
+        settle().await;
+        assert_eq!(
+            counts.opened.load(Ordering::SeqCst),
+            1,
+            "one connection holds two"
+        );
+        let _more = spawn_sends(&pool, 3);
+        settle().await;
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            counts.max_in_flight_one_connection.load(Ordering::SeqCst),
+            2
+        );
+        gate.add_permits(5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prepare_opens_and_warms_what_the_second_needs_up_to_the_maximum() {
+        for (expected, opened) in [
+            (0, 0),
+            (1, 1),
+            (1_800, 2),
+            (1_801, 3),
+            (7_200, 8),
+            (10_000, 8),
+        ] {
+            let (pool, counts, _) = pool(8, 900, None, Ok(()));
+            pool.prepare(expected).await;
+            assert_eq!(counts.opened.load(Ordering::SeqCst), opened, "{expected}");
+            assert_eq!(counts.warmed.load(Ordering::SeqCst), opened, "{expected}");
+            assert_eq!(pool.connections_open(), opened);
+        }
+        // A second prepare opens only what is missing.
+        let (pool, counts, _) = pool(8, 900, None, Ok(()));
+        pool.prepare(900).await;
+        pool.prepare(2_700).await;
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connections_error_passes_through_unchanged_and_frees_its_stream() {
+        let unregistered = PushError::InvalidToken {
+            status: 410,
+            reason: "Unregistered".into(),
+        };
+        let (pool, counts, _) = pool(1, 1, Some(Duration::ZERO), Err(unregistered.clone()));
+        let (push, device) = push_and_device();
+        for _ in 0..3 {
+            assert_eq!(pool.send(&push, &device).await, Err(unregistered.clone()));
+        }
+        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_push_given_up_on_frees_its_stream() {
+        let (pool, counts, gate) = pool(1, 1, None, Ok(()));
+        let (push, device) = push_and_device();
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(10), pool.send(&push, &device)).await;
+        assert!(gave_up.is_err());
+        let mut tasks = spawn_sends(&pool, 1);
+        settle().await;
+        assert_eq!(counts.started.load(Ordering::SeqCst), 2);
+        gate.add_permits(1);
+        assert!(tasks.join_next().await.unwrap().unwrap().is_ok());
+    }
+}
