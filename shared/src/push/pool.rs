@@ -1,4 +1,4 @@
-//! A pool of push connections: spreads one second's pushes over several, each under its stream limit.
+//! A pool of push connections, each kept under its stream limit, ready before the second.
 //!
 //! One APNs connection (one `a2::Client`) carries about 1,000 concurrent HTTP/2 streams, and a
 //! push from ap-northeast-1 takes 100 ms or more, so one connection cannot send 10,000 pushes
