@@ -5,14 +5,20 @@
 //! a2 cannot be pointed at anything but Apple's servers, so this adapter stays thin: it builds the
 //! request ([`options`], [`ApnsPayload`]) and classifies a2's answer ([`classify`]); both are
 //! unit-tested here, and the dispatcher's handling of each class is tested with a stand-in sender.
+//!
+//! One [`ApnsSender`] is one HTTP/2 connection per environment; [`ApnsSender::connections`] makes
+//! them for a [`PushPool`](super::pool::PushPool).
 
 use a2::request::notification::{NotificationOptions, Priority, PushType};
 use a2::request::payload::PayloadLike;
+use std::sync::{Arc, Mutex};
+
 use a2::{Client, ClientConfig, Endpoint, ErrorReason};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{PushError, PushSender, VoipPush};
+use super::pool::ConnectionFactory;
+use super::{PushError, PushSender, UnavailablePushSender, VoipPush};
 use crate::config::{ApnsConfig, ConfigError};
 use crate::domain::device::{Device, PushEnvironment};
 
@@ -21,7 +27,8 @@ use crate::domain::device::{Device, PushEnvironment};
 const REQUEST_TIMEOUT_SECS: u64 = 2;
 
 /// One client per APNs environment, built once per container (each keeps its HTTP/2 connection
-/// and its provider token, renewed lazily every 55 min).
+/// and its provider token, renewed lazily every 55 min). A clone of an `a2::Client` shares its
+/// connection, so each `ApnsSender` built is one more connection per environment.
 pub struct ApnsSender {
     production: Client,
     sandbox: Client,
@@ -59,6 +66,26 @@ impl ApnsSender {
             sandbox: client(Endpoint::Sandbox)?,
             topic: config.topic(),
         })
+    }
+
+    /// The connections of a push pool: each call builds a new sender, so new a2 clients and new
+    /// connections. The key is checked here, by building the first one; a later build cannot
+    /// fail on the same key, but if one did its pushes would fail (and say why), not panic.
+    pub fn connections(config: &ApnsConfig) -> Result<ConnectionFactory, ApnsKeyError> {
+        let first = Mutex::new(Some(ApnsSender::new(config)?));
+        let config = config.clone();
+        Ok(Arc::new(move || -> Arc<dyn PushSender> {
+            if let Some(sender) = first.lock().unwrap().take() {
+                return Arc::new(sender);
+            }
+            match ApnsSender::new(&config) {
+                Ok(sender) => Arc::new(sender),
+                Err(error) => {
+                    tracing::error!(%error, "could not build another APNs connection");
+                    Arc::new(UnavailablePushSender)
+                }
+            }
+        }))
     }
 }
 
@@ -236,6 +263,14 @@ impl PushSender for ApnsSender {
         let payload = ApnsPayload::new(&self.topic, push, device.voip_token.expose());
         classify(client.send(payload).await)
     }
+
+    /// Nothing: a2 0.10 cannot open its connection ahead of a request. Its hyper client is
+    /// private and connects lazily inside `Client::send`; there is no connect-only call, and a
+    /// request made only to open the connection would be a push to APNs, which we do not send.
+    /// So the first push on a connection not yet open (a new pool connection, or one closed
+    /// after 10 idle minutes) pays TCP + TLS + HTTP/2 setup, about 100-200 ms from Lambda in
+    /// ap-northeast-1, and so does every push waiting on that connection behind it.
+    async fn warm(&self) {}
 }
 
 #[cfg(test)]
@@ -417,6 +452,17 @@ mod tests {
             let sender = ApnsSender::new(&config(key)).unwrap();
             assert_eq!(sender.topic, "com.example.koe.voip");
         }
+    }
+
+    #[tokio::test]
+    async fn each_pool_connection_is_a_sender_of_its_own_and_a_bad_key_fails_up_front() {
+        let connections = ApnsSender::connections(&config(TEST_P8)).unwrap();
+        let (a, b) = (connections(), connections());
+        assert!(!Arc::ptr_eq(&a, &b));
+        let Err(err) = ApnsSender::connections(&config("AAAA")) else {
+            panic!("a bad key was accepted");
+        };
+        assert_eq!(ConfigError::from(err).var, "APNS_KEY_P8");
     }
 
     /// The reason a key is refused with, checked to name the variable and not the key.
