@@ -7,6 +7,7 @@
 //! limit, so our own queue, not the HTTP/2 client's, decides who waits). [`PushPool::prepare`]
 //! opens and warms the connections a second will need before it begins.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -56,6 +57,8 @@ pub struct PushPool {
     capacity: Arc<Semaphore>,
     /// Open connections, oldest first; only ever grows. Never held across an await.
     connections: Mutex<Vec<Arc<Connection>>>,
+    /// Pushes that found every stream taken and waited.
+    waited: AtomicUsize,
 }
 
 impl PushPool {
@@ -71,6 +74,7 @@ impl PushPool {
             )),
             settings,
             connections: Mutex::new(Vec::new()),
+            waited: AtomicUsize::new(0),
         }
     }
 
@@ -81,6 +85,11 @@ impl PushPool {
     /// How many connections the pool has opened.
     pub fn connections_open(&self) -> usize {
         self.connections.lock().unwrap().len()
+    }
+
+    /// How many pushes so far found every stream taken and waited for one.
+    pub fn pushes_waited(&self) -> usize {
+        self.waited.load(Ordering::Relaxed)
     }
 
     /// Before a second with `expected_in_second` pushes: opens connections until there are
@@ -141,12 +150,17 @@ impl PushPool {
 #[async_trait]
 impl PushSender for PushPool {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let capacity = self
-            .capacity
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool's semaphore is never closed");
+        let capacity = match self.capacity.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                self.waited.fetch_add(1, Ordering::Relaxed);
+                self.capacity
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the pool's semaphore is never closed")
+            }
+        };
         let (connection, stream) = self.stream();
         let result = connection.sender.send(push, device).await;
         // The stream goes back before the capacity permit, so a capacity holder always finds one.
@@ -164,7 +178,6 @@ impl PushSender for PushPool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use chrono::Utc;
@@ -312,6 +325,7 @@ mod tests {
         settle().await;
         assert_eq!(counts.started.load(Ordering::SeqCst), 10);
         assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.pushes_waited(), 1);
 
         gate.add_permits(1);
         assert!(tasks.join_next().await.unwrap().unwrap().is_ok());
