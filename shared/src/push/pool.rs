@@ -185,77 +185,66 @@ mod tests {
     use super::*;
     use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
 
-    /// Counts what the pool does with its connections; each fake connection answers after
-    /// `hold` (paused test time) or, without one, when `gate` lets it.
+    const HOLD: Duration = Duration::from_millis(100);
+
+    /// What the pool did with its fake connections, each of which answers after `HOLD` (paused
+    /// test time, so only counts and orders are asserted).
     #[derive(Default)]
     struct Counts {
         opened: AtomicUsize,
         warmed: AtomicUsize,
+        started: AtomicUsize,
         in_flight: AtomicUsize,
         max_in_flight: AtomicUsize,
-        max_in_flight_one_connection: AtomicUsize,
-        started: AtomicUsize,
+        max_on_one: AtomicUsize,
     }
 
-    struct FakeConnection {
-        counts: Arc<Counts>,
-        in_flight: AtomicUsize,
-        hold: Option<Duration>,
-        gate: Arc<Semaphore>,
-        answer: Result<(), PushError>,
-    }
+    struct FakeConnection(Arc<Counts>, AtomicUsize, Result<(), PushError>);
 
     #[async_trait]
     impl PushSender for FakeConnection {
         async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
-            let counts = &self.counts;
+            let FakeConnection(counts, mine, answer) = self;
             counts.started.fetch_add(1, Ordering::SeqCst);
             let all = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             counts.max_in_flight.fetch_max(all, Ordering::SeqCst);
-            let mine = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            counts
-                .max_in_flight_one_connection
-                .fetch_max(mine, Ordering::SeqCst);
-            match self.hold {
-                Some(hold) => tokio::time::sleep(hold).await,
-                None => self.gate.acquire().await.unwrap().forget(),
-            }
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let on_this = mine.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.max_on_one.fetch_max(on_this, Ordering::SeqCst);
+            tokio::time::sleep(HOLD).await;
+            mine.fetch_sub(1, Ordering::SeqCst);
             counts.in_flight.fetch_sub(1, Ordering::SeqCst);
-            self.answer.clone()
+            answer.clone()
         }
 
         async fn warm(&self) {
-            self.counts.warmed.fetch_add(1, Ordering::SeqCst);
+            self.0.warmed.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    fn pool(
+    fn pool(connections: usize, streams: usize) -> (Arc<PushPool>, Arc<Counts>) {
+        answering(connections, streams, Ok(()))
+    }
+
+    fn answering(
         max_connections: usize,
         streams_per_connection: usize,
-        hold: Option<Duration>,
         answer: Result<(), PushError>,
-    ) -> (Arc<PushPool>, Arc<Counts>, Arc<Semaphore>) {
+    ) -> (Arc<PushPool>, Arc<Counts>) {
         let counts = Arc::new(Counts::default());
-        let gate = Arc::new(Semaphore::new(0));
-        let factory: ConnectionFactory = {
-            let (counts, gate) = (counts.clone(), gate.clone());
-            Arc::new(move || {
-                counts.opened.fetch_add(1, Ordering::SeqCst);
-                Arc::new(FakeConnection {
-                    counts: counts.clone(),
-                    in_flight: AtomicUsize::new(0),
-                    hold,
-                    gate: gate.clone(),
-                    answer: answer.clone(),
-                }) as Arc<dyn PushSender>
-            })
-        };
+        let opened = counts.clone();
+        let factory: ConnectionFactory = Arc::new(move || {
+            opened.opened.fetch_add(1, Ordering::SeqCst);
+            Arc::new(FakeConnection(
+                opened.clone(),
+                AtomicUsize::new(0),
+                answer.clone(),
+            ))
+        });
         let settings = PoolSettings {
             max_connections,
             streams_per_connection,
         };
-        (Arc::new(PushPool::new(factory, settings)), counts, gate)
+        (Arc::new(PushPool::new(factory, settings)), counts)
     }
 
     fn push_and_device() -> (VoipPush, Device) {
@@ -288,29 +277,31 @@ mod tests {
         tasks
     }
 
-    /// Lets spawned tasks run until they block (test time is paused, so nothing else moves).
+    /// Lets spawned tasks run until they block (paused time does not move meanwhile).
     async fn settle() {
         for _ in 0..50 {
             tokio::task::yield_now().await;
         }
     }
 
+    fn count(counter: &AtomicUsize) -> usize {
+        counter.load(Ordering::SeqCst)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrency_never_exceeds_streams_times_connections() {
-        let (pool, counts, _) = pool(3, 4, Some(Duration::from_millis(100)), Ok(()));
+        let (pool, counts) = pool(3, 4);
         let results = spawn_sends(&pool, 50).join_all().await;
         assert!(results.iter().all(Result::is_ok));
-        assert_eq!(counts.started.load(Ordering::SeqCst), 50);
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
+        assert_eq!(count(&counts.started), 50);
+        assert_eq!(count(&counts.opened), 3);
         assert_eq!(
-            counts.max_in_flight.load(Ordering::SeqCst),
+            count(&counts.max_in_flight),
             12,
-            "all streams used"
+            "all streams used, no more"
         );
-        assert_eq!(
-            counts.max_in_flight_one_connection.load(Ordering::SeqCst),
-            4
-        );
+        assert_eq!(count(&counts.max_on_one), 4);
+        assert_eq!(pool.pushes_waited(), 50 - 12);
         assert_eq!(
             pool.capacity.available_permits(),
             12,
@@ -320,68 +311,47 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_pool_of_one_with_ten_streams_queues_the_eleventh() {
-        let (pool, counts, gate) = pool(1, 10, None, Ok(()));
-        let mut tasks = spawn_sends(&pool, 11);
+        let (pool, counts) = pool(1, 10);
+        let tasks = spawn_sends(&pool, 11);
         settle().await;
-        assert_eq!(counts.started.load(Ordering::SeqCst), 10);
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+        assert_eq!(count(&counts.started), 10);
         assert_eq!(pool.pushes_waited(), 1);
-
-        gate.add_permits(1);
-        assert!(tasks.join_next().await.unwrap().unwrap().is_ok());
-        settle().await;
-        assert_eq!(
-            counts.started.load(Ordering::SeqCst),
-            11,
-            "the 11th got the stream"
-        );
-        assert_eq!(counts.in_flight.load(Ordering::SeqCst), 10);
-        gate.add_permits(10);
+        tokio::time::sleep(HOLD + Duration::from_millis(1)).await;
+        assert_eq!(count(&counts.started), 11, "the 11th got a freed stream");
+        assert_eq!(count(&counts.in_flight), 1);
         assert!(tasks.join_all().await.iter().all(Result::is_ok));
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+        assert_eq!(count(&counts.opened), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn least_loaded_first_and_a_new_connection_only_when_all_are_full() {
-        let (pool, counts, gate) = pool(4, 2, None, Ok(()));
-        let _tasks = spawn_sends(&pool, 2);
+        let (pool, counts) = pool(4, 2);
+        let _first = spawn_sends(&pool, 2);
         settle().await;
-        assert_eq!(
-            counts.opened.load(Ordering::SeqCst),
-            1,
-            "one connection holds two"
-        );
+        assert_eq!(count(&counts.opened), 1, "one connection holds two");
         let _more = spawn_sends(&pool, 3);
         settle().await;
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
-        assert_eq!(
-            counts.max_in_flight_one_connection.load(Ordering::SeqCst),
-            2
-        );
-        gate.add_permits(5);
+        assert_eq!(count(&counts.opened), 3);
+        assert_eq!(count(&counts.max_on_one), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn prepare_opens_and_warms_what_the_second_needs_up_to_the_maximum() {
-        for (expected, opened) in [
-            (0, 0),
-            (1, 1),
-            (1_800, 2),
-            (1_801, 3),
-            (7_200, 8),
-            (10_000, 8),
-        ] {
-            let (pool, counts, _) = pool(8, 900, None, Ok(()));
+        for (expected, opened) in [(0, 0), (1, 1), (1_800, 2), (1_801, 3), (10_000, 8)] {
+            let (pool, counts) = pool(8, 900);
             pool.prepare(expected).await;
-            assert_eq!(counts.opened.load(Ordering::SeqCst), opened, "{expected}");
-            assert_eq!(counts.warmed.load(Ordering::SeqCst), opened, "{expected}");
+            assert_eq!(count(&counts.opened), opened, "{expected}");
+            assert_eq!(count(&counts.warmed), opened, "{expected}");
             assert_eq!(pool.connections_open(), opened);
         }
-        // A second prepare opens only what is missing.
-        let (pool, counts, _) = pool(8, 900, None, Ok(()));
+        let (pool, counts) = pool(8, 900);
         pool.prepare(900).await;
         pool.prepare(2_700).await;
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            count(&counts.opened),
+            3,
+            "a second prepare opens only what is missing"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -390,25 +360,27 @@ mod tests {
             status: 410,
             reason: "Unregistered".into(),
         };
-        let (pool, counts, _) = pool(1, 1, Some(Duration::ZERO), Err(unregistered.clone()));
+        let (pool, counts) = answering(1, 1, Err(unregistered.clone()));
         let (push, device) = push_and_device();
         for _ in 0..3 {
             assert_eq!(pool.send(&push, &device).await, Err(unregistered.clone()));
         }
-        assert_eq!(counts.opened.load(Ordering::SeqCst), 1);
+        assert_eq!(count(&counts.opened), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_push_given_up_on_frees_its_stream() {
-        let (pool, counts, gate) = pool(1, 1, None, Ok(()));
+        let (pool, counts) = pool(1, 1);
         let (push, device) = push_and_device();
-        let gave_up =
-            tokio::time::timeout(Duration::from_millis(10), pool.send(&push, &device)).await;
+        let gave_up = tokio::time::timeout(HOLD / 10, pool.send(&push, &device)).await;
         assert!(gave_up.is_err());
-        let mut tasks = spawn_sends(&pool, 1);
+        let mut next = spawn_sends(&pool, 1);
         settle().await;
-        assert_eq!(counts.started.load(Ordering::SeqCst), 2);
-        gate.add_permits(1);
-        assert!(tasks.join_next().await.unwrap().unwrap().is_ok());
+        assert_eq!(
+            count(&counts.started),
+            2,
+            "started at once, on the freed stream"
+        );
+        assert!(next.join_next().await.unwrap().unwrap().is_ok());
     }
 }
