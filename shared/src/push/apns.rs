@@ -11,7 +11,7 @@
 
 use a2::request::notification::{NotificationOptions, Priority, PushType};
 use a2::request::payload::PayloadLike;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use a2::{Client, ClientConfig, Endpoint, ErrorReason};
 use async_trait::async_trait;
@@ -68,16 +68,13 @@ impl ApnsSender {
         })
     }
 
-    /// The connections of a push pool: each call builds a new sender, so new a2 clients and new
-    /// connections. The key is checked here, by building the first one; a later build cannot
-    /// fail on the same key, but if one did its pushes would fail (and say why), not panic.
+    /// A push pool's connections: each call builds a new sender (new a2 clients, so new
+    /// connections). The key is checked here; a later build cannot fail on it, and if one did,
+    /// its pushes would fail and say why.
     pub fn connections(config: &ApnsConfig) -> Result<ConnectionFactory, ApnsKeyError> {
-        let first = Mutex::new(Some(ApnsSender::new(config)?));
+        ApnsSender::new(config)?;
         let config = config.clone();
         Ok(Arc::new(move || -> Arc<dyn PushSender> {
-            if let Some(sender) = first.lock().unwrap().take() {
-                return Arc::new(sender);
-            }
             match ApnsSender::new(&config) {
                 Ok(sender) => Arc::new(sender),
                 Err(error) => {
@@ -264,12 +261,9 @@ impl PushSender for ApnsSender {
         classify(client.send(payload).await)
     }
 
-    /// Nothing: a2 0.10 cannot open its connection ahead of a request. Its hyper client is
-    /// private and connects lazily inside `Client::send`; there is no connect-only call, and a
-    /// request made only to open the connection would be a push to APNs, which we do not send.
-    /// So the first push on a connection not yet open (a new pool connection, or one closed
-    /// after 10 idle minutes) pays TCP + TLS + HTTP/2 setup, about 100-200 ms from Lambda in
-    /// ap-northeast-1, and so does every push waiting on that connection behind it.
+    /// Nothing: a2 0.10's hyper client is private and connects lazily in `send`, and we send no
+    /// request just to connect. So a cold connection's first push (and every push queued behind
+    /// it) pays TCP + TLS + HTTP/2 setup, ~100-200 ms from Lambda (docs/apns-limits.md).
     async fn warm(&self) {}
 }
 
@@ -455,13 +449,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn each_pool_connection_is_a_sender_of_its_own_and_a_bad_key_fails_up_front() {
-        let connections = ApnsSender::connections(&config(TEST_P8)).unwrap();
-        let (a, b) = (connections(), connections());
-        assert!(!Arc::ptr_eq(&a, &b));
-        let Err(err) = ApnsSender::connections(&config("AAAA")) else {
-            panic!("a bad key was accepted");
-        };
+    async fn pool_connections_check_the_key_up_front() {
+        assert!(ApnsSender::connections(&config(TEST_P8)).is_ok());
+        let err = ApnsSender::connections(&config("AAAA"))
+            .err()
+            .expect("refused");
         assert_eq!(ConfigError::from(err).var, "APNS_KEY_P8");
     }
 
