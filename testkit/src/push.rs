@@ -1,5 +1,8 @@
 //! A stand-in `PushSender`: records every push attempt with the (test) clock's time at the moment
 //! it was made, and answers as scripted per device (accept, an APNs-like failure, or hang).
+//! [`limited`] is a stand-in APNs with production's limits, for the push pool and its benchmark.
+
+pub mod limited;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,6 @@
 //! The APNs section: token authentication (`APNS_*`, all or none), the key checked by its adapter,
-//! and `PUSH_SENDER`, the explicit choice of the logging sender where APNs would be expected.
+//! `PUSH_SENDER`, the explicit choice of the logging sender where APNs would be expected, and
+//! `APNS_MAX_CONNECTIONS`, the size of the push pool.
 
 use super::{ConfigError, Secret, Vars};
 
@@ -69,6 +70,27 @@ impl ApnsConfig {
     }
 }
 
+/// `APNS_MAX_CONNECTIONS` unless set.
+pub const DEFAULT_APNS_MAX_CONNECTIONS: usize = 8;
+
+/// `APNS_MAX_CONNECTIONS`: how many APNs connections the push pool (`koe::push::pool`) may open
+/// (each one `a2::Client` per environment, about 900 of our pushes in flight at once); 1 to 64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApnsPoolConfig {
+    pub max_connections: usize,
+}
+
+impl ApnsPoolConfig {
+    pub fn from_vars(vars: &Vars) -> Result<ApnsPoolConfig, ConfigError> {
+        let max_connections = vars.int_or(
+            "APNS_MAX_CONNECTIONS",
+            DEFAULT_APNS_MAX_CONNECTIONS as u64,
+            1..=64,
+        )? as usize;
+        Ok(ApnsPoolConfig { max_connections })
+    }
+}
+
 /// `PUSH_SENDER`: which push sender a Lambda dispatcher may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PushSenderChoice {
@@ -105,6 +127,27 @@ mod tests {
         assert_eq!(choice("apns").unwrap(), PushSenderChoice::Apns);
         assert_eq!(choice("log").unwrap(), PushSenderChoice::Log);
         assert_eq!(choice("logging").unwrap_err().var, "PUSH_SENDER");
+    }
+
+    #[test]
+    fn the_pool_size_is_8_unless_set_from_1_to_64() {
+        let size = |v: &str| {
+            ApnsPoolConfig::from_vars(&Vars::from_pairs(&[("APNS_MAX_CONNECTIONS", v)]))
+                .map(|c| c.max_connections)
+        };
+        assert_eq!(size("").unwrap(), 8);
+        assert_eq!(size("1").unwrap(), 1);
+        assert_eq!(size(" 16 ").unwrap(), 16);
+        assert_eq!(size("64").unwrap(), 64);
+        for bad in ["0", "65", "-1", "eight", "8.5"] {
+            let err = size(bad).unwrap_err();
+            assert_eq!(err.var, "APNS_MAX_CONNECTIONS", "{bad}");
+            assert!(err.reason.contains("1 to 64"), "{bad}: {}", err.reason);
+        }
+        assert_eq!(
+            variables_read(|vars| drop(ApnsPoolConfig::from_vars(vars))),
+            names(&["APNS_MAX_CONNECTIONS"])
+        );
     }
 
     const OWN: &[&str] = &[

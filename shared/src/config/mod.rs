@@ -28,7 +28,7 @@ pub mod spend;
 pub mod store;
 
 pub use agent::{AgentConfig, ApiKeys, DEFAULT_AGENT_MODEL, DEFAULT_PERSONA, MAX_PERSONA_CHARS};
-pub use apns::{ApnsConfig, PushSenderChoice};
+pub use apns::{ApnsConfig, ApnsPoolConfig, DEFAULT_APNS_MAX_CONNECTIONS, PushSenderChoice};
 pub use aws::AwsConfig;
 pub use dispatch::{
     DEFAULT_DISPATCH_CLAIM_LEAD, DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_RESELECT_EVERY,

@@ -5,14 +5,20 @@
 //! a2 cannot be pointed at anything but Apple's servers, so this adapter stays thin: it builds the
 //! request ([`options`], [`ApnsPayload`]) and classifies a2's answer ([`classify`]); both are
 //! unit-tested here, and the dispatcher's handling of each class is tested with a stand-in sender.
+//!
+//! One [`ApnsSender`] is one HTTP/2 connection per environment; [`ApnsSender::connections`] makes
+//! them for a [`PushPool`](super::pool::PushPool).
 
 use a2::request::notification::{NotificationOptions, Priority, PushType};
 use a2::request::payload::PayloadLike;
+use std::sync::Arc;
+
 use a2::{Client, ClientConfig, Endpoint, ErrorReason};
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{PushError, PushSender, VoipPush};
+use super::pool::ConnectionFactory;
+use super::{PushError, PushSender, UnavailablePushSender, VoipPush};
 use crate::config::{ApnsConfig, ConfigError};
 use crate::domain::device::{Device, PushEnvironment};
 
@@ -21,7 +27,8 @@ use crate::domain::device::{Device, PushEnvironment};
 const REQUEST_TIMEOUT_SECS: u64 = 2;
 
 /// One client per APNs environment, built once per container (each keeps its HTTP/2 connection
-/// and its provider token, renewed lazily every 55 min).
+/// and its provider token, renewed lazily every 55 min). A clone of an `a2::Client` shares its
+/// connection, so each `ApnsSender` built is one more connection per environment.
 pub struct ApnsSender {
     production: Client,
     sandbox: Client,
@@ -59,6 +66,23 @@ impl ApnsSender {
             sandbox: client(Endpoint::Sandbox)?,
             topic: config.topic(),
         })
+    }
+
+    /// A push pool's connections: each call builds a new sender (new a2 clients, so new
+    /// connections). The key is checked here; a later build cannot fail on it, and if one did,
+    /// its pushes would fail and say why.
+    pub fn connections(config: &ApnsConfig) -> Result<ConnectionFactory, ApnsKeyError> {
+        ApnsSender::new(config)?;
+        let config = config.clone();
+        Ok(Arc::new(move || -> Arc<dyn PushSender> {
+            match ApnsSender::new(&config) {
+                Ok(sender) => Arc::new(sender),
+                Err(error) => {
+                    tracing::error!(%error, "could not build another APNs connection");
+                    Arc::new(UnavailablePushSender)
+                }
+            }
+        }))
     }
 }
 
@@ -236,6 +260,11 @@ impl PushSender for ApnsSender {
         let payload = ApnsPayload::new(&self.topic, push, device.voip_token.expose());
         classify(client.send(payload).await)
     }
+
+    /// Nothing: a2 0.10's hyper client is private and connects lazily in `send`, and we send no
+    /// request just to connect. So a cold connection's first push (and every push queued behind
+    /// it) pays TCP + TLS + HTTP/2 setup, ~100-200 ms from Lambda (docs/apns-limits.md).
+    async fn warm(&self) {}
 }
 
 #[cfg(test)]
@@ -417,6 +446,15 @@ mod tests {
             let sender = ApnsSender::new(&config(key)).unwrap();
             assert_eq!(sender.topic, "com.example.koe.voip");
         }
+    }
+
+    #[tokio::test]
+    async fn pool_connections_check_the_key_up_front() {
+        assert!(ApnsSender::connections(&config(TEST_P8)).is_ok());
+        let err = ApnsSender::connections(&config("AAAA"))
+            .err()
+            .expect("refused");
+        assert_eq!(ConfigError::from(err).var, "APNS_KEY_P8");
     }
 
     /// The reason a key is refused with, checked to name the variable and not the key.

@@ -3,7 +3,7 @@
 //! Adapters: APNs through a2 (`apns`), and a sender that only writes a log line (`log`), used by
 //! local runs and whenever APNs is not configured. The dispatcher decides what to do with each
 //! kind of [`PushError`] (retry within the second's budget, remove the token, give up); adapters
-//! only classify.
+//! only classify. [`pool::PushPool`] spreads pushes over several connections of one adapter.
 
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -14,6 +14,7 @@ use crate::domain::reservation::Reservation;
 
 pub mod apns;
 pub mod log;
+pub mod pool;
 
 /// How long APNs may hold a call's push for an offline device: a call that rings half a minute
 /// late is still a call; one that rings minutes late is worse than none.
@@ -102,6 +103,11 @@ impl std::fmt::Display for PushError {
 pub trait PushSender: Send + Sync {
     /// Sends `push` to `device` (its token, in its environment). `Ok` means APNs accepted it.
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError>;
+
+    /// Opens the sender's connection ahead of its first push where the adapter can, so that push
+    /// does not pay the connection's setup; returns once it is open. A no-op by default, and on
+    /// a connection already open.
+    async fn warm(&self) {}
 }
 
 /// Stands in for an APNs client that could not be built: every push fails (and says why), so

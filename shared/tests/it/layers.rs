@@ -10,7 +10,7 @@ use koe_testkit::template::repo_root;
 /// Files allowed past 400 lines (README, "Where things are"), with the most they may have.
 const LONG_FILES: &[(&str, usize)] = &[
     ("domain/agent.rs", 520),
-    ("push/apns.rs", 480),
+    ("push/apns.rs", 500),
     ("store/dynamodb.rs", 540),
 ];
 const MAX_LINES: usize = 400;

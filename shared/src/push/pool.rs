@@ -1,0 +1,386 @@
+//! A pool of push connections, each kept under its stream limit, ready before the second.
+//!
+//! One APNs connection (one `a2::Client`) carries about 1,000 concurrent HTTP/2 streams, and a
+//! push from ap-northeast-1 takes 100 ms or more, so one connection cannot send 10,000 pushes
+//! within a second. The pool holds up to `max_connections` connections made by a factory and
+//! keeps at most `streams_per_connection` of our pushes in flight on each (a margin under APNs's
+//! limit, so our own queue, not the HTTP/2 client's, decides who waits). [`PushPool::prepare`]
+//! opens and warms the connections a second will need before it begins.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::{PushError, PushSender, VoipPush};
+use crate::domain::device::Device;
+
+/// Makes one new connection (for APNs: a new `a2::Client`, never a clone, which would share the
+/// first one's connection).
+pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
+
+/// Our pushes in flight per connection: a margin under the 1,000 concurrent streams APNs allows.
+pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 900;
+/// Connections per pool unless configured (`APNS_MAX_CONNECTIONS`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = crate::config::DEFAULT_APNS_MAX_CONNECTIONS;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// At least 1.
+    pub max_connections: usize,
+    /// At least 1.
+    pub streams_per_connection: usize,
+}
+
+impl Default for PoolSettings {
+    fn default() -> PoolSettings {
+        PoolSettings {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            streams_per_connection: DEFAULT_STREAMS_PER_CONNECTION,
+        }
+    }
+}
+
+struct Connection {
+    sender: Arc<dyn PushSender>,
+    streams: Arc<Semaphore>,
+}
+
+pub struct PushPool {
+    factory: ConnectionFactory,
+    settings: PoolSettings,
+    /// Every free stream of the pool, open or not yet opened (`max_connections` ×
+    /// `streams_per_connection`). A push takes one of these first, in arrival order, so whoever
+    /// holds one is sure to find a free stream on an open connection or room for a new one.
+    capacity: Arc<Semaphore>,
+    /// Open connections, oldest first; only ever grows. Never held across an await.
+    connections: Mutex<Vec<Arc<Connection>>>,
+    /// Pushes that found every stream taken and waited.
+    waited: AtomicUsize,
+}
+
+impl PushPool {
+    pub fn new(factory: ConnectionFactory, settings: PoolSettings) -> PushPool {
+        let settings = PoolSettings {
+            max_connections: settings.max_connections.max(1),
+            streams_per_connection: settings.streams_per_connection.max(1),
+        };
+        PushPool {
+            factory,
+            capacity: Arc::new(Semaphore::new(
+                settings.max_connections * settings.streams_per_connection,
+            )),
+            settings,
+            connections: Mutex::new(Vec::new()),
+            waited: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn settings(&self) -> PoolSettings {
+        self.settings
+    }
+
+    /// How many connections the pool has opened.
+    pub fn connections_open(&self) -> usize {
+        self.connections.lock().unwrap().len()
+    }
+
+    /// How many pushes so far found every stream taken and waited for one.
+    pub fn pushes_waited(&self) -> usize {
+        self.waited.load(Ordering::Relaxed)
+    }
+
+    /// Before a second with `expected_in_second` pushes: opens connections until there are
+    /// enough streams for them (up to `max_connections`) and warms them, so the second's first
+    /// pushes do not pay connection setup. Returns once they are warm.
+    pub async fn prepare(&self, expected_in_second: usize) {
+        let wanted = expected_in_second
+            .div_ceil(self.settings.streams_per_connection)
+            .min(self.settings.max_connections);
+        let to_warm: Vec<Arc<Connection>> = {
+            let mut connections = self.connections.lock().unwrap();
+            while connections.len() < wanted {
+                connections.push(self.open());
+            }
+            connections[..wanted].to_vec()
+        };
+        join_all(to_warm.iter().map(|c| c.sender.warm())).await;
+    }
+
+    fn open(&self) -> Arc<Connection> {
+        Arc::new(Connection {
+            sender: (self.factory)(),
+            streams: Arc::new(Semaphore::new(self.settings.streams_per_connection)),
+        })
+    }
+
+    /// A stream on the least-loaded open connection, or on a new one if all are full. Only
+    /// called with a `capacity` permit held, which guarantees one of the two.
+    fn stream(&self) -> (Arc<Connection>, OwnedSemaphorePermit) {
+        let mut connections = self.connections.lock().unwrap();
+        let least_loaded = connections
+            .iter()
+            .filter(|c| c.streams.available_permits() > 0)
+            .max_by_key(|c| c.streams.available_permits())
+            .cloned();
+        let connection = match least_loaded {
+            Some(connection) => connection,
+            None => {
+                assert!(
+                    connections.len() < self.settings.max_connections,
+                    "a capacity permit guarantees a free stream or room for a connection"
+                );
+                let connection = self.open();
+                connections.push(connection.clone());
+                connection
+            }
+        };
+        // Streams are only taken under the lock, so the free stream seen above is still free.
+        let permit = connection
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .expect("a free stream was seen under the lock");
+        (connection, permit)
+    }
+}
+
+#[async_trait]
+impl PushSender for PushPool {
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
+        let capacity = match self.capacity.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                self.waited.fetch_add(1, Ordering::Relaxed);
+                self.capacity
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the pool's semaphore is never closed")
+            }
+        };
+        let (connection, stream) = self.stream();
+        let result = connection.sender.send(push, device).await;
+        // The stream goes back before the capacity permit, so a capacity holder always finds one.
+        drop(stream);
+        drop(capacity);
+        result
+    }
+
+    /// Warms every connection already open.
+    async fn warm(&self) {
+        let open: Vec<Arc<Connection>> = self.connections.lock().unwrap().clone();
+        join_all(open.iter().map(|c| c.sender.warm())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::Utc;
+
+    use super::*;
+    use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
+
+    const HOLD: Duration = Duration::from_millis(100);
+
+    /// What the pool did with its fake connections, each of which answers after `HOLD` (paused
+    /// test time, so only counts and orders are asserted).
+    #[derive(Default)]
+    struct Counts {
+        opened: AtomicUsize,
+        warmed: AtomicUsize,
+        started: AtomicUsize,
+        in_flight: AtomicUsize,
+        max_in_flight: AtomicUsize,
+        max_on_one: AtomicUsize,
+    }
+
+    struct FakeConnection(Arc<Counts>, AtomicUsize, Result<(), PushError>);
+
+    #[async_trait]
+    impl PushSender for FakeConnection {
+        async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+            let FakeConnection(counts, mine, answer) = self;
+            counts.started.fetch_add(1, Ordering::SeqCst);
+            let all = counts.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.max_in_flight.fetch_max(all, Ordering::SeqCst);
+            let on_this = mine.fetch_add(1, Ordering::SeqCst) + 1;
+            counts.max_on_one.fetch_max(on_this, Ordering::SeqCst);
+            tokio::time::sleep(HOLD).await;
+            mine.fetch_sub(1, Ordering::SeqCst);
+            counts.in_flight.fetch_sub(1, Ordering::SeqCst);
+            answer.clone()
+        }
+
+        async fn warm(&self) {
+            self.0.warmed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn pool(connections: usize, streams: usize) -> (Arc<PushPool>, Arc<Counts>) {
+        answering(connections, streams, Ok(()))
+    }
+
+    fn answering(
+        max_connections: usize,
+        streams_per_connection: usize,
+        answer: Result<(), PushError>,
+    ) -> (Arc<PushPool>, Arc<Counts>) {
+        let counts = Arc::new(Counts::default());
+        let opened = counts.clone();
+        let factory: ConnectionFactory = Arc::new(move || {
+            opened.opened.fetch_add(1, Ordering::SeqCst);
+            Arc::new(FakeConnection(
+                opened.clone(),
+                AtomicUsize::new(0),
+                answer.clone(),
+            ))
+        });
+        let settings = PoolSettings {
+            max_connections,
+            streams_per_connection,
+        };
+        (Arc::new(PushPool::new(factory, settings)), counts)
+    }
+
+    fn push_and_device() -> (VoipPush, Device) {
+        let now = Utc::now();
+        let push = VoipPush {
+            aps: Default::default(),
+            call_id: "c1".into(),
+            caller_name: None,
+            scheduled_at: "2026-01-01T07:00:00+09:00".into(),
+            expires_at: now,
+        };
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", "d1").unwrap(),
+            voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: now,
+        };
+        (push, device)
+    }
+
+    fn spawn_sends(pool: &Arc<PushPool>, n: usize) -> tokio::task::JoinSet<Result<(), PushError>> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let pool = pool.clone();
+            tasks.spawn(async move {
+                let (push, device) = push_and_device();
+                pool.send(&push, &device).await
+            });
+        }
+        tasks
+    }
+
+    /// Lets spawned tasks run until they block (paused time does not move meanwhile).
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn count(counter: &AtomicUsize) -> usize {
+        counter.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrency_never_exceeds_streams_times_connections() {
+        let (pool, counts) = pool(3, 4);
+        let results = spawn_sends(&pool, 50).join_all().await;
+        assert!(results.iter().all(Result::is_ok));
+        assert_eq!(count(&counts.started), 50);
+        assert_eq!(count(&counts.opened), 3);
+        assert_eq!(
+            count(&counts.max_in_flight),
+            12,
+            "all streams used, no more"
+        );
+        assert_eq!(count(&counts.max_on_one), 4);
+        assert_eq!(pool.pushes_waited(), 50 - 12);
+        assert_eq!(
+            pool.capacity.available_permits(),
+            12,
+            "every permit returned"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pool_of_one_with_ten_streams_queues_the_eleventh() {
+        let (pool, counts) = pool(1, 10);
+        let tasks = spawn_sends(&pool, 11);
+        settle().await;
+        assert_eq!(count(&counts.started), 10);
+        assert_eq!(pool.pushes_waited(), 1);
+        tokio::time::sleep(HOLD + Duration::from_millis(1)).await;
+        assert_eq!(count(&counts.started), 11, "the 11th got a freed stream");
+        assert_eq!(count(&counts.in_flight), 1);
+        assert!(tasks.join_all().await.iter().all(Result::is_ok));
+        assert_eq!(count(&counts.opened), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn least_loaded_first_and_a_new_connection_only_when_all_are_full() {
+        let (pool, counts) = pool(4, 2);
+        let _first = spawn_sends(&pool, 2);
+        settle().await;
+        assert_eq!(count(&counts.opened), 1, "one connection holds two");
+        let _more = spawn_sends(&pool, 3);
+        settle().await;
+        assert_eq!(count(&counts.opened), 3);
+        assert_eq!(count(&counts.max_on_one), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn prepare_opens_and_warms_what_the_second_needs_up_to_the_maximum() {
+        for (expected, opened) in [(0, 0), (1, 1), (1_800, 2), (1_801, 3), (10_000, 8)] {
+            let (pool, counts) = pool(8, 900);
+            pool.prepare(expected).await;
+            assert_eq!(count(&counts.opened), opened, "{expected}");
+            assert_eq!(count(&counts.warmed), opened, "{expected}");
+            assert_eq!(pool.connections_open(), opened);
+        }
+        let (pool, counts) = pool(8, 900);
+        pool.prepare(900).await;
+        pool.prepare(2_700).await;
+        assert_eq!(
+            count(&counts.opened),
+            3,
+            "a second prepare opens only what is missing"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connections_error_passes_through_unchanged_and_frees_its_stream() {
+        let unregistered = PushError::InvalidToken {
+            status: 410,
+            reason: "Unregistered".into(),
+        };
+        let (pool, counts) = answering(1, 1, Err(unregistered.clone()));
+        let (push, device) = push_and_device();
+        for _ in 0..3 {
+            assert_eq!(pool.send(&push, &device).await, Err(unregistered.clone()));
+        }
+        assert_eq!(count(&counts.opened), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_push_given_up_on_frees_its_stream() {
+        let (pool, counts) = pool(1, 1);
+        let (push, device) = push_and_device();
+        let gave_up = tokio::time::timeout(HOLD / 10, pool.send(&push, &device)).await;
+        assert!(gave_up.is_err());
+        let mut next = spawn_sends(&pool, 1);
+        settle().await;
+        assert_eq!(
+            count(&counts.started),
+            2,
+            "started at once, on the freed stream"
+        );
+        assert!(next.join_next().await.unwrap().unwrap().is_ok());
+    }
+}
