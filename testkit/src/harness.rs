@@ -382,17 +382,25 @@ impl Store for FailingStore {
         Err(CancelError::Store(Self::error()))
     }
 
-    async fn due_reservations(&self, _: &str) -> Result<Vec<Reservation>, StoreError> {
+    async fn due_count(&self, _: &str) -> Result<u32, StoreError> {
         Err(Self::error())
     }
 
-    async fn claim_reservation(
+    async fn due_calls(
+        &self,
+        _: &str,
+        _: u32,
+    ) -> Result<Vec<koe::domain::due::DueCall>, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn claim_due(
         &self,
         _: &DeviceId,
         _: &CallId,
         _: DateTime<Utc>,
         _: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<koe::store::ClaimAnswer, StoreError> {
         Err(Self::error())
     }
 

@@ -3,11 +3,13 @@
 use chrono::{DateTime, Utc};
 use tokio::sync::SemaphorePermit;
 
-use super::outcome::{Claim, Counted, DeviceRead, Push, Pushed, Record};
+use super::outcome::{Claim, Counted, DeviceRead, Push, Pushed, Record, Recorded};
 use super::run::{Run, wait_until};
 use crate::domain::device::Device;
-use crate::domain::reservation::Reservation;
+use crate::domain::due::DueCall;
+use crate::domain::reservation::{Reservation, ReservationStatus};
 use crate::push::{PushError, VoipPush};
+use crate::store::ClaimAnswer;
 
 /// How long before the claim a reservation's device (its token) is read. A token replaced in
 /// that moment is not used for this call; if the old one is rejected, the new one is kept (the
@@ -35,14 +37,14 @@ impl Run {
             .expect("the semaphore is never closed")
     }
 
-    pub(super) fn device_hash(&self, r: &Reservation) -> String {
+    pub(super) fn device_hash(&self, r: &DueCall) -> String {
         r.device_id.log_hash(&self.dispatcher.salt)
     }
 
     /// Delivers one reservation in four steps, each waiting for its moment: read the device,
     /// claim, push, record. Each step's outcome is counted into the report as soon as it is
     /// known; an outcome that ends the delivery ends it here.
-    pub(super) async fn deliver(&self, r: &Reservation) {
+    pub(super) async fn deliver(&self, r: &DueCall) {
         let at = r.scheduled_at.utc();
         let DeviceRead::Read(device) = self.counted(self.read_device(r, at).await) else {
             return;
@@ -59,13 +61,28 @@ impl Run {
     }
 
     /// A reservation already beyond grace when its task starts: marked `missed`, no push.
-    pub(super) async fn miss(&self, r: &Reservation) {
-        self.counted(self.record_missed(r).await);
+    pub(super) async fn miss(&self, r: &DueCall) {
+        let missed = self.record_missed(r).await;
+        if missed.0 == Recorded::Changed {
+            // Refused: a claim abandoned after its push started is not missed but failed.
+            let now = self.clock().now();
+            if let Ok(current) = self
+                .dispatcher
+                .store
+                .get_reservation(&r.device_id, now)
+                .await
+                && started_then_abandoned(current.as_ref(), r, now - self.claim_timeout)
+            {
+                self.counted(self.push_state_unknown(r).await);
+                return;
+            }
+        }
+        self.counted(missed);
     }
 
     /// A claim abandoned after its push started (its run died or lost the store while pushing):
     /// the push may or may not have left, so it is recorded `failed`, never pushed again.
-    pub(super) async fn push_state_unknown(&self, r: &Reservation) {
+    pub(super) async fn push_state_unknown(&self, r: &DueCall) -> Record {
         let recorded = self
             .fail(
                 r,
@@ -74,10 +91,10 @@ impl Run {
                 "push state unknown: the run that started the push stopped before recording it",
             )
             .await;
-        self.counted(Record::Failed {
+        Record::Failed {
             token: None,
             recorded,
-        });
+        }
     }
 
     fn counted<O: Counted>(&self, outcome: O) -> O {
@@ -88,7 +105,7 @@ impl Run {
     /// Step 1, [`DEVICE_READ_LEAD`] before the claim. The token is read ahead of the claim, so
     /// that only the claim (one write) has to fit in the claim lead, however many calls share
     /// the second.
-    async fn read_device(&self, r: &Reservation, at: DateTime<Utc>) -> DeviceRead {
+    async fn read_device(&self, r: &DueCall, at: DateTime<Utc>) -> DeviceRead {
         wait_until(self.clock(), at - self.claim_lead - DEVICE_READ_LEAD).await;
         let _permit = self.permit().await;
         match self.dispatcher.store.get_device(&r.device_id).await {
@@ -102,7 +119,7 @@ impl Run {
 
     /// Step 2, `claim_lead` before the second: one conditional write, `scheduled` (or an
     /// abandoned claim) → `claimed`.
-    async fn claim(&self, r: &Reservation, at: DateTime<Utc>) -> Claim {
+    async fn claim(&self, r: &DueCall, at: DateTime<Utc>) -> Claim {
         wait_until(self.clock(), at - self.claim_lead).await;
         let _permit = self.permit().await;
         let now = self.clock().now();
@@ -110,14 +127,20 @@ impl Run {
             // Only if this run fell far behind: too late to ring.
             return Claim::TooLate(self.record_missed(r).await);
         }
+        let abandoned_before = now - self.claim_timeout;
         let claim = self
             .dispatcher
             .store
-            .claim_reservation(&r.device_id, &r.call_id, now, now - self.claim_timeout)
+            .claim_due(&r.device_id, &r.call_id, now, abandoned_before)
             .await;
         match claim {
-            Ok(true) => Claim::Won { claimed_at: now },
-            Ok(false) => {
+            Ok(ClaimAnswer::Won) => Claim::Won { claimed_at: now },
+            Ok(ClaimAnswer::Refused(current))
+                if started_then_abandoned(current.as_ref(), r, abandoned_before) =>
+            {
+                Claim::PushUnknown(self.push_state_unknown(r).await)
+            }
+            Ok(ClaimAnswer::Refused(_)) => {
                 tracing::info!(
                     call_id = r.call_id.as_str(),
                     device = self.device_hash(r),
@@ -139,7 +162,7 @@ impl Run {
     /// permit goes on with the outcome, to record it.
     async fn push(
         &self,
-        r: &Reservation,
+        r: &DueCall,
         at: DateTime<Utc>,
         claimed_at: DateTime<Utc>,
         device: Option<Device>,
@@ -204,7 +227,7 @@ impl Run {
     /// the second and `start`. Each attempt is cut off at that deadline too.
     async fn push_within_budget(
         &self,
-        r: &Reservation,
+        r: &DueCall,
         device: &Device,
         at: DateTime<Utc>,
         start: DateTime<Utc>,
@@ -215,7 +238,7 @@ impl Run {
         loop {
             attempts += 1;
             let now = self.clock().now();
-            let push = VoipPush::for_reservation(r, now);
+            let push = VoipPush::for_call(r, now);
             let result = tokio::select! {
                 result = self.dispatcher.push.send(&push, device) => result,
                 () = wait_until(self.clock(), deadline) => Err(PushError::Retryable {
@@ -248,4 +271,19 @@ impl Run {
             backoff = backoff * 2;
         }
     }
+}
+
+/// Whether `current` (the record a claim or a miss was refused on) is this call's claim,
+/// abandoned (made before `abandoned_before`) after its push had started.
+pub(super) fn started_then_abandoned(
+    current: Option<&Reservation>,
+    call: &DueCall,
+    abandoned_before: DateTime<Utc>,
+) -> bool {
+    current.is_some_and(|c| {
+        c.call_id == call.call_id
+            && c.status == ReservationStatus::Claimed
+            && c.push_started_at.is_some()
+            && c.claimed_at.is_some_and(|t| t < abandoned_before)
+    })
 }

@@ -30,6 +30,8 @@ pub(super) enum Claim {
     StoreError,
     /// Too late to ring by then (only if this run fell far behind): marked `missed` instead.
     TooLate(Missed),
+    /// Refused on a claim abandoned after its push had started: recorded `failed`.
+    PushUnknown(Record),
 }
 
 /// Step 3: the push, at the second.
@@ -114,6 +116,7 @@ impl Counted for Claim {
             Claim::Lost => t.lost += 1,
             Claim::StoreError => t.store_errors += 1,
             Claim::TooLate(missed) => missed.count(t),
+            Claim::PushUnknown(record) => record.count(t),
         }
     }
 }

@@ -3,25 +3,21 @@
 use chrono::{DateTime, Utc};
 
 use super::in_flight::Held;
-use crate::domain::reservation::Reservation;
+use crate::domain::due::DueCall;
 
 /// What a selected reservation's task will do.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Task {
     Deliver,
     Miss,
-    /// An abandoned claim whose push had started: recorded `failed`, never pushed again.
-    PushUnknown,
 }
 
 /// A run's selected reservations whose tasks have not started, by start time.
 #[derive(Default)]
-pub(super) struct Pending(
-    std::collections::BTreeMap<DateTime<Utc>, Vec<(Task, Reservation, Held)>>,
-);
+pub(super) struct Pending(std::collections::BTreeMap<DateTime<Utc>, Vec<(Task, DueCall, Held)>>);
 
 impl Pending {
-    pub(super) fn add(&mut self, start: DateTime<Utc>, task: Task, r: Reservation, held: Held) {
+    pub(super) fn add(&mut self, start: DateTime<Utc>, task: Task, r: DueCall, held: Held) {
         self.0.entry(start).or_default().push((task, r, held));
     }
 
@@ -30,7 +26,7 @@ impl Pending {
     }
 
     /// Removes and returns every entry whose start is at or before `now`, earliest first.
-    pub(super) fn take_until(&mut self, now: DateTime<Utc>) -> Vec<(Task, Reservation, Held)> {
+    pub(super) fn take_until(&mut self, now: DateTime<Utc>) -> Vec<(Task, DueCall, Held)> {
         let later = self.0.split_off(&(now + chrono::Duration::nanoseconds(1)));
         std::mem::replace(&mut self.0, later)
             .into_values()
@@ -51,7 +47,7 @@ mod tests {
     #[test]
     fn pending_hands_out_what_has_started_in_start_order_and_keeps_the_rest() {
         let r = |i: u32| {
-            Reservation::new(
+            DueCall::from(&crate::domain::reservation::Reservation::new(
                 crate::domain::device::DeviceId::parse(
                     "deviceId",
                     &format!("{i:08}-0000-4000-8000-000000000000"),
@@ -62,7 +58,7 @@ mod tests {
                 ),
                 None,
                 t("2026-01-01T00:00:00Z"),
-            )
+            ))
         };
         let in_flight = InFlight::default();
         let mut pending = Pending::default();
@@ -80,7 +76,7 @@ mod tests {
         assert_eq!(in_flight.len(), 4);
         assert_eq!(pending.next_start(), Some(t("2026-01-01T00:00:10Z")));
         assert!(pending.take_until(t("2026-01-01T00:00:09.999Z")).is_empty());
-        let ids = |v: Vec<(Task, Reservation, Held)>| -> Vec<String> {
+        let ids = |v: Vec<(Task, DueCall, Held)>| -> Vec<String> {
             v.into_iter()
                 .map(|(_, r, _)| r.device_id.as_str()[..8].to_string())
                 .collect()

@@ -5,7 +5,7 @@ use super::deliver::FIRST_BACKOFF;
 use super::outcome::{Missed, Pushed, Record, Recorded, TokenRemoval};
 use super::run::{Run, wait_until};
 use crate::domain::device::Device;
-use crate::domain::reservation::Reservation;
+use crate::domain::due::DueCall;
 use crate::push::PushError;
 use crate::store::Outcome;
 
@@ -16,7 +16,7 @@ const FINISH_BUDGET: chrono::Duration = chrono::Duration::seconds(10);
 
 impl Run {
     /// Step 4: records `sent` or `failed`; a token APNs called invalid is removed first.
-    pub(super) async fn record(&self, r: &Reservation, pushed: Pushed) -> Record {
+    pub(super) async fn record(&self, r: &DueCall, pushed: Pushed) -> Record {
         match pushed {
             Pushed::Sent { late_ms, attempts } => {
                 let recorded = self.finish(r, Outcome::Sent).await;
@@ -70,7 +70,7 @@ impl Run {
 
     pub(super) async fn fail(
         &self,
-        r: &Reservation,
+        r: &DueCall,
         status: Option<u16>,
         attempts: u32,
         reason: &str,
@@ -88,7 +88,7 @@ impl Run {
         recorded
     }
 
-    pub(super) async fn record_missed(&self, r: &Reservation) -> Missed {
+    pub(super) async fn record_missed(&self, r: &DueCall) -> Missed {
         let recorded = self.finish(r, Outcome::Missed).await;
         if recorded == Recorded::Written {
             let late_ms = (self.clock().now() - r.scheduled_at.utc()).num_milliseconds();
@@ -106,7 +106,7 @@ impl Run {
     /// Records the outcome on the reservation (`finish_reservation`), retrying store errors
     /// with backoff within [`FINISH_BUDGET`]: a call left `claimed` after its push would be
     /// recorded `failed` by a later run.
-    async fn finish(&self, r: &Reservation, outcome: Outcome) -> Recorded {
+    async fn finish(&self, r: &DueCall, outcome: Outcome) -> Recorded {
         let deadline = self.clock().now() + FINISH_BUDGET;
         let mut backoff = FIRST_BACKOFF;
         let mut erred = false;
@@ -124,7 +124,7 @@ impl Run {
 
     /// One `finish_reservation`. After an earlier attempt failed (`erred`), a refusal may mean
     /// that attempt was written after all (its reply lost): the record says which.
-    async fn finish_once(&self, r: &Reservation, outcome: Outcome, erred: bool) -> Recorded {
+    async fn finish_once(&self, r: &DueCall, outcome: Outcome, erred: bool) -> Recorded {
         let now = self.clock().now();
         let result = self
             .dispatcher

@@ -28,7 +28,8 @@ impl RunCause {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunReport {
     pub cause: &'static str,
-    /// Index queries made (one per minute bucket per selection).
+    /// Store reads made to select: per minute bucket and selection, its count and each of this
+    /// run's shards of it (none when nothing was made for the minute).
     pub queries: u32,
     /// Reservations taken on.
     pub selected: u32,

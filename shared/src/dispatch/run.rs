@@ -15,9 +15,8 @@ use super::pending::{Pending, Task};
 use super::report::{RunCause, RunReport};
 use crate::clock::Clock;
 use crate::config::DispatchConfig;
-use crate::domain::reservation::{
-    CallId, Reservation, ReservationStatus, minute_bucket, rfc3339_millis,
-};
+use crate::domain::due::{DueCall, Part, shards_for};
+use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
 use crate::push::PushSender;
 use std::future::Future;
 
@@ -79,10 +78,17 @@ impl Dispatcher {
 
     /// One run: returns when every reservation due before the window's end has been handled.
     pub async fn run(&self, cause: RunCause) -> RunReport {
+        self.run_part(cause, Part::WHOLE).await
+    }
+
+    /// One run over `part` of every minute's shards (a worker's share of a fanned-out minute).
+    pub async fn run_part(&self, cause: RunCause, part: Part) -> RunReport {
         let started = self.clock.now();
-        let run = Arc::new(Run::new(self.clone(), cause, started));
+        let run = Arc::new(Run::new(self.clone(), cause, started, part));
         tracing::info!(
             cause = cause.as_str(),
+            part = part.index,
+            of = part.of,
             window_end = rfc3339_millis(run.end),
             "dispatch run started"
         );
@@ -159,12 +165,13 @@ pub(super) struct Run {
     pub(super) claim_lead: chrono::Duration,
     pub(super) push_budget: chrono::Duration,
     end: DateTime<Utc>,
+    part: Part,
     pub(super) limit: Semaphore,
     report: Mutex<RunReport>,
 }
 
 impl Run {
-    fn new(dispatcher: Dispatcher, cause: RunCause, started: DateTime<Utc>) -> Run {
+    fn new(dispatcher: Dispatcher, cause: RunCause, started: DateTime<Utc>, part: Part) -> Run {
         let s = &dispatcher.settings;
         Run {
             grace: chrono_duration(s.grace),
@@ -172,6 +179,7 @@ impl Run {
             claim_lead: chrono_duration(s.claim_lead),
             push_budget: chrono_duration(s.push_budget),
             end: started + chrono_duration(s.window),
+            part,
             limit: Semaphore::new(s.concurrency.max(1)),
             report: Mutex::new(RunReport {
                 cause: cause.as_str(),
@@ -189,7 +197,8 @@ impl Run {
         self.dispatcher.clock.as_ref()
     }
 
-    /// Queries every minute bucket from `from`'s to the window's end and takes on what is new.
+    /// Queries this run's part of every minute bucket from `from`'s to the window's end and takes
+    /// on what is new: each minute's count first (none made: nothing to query), then its shards.
     async fn select(
         self: &Arc<Self>,
         from: DateTime<Utc>,
@@ -198,13 +207,30 @@ impl Run {
     ) {
         let now = self.clock().now();
         let store = self.dispatcher.store.clone();
+        let part = self.part;
         let answers = query_buckets(buckets(from, self.end), move |minute| {
             let store = store.clone();
-            async move { store.due_reservations(&minute).await }
+            async move {
+                let count = store.due_count(&minute).await?;
+                if count == 0 {
+                    return Ok((0, Vec::new()));
+                }
+                let shards = part.shards(shards_for(count));
+                let queries = shards.len() as u32;
+                let mut due = Vec::new();
+                for answer in futures_util::future::join_all(
+                    shards.map(|shard| store.due_calls(&minute, shard)),
+                )
+                .await
+                {
+                    due.extend(answer?);
+                }
+                Ok((queries, due))
+            }
         })
         .await;
         for (minute, due) in answers {
-            let due = match due {
+            let (queries, due) = match due {
                 Ok(due) => due,
                 Err(e) => {
                     self.tally(|t| t.store_errors += 1);
@@ -212,47 +238,38 @@ impl Run {
                     continue;
                 }
             };
-            self.tally(|t| t.queries += 1);
-            for reservation in due {
-                self.take_on(reservation, now, known, pending);
+            self.tally(|t| t.queries += 1 + queries);
+            for call in due {
+                self.take_on(call, now, known, pending);
             }
         }
     }
 
     fn take_on(
         &self,
-        r: Reservation,
+        call: DueCall,
         now: DateTime<Utc>,
         known: &mut HashSet<CallId>,
         pending: &mut Pending,
     ) {
-        let at = r.scheduled_at.utc();
-        if known.contains(&r.call_id) || at >= self.end {
-            return;
-        }
-        // A fresh claim belongs to a live run; it is looked at again if it is still there later.
-        let abandoned_before = now - self.claim_timeout;
-        if r.status == ReservationStatus::Claimed
-            && r.claimed_at.is_none_or(|c| c >= abandoned_before)
-        {
+        let at = call.scheduled_at.utc();
+        if known.contains(&call.call_id) || at >= self.end {
             return;
         }
         // Another run of this process has it (and would win its claim anyway). Not `known`:
         // should that run give it up, a re-selection here takes it on.
-        let Some(held) = self.dispatcher.in_flight.take(&r.call_id) else {
+        let Some(held) = self.dispatcher.in_flight.take(&call.call_id) else {
             return;
         };
-        known.insert(r.call_id.clone());
+        known.insert(call.call_id.clone());
         self.tally(|t| t.selected += 1);
-        let task = if r.status == ReservationStatus::Claimed && r.push_started_at.is_some() {
-            Task::PushUnknown
-        } else if at < now - self.grace {
+        let task = if at < now - self.grace {
             Task::Miss
         } else {
             Task::Deliver
         };
         let start = at - self.claim_lead - DEVICE_READ_LEAD - TASK_LEAD;
-        pending.add(start, task, r, held);
+        pending.add(start, task, call, held);
     }
 
     /// Gives every pending reservation whose start has come its task.
@@ -263,7 +280,6 @@ impl Run {
                 match task {
                     Task::Miss => run.miss(&r).await,
                     Task::Deliver => run.deliver(&r).await,
-                    Task::PushUnknown => run.push_state_unknown(&r).await,
                 }
                 drop(held);
             });
@@ -274,13 +290,14 @@ impl Run {
 /// Queries every bucket at once and answers in bucket order. At once, so that a store outage
 /// costs one store timeout per selection, not one per bucket (a run's first selection covers
 /// about ten buckets: one after the other they would take 30 s to fail).
-pub async fn query_buckets<F, Fut>(
+pub async fn query_buckets<F, Fut, T>(
     minutes: Vec<String>,
     query: F,
-) -> Vec<(String, Result<Vec<Reservation>, StoreError>)>
+) -> Vec<(String, Result<T, StoreError>)>
 where
     F: Fn(String) -> Fut,
-    Fut: Future<Output = Result<Vec<Reservation>, StoreError>> + Send + 'static,
+    Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    T: Send + 'static,
 {
     let mut queries = JoinSet::new();
     for (i, minute) in minutes.into_iter().enumerate() {
@@ -326,7 +343,7 @@ mod tests {
         // Each query hangs for the store's whole operation timeout, then fails.
         let answers = query_buckets(minutes.clone(), |_| async {
             tokio::time::sleep(crate::store::dynamodb::OPERATION_TIMEOUT).await;
-            Err::<Vec<Reservation>, _>(StoreError("connection refused".into()))
+            Err::<Vec<()>, _>(StoreError("connection refused".into()))
         })
         .await;
         assert_eq!(

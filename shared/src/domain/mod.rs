@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod chat;
 pub mod device;
+pub mod due;
 pub mod fields;
 pub mod reservation;
 pub mod sentences;

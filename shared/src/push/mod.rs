@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::domain::device::Device;
-use crate::domain::reservation::Reservation;
+use crate::domain::due::DueCall;
 
 pub mod apns;
 pub mod log;
@@ -43,7 +43,7 @@ pub struct Aps {}
 
 impl VoipPush {
     /// The push for `reservation`, sent at `now`.
-    pub fn for_reservation(reservation: &Reservation, now: DateTime<Utc>) -> VoipPush {
+    pub fn for_call(reservation: &DueCall, now: DateTime<Utc>) -> VoipPush {
         VoipPush {
             aps: Aps {},
             call_id: reservation.call_id.as_str().to_owned(),
@@ -128,6 +128,7 @@ impl PushSender for UnavailablePushSender {
 mod tests {
     use super::*;
     use crate::domain::device::DeviceId;
+    use crate::domain::reservation::Reservation;
     use crate::domain::reservation::ScheduledAt;
 
     #[test]
@@ -138,7 +139,7 @@ mod tests {
         let at = ScheduledAt::parse("scheduledAt", "2026-01-01T09:00:30+09:00", now).unwrap();
         let device = DeviceId::parse("deviceId", "d1").unwrap();
         let mut reservation = Reservation::new(device, at, Some("こえ".into()), now);
-        let push = VoipPush::for_reservation(&reservation, at.utc());
+        let push = VoipPush::for_call(&DueCall::from(&reservation), at.utc());
         let json: serde_json::Value = serde_json::from_str(&push.to_json()).unwrap();
         assert_eq!(
             json,
@@ -153,7 +154,8 @@ mod tests {
 
         reservation.caller_name = None;
         let json: serde_json::Value =
-            serde_json::from_str(&VoipPush::for_reservation(&reservation, now).to_json()).unwrap();
+            serde_json::from_str(&VoipPush::for_call(&DueCall::from(&reservation), now).to_json())
+                .unwrap();
         assert!(json.get("callerName").is_none(), "{json}");
         assert!(
             json.get("deviceId").is_none(),

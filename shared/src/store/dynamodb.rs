@@ -8,7 +8,7 @@
 //! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S, and the
 //!   device secret's `secretHash` S, `secretProven` BOOL (`devices`).
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
-//!   `scheduledAtMs` N, `dueMinute` S (only while `scheduled`/`claimed`: the sparse
+//!   `scheduledAtMs` N, `dueShard` S (`<minute>#<shard>`, only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`](super::DUE_INDEX)), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
 //!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
@@ -29,10 +29,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CancelError, CreateError, DeviceProof, IdempotentAnswer, Outcome, SpendOutcome, Store,
-    StoreError, TableNames, UsageOutcome,
+    CancelError, ClaimAnswer, CreateError, DeviceProof, IdempotentAnswer, Outcome, SpendOutcome,
+    Store, StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::due::{DueCall, shard_key, shard_of, shards_for};
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis,
 };
@@ -51,7 +52,7 @@ const UPDATED_AT: &str = "updatedAt";
 const CALL_ID: &str = "callId";
 const SCHEDULED_AT: &str = "scheduledAt";
 const SCHEDULED_AT_MS: &str = "scheduledAtMs";
-const DUE_MINUTE: &str = "dueMinute";
+const DUE_SHARD: &str = "dueShard";
 const STATUS: &str = "status";
 const CALLER_NAME: &str = "callerName";
 const CREATED_AT: &str = "createdAt";
@@ -199,14 +200,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn in_due_index(status: ReservationStatus) -> bool {
-    matches!(
-        status,
-        ReservationStatus::Scheduled | ReservationStatus::Claimed
-    )
-}
-
-fn reservation_item(r: &Reservation) -> Item {
+/// A new reservation's item, in its minute's shard `due_shard` of the bucket index.
+fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
     let mut item = HashMap::from([
         (DEVICE_ID.to_owned(), s(r.device_id.as_str())),
         (CALL_ID.to_owned(), s(r.call_id.as_str())),
@@ -224,9 +219,8 @@ fn reservation_item(r: &Reservation) -> Item {
         (CREATED_AT.to_owned(), s(rfc3339_millis(r.created_at))),
         (UPDATED_AT.to_owned(), s(rfc3339_millis(r.updated_at))),
     ]);
-    if in_due_index(r.status) {
-        item.insert(DUE_MINUTE.to_owned(), s(r.scheduled_at.due_minute()));
-    }
+    let minute = r.scheduled_at.due_minute();
+    item.insert(DUE_SHARD.to_owned(), s(shard_key(&minute, due_shard)));
     if let Some(name) = &r.caller_name {
         item.insert(CALLER_NAME.to_owned(), s(name.as_str()));
     }
@@ -325,11 +319,17 @@ impl Store for DynamoStore {
         stale_before: DateTime<Utc>,
     ) -> Result<(), CreateError> {
         let table = &self.tables.calls;
+        // Counted first: a count a failed create leaves behind only means one shard too many.
+        let minute = reservation.scheduled_at.due_minute();
+        let count = self
+            .count_due(&minute, reservation.expire_at.unwrap_or_default())
+            .await?;
+        let shard = shard_of(&reservation.call_id, shards_for(count));
         let result = self
             .client
             .put_item()
             .table_name(table)
-            .set_item(Some(reservation_item(reservation)))
+            .set_item(Some(reservation_item(reservation, shard)))
             .condition_expression(
                 "attribute_not_exists(#deviceId) OR #status IN (:sent, :failed, :missed) \
                  OR #expireAt <= :nowSecs OR #scheduledAtMs < :staleBeforeMs \
@@ -423,18 +423,23 @@ impl Store for DynamoStore {
         }
     }
 
-    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
-        self.due_items(minute).await
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+        self.due_count_item(minute).await
     }
 
-    async fn claim_reservation(
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+        self.due_calls_item(minute, shard).await
+    }
+
+    async fn claim_due(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.claim_item(id, call_id, now, abandoned_before).await
+    ) -> Result<ClaimAnswer, StoreError> {
+        self.claim_due_item(id, call_id, now, abandoned_before)
+            .await
     }
 
     async fn mark_push_started(

@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, CreateError, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome,
-    Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, CreateError, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome,
+    SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
-use crate::domain::reservation::{
-    CallId, Reservation, ReservationStatus, minute_bucket, terminal_expiry,
-};
+use crate::domain::due::DueCall;
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
+
+mod due;
 
 #[derive(Default)]
 struct Tables {
@@ -30,6 +31,12 @@ struct Tables {
     notices: std::collections::HashSet<(String, String)>,
     /// device → (SHA-256 of its secret, proven)
     device_secrets: HashMap<DeviceId, (String, bool)>,
+    /// minute → reservations made for it
+    due_counts: HashMap<String, u32>,
+    /// The bucket index: shard key → the devices whose reservation is in it while `scheduled`
+    /// or `claimed`, and each such device's shard key.
+    due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
+    due_keys: HashMap<DeviceId, String>,
 }
 
 #[derive(Default)]
@@ -47,14 +54,6 @@ impl MemoryStore {
         // insert/remove), so a poisoned lock is safe to reuse.
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// The span `[start, start + 1 min)` of a bucket name ("2026-01-01T22:00Z"), if it is one.
-fn minute_span(minute: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
-    let start = DateTime::parse_from_rfc3339(&format!("{}:00Z", minute.strip_suffix('Z')?))
-        .ok()?
-        .with_timezone(&Utc);
-    (minute_bucket(start) == minute).then_some((start, start + chrono::Duration::minutes(1)))
 }
 
 fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
@@ -148,6 +147,7 @@ impl Store for MemoryStore {
                 return Err(CreateError::Exists);
             }
         }
+        tables.index_due(reservation);
         tables
             .reservations
             .insert(reservation.device_id.clone(), reservation.clone());
@@ -181,53 +181,39 @@ impl Store for MemoryStore {
             }
             Some(_) => {
                 tables.reservations.remove(id);
+                tables.unindex(id);
                 Ok(())
             }
         }
     }
 
-    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError> {
-        // The bucket as a time span, so that the filter compares two integers per record
-        // instead of formatting a time (this runs under the lock, over every reservation).
-        let span = minute_span(minute);
-        let in_bucket = |t: DateTime<Utc>| match span {
-            Some((start, end)) => start <= t && t < end,
-            None => minute_bucket(t) == minute,
-        };
-        let tables = self.lock();
-        let mut due: Vec<Reservation> = tables
-            .reservations
-            .values()
-            .filter(|r| {
-                matches!(
-                    r.status,
-                    ReservationStatus::Scheduled | ReservationStatus::Claimed
-                ) && in_bucket(r.scheduled_at.utc())
-            })
-            .cloned()
-            .collect();
-        due.sort_by_key(|r| r.scheduled_at.utc());
-        Ok(due)
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+        Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
     }
 
-    async fn claim_reservation(
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+        Ok(self.lock().due_calls(minute, shard))
+    }
+
+    async fn claim_due(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<ClaimAnswer, StoreError> {
         let mut tables = self.lock();
         let Some(r) = tables.reservations.get_mut(id) else {
-            return Ok(false);
+            return Ok(ClaimAnswer::Refused(None));
         };
         if &r.call_id != call_id || !is_claimable(r, abandoned_before) {
-            return Ok(false);
+            let current = (!r.is_expired(now)).then(|| r.clone());
+            return Ok(ClaimAnswer::Refused(current));
         }
         r.status = ReservationStatus::Claimed;
         r.claimed_at = Some(now);
         r.updated_at = now;
-        Ok(true)
+        Ok(ClaimAnswer::Won)
     }
 
     async fn mark_push_started(
@@ -276,6 +262,7 @@ impl Store for MemoryStore {
         r.status = outcome.status();
         r.updated_at = now;
         r.expire_at = Some(terminal_expiry(now));
+        tables.unindex(id);
         Ok(true)
     }
 

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 
 pub mod dynamodb;
@@ -18,9 +19,10 @@ pub mod memory;
 /// Physical table names; part of the store's configuration section, where they are read.
 pub use crate::config::TableNames;
 
-/// The name of the reservations table's time-bucket index (partition `dueMinute`, sort
-/// `scheduledAtMs`), holding only `scheduled` and `claimed` reservations (a sparse index).
-pub const DUE_INDEX: &str = "byDueMinute";
+/// The name of the reservations table's time-bucket index (partition `dueShard`, a minute's
+/// shard as `domain::due::shard_key` writes it; sort `scheduledAtMs`), holding only `scheduled`
+/// and `claimed` reservations (a sparse index) and of them only what [`DueCall`] needs.
+pub const DUE_INDEX: &str = "byDueShard";
 
 /// The store could not answer (outage, throttling, bad data). Handlers answer 503.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,14 @@ impl From<StoreError> for CancelError {
     fn from(e: StoreError) -> Self {
         CancelError::Store(e)
     }
+}
+
+/// What a claim ([`Store::claim_due`]) answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimAnswer {
+    Won,
+    /// Refused; the device's record as it is now (`None`: none, or expired).
+    Refused(Option<Reservation>),
 }
 
 /// How a claimed (or overdue) reservation ended.
@@ -211,20 +221,38 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<(), CancelError>;
 
-    /// Reservations in the time bucket `minute` (see `domain::reservation::minute_bucket`) that
-    /// are `scheduled` or `claimed`, in time order. A query on the bucket index, never a scan.
-    async fn due_reservations(&self, minute: &str) -> Result<Vec<Reservation>, StoreError>;
+    /// How many reservations were made for the UTC minute `minute` (see
+    /// `domain::reservation::minute_bucket`): at least the number made, never decreasing (a
+    /// cancel does not count down). `domain::due::shards_for` turns it into the minute's shards.
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError>;
+
+    /// The `scheduled` and `claimed` reservations in shard `shard` of `minute`'s bucket, in time
+    /// order. A query on the bucket index, never a scan.
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError>;
 
     /// `scheduled` → `claimed` for this call, or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).
-    /// Returns whether this caller won the claim.
+    /// A refusal carries the record as it is (if there is one), so the caller can tell a live
+    /// claim from an abandoned one whose push had started.
+    async fn claim_due(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<ClaimAnswer, StoreError>;
+
+    /// [`Store::claim_due`], answering only whether this caller won the claim.
     async fn claim_reservation(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let answer = self.claim_due(id, call_id, now, abandoned_before).await?;
+        Ok(answer == ClaimAnswer::Won)
+    }
 
     /// Marks that the run whose claim was made at `claimed_at` is about to push (sets
     /// `push_started_at` to `now`), if the reservation is still `claimed` by that claim. Only a

@@ -85,19 +85,26 @@ async fn the_template_tables_have_the_keys_index_and_ttl_the_adapter_assumes() {
     assert_eq!(gsi.index_name(), Some(DUE_INDEX));
     assert_eq!(
         keys(gsi.key_schema()),
-        vec![hash("dueMinute"), range("scheduledAtMs")]
+        vec![hash("dueShard"), range("scheduledAtMs")]
     );
     assert_eq!(
         gsi.projection().and_then(|p| p.projection_type()),
-        Some(&ProjectionType::All)
+        Some(&ProjectionType::Include),
+        "claims and push marks must not write the index"
     );
+    let mut carried: Vec<&str> = gsi
+        .projection()
+        .map(|p| p.non_key_attributes().iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    carried.sort_unstable();
+    assert_eq!(carried, ["callId", "callerName", "scheduledAt"]);
     let types: HashMap<&str, &ScalarAttributeType> = calls
         .attribute_definitions()
         .iter()
         .map(|d| (d.attribute_name(), d.attribute_type()))
         .collect();
     assert_eq!(types["deviceId"], &ScalarAttributeType::S);
-    assert_eq!(types["dueMinute"], &ScalarAttributeType::S);
+    assert_eq!(types["dueShard"], &ScalarAttributeType::S);
     assert_eq!(types["scheduledAtMs"], &ScalarAttributeType::N);
     assert_eq!(
         ttl_attribute(&client, &tables.calls).await.as_deref(),
@@ -263,7 +270,7 @@ fn valid_call_item(device: &str) -> HashMap<String, AttributeValue> {
             "scheduledAtMs".to_owned(),
             AttributeValue::N(at("2026-01-01T00:00:00Z").timestamp_millis().to_string()),
         ),
-        ("dueMinute".to_owned(), s("2026-01-01T00:00Z")),
+        ("dueShard".to_owned(), s("2026-01-01T00:00Z#0")),
         ("status".to_owned(), s("scheduled")),
         ("createdAt".to_owned(), s("2025-12-31T23:00:00.000Z")),
         ("updatedAt".to_owned(), s("2025-12-31T23:00:00.000Z")),
@@ -305,18 +312,15 @@ async fn corrupted_items_are_store_errors_not_panics() {
 
     // A due reservation that lost an attribute fails the bucket query, not the process.
     let mut item = valid_call_item("d-no-created");
-    item.remove("createdAt");
+    item.remove("scheduledAt");
     put(tables.calls.clone(), item).await;
-    let err = store
-        .due_reservations("2026-01-01T00:00Z")
-        .await
-        .unwrap_err();
-    assert!(err.0.contains("createdAt"), "{err}");
+    let err = store.due_calls("2026-01-01T00:00Z", 0).await.unwrap_err();
+    assert!(err.0.contains("scheduledAt"), "{err}");
 
     // A number where a string belongs, and a bad environment.
     let mut item = valid_call_item("d-wrong-type");
     item.insert("callId".into(), AttributeValue::N("7".into()));
-    item.remove("dueMinute");
+    item.remove("dueShard");
     put(tables.calls.clone(), item).await;
     let err = store.get_reservation(&device_id("d-wrong-type"), now).await;
     assert!(err.unwrap_err().0.contains("callId"));
@@ -343,14 +347,15 @@ async fn corrupted_items_are_store_errors_not_panics() {
     assert!(!err.0.contains(&token), "tokens never reach error messages");
 }
 
+/// Index entries in `minute`'s one shard (the tests here make few enough for one).
 async fn index_count(client: &Client, tables: &TableNames, minute: &str) -> i32 {
     client
         .query()
         .table_name(&tables.calls)
         .index_name(DUE_INDEX)
         .key_condition_expression("#m = :m")
-        .expression_attribute_names("#m", "dueMinute")
-        .expression_attribute_values(":m", AttributeValue::S(minute.to_owned()))
+        .expression_attribute_names("#m", "dueShard")
+        .expression_attribute_values(":m", AttributeValue::S(format!("{minute}#0")))
         .send()
         .await
         .unwrap()
@@ -378,8 +383,9 @@ async fn finished_reservations_leave_the_due_index() {
             .unwrap();
         calls.push(r);
     }
+    assert_eq!(store.due_count(minute).await.unwrap(), 3);
     let due: Vec<String> = store
-        .due_reservations(minute)
+        .due_calls(minute, 0)
         .await
         .unwrap()
         .iter()
@@ -397,7 +403,7 @@ async fn finished_reservations_leave_the_due_index() {
             .await
             .unwrap()
     );
-    assert_eq!(store.due_reservations(minute).await.unwrap().len(), 3);
+    assert_eq!(store.due_calls(minute, 0).await.unwrap().len(), 3);
     for (r, outcome) in [(&calls[1], Outcome::Sent), (&calls[0], Outcome::Missed)] {
         assert!(
             store
@@ -406,7 +412,7 @@ async fn finished_reservations_leave_the_due_index() {
                 .unwrap()
         );
     }
-    let due = store.due_reservations(minute).await.unwrap();
+    let due = store.due_calls(minute, 0).await.unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].device_id.as_str(), "d-mid");
     // Not filtered out: gone from the index itself.
@@ -431,6 +437,6 @@ async fn finished_reservations_leave_the_due_index() {
             .await
             .unwrap()
     );
-    assert!(store.due_reservations(minute).await.unwrap().is_empty());
+    assert!(store.due_calls(minute, 0).await.unwrap().is_empty());
     assert_eq!(index_count(&client, &tables, minute).await, 0);
 }

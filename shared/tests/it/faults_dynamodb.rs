@@ -141,6 +141,11 @@ async fn assert_every_item_whole(ddb: &DynamoDbLocal, store: &DynamoStore) -> us
     }
     for item in scan(tables.calls.clone()).await {
         let id = item["deviceId"].as_s().unwrap();
+        if id.starts_with("due#") {
+            // A minute's reservation count (the bucket index's shard count), not a call.
+            assert!(item.contains_key("count") && item.contains_key("expireAt"));
+            continue;
+        }
         for attribute in [
             "callId",
             "scheduledAt",
@@ -163,7 +168,7 @@ async fn assert_every_item_whole(ddb: &DynamoDbLocal, store: &DynamoStore) -> us
             ReservationStatus::Scheduled | ReservationStatus::Claimed
         ) {
             assert!(
-                item.contains_key("dueMinute"),
+                item.contains_key("dueShard"),
                 "a pending call of {id} is in the dispatcher's index"
             );
         }

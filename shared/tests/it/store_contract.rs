@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::due::{CALLS_PER_SHARD, DueCall, shards_for};
 use koe::domain::reservation::{
     CallId, Reservation, ReservationStatus, ScheduledAt, minute_bucket, terminal_expiry,
 };
@@ -830,9 +831,7 @@ async fn finishing_twice_is_refused_the_second_time(store: DynStore) {
 // ---------------------------------------------------------------------------------------------
 // Due reservations (the time-bucket index)
 
-async fn due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order(
-    store: DynStore,
-) {
+async fn due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order(store: DynStore) {
     // A random minute, so even shared tables hold nothing else in it.
     let minute = Utc.with_ymd_and_hms(2035, 1, 1, 0, 0, 0).unwrap()
         + Duration::minutes(fastrand::i64(0..500_000));
@@ -841,7 +840,12 @@ async fn due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_ord
     let make = |offset_ms: i64, offset_east: i32| {
         let id = new_device_id();
         let lead = Duration::minutes(5) + Duration::milliseconds(offset_ms);
-        Reservation::new(id, scheduled_at(now, lead, offset_east), None, now)
+        Reservation::new(
+            id,
+            scheduled_at(now, lead, offset_east),
+            Some("Mika".into()),
+            now,
+        )
     };
     let a = make(40_000, JST);
     let b = make(5_250, 5 * 3600 + 1800);
@@ -852,55 +856,100 @@ async fn due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_ord
     let k = make(45_000, JST);
     let e = make(-1, JST); // the minute before
     let f = make(60_000, JST); // the minute after
+    assert_eq!(store.due_count(&bucket).await.unwrap(), 0);
     for r in [&a, &b, &b2, &c, &g, &h, &k, &e, &f] {
         create(&store, r, now).await;
     }
     assert_eq!(b.scheduled_at.due_minute(), bucket);
     assert_ne!(e.scheduled_at.due_minute(), bucket);
     assert_ne!(f.scheduled_at.due_minute(), bucket);
+    assert_eq!(
+        store.due_count(&bucket).await.unwrap(),
+        7,
+        "made for the minute"
+    );
 
     assert_eq!(store.cancel_reservation(&k.device_id, now).await, Ok(()));
+    assert_eq!(
+        store.due_count(&bucket).await.unwrap(),
+        7,
+        "a cancel does not count down"
+    );
     assert!(claim(&store, &c, c.scheduled_at.utc()).await);
     assert!(claim(&store, &h, h.scheduled_at.utc()).await);
 
-    let ids = |rs: &[Reservation]| -> Vec<String> {
-        rs.iter()
-            .map(|r| format!("{}/{}", r.device_id.as_str(), r.status.as_str()))
-            .collect()
-    };
-    let later = minute + secs(55);
-    let mut expected = Vec::new();
-    for r in [&b2, &b, &c, &g, &a, &h] {
-        expected.push(get_some(&store, &r.device_id, later).await);
-    }
-    let due = store.due_reservations(&bucket).await.expect("due");
-    assert_eq!(ids(&due), ids(&expected), "scheduled and claimed, in order");
-    assert_eq!(due, expected, "full records");
+    let due =
+        |rs: &[&Reservation]| -> Vec<DueCall> { rs.iter().map(|r| DueCall::from(*r)).collect() };
+    let listed = store.due_calls(&bucket, 0).await.expect("due");
+    assert_eq!(
+        listed,
+        due(&[&b2, &b, &c, &g, &a, &h]),
+        "scheduled and claimed, in order, with what a push needs"
+    );
 
     // Finished ones leave the bucket.
+    let later = minute + secs(55);
     assert!(finish(&store, &g, Outcome::Missed, later + GRACE).await);
     assert!(finish(&store, &h, Outcome::Sent, h.scheduled_at.utc() + secs(1)).await);
-    expected.retain(|r| r.device_id != g.device_id && r.device_id != h.device_id);
-    let due = store.due_reservations(&bucket).await.expect("due");
-    assert_eq!(ids(&due), ids(&expected), "terminal ones vanish");
-    assert_eq!(due, expected);
+    let listed = store.due_calls(&bucket, 0).await.expect("due");
+    assert_eq!(listed, due(&[&b2, &b, &c, &a]), "terminal ones vanish");
 
-    // The neighbouring minutes hold only their own.
-    let before = store
-        .due_reservations(&minute_bucket(minute - secs(1)))
-        .await
-        .expect("due");
-    assert_eq!(before, vec![get_some(&store, &e.device_id, now).await]);
-    let after = store
-        .due_reservations(&minute_bucket(minute + secs(60)))
-        .await
-        .expect("due");
-    assert_eq!(after, vec![get_some(&store, &f.device_id, now).await]);
-    let empty = store
-        .due_reservations(&minute_bucket(minute + Duration::minutes(2)))
-        .await
-        .expect("due");
-    assert_eq!(empty, vec![]);
+    // The neighbouring minutes hold only their own; a shard past the count holds nothing.
+    let before = minute_bucket(minute - secs(1));
+    assert_eq!(store.due_calls(&before, 0).await.unwrap(), due(&[&e]));
+    let after = minute_bucket(minute + secs(60));
+    assert_eq!(store.due_calls(&after, 0).await.unwrap(), due(&[&f]));
+    let empty = minute_bucket(minute + Duration::minutes(2));
+    assert_eq!(store.due_calls(&empty, 0).await.unwrap(), vec![]);
+    assert_eq!(store.due_count(&empty).await.unwrap(), 0);
+    assert_eq!(store.due_calls(&bucket, 1).await.unwrap(), vec![]);
+}
+
+async fn a_busy_minute_spreads_over_shards_that_together_list_each_call_once(store: DynStore) {
+    let minute = Utc.with_ymd_and_hms(2035, 1, 1, 0, 0, 0).unwrap()
+        + Duration::minutes(fastrand::i64(0..500_000));
+    let now = minute - Duration::minutes(5);
+    let bucket = minute_bucket(minute);
+    let made = CALLS_PER_SHARD as usize + 60;
+    let mut all = std::collections::BTreeSet::new();
+    let creates = (0..made).map(|i| {
+        let store = store.clone();
+        let lead = Duration::minutes(5) + Duration::milliseconds((i * 97 % 60_000) as i64);
+        let r = Reservation::new(new_device_id(), scheduled_at(now, lead, JST), None, now);
+        all.insert(r.call_id.as_str().to_owned());
+        async move { create(&store, &r, now).await }
+    });
+    // In batches, as many apps would.
+    let creates: Vec<_> = creates.collect();
+    let mut creates = creates.into_iter();
+    loop {
+        let batch: Vec<_> = creates.by_ref().take(40).collect();
+        if batch.is_empty() {
+            break;
+        }
+        futures_util::future::join_all(batch).await;
+    }
+    let count = store.due_count(&bucket).await.unwrap();
+    assert!(count as usize >= made, "{count}");
+    let shards = shards_for(count);
+    assert_eq!(shards, 2);
+    let mut listed = Vec::new();
+    for shard in 0..shards {
+        let calls = store.due_calls(&bucket, shard).await.unwrap();
+        assert!(!calls.is_empty(), "shard {shard} holds some");
+        assert!(
+            calls.is_sorted_by_key(|c| c.scheduled_at.utc()),
+            "in time order"
+        );
+        listed.extend(calls.into_iter().map(|c| c.call_id.as_str().to_owned()));
+    }
+    assert_eq!(listed.len(), made, "each call once");
+    assert_eq!(
+        listed
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        all
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1381,7 +1430,8 @@ macro_rules! contract_suite {
                 finish_missed_from_scheduled_sets_status_and_expiry,
                 finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
                 finishing_twice_is_refused_the_second_time,
-                due_reservations_lists_scheduled_and_claimed_of_that_minute_in_time_order,
+                due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order,
+                a_busy_minute_spreads_over_shards_that_together_list_each_call_once,
                 usage_counts_up_to_the_limit_then_refuses_without_counting,
                 usage_is_counted_per_day_and_per_device,
                 plan_answers_count_up_to_the_bound_per_plan,

@@ -3,7 +3,7 @@
 //!
 //! - scheduledCalls: the kept answers of `POST /calls` made with an `Idempotency-Key`:
 //!   `deviceId` = `idempotency#<key>`, `requestHash` S, `answerStatus` N, `answerBody` S,
-//!   `expireAt` N (TTL, 24 h). They carry no `dueMinute`, so the dispatcher never sees them.
+//!   `expireAt` N (TTL, 24 h). They carry no `dueShard`, so the dispatcher never sees them.
 //! - agentUsage: each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` =
 //!   `answers`), and each public API's daily model tokens (`deviceId` = `spend#chat` or
 //!   `spend#agent`, `day` = the Japan day, `useCount` = tokens; `day` = `<day>#notice`: its one
@@ -32,7 +32,7 @@ const PLAN_ANSWERS: &str = "answers";
 const SPEND_PREFIX: &str = "spend#";
 const NOTICE_SUFFIX: &str = "#notice";
 /// Partition (in the reservations table) of an idempotent request's kept answer:
-/// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueMinute`, so the
+/// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueShard`, so the
 /// dispatcher's index never sees them.
 const IDEMPOTENCY_PREFIX: &str = "idempotency#";
 const REQUEST_HASH: &str = "requestHash";

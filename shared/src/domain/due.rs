@@ -1,0 +1,137 @@
+//! Where the dispatcher finds a reservation: its UTC minute's bucket, write-sharded by call.
+//!
+//! A minute's bucket is split into as many shards as the reservations made for that minute need
+//! (one per [`CALLS_PER_SHARD`], counted at creation, never fewer than one), so that no index
+//! partition takes more than a few hundred writes in the minute's busiest second however many
+//! calls share it (docs/scale.md). A reservation's shard is fixed when it is made, from the count
+//! then; the count only grows, so the readers, who take the count when they read, always query
+//! every shard a reservation can be in. Workers split each minute's shards into [`Part`]s.
+
+use std::ops::Range;
+
+use super::device::DeviceId;
+use super::reservation::{CallId, Reservation, ScheduledAt};
+
+/// Reservations per shard a minute's shard count aims at: in the minute's busiest second each
+/// finished call removes its index entry (one index write), so even if every call of the minute
+/// is due in the same second a shard takes about this many writes in it.
+pub const CALLS_PER_SHARD: u32 = 400;
+/// At most this many shards per minute (1.6 million calls in one minute at [`CALLS_PER_SHARD`]).
+pub const MAX_SHARDS: u32 = 4096;
+
+/// How many shards a minute with `count` reservations made for it has.
+pub fn shards_for(count: u32) -> u32 {
+    count.div_ceil(CALLS_PER_SHARD).clamp(1, MAX_SHARDS)
+}
+
+/// The shard of `call_id` among `shards` (FNV-1a of the call id: stable across processes and
+/// versions, unlike the standard library's hasher).
+pub fn shard_of(call_id: &CallId, shards: u32) -> u32 {
+    let hash = call_id
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    (hash % u64::from(shards.max(1))) as u32
+}
+
+/// The index partition of a minute's shard: `"2026-01-01T22:00Z#7"`.
+pub fn shard_key(minute: &str, shard: u32) -> String {
+    format!("{minute}#{shard}")
+}
+
+/// One worker's share of every minute's shards: part `index` of `of` (`0 <= index < of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub index: u32,
+    pub of: u32,
+}
+
+impl Part {
+    /// All of every minute (one run does everything).
+    pub const WHOLE: Part = Part { index: 0, of: 1 };
+
+    /// `None` unless `index < of`.
+    pub fn new(index: u32, of: u32) -> Option<Part> {
+        (index < of).then_some(Part { index, of })
+    }
+
+    /// This part's shards of a minute that has `shards`: the parts of one split cover every shard
+    /// once (a part may have none when there are fewer shards than parts).
+    pub fn shards(self, shards: u32) -> Range<u32> {
+        let at = |i: u32| (u64::from(i) * u64::from(shards)).div_ceil(u64::from(self.of)) as u32;
+        at(self.index)..at(self.index + 1)
+    }
+}
+
+/// What the dispatcher needs of a reservation (what the bucket index carries): the push's
+/// contents and where to send it. Its state is the claim's business, not the selection's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueCall {
+    pub call_id: CallId,
+    pub device_id: DeviceId,
+    pub scheduled_at: ScheduledAt,
+    pub caller_name: Option<String>,
+}
+
+impl From<&Reservation> for DueCall {
+    fn from(r: &Reservation) -> DueCall {
+        DueCall {
+            call_id: r.call_id.clone(),
+            device_id: r.device_id.clone(),
+            scheduled_at: r.scheduled_at,
+            caller_name: r.caller_name.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_grow_with_the_count_and_stay_bounded() {
+        assert_eq!(shards_for(0), 1);
+        assert_eq!(shards_for(400), 1);
+        assert_eq!(shards_for(401), 2);
+        assert_eq!(shards_for(100_000), 250);
+        assert_eq!(shards_for(u32::MAX), MAX_SHARDS);
+    }
+
+    #[test]
+    fn calls_spread_evenly_over_the_shards() {
+        let shards = shards_for(100_000);
+        let mut per = vec![0u32; shards as usize];
+        for _ in 0..100_000 {
+            per[shard_of(&CallId::generate(), shards) as usize] += 1;
+        }
+        let (min, max) = (per.iter().min().unwrap(), per.iter().max().unwrap());
+        assert!(*min > 300 && *max < 520, "min {min}, max {max}");
+    }
+
+    #[test]
+    fn a_call_keeps_its_shard_and_the_readers_count_covers_it() {
+        let call = CallId::from_stored("0123456789abcdef0123456789abcdef".into());
+        assert_eq!(shard_of(&call, 7), shard_of(&call, 7));
+        assert_eq!(shard_of(&call, 1), 0);
+        // Made when the minute had 3 shards: in one of 0..3, which a reader with more queries.
+        assert!(shard_of(&call, 3) < shards_for(5_000));
+        assert_eq!(shard_key("2026-01-01T22:00Z", 7), "2026-01-01T22:00Z#7");
+    }
+
+    #[test]
+    fn the_parts_of_a_split_cover_every_shard_once() {
+        for of in 1..=9 {
+            for shards in [1, 2, 3, 8, 250, 4096] {
+                let mut seen = Vec::new();
+                for index in 0..of {
+                    seen.extend(Part::new(index, of).unwrap().shards(shards));
+                }
+                assert_eq!(seen, (0..shards).collect::<Vec<_>>(), "{shards} in {of}");
+            }
+        }
+        assert_eq!(Part::WHOLE.shards(5), 0..5);
+        assert_eq!(Part::new(3, 3), None);
+    }
+}

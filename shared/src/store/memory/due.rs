@@ -1,0 +1,51 @@
+//! The embedded store's bucket index: each `scheduled` or `claimed` reservation under its
+//! minute's shard, as DynamoDB's sparse `byDueShard` index holds it.
+
+use super::Tables;
+use crate::domain::device::DeviceId;
+use crate::domain::due::{DueCall, shard_key, shard_of, shards_for};
+use crate::domain::reservation::Reservation;
+
+impl Tables {
+    /// Counts a new reservation for its minute and puts it in its shard (replacing the device's
+    /// earlier one there).
+    pub(super) fn index_due(&mut self, reservation: &Reservation) {
+        let id = &reservation.device_id;
+        let minute = reservation.scheduled_at.due_minute();
+        let count = self.due_counts.entry(minute.clone()).or_insert(0);
+        *count += 1;
+        let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(*count)));
+        self.unindex(id);
+        self.due_index
+            .entry(key.clone())
+            .or_default()
+            .insert(id.clone());
+        self.due_keys.insert(id.clone(), key);
+    }
+
+    /// Takes the device's reservation out of the bucket index (it became terminal, or is gone).
+    pub(super) fn unindex(&mut self, id: &DeviceId) {
+        if let Some(key) = self.due_keys.remove(id)
+            && let Some(devices) = self.due_index.get_mut(&key)
+        {
+            devices.remove(id);
+            if devices.is_empty() {
+                self.due_index.remove(&key);
+            }
+        }
+    }
+
+    /// The reservations in shard `shard` of `minute`, in time order.
+    pub(super) fn due_calls(&self, minute: &str, shard: u32) -> Vec<DueCall> {
+        let Some(devices) = self.due_index.get(&shard_key(minute, shard)) else {
+            return Vec::new();
+        };
+        let mut due: Vec<DueCall> = devices
+            .iter()
+            .filter_map(|id| self.reservations.get(id))
+            .map(DueCall::from)
+            .collect();
+        due.sort_by_key(|c| c.scheduled_at.utc());
+        due
+    }
+}
