@@ -9,7 +9,8 @@
 //! moved by libfaketime (`LD_PRELOAD`, the wall clock only; the tests' own clock stays real),
 //! so a fixture that goes stale with the date fails here. Each pass also reserves a call due
 //! 15 s ahead and runs `dispatch-schedule` and `dispatch-requested` through the dispatch binary
-//! side by side (a run lasts the dispatcher's 70 s window), which must push it exactly once;
+//! side by side (a run lasts the dispatcher's 70 s window), which must push it exactly once
+//! (and `dispatch-part`, part 1 of 2 of each minute, which holds none of that small minute);
 //! the dispatch route gets a token the stand-in OIDC issuer signed and hands the run to the
 //! stand-in EventBridge.
 
@@ -84,10 +85,11 @@ fn libfaketime() -> PathBuf {
 }
 
 /// The template function an event of `binary` goes to: the binary's own, except that the
-/// dispatch binary serves two (the route's HTTP events, the runs' EventBridge events).
+/// dispatch binary serves three (the route's HTTP events, the runs' and the parts' events).
 fn function_of(binary: &str, event: &Value) -> String {
     match binary {
         "dispatch" if event.get("requestContext").is_some() => "DispatchRouteFunction".into(),
+        "dispatch" if event["detail-type"] == "Koe Dispatch Part" => "DispatchPartFunction".into(),
         _ => logical_id(binary),
     }
 }
@@ -389,9 +391,10 @@ async fn pass(
         status_of("create-call"),
         &scheduled_at_of(&create),
     );
-    let (schedule_event, requested_event) = (
+    let (schedule_event, requested_event, part_event) = (
         committed("dispatch-schedule"),
         committed("dispatch-requested"),
+        committed("dispatch-part"),
     );
     let runs = async {
         tokio::join!(
@@ -402,6 +405,8 @@ async fn pass(
                 RUN_WITHIN,
                 "dispatch-requested"
             ),
+            // Part 1 of 2 of each minute: a minute of one call has one shard, part 0's.
+            run_within("dispatch", &part_event, RUN_WITHIN, "dispatch-part"),
         )
     };
     let others = async {
@@ -549,7 +554,14 @@ async fn pass(
         assert_eq!(entries[0].event_bus_name, "koe-local-notifications");
         assert!(entries[0].detail["requestedAt"].is_string());
     };
-    let ((schedule, requested), ()) = tokio::join!(runs, others);
+    let ((schedule, requested, part), ()) = tokio::join!(runs, others);
+    assert_eq!(part["cause"], "part", "{name}: {part}");
+    for field in ["claimed", "sent", "failed", "missed", "lost"] {
+        assert_eq!(
+            part[field], 0,
+            "{name}: part 1 of 2 has no shard here: {part}"
+        );
+    }
 
     let requests = openai.received();
     assert_eq!(
@@ -734,7 +746,11 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
                 .unwrap_or_else(|| panic!("events/{name}.json: no route for {path}"));
             assert_eq!(route.function, function, "events/{name}.json");
         } else {
-            assert_eq!(function, "DispatchFunction", "events/{name}.json");
+            assert_eq!(
+                function,
+                &function_of("dispatch", &event),
+                "events/{name}.json"
+            );
         }
         let used = [
             format!("committed(\"{name}\")"),

@@ -1,4 +1,5 @@
-//! The dispatcher's section: grace, claim timeout and concurrency (`DISPATCH_*`), and its timing.
+//! The dispatcher's section: grace, claim timeout, concurrency and the split of big minutes
+//! (`DISPATCH_*`), and its timing.
 
 use std::time::Duration;
 
@@ -23,6 +24,11 @@ pub struct DispatchConfig {
     pub push_budget: Duration,
     /// Claims and pushes in flight at once (`DISPATCH_CONCURRENCY`).
     pub concurrency: usize,
+    /// Calls one invocation takes on before a minute is split into parts
+    /// (`DISPATCH_CALLS_PER_WORKER`).
+    pub calls_per_worker: u32,
+    /// The most parts a minute is split into (`DISPATCH_MAX_WORKERS`).
+    pub max_workers: u32,
 }
 
 pub const DEFAULT_DISPATCH_WINDOW: Duration = Duration::from_secs(70);
@@ -46,6 +52,9 @@ impl DispatchConfig {
             claim_lead: DEFAULT_DISPATCH_CLAIM_LEAD,
             push_budget: DEFAULT_DISPATCH_PUSH_BUDGET,
             concurrency: vars.int_or("DISPATCH_CONCURRENCY", 500, 1..=5000)? as usize,
+            calls_per_worker: vars.int_or("DISPATCH_CALLS_PER_WORKER", 5000, 100..=1_000_000)?
+                as u32,
+            max_workers: vars.int_or("DISPATCH_MAX_WORKERS", 16, 1..=256)? as u32,
         })
     }
 }
@@ -59,6 +68,8 @@ mod tests {
         "DISPATCH_GRACE_SECS",
         "DISPATCH_CLAIM_TIMEOUT_SECS",
         "DISPATCH_CONCURRENCY",
+        "DISPATCH_CALLS_PER_WORKER",
+        "DISPATCH_MAX_WORKERS",
     ];
 
     #[test]
@@ -71,6 +82,7 @@ mod tests {
         assert!(d.claim_lead <= Duration::from_secs(1));
         assert_eq!(d.push_budget, Duration::from_secs(1));
         assert_eq!(d.concurrency, 500);
+        assert_eq!((d.calls_per_worker, d.max_workers), (5000, 16));
     }
 
     #[test]
@@ -81,6 +93,9 @@ mod tests {
             ("DISPATCH_CLAIM_TIMEOUT_SECS", "4"),
             ("DISPATCH_CONCURRENCY", "0"),
             ("DISPATCH_CONCURRENCY", "5001"),
+            ("DISPATCH_CALLS_PER_WORKER", "99"),
+            ("DISPATCH_MAX_WORKERS", "0"),
+            ("DISPATCH_MAX_WORKERS", "257"),
         ] {
             let err = DispatchConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
             assert_eq!(err.var, var, "{var}={value}");

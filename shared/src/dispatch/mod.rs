@@ -32,12 +32,14 @@
 //! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
 //! `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
 //! reservation: read device → claim → mark and push), `record` (its outcome), `outcome` (those steps' outcomes and how
-//! each is counted), `report` ([`RunCause`], [`RunReport`]), [`metrics`] and [`trigger`].
+//! each is counted), `report` ([`RunCause`], [`RunReport`]), `fan_out` (a big minute split into
+//! parts for other invocations), [`metrics`] and [`trigger`].
 
 pub mod metrics;
 pub mod trigger;
 
 mod deliver;
+mod fan_out;
 mod in_flight;
 mod outcome;
 mod pending;
@@ -45,6 +47,7 @@ mod record;
 mod report;
 mod run;
 
+pub use fan_out::workers_for;
 pub use in_flight::InFlight;
 pub use report::{RunCause, RunReport};
 pub use run::{Dispatcher, MISSED_LOOKBACK, buckets};

@@ -9,6 +9,8 @@ pub enum RunCause {
     Request,
     /// koe-local's in-process loop.
     Local,
+    /// A part of a split minute, handed out by a coordinating run.
+    Part,
 }
 
 impl RunCause {
@@ -17,6 +19,7 @@ impl RunCause {
             RunCause::Schedule => "schedule",
             RunCause::Request => "request",
             RunCause::Local => "local",
+            RunCause::Part => "part",
         }
     }
 }

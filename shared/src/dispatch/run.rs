@@ -44,6 +44,8 @@ pub struct Dispatcher {
     /// Salt of the device hashes in logs.
     pub(super) salt: String,
     in_flight: InFlight,
+    /// Where a coordinating run hands out parts of a big minute (`fan_out`).
+    pub(super) fan_out: Option<Arc<dyn super::trigger::DispatchTrigger>>,
 }
 
 impl Dispatcher {
@@ -61,6 +63,7 @@ impl Dispatcher {
             settings,
             salt: salt.into(),
             in_flight: InFlight::default(),
+            fan_out: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
+use crate::domain::due::Part;
 use crate::domain::reservation::rfc3339_millis;
 use crate::event_bus::eventbridge::Publisher;
 
@@ -18,6 +19,8 @@ use crate::event_bus::eventbridge::Publisher;
 pub const SOURCE: &str = "koe.dispatch";
 /// EventBridge `detail-type` of a requested run.
 pub const DETAIL_TYPE: &str = "Koe Dispatch Requested";
+/// EventBridge `detail-type` of a part of a split minute (`fan_out`), detail `{"part", "of"}`.
+pub const PART_DETAIL_TYPE: &str = "Koe Dispatch Part";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TriggerError(pub String);
@@ -35,6 +38,13 @@ impl std::fmt::Display for TriggerError {
 pub trait DispatchTrigger: Send + Sync {
     /// Asks for one dispatch run soon; returns once the request is handed on.
     async fn request_run(&self) -> Result<(), TriggerError>;
+
+    /// Asks for one run of each of `parts` at once, each in an invocation of its own; returns
+    /// once all are handed on (an error if any is not). By default it cannot: the coordinating
+    /// run then takes the whole minute.
+    async fn hand_out(&self, _parts: &[Part]) -> Result<(), TriggerError> {
+        Err(TriggerError("this trigger hands out no parts".into()))
+    }
 }
 
 /// Wakes an in-process loop (koe-local's dispatcher loop listens on `requests`). Without a
@@ -48,6 +58,13 @@ impl DispatchTrigger for InProcessTrigger {
     async fn request_run(&self) -> Result<(), TriggerError> {
         self.requests.notify_one();
         Ok(())
+    }
+
+    /// One process has one CPU budget: its run takes the whole minute.
+    async fn hand_out(&self, _: &[Part]) -> Result<(), TriggerError> {
+        Err(TriggerError(
+            "the in-process loop runs whole minutes".into(),
+        ))
     }
 }
 
@@ -73,4 +90,22 @@ impl DispatchTrigger for EventBridgeTrigger {
             .await
             .map_err(|e| TriggerError(e.0))
     }
+
+    async fn hand_out(&self, parts: &[Part]) -> Result<(), TriggerError> {
+        let puts = parts.iter().map(|part| {
+            let detail = serde_json::json!({ "part": part.index, "of": part.of });
+            self.publisher
+                .put(SOURCE, PART_DETAIL_TYPE, detail.to_string())
+        });
+        for put in futures_util::future::join_all(puts).await {
+            put.map_err(|e| TriggerError(e.0))?;
+        }
+        Ok(())
+    }
+}
+
+/// A part event's detail (`{"part": 1, "of": 3}`), if it is one.
+pub fn part_of(detail: &serde_json::Value) -> Option<Part> {
+    let number = |key: &str| u32::try_from(detail.get(key)?.as_u64()?).ok();
+    Part::new(number("part")?, number("of")?)
 }

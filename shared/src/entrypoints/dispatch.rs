@@ -2,6 +2,9 @@
 //!
 //! - The every-minute EventBridge schedule (`source: aws.events`): one dispatch run.
 //! - A requested run (`source: koe.dispatch`, published by POST /internal/dispatch): one run.
+//!   These two coordinate: a minute too big for one invocation is split into parts
+//!   (`dispatch::fan_out`), the others handed out as events.
+//! - A part of a split minute (`source: koe.dispatch`, detail-type "Koe Dispatch Part").
 //! - API Gateway HTTP API (payload v2, has `requestContext`): POST /internal/dispatch through
 //!   the same `App::handle` as every route (OIDC check, 202, access log), answered in API
 //!   Gateway's response shape.
@@ -18,6 +21,7 @@ use serde_json::{Value, json};
 use crate::config::Vars;
 use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
+use crate::domain::due::Part;
 use crate::endpoints::Dispatch;
 use crate::entrypoints::lambda::{Error, handle_event};
 use crate::service::Service;
@@ -27,7 +31,10 @@ use crate::wiring::App;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Invocation {
     Http,
+    /// The schedule or a requested run: a coordinating run (it may split a big minute).
     Run(RunCause),
+    /// A part of a split minute.
+    Part(Part),
     Unknown,
 }
 
@@ -41,6 +48,10 @@ pub fn classify(payload: &Value) -> Invocation {
     ) {
         (Some("aws.events"), Some("Scheduled Event")) => Invocation::Run(RunCause::Schedule),
         (Some(trigger::SOURCE), Some(trigger::DETAIL_TYPE)) => Invocation::Run(RunCause::Request),
+        (Some(trigger::SOURCE), Some(trigger::PART_DETAIL_TYPE)) => payload
+            .get("detail")
+            .and_then(trigger::part_of)
+            .map_or(Invocation::Unknown, Invocation::Part),
         _ => Invocation::Unknown,
     }
 }
@@ -76,12 +87,23 @@ pub async fn handle(
             Ok(serde_json::to_value(api_gateway_response(response))?)
         }
         Invocation::Run(cause) => {
-            let report = service.ports().dispatcher.run(cause).await;
+            let report = service.ports().dispatcher.coordinate(cause).await;
+            Ok(summary(&report))
+        }
+        Invocation::Part(part) => {
+            let report = service
+                .ports()
+                .dispatcher
+                .run_part(RunCause::Part, part)
+                .await;
             Ok(summary(&report))
         }
         Invocation::Unknown => {
             tracing::error!("dispatch invoked with an event it does not know");
-            Err("not an API Gateway HTTP API, schedule or dispatch-request event".into())
+            Err(
+                "not an API Gateway HTTP API, schedule, dispatch-request or dispatch-part event"
+                    .into(),
+            )
         }
     }
 }
@@ -132,7 +154,17 @@ mod tests {
             classify(&json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Requested"})),
             Invocation::Run(RunCause::Request)
         );
+        assert_eq!(
+            classify(
+                &json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Part",
+                "detail": {"part": 2, "of": 3}})
+            ),
+            Invocation::Part(Part::new(2, 3).unwrap())
+        );
         for other in [
+            json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Part",
+                "detail": {"part": 3, "of": 3}}),
+            json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Part", "detail": {}}),
             json!({}),
             json!({"source": "koe.backend", "detail-type": "Koe Error Notification"}),
             json!({"source": "aws.events", "detail-type": "EC2 Instance State-change"}),

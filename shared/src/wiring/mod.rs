@@ -327,15 +327,21 @@ impl Adapters for App {
             .cloned()
     }
 
+    /// In a Lambda, big minutes are split into parts for other invocations (through the same
+    /// bus as requested runs); koe-local's one process runs whole minutes.
     async fn dispatcher(&self) -> Result<Dispatcher, ConfigError> {
-        Ok(Dispatcher::new(
+        let dispatcher = Dispatcher::new(
             self.store().await?,
             self.push()?,
             self.clock.clone(),
             self.dispatch_settings()?,
             self.device_hash_salt()?,
         )
-        .sharing(self.in_flight.clone()))
+        .sharing(self.in_flight.clone());
+        Ok(match self.mode {
+            Mode::Lambda => dispatcher.fanning_out(self.dispatch_trigger()?),
+            Mode::Local => dispatcher,
+        })
     }
 
     /// The ID-token verifier when `DISPATCH_OIDC_*` is set (its JWKS is fetched on first use).

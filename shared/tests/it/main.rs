@@ -11,6 +11,7 @@ mod api_chat_stream;
 mod api_devices;
 mod api_meta;
 mod contract_files;
+mod dispatch_fan_out;
 mod dispatch_lambda;
 mod dispatch_load;
 mod dispatch_runs;

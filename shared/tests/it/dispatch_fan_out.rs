@@ -1,0 +1,181 @@
+//! A minute split into parts (`koe::dispatch::fan_out`): the coordinating run hands parts 1..
+//! out through the trigger (here: each part runs in a dispatcher of its own, with its own
+//! in-flight set, as another invocation of the function would) and runs part 0; together they
+//! push every call exactly once. A trigger that cannot hand parts out leaves the whole minute
+//! to the coordinator. Real time, memory store, 1,400 calls due within one second.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use chrono::{Duration, Utc};
+use koe::clock::SystemClock;
+use koe::config::{Config, DispatchConfig, Vars};
+use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
+use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::due::Part;
+use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::store::Store;
+use koe::store::memory::MemoryStore;
+use koe_testkit::push::RecordingPushSender;
+use tokio::task::JoinHandle;
+
+const CALLS: usize = 1_400;
+
+fn settings() -> DispatchConfig {
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    settings.window = StdDuration::from_secs(5);
+    settings.reselect_every = StdDuration::from_millis(500);
+    settings.calls_per_worker = 500;
+    settings.max_workers = 8;
+    settings
+}
+
+struct World {
+    store: Arc<dyn Store>,
+    push: Arc<RecordingPushSender>,
+    calls: Vec<Reservation>,
+}
+
+impl World {
+    /// `CALLS` devices, each with a call due within the second 2.5 s from now.
+    async fn new() -> World {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let now = Utc::now();
+        let mut calls = Vec::new();
+        for i in 0..CALLS {
+            let device = Device {
+                device_id: DeviceId::parse("deviceId", &format!("fan-out-{i}")).unwrap(),
+                voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
+                environment: PushEnvironment::Production,
+                updated_at: now,
+            };
+            store.put_device(&device).await.unwrap();
+            let at = now + Duration::milliseconds(2_500 + (i as i64 * 7) % 1_000);
+            let r = Reservation::new(
+                device.device_id,
+                ScheduledAt::from_stored(at.fixed_offset()),
+                None,
+                now,
+            );
+            store
+                .create_reservation(&r, now, now - Duration::minutes(5))
+                .await
+                .unwrap();
+            calls.push(r);
+        }
+        World {
+            store,
+            push: Arc::new(RecordingPushSender::new(Arc::new(SystemClock))),
+            calls,
+        }
+    }
+
+    /// A dispatcher as a fresh invocation has it: nothing shared in memory with the others.
+    fn dispatcher(&self) -> Dispatcher {
+        Dispatcher::new(
+            self.store.clone(),
+            self.push.clone(),
+            Arc::new(SystemClock),
+            settings(),
+            "salt",
+        )
+    }
+
+    async fn assert_each_call_pushed_once(&self) {
+        let mut pushes: HashMap<String, usize> = HashMap::new();
+        for push in self.push.sent() {
+            *pushes.entry(push.call_id).or_default() += 1;
+        }
+        assert_eq!(pushes.len(), CALLS, "every call pushed");
+        assert!(pushes.values().all(|n| *n == 1), "none twice");
+        for r in &self.calls {
+            let stored = self
+                .store
+                .get_reservation(&r.device_id, Utc::now())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(stored.status, ReservationStatus::Sent);
+        }
+    }
+}
+
+/// Runs each handed-out part in a dispatcher of its own, as the function's rule would.
+struct SpawningTrigger {
+    make: Box<dyn Fn() -> Dispatcher + Send + Sync>,
+    parts: Mutex<Vec<(Part, JoinHandle<RunReport>)>>,
+}
+
+#[async_trait]
+impl DispatchTrigger for SpawningTrigger {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        unreachable!("not used here")
+    }
+
+    async fn hand_out(&self, parts: &[Part]) -> Result<(), TriggerError> {
+        for part in parts {
+            let dispatcher = (self.make)();
+            let part = *part;
+            let run = tokio::spawn(async move { dispatcher.run_part(RunCause::Part, part).await });
+            self.parts.lock().unwrap().push((part, run));
+        }
+        Ok(())
+    }
+}
+
+/// Hands nothing out (the in-process loop's case).
+struct NoFanOut;
+
+#[async_trait]
+impl DispatchTrigger for NoFanOut {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_minute_is_split_into_parts_that_push_each_call_once() {
+    let w = Arc::new(World::new().await);
+    let maker = w.clone();
+    let trigger = Arc::new(SpawningTrigger {
+        make: Box::new(move || maker.dispatcher()),
+        parts: Mutex::new(Vec::new()),
+    });
+    let coordinator = w.dispatcher().fanning_out(trigger.clone());
+    let first = coordinator.coordinate(RunCause::Schedule).await;
+    let parts = std::mem::take(&mut *trigger.parts.lock().unwrap());
+    let handed: Vec<Part> = parts.iter().map(|(p, _)| *p).collect();
+    assert_eq!(
+        handed,
+        [Part::new(1, 3).unwrap(), Part::new(2, 3).unwrap()],
+        "1,400 calls at 500 a part: three parts, two handed out"
+    );
+    let mut reports = vec![first];
+    for (_, run) in parts {
+        reports.push(run.await.unwrap());
+    }
+    for report in &reports {
+        assert!(report.sent > 0, "each part sends its share: {report:?}");
+        assert_eq!((report.failed, report.missed), (0, 0), "{report:?}");
+    }
+    let sent: u32 = reports.iter().map(|r| r.sent).sum();
+    assert_eq!(sent as usize, CALLS);
+    let claimed: u32 = reports.iter().map(|r| r.claimed).sum();
+    assert_eq!(claimed as usize, CALLS, "parts never share a call");
+    w.assert_each_call_pushed_once().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_way_to_hand_parts_out_the_coordinator_runs_the_whole_minute() {
+    let w = World::new().await;
+    let report = w
+        .dispatcher()
+        .fanning_out(Arc::new(NoFanOut))
+        .coordinate(RunCause::Schedule)
+        .await;
+    assert_eq!(report.sent as usize, CALLS, "{report:?}");
+    w.assert_each_call_pushed_once().await;
+}
