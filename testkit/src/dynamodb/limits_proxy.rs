@@ -1,0 +1,1 @@
+//! An HTTP proxy in front of DynamoDB Local that enforces the limits model (placeholder).
