@@ -152,16 +152,6 @@ pub struct Hottest {
     pub units_per_sec: f64,
 }
 
-impl fmt::Display for Hottest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:.0}/s on {} partition {:?}",
-            self.units_per_sec, self.target, self.key
-        )
-    }
-}
-
 /// What the model has seen so far.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
@@ -183,12 +173,21 @@ impl Stats {
 impl fmt::Display for Stats {
     /// One line a benchmark can print: the hottest partitions and the throttled requests.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hottest = |f: &mut fmt::Formatter<'_>, h: &Hottest, unit: &str| {
+            write!(
+                f,
+                "{:.0} {unit}/s on {} partition {:?}",
+                h.units_per_sec, h.target, h.key
+            )
+        };
+        f.write_str("hottest partition: ")?;
         match &self.hottest_write {
-            Some(h) => write!(f, "hottest partition: {h} WCU")?,
-            None => f.write_str("hottest partition: no writes")?,
+            Some(h) => hottest(f, h, "WCU")?,
+            None => f.write_str("no writes")?,
         }
         if let Some(h) = &self.hottest_read {
-            write!(f, ", {h} RCU")?;
+            f.write_str(", ")?;
+            hottest(f, h, "RCU")?;
         }
         write!(f, "; {} requests throttled", self.throttled())
     }
@@ -448,6 +447,10 @@ mod tests {
         assert_eq!(stats.throttled_by_operation["PutItem"], 500);
         assert_eq!(stats.throttled_by_target[&calls()], 500);
         assert_eq!(stats.consumed[&calls()].wcu, 1001.0);
+        assert_eq!(
+            stats.to_string(),
+            "hottest partition: 1000 WCU/s on calls partition \"d1\"; 500 requests throttled"
+        );
         let hottest = stats.hottest_write.unwrap();
         assert_eq!(
             (hottest.key.as_str(), hottest.units_per_sec),
