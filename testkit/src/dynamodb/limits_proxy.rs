@@ -29,6 +29,7 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use self::query::{evaluated_query, items_of, query_partition, trimmed};
 use super::limits::cost::key_text;
 use super::limits::update::{apply_update, mentioned_attributes};
 use super::limits::{
@@ -375,108 +376,7 @@ async fn read(
     Ok(answer)
 }
 
-fn items_of(reply: &Value) -> Vec<Item> {
-    reply
-        .get("Items")
-        .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(|i| item_of(Some(i))).collect())
-        .unwrap_or_default()
-}
-
-/// Whether a Query's answer lacks some of what it read: items a filter dropped, attributes a
-/// projection or `Select` left out.
-fn trimmed(request: &Map<String, Value>, reply: &Value) -> bool {
-    let count = |field: &str| reply.get(field).and_then(Value::as_u64);
-    request.contains_key("ProjectionExpression")
-        || request.contains_key("AttributesToGet")
-        || request.contains_key("Select")
-        || count("ScannedCount") != count("Count")
-}
-
-/// The Query without what trims its answer, and only the names and values its key condition
-/// still uses (DynamoDB refuses unused ones).
-fn evaluated_query(request: &Map<String, Value>) -> Value {
-    let mut query = request.clone();
-    for field in [
-        "FilterExpression",
-        "ProjectionExpression",
-        "AttributesToGet",
-        "Select",
-        "QueryFilter",
-        "ConditionalOperator",
-    ] {
-        query.remove(field);
-    }
-    let condition = request
-        .get("KeyConditionExpression")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let words = expression_words(condition);
-    for field in ["ExpressionAttributeNames", "ExpressionAttributeValues"] {
-        if let Some(Value::Object(map)) = query.get_mut(field) {
-            map.retain(|name, _| words.contains(name));
-            if map.is_empty() {
-                query.remove(field);
-            }
-        }
-    }
-    Value::Object(query)
-}
-
-/// The words of an expression: names, `#aliases`, `:values`, and `=` for each equality.
-fn expression_words(expression: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut previous = ' ';
-    for c in expression.chars() {
-        if c.is_alphanumeric() || matches!(c, '_' | '#' | ':') {
-            word.push(c);
-        } else {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
-            if c == '=' && !matches!(previous, '<' | '>') {
-                words.push("=".to_owned());
-            }
-        }
-        previous = c;
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
-}
-
-/// The partition a Query reads: the value its key condition binds to the hash key of the table
-/// or of the queried index.
-fn query_partition(def: &TableDef, request: &Map<String, Value>) -> Option<String> {
-    let hash_key = match request.get("IndexName").and_then(Value::as_str) {
-        Some(index) => &def.gsi(index)?.hash_key,
-        None => &def.hash_key,
-    };
-    let names = map_of(request, "ExpressionAttributeNames");
-    let values = map_of(request, "ExpressionAttributeValues");
-    let condition = request.get("KeyConditionExpression")?.as_str()?;
-    let resolve = |word: &str| match word.strip_prefix('#') {
-        Some(_) => names.get(word).and_then(Value::as_str).map(str::to_owned),
-        None => Some(word.to_owned()),
-    };
-    let words = expression_words(condition);
-    words.windows(3).find_map(|w| {
-        let [left, eq, right] = w else { return None };
-        if eq != "=" {
-            return None;
-        }
-        let (name, value) = if right.starts_with(':') {
-            (left, right)
-        } else {
-            (right, left)
-        };
-        (resolve(name).as_deref() == Some(hash_key.as_str()))
-            .then(|| values.get(value).map(key_text))
-            .flatten()
-    })
-}
+mod query;
 
 #[cfg(test)]
 mod tests;
