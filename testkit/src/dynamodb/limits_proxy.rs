@@ -10,9 +10,10 @@
 //!   condition keeps its base charge only (as DynamoDB charges it); any other refusal pays
 //!   nothing.
 //! - GetItem, Query: the least a read can cost (0.5 or 1 RCU) is charged before forwarding (an
-//!   empty bucket throttles it), the rest from what DynamoDB Local answered, even into debt. A
-//!   Query pays for every item it evaluated: when a filter dropped some, or a projection or
-//!   `Select` trimmed them, the proxy asks again without those (uncharged) to see them.
+//!   empty bucket throttles it), the rest from what DynamoDB Local answered, even into debt (a
+//!   read DynamoDB Local refuses pays nothing). A Query pays for every item it evaluated: when
+//!   a filter dropped some, or a projection or `Select` trimmed them, the proxy asks again
+//!   without those (uncharged) to see them.
 //! - Other operations (and tables it was not told about) pass uncharged.
 
 use std::collections::HashMap;
@@ -356,6 +357,8 @@ async fn read(
     }
     let answer = send(shared, headers, operation, body).await?;
     if answer.status != 200 {
+        // A refused read (a validation error, say) costs nothing.
+        shared.model.refund(std::slice::from_ref(&least));
         return Ok(answer);
     }
     let reply = answer.json().unwrap_or_default();
