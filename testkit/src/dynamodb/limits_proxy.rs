@@ -316,7 +316,7 @@ fn update_charges(
         let bytes = item_size(
             &updates
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .filter_map(|(k, update)| Some((k.clone(), update.get("Value")?.clone())))
                 .collect(),
         );
         return unevaluated_charges(def, key, before, &mentions, bytes);
