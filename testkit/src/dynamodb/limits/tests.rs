@@ -1,4 +1,5 @@
-//! Unit tests of the limits model's buckets: rates, refill, all or nothing, debts, refunds.
+//! Unit tests of the limits model: rates, refill, all or nothing, debts, refunds, and its
+//! in-process use on items.
 
 use super::*;
 
@@ -146,4 +147,53 @@ fn a_refund_gives_the_units_back() {
     model.advance(Duration::from_millis(1));
     assert!(model.charge("PutItem", &[write(calls(), "d", 1.0)]).is_ok());
     assert_eq!(model.stats().consumed[&calls()].wcu, 1001.0);
+}
+
+/// The in-process form, as an in-memory store would use it: the proxy's costing on items in
+/// DynamoDB JSON, charged straight to the model.
+#[test]
+fn in_process_2000_reservations_on_one_minute_write_1000_and_512_minutes_take_all() {
+    use serde_json::json;
+
+    use super::{GsiDef, Item, Projection, TableDef, write_charges};
+
+    let def = TableDef {
+        name: "calls".to_owned(),
+        hash_key: "deviceId".to_owned(),
+        range_key: None,
+        gsis: vec![GsiDef {
+            name: "byDueMinute".to_owned(),
+            hash_key: "dueMinute".to_owned(),
+            range_key: Some("scheduledAtMs".to_owned()),
+            projection: Projection::All,
+        }],
+    };
+    let reservation = |i: usize, minute: String| -> (Item, Item) {
+        let item: Item = serde_json::from_value(json!({
+            "deviceId": {"S": format!("d{i}")}, "status": {"S": "scheduled"},
+            "dueMinute": {"S": minute}, "scheduledAtMs": {"N": i.to_string()},
+        }))
+        .unwrap();
+        (def.key_of(&item), item)
+    };
+    let run = |minute: &dyn Fn(usize) -> String| {
+        let model = LimitsModel::with_frozen_clock(Limits::default());
+        let written = (0..2000)
+            .filter(|i| {
+                let (key, item) = reservation(*i, minute(*i));
+                let charges = write_charges(&def, &key, None, Some(&item));
+                model.charge("PutItem", &charges).is_ok()
+            })
+            .count();
+        (written, model.stats())
+    };
+    let (written, stats) = run(&|_| "22:00".to_owned());
+    assert_eq!(written, 1000);
+    assert_eq!(
+        stats.throttled_by_target[&Target::index("calls", "byDueMinute")],
+        1000
+    );
+    let (written, stats) = run(&|i| format!("m{}", i % 512));
+    assert_eq!(written, 2000);
+    assert_eq!(stats.hottest_write.unwrap().units_per_sec, 4.0);
 }
