@@ -1,0 +1,385 @@
+//! A proxy in front of DynamoDB Local that enforces the limits model (`limits.rs`): a write or
+//! read a partition of the table or of a GSI cannot take is answered with DynamoDB's own
+//! `ThrottlingException` and not carried out, so the real SDK, its error and its retries are
+//! exercised. Everything else is forwarded unchanged, and answered with DynamoDB Local's answer.
+//!
+//! - PutItem, UpdateItem, DeleteItem: the item's current version is read first (a consistent
+//!   GetItem, not charged; not atomic with the write), the after-image computed (UpdateItem:
+//!   `limits::update`), the write charged to its base partition and to every GSI partition whose
+//!   entry changes, all or nothing, before forwarding. A write DynamoDB Local then refuses on its
+//!   condition keeps its base charge only (as DynamoDB charges it); any other refusal pays
+//!   nothing.
+//! - GetItem, Query: the least a read can cost (0.5 or 1 RCU) is charged before forwarding (an
+//!   empty bucket throttles it), the rest from what DynamoDB Local answered, even into debt (a
+//!   read DynamoDB Local refuses pays nothing). A Query pays for every item it evaluated: when
+//!   a filter dropped some, or a projection or `Select` trimmed them, the proxy asks again
+//!   without those (uncharged) to see them.
+//! - Other operations (and tables it was not told about) pass uncharged.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use self::query::{evaluated_query, items_of, query_partition, trimmed};
+use super::limits::cost::key_text;
+use super::limits::update::{apply_update, mentioned_attributes};
+use super::limits::{
+    Capacity, Charge, Item, Limits, LimitsModel, Stats, TableDef, Throttled, item_size,
+    read_charge, unevaluated_charges, write_charges,
+};
+
+const JSON_1_0: &str = "application/x-amz-json-1.0";
+
+struct Shared {
+    upstream: String,
+    client: reqwest::Client,
+    tables: HashMap<String, TableDef>,
+    model: Arc<LimitsModel>,
+}
+
+pub struct LimitsProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for LimitsProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// DynamoDB Local's answer.
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+
+    fn is_condition_failure(&self) -> bool {
+        self.status == 400
+            && String::from_utf8_lossy(&self.body).contains("ConditionalCheckFailedException")
+    }
+}
+
+impl LimitsProxy {
+    /// Forwards to the DynamoDB at `upstream` (an `http://host:port` URL), holding `tables` to
+    /// `limits` on the real clock.
+    pub async fn start(upstream: &str, tables: &[TableDef], limits: Limits) -> LimitsProxy {
+        Self::with_model(upstream, tables, Arc::new(LimitsModel::new(limits))).await
+    }
+
+    /// As [`LimitsProxy::start`], with a model of the caller's (e.g. on a frozen clock).
+    pub async fn with_model(
+        upstream: &str,
+        tables: &[TableDef],
+        model: Arc<LimitsModel>,
+    ) -> LimitsProxy {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the limits proxy");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: reqwest::Client::new(),
+            tables: tables.iter().map(|t| (t.name.clone(), t.clone())).collect(),
+            model,
+        });
+        let task = tokio::spawn(serve(listener, shared.clone()));
+        LimitsProxy { addr, shared, task }
+    }
+
+    /// The endpoint clients use instead of DynamoDB's.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.model.stats()
+    }
+
+    pub fn model(&self) -> &Arc<LimitsModel> {
+        &self.shared.model
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let shared = shared.clone();
+                async move { handle(&shared, request).await }
+            });
+            // An upstream failure ends the connection unanswered, as a network failure would.
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn io(e: &dyn std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+async fn handle(
+    shared: &Shared,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
+    let operation = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.rsplit('.').next())
+        .unwrap_or_default()
+        .to_owned();
+    let request: Map<String, Value> = serde_json::from_slice(&body).unwrap_or_default();
+    let def = request
+        .get("TableName")
+        .and_then(Value::as_str)
+        .and_then(|name| shared.tables.get(name));
+    let answer = match (operation.as_str(), def) {
+        ("PutItem" | "UpdateItem" | "DeleteItem", Some(def)) => {
+            write(shared, &parts.headers, &operation, def, &request, body).await?
+        }
+        ("GetItem" | "Query", Some(def)) => {
+            read(shared, &parts.headers, &operation, def, &request, body).await?
+        }
+        _ => send(shared, &parts.headers, &operation, body).await?,
+    };
+    let mut response = hyper::Response::builder().status(answer.status);
+    for (name, value) in &answer.headers {
+        if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
+            response = response.header(name.as_str(), value.as_bytes());
+        }
+    }
+    Ok(response
+        .body(Full::new(answer.body))
+        .expect("a response from a valid one"))
+}
+
+/// Sends `body` as `operation` to DynamoDB Local with the client's headers (its signature is
+/// not checked there; its access key and region pick the tables).
+async fn send(
+    shared: &Shared,
+    headers: &HeaderMap,
+    operation: &str,
+    body: Bytes,
+) -> Result<Answer, std::io::Error> {
+    let mut upstream = shared
+        .client
+        .post(format!("{}/", shared.upstream))
+        .body(body);
+    for (name, value) in headers {
+        if name != http::header::HOST
+            && name != http::header::CONTENT_LENGTH
+            && name != "x-amz-target"
+        {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = upstream
+        .header("x-amz-target", format!("DynamoDB_20120810.{operation}"))
+        .send()
+        .await
+        .map_err(|e| io(&e))?;
+    Ok(Answer {
+        status: answer.status().as_u16(),
+        headers: answer.headers().clone(),
+        body: answer.bytes().await.map_err(|e| io(&e))?,
+    })
+}
+
+/// DynamoDB's answer to a request the model throttled.
+fn throttled(t: &Throttled) -> Answer {
+    let (kind, resource) = match &t.target.index {
+        Some(index) => ("Index", format!("table/{}/index/{index}", t.target.table)),
+        None => ("Table", format!("table/{}", t.target.table)),
+    };
+    let capacity = match t.capacity {
+        Capacity::Write => "Write",
+        Capacity::Read => "Read",
+    };
+    let body = json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+        "message": t.message(),
+        "throttlingReasons": [{
+            "reason": format!("{kind}{capacity}KeyRangeThroughputExceeded"),
+            "resource": format!("arn:aws:dynamodb:{}:000000000000:{resource}", super::REGION),
+        }],
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, JSON_1_0.parse().unwrap());
+    headers.insert(
+        "x-amzn-requestid",
+        format!("koe-limits-{:016x}", fastrand::u64(..))
+            .parse()
+            .unwrap(),
+    );
+    Answer {
+        status: 400,
+        headers,
+        body: Bytes::from(body.to_string()),
+    }
+}
+
+fn item_of(value: Option<&Value>) -> Option<Item> {
+    value.and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+fn map_of<'a>(request: &'a Map<String, Value>, field: &str) -> &'a Map<String, Value> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    request
+        .get(field)
+        .and_then(Value::as_object)
+        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+}
+
+async fn write(
+    shared: &Shared,
+    headers: &HeaderMap,
+    operation: &str,
+    def: &TableDef,
+    request: &Map<String, Value>,
+    body: Bytes,
+) -> Result<Answer, std::io::Error> {
+    let item = item_of(request.get("Item"));
+    let key = match &item {
+        Some(item) => def.key_of(item),
+        None => item_of(request.get("Key")).unwrap_or_default(),
+    };
+    let get = json!({"TableName": def.name, "Key": key, "ConsistentRead": true});
+    let current = send(shared, headers, "GetItem", Bytes::from(get.to_string())).await?;
+    if current.status != 200 {
+        // No before-image (e.g. a malformed key): DynamoDB Local's own refusal will do.
+        return send(shared, headers, operation, body).await;
+    }
+    let before = item_of(current.json().as_ref().and_then(|v| v.get("Item")));
+    let charges = match operation {
+        "PutItem" => write_charges(def, &key, before.as_ref(), item.as_ref()),
+        "DeleteItem" => write_charges(def, &key, before.as_ref(), None),
+        _ => update_charges(def, &key, before.as_ref(), request),
+    };
+    if let Err(t) = shared.model.charge(operation, &charges) {
+        return Ok(throttled(&t));
+    }
+    let answer = send(shared, headers, operation, body).await?;
+    if answer.is_condition_failure() {
+        let gsi: Vec<Charge> = charges
+            .into_iter()
+            .filter(|c| c.target.index.is_some())
+            .collect();
+        shared.model.refund(&gsi);
+    } else if answer.status != 200 {
+        shared.model.refund(&charges);
+    }
+    Ok(answer)
+}
+
+fn update_charges(
+    def: &TableDef,
+    key: &Item,
+    before: Option<&Item>,
+    request: &Map<String, Value>,
+) -> Vec<Charge> {
+    let names = map_of(request, "ExpressionAttributeNames");
+    let values = map_of(request, "ExpressionAttributeValues");
+    let value_bytes = || {
+        let values: Item = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        item_size(&values)
+    };
+    let Some(expression) = request.get("UpdateExpression").and_then(Value::as_str) else {
+        // The legacy AttributeUpdates: not evaluated, every named attribute changed.
+        let updates = map_of(request, "AttributeUpdates");
+        let mentions: Vec<String> = updates.keys().cloned().collect();
+        let bytes = item_size(
+            &updates
+                .iter()
+                .filter_map(|(k, update)| Some((k.clone(), update.get("Value")?.clone())))
+                .collect(),
+        );
+        return unevaluated_charges(def, key, before, &mentions, bytes);
+    };
+    let start = before.cloned().unwrap_or_else(|| key.clone());
+    match apply_update(&start, expression, names, values) {
+        Ok(after) => write_charges(def, key, before, Some(&after)),
+        Err(_) => {
+            let mentions = mentioned_attributes(expression, names);
+            unevaluated_charges(def, key, before, &mentions, value_bytes())
+        }
+    }
+}
+
+async fn read(
+    shared: &Shared,
+    headers: &HeaderMap,
+    operation: &str,
+    def: &TableDef,
+    request: &Map<String, Value>,
+    body: Bytes,
+) -> Result<Answer, std::io::Error> {
+    let consistent = request.get("ConsistentRead") == Some(&Value::Bool(true));
+    let index = request.get("IndexName").and_then(Value::as_str);
+    let partition = match operation {
+        "GetItem" => request
+            .get("Key")
+            .and_then(|key| key.get(&def.hash_key))
+            .map(key_text),
+        _ => query_partition(def, request),
+    };
+    let Some(partition) = partition else {
+        return send(shared, headers, operation, body).await;
+    };
+    let least = read_charge(def, index, &partition, [], consistent);
+    if let Err(t) = shared.model.charge(operation, std::slice::from_ref(&least)) {
+        return Ok(throttled(&t));
+    }
+    let answer = send(shared, headers, operation, body).await?;
+    if answer.status != 200 {
+        // A refused read (a validation error, say) costs nothing.
+        shared.model.refund(std::slice::from_ref(&least));
+        return Ok(answer);
+    }
+    let reply = answer.json().unwrap_or_default();
+    let items: Vec<Item> = if operation == "GetItem" {
+        item_of(reply.get("Item")).into_iter().collect()
+    } else if trimmed(request, &reply) {
+        let all = evaluated_query(request);
+        let again = send(shared, headers, operation, Bytes::from(all.to_string())).await?;
+        items_of(&again.json().unwrap_or_default())
+    } else {
+        items_of(&reply)
+    };
+    let mut cost = read_charge(def, index, &partition, &items, consistent);
+    cost.units -= least.units;
+    if cost.units > 0.0 {
+        shared.model.debit(&[cost]);
+    }
+    Ok(answer)
+}
+
+mod query;
+
+#[cfg(test)]
+mod tests;
