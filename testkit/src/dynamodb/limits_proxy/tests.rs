@@ -17,7 +17,7 @@ use crate::dynamodb::{
     CALLS_TABLE, client, config_builder, create_tables, endpoint, random_prefix,
 };
 
-const DUE_INDEX: &str = "byDueMinute";
+const DUE_INDEX: &str = "byDueShard";
 const MINUTE: &str = "2026-01-01T22:00Z";
 /// Requests in flight at once.
 const IN_FLIGHT: usize = 32;
@@ -34,7 +34,7 @@ impl Calls {
         let direct = client().await;
         let table = create_tables(&direct, &random_prefix()).await.calls;
         let def = TableDef::from_template(CALLS_TABLE, &table);
-        assert_eq!(def.gsi(DUE_INDEX).unwrap().hash_key, "dueMinute");
+        assert_eq!(def.gsi(DUE_INDEX).unwrap().hash_key, "dueShard");
         let proxy = LimitsProxy::with_model(&endpoint(), &[def], Arc::new(model)).await;
         Calls {
             proxy,
@@ -78,7 +78,7 @@ impl Calls {
         }
     }
 
-    async fn status(&self, device: &str) -> String {
+    async fn item(&self, device: &str) -> HashMap<String, AttributeValue> {
         let item = self
             .direct
             .get_item()
@@ -88,7 +88,11 @@ impl Calls {
             .send()
             .await
             .expect("GetItem");
-        item.item().unwrap()["status"].as_s().unwrap().clone()
+        item.item().unwrap().clone()
+    }
+
+    async fn status(&self, device: &str) -> String {
+        self.item(device).await["status"].as_s().unwrap().clone()
     }
 }
 
@@ -100,12 +104,13 @@ fn reservation(device: &str, minute: &str, at_ms: usize) -> HashMap<String, Attr
     HashMap::from([
         ("deviceId".to_owned(), s(device)),
         ("status".to_owned(), s("scheduled")),
-        ("dueMinute".to_owned(), s(minute)),
+        ("dueShard".to_owned(), s(minute)),
         (
             "scheduledAtMs".to_owned(),
             AttributeValue::N(at_ms.to_string()),
         ),
         ("voipToken".to_owned(), s(&"ab".repeat(32))),
+        ("callerName".to_owned(), s("Mika")),
     ])
 }
 
@@ -172,7 +177,7 @@ async fn one_due_minute_takes_1000_reservations_a_second_and_throttled_ones_are_
 
     let puts = put_all(&client, &calls.table, devices(2000, |_| MINUTE.to_owned())).await;
     eprintln!(
-        "2000 PutItems on one dueMinute (frozen clock) in {:?}: {} written, {} throttled; {}",
+        "2000 PutItems on one dueShard (frozen clock) in {:?}: {} written, {} throttled; {}",
         puts.took,
         puts.written.len(),
         puts.throttled.len(),
@@ -229,7 +234,7 @@ async fn on_the_real_clock_a_partition_takes_its_burst_plus_what_refilled_meanwh
     let puts = put_all(&client, &calls.table, devices(300, |_| MINUTE.to_owned())).await;
     let refilled = 100.0 * puts.took.as_secs_f64();
     eprintln!(
-        "300 PutItems on one dueMinute at 100 WCU/s (real clock) in {:?}: {} written, {} \
+        "300 PutItems on one dueShard at 100 WCU/s (real clock) in {:?}: {} written, {} \
          throttled (at most 100 + {refilled:.0} refilled could be); {}",
         puts.took,
         puts.written.len(),
@@ -255,7 +260,7 @@ async fn the_same_reservations_spread_over_512_due_minutes_are_never_throttled()
     let minute = |i: usize| format!("2026-01-01T{:02}:{:02}Z", i % 512 / 60, i % 512 % 60);
     let puts = put_all(&client, &calls.table, devices(2000, minute)).await;
     eprintln!(
-        "2000 PutItems over 512 dueMinutes in {:?}: {}",
+        "2000 PutItems over 512 dueShards in {:?}: {}",
         puts.took,
         calls.proxy.stats()
     );
@@ -296,7 +301,17 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":status", s(status))
     };
-    let err = claim("claimed").send().await.unwrap_err();
+    // The index carries callerName (INCLUDE): changing it writes the exhausted partition.
+    let rename = |name: &str| {
+        client
+            .update_item()
+            .table_name(&calls.table)
+            .key("deviceId", s("d1"))
+            .update_expression("SET #callerName = :name")
+            .expression_attribute_names("#callerName", "callerName")
+            .expression_attribute_values(":name", s(name))
+    };
+    let err = rename("Koe").send().await.unwrap_err();
     let throttle = match err.as_service_error() {
         Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ThrottlingException(t)) => {
             t.clone()
@@ -314,17 +329,25 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
         reason.reason(),
         Some("IndexWriteKeyRangeThroughputExceeded")
     );
+    let stored = calls.item("d1").await;
     assert_eq!(
-        calls.status("d1").await,
-        "scheduled",
+        stored["callerName"].as_s().unwrap(),
+        "Mika",
         "the throttled write did not happen"
     );
 
     // Setting the same value changes no GSI entry: the exhausted GSI partition is not asked.
-    claim("scheduled")
+    rename("Mika")
         .send()
         .await
         .expect("an update the GSI does not see");
+    // Nor does a claim: the index does not carry `status` (the dispatcher's hot writes stay
+    // off the bucket's partition).
+    claim("claimed")
+        .send()
+        .await
+        .expect("a claim the GSI does not see");
+    assert_eq!(calls.status("d1").await, "claimed");
 
     model.advance(Duration::from_secs(2));
     let consumed = |target: &Target| calls.proxy.stats().consumed[target].wcu;
@@ -356,7 +379,7 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
         .update_item()
         .table_name(&calls.table)
         .key("deviceId", s("d1"))
-        .update_expression("SET dueMinute = :later")
+        .update_expression("SET dueShard = :later")
         .expression_attribute_values(":later", s("2026-01-01T23:00Z"))
         .send()
         .await
@@ -434,13 +457,13 @@ async fn the_sdk_retries_a_throttle_with_backoff_and_gives_up_after_its_attempts
 async fn reads_pay_by_size_and_a_query_pays_for_what_its_filter_dropped() {
     let calls = Calls::start(LimitsModel::with_frozen_clock(Limits::default())).await;
     let client = calls.client(RetryConfig::disabled());
-    // 40 reservations of ~2.2 KB on one minute, 30 of them claimed: ~88 KB evaluated.
+    // 40 reservations of ~2.2 KB in the index (a long caller name, which it carries) on one
+    // minute, 30 of them another caller: ~88 KB evaluated.
     for i in 0..40 {
         let mut item = reservation(&format!("q{i}"), MINUTE, i);
-        item.insert("note".to_owned(), s(&"x".repeat(2100)));
-        if i >= 10 {
-            item.insert("status".to_owned(), s("claimed"));
-        }
+        let caller = if i < 10 { "a" } else { "b" };
+        item.insert("callerName".to_owned(), s(&caller.repeat(2100)));
+        item.insert("note".to_owned(), s("not in the index"));
         client
             .put_item()
             .table_name(&calls.table)
@@ -453,12 +476,12 @@ async fn reads_pay_by_size_and_a_query_pays_for_what_its_filter_dropped() {
         .query()
         .table_name(&calls.table)
         .index_name(DUE_INDEX)
-        .key_condition_expression("#dueMinute = :minute")
-        .filter_expression("#status = :scheduled")
-        .expression_attribute_names("#dueMinute", "dueMinute")
-        .expression_attribute_names("#status", "status")
+        .key_condition_expression("#dueShard = :minute")
+        .filter_expression("#callerName = :a")
+        .expression_attribute_names("#dueShard", "dueShard")
+        .expression_attribute_names("#callerName", "callerName")
         .expression_attribute_values(":minute", s(MINUTE))
-        .expression_attribute_values(":scheduled", s("scheduled"))
+        .expression_attribute_values(":a", s(&"a".repeat(2100)))
         .send()
         .await
         .expect("Query");
