@@ -3,11 +3,11 @@
 //!
 //! The run the schedule (or a requested run) starts is the coordinator: it reads the counts of
 //! the minutes its window covers and, when they hold more than `calls_per_worker` calls, asks
-//! for `ceil(calls / calls_per_worker)` parts (at most `max_workers`). Parts 1.. go out through
+//! for `ceil(calls / calls_per_worker)` parts (at most `max_workers`). All of them go out through
 //! the [`DispatchTrigger`] (in a Lambda: one "Koe Dispatch Part" event each, which the stack's
-//! rule delivers to the dispatch function, so each part runs in an invocation of its own, with
-//! its own CPU and APNs connections); part 0 it runs itself. If the hand-out fails, it runs the
-//! whole minute itself: slower, never lost. Parts of one split never share a shard; parts of two
+//! rule delivers to the part function, so each part runs in an invocation of its own, with its
+//! own vCPU and APNs connections), and itself returns (it runs in a small function sized for
+//! small minutes). If the hand-out fails, it runs the whole minute itself: slower, never lost. Parts of one split never share a shard; parts of two
 //! minutes' splits may, where their windows overlap, and the claim keeps each call to one push.
 
 use std::sync::Arc;
@@ -30,20 +30,24 @@ impl Dispatcher {
         self
     }
 
-    /// A coordinating run: splits the window's minutes into parts if they need it, hands the
-    /// others out and runs part 0. Without a way to hand parts out, the whole run.
+    /// A coordinating run: splits the window's minutes into parts if they need it and hands them
+    /// out (its report then counts only `handed_out`); otherwise, or without a way to hand parts
+    /// out, the whole run.
     pub async fn coordinate(&self, cause: RunCause) -> RunReport {
         let Some(trigger) = self.fan_out.clone() else {
             return self.run(cause).await;
         };
         let workers = self.workers_needed().await;
         if workers > 1 {
-            let parts: Vec<Part> = (1..workers).filter_map(|i| Part::new(i, workers)).collect();
+            let parts: Vec<Part> = (0..workers).filter_map(|i| Part::new(i, workers)).collect();
             match trigger.hand_out(&parts).await {
                 Ok(()) => {
                     tracing::info!(parts = workers, "dispatch minute split into parts");
-                    let first = Part::new(0, workers).expect("0 < workers");
-                    return self.run_part(cause, first).await;
+                    return RunReport {
+                        cause: cause.as_str(),
+                        handed_out: workers,
+                        ..RunReport::default()
+                    };
                 }
                 Err(e) => {
                     tracing::error!(error = %e, parts = workers, "dispatch parts not handed out; running the whole minute here");

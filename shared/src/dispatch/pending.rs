@@ -21,6 +21,15 @@ impl Pending {
         self.0.entry(start).or_default().push((task, r, held));
     }
 
+    /// The most entries that start within one second (calls due in one second start together).
+    pub(super) fn busiest_second(&self) -> usize {
+        let mut per_second = std::collections::HashMap::new();
+        for (start, entries) in &self.0 {
+            *per_second.entry(start.timestamp()).or_insert(0) += entries.len();
+        }
+        per_second.into_values().max().unwrap_or(0)
+    }
+
     pub(super) fn next_start(&self) -> Option<DateTime<Utc>> {
         self.0.keys().next().copied()
     }
@@ -74,6 +83,7 @@ mod tests {
             pending.add(t(start), task, r, held);
         }
         assert_eq!(in_flight.len(), 4);
+        assert_eq!(pending.busiest_second(), 2, "two start at :10");
         assert_eq!(pending.next_start(), Some(t("2026-01-01T00:00:10Z")));
         assert!(pending.take_until(t("2026-01-01T00:00:09.999Z")).is_empty());
         let ids = |v: Vec<(Task, DueCall, Held)>| -> Vec<String> {

@@ -47,6 +47,8 @@ pub struct RunReport {
     pub store_errors: u32,
     /// For each sent push, how long after its `scheduledAt` it left, in milliseconds.
     pub lateness_ms: Vec<i64>,
+    /// Parts of a split window this (coordinating) run handed out instead of running it.
+    pub handed_out: u32,
 }
 
 impl RunReport {

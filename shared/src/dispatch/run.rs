@@ -246,6 +246,13 @@ impl Run {
                 self.take_on(call, now, known, pending);
             }
         }
+        // APNs connections for the busiest second ahead, opened before it (a pool's; a no-op
+        // for a single sender).
+        let busiest = pending.busiest_second();
+        if busiest > 0 {
+            let push = self.dispatcher.push.clone();
+            tokio::spawn(async move { push.prepare(busiest).await });
+        }
     }
 
     fn take_on(

@@ -116,6 +116,7 @@ fn summary(report: &RunReport) -> Value {
         "failed": report.failed,
         "missed": report.missed,
         "lost": report.lost,
+        "handedOut": report.handed_out,
         "maxLatenessMs": report.max_lateness_ms(),
     })
 }

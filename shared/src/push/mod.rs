@@ -108,6 +108,10 @@ pub trait PushSender: Send + Sync {
     /// does not pay the connection's setup; returns once it is open. A no-op by default, and on
     /// a connection already open.
     async fn warm(&self) {}
+
+    /// Gets ready for a second with `expected_in_second` pushes (a pool opens and warms enough
+    /// connections). A no-op by default.
+    async fn prepare(&self, _expected_in_second: usize) {}
 }
 
 /// Stands in for an APNs client that could not be built: every push fails (and says why), so

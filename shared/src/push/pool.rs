@@ -169,6 +169,10 @@ impl PushSender for PushPool {
         result
     }
 
+    async fn prepare(&self, expected_in_second: usize) {
+        PushPool::prepare(self, expected_in_second).await;
+    }
+
     /// Warms every connection already open.
     async fn warm(&self) {
         let open: Vec<Arc<Connection>> = self.connections.lock().unwrap().clone();

@@ -22,9 +22,9 @@ use tokio::sync::{Notify, OnceCell};
 use crate::aws::{self, LoadConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{
-    AgentConfig, ApiKeys, ApnsConfig, Config, ConfigError, DispatchConfig, EventsConfig,
-    InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, PushSenderChoice, SpendConfig, StoreConfig,
-    StoreKind, Vars,
+    AgentConfig, ApiKeys, ApnsConfig, ApnsPoolConfig, Config, ConfigError, DispatchConfig,
+    EventsConfig, InfoConfig, LambdaConfig, OidcConfig, OpenAiConfig, PushSenderChoice,
+    SpendConfig, StoreConfig, StoreKind, Vars,
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
@@ -38,6 +38,7 @@ use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
+use crate::push::pool::{PoolSettings, PushPool};
 use crate::service::{Answer, Edge, Service};
 use crate::store::Store;
 use crate::store::dynamodb::DynamoStore;
@@ -192,7 +193,14 @@ impl App {
             PushSenderChoice::Log => None,
         };
         let push: Arc<dyn PushSender> = match apns {
-            Some(apns) => Arc::new(ApnsSender::new(&apns)?),
+            // A pool of connections (each its own a2 client), as many as a second needs.
+            Some(apns) => Arc::new(PushPool::new(
+                ApnsSender::connections(&apns)?,
+                PoolSettings {
+                    max_connections: ApnsPoolConfig::from_vars(&self.vars)?.max_connections,
+                    ..PoolSettings::default()
+                },
+            )),
             None if self.mode == Mode::Lambda && choice == PushSenderChoice::Apns => {
                 return Err(ConfigError {
                     var: "APNS_KEY_P8",

@@ -1,7 +1,7 @@
-//! A minute split into parts (`koe::dispatch::fan_out`): the coordinating run hands parts 1..
+//! A minute split into parts (`koe::dispatch::fan_out`): the coordinating run hands the parts
 //! out through the trigger (here: each part runs in a dispatcher of its own, with its own
-//! in-flight set, as another invocation of the function would) and runs part 0; together they
-//! push every call exactly once. A trigger that cannot hand parts out leaves the whole minute
+//! in-flight set, as another invocation of the function would); together they push every call
+//! exactly once. A trigger that cannot hand parts out leaves the whole minute
 //! to the coordinator. Real time, memory store, 1,400 calls due within one second.
 
 use std::collections::HashMap;
@@ -145,15 +145,24 @@ async fn a_big_minute_is_split_into_parts_that_push_each_call_once() {
         parts: Mutex::new(Vec::new()),
     });
     let coordinator = w.dispatcher().fanning_out(trigger.clone());
-    let first = coordinator.coordinate(RunCause::Schedule).await;
+    let coordinated = coordinator.coordinate(RunCause::Schedule).await;
+    assert_eq!(
+        (
+            coordinated.handed_out,
+            coordinated.selected,
+            coordinated.sent
+        ),
+        (3, 0, 0),
+        "the coordinator hands every part out and runs none: {coordinated:?}"
+    );
     let parts = std::mem::take(&mut *trigger.parts.lock().unwrap());
     let handed: Vec<Part> = parts.iter().map(|(p, _)| *p).collect();
     assert_eq!(
         handed,
-        [Part::new(1, 3).unwrap(), Part::new(2, 3).unwrap()],
-        "1,400 calls at 500 a part: three parts, two handed out"
+        [0, 1, 2].map(|i| Part::new(i, 3).unwrap()),
+        "1,400 calls at 500 a part: three parts"
     );
-    let mut reports = vec![first];
+    let mut reports = Vec::new();
     for (_, run) in parts {
         reports.push(run.await.unwrap());
     }
