@@ -7,6 +7,7 @@ than x (log scale), so the tail (p99, max) is readable next to the bulk.
 """
 
 import csv
+import os
 import re
 import sys
 from pathlib import Path
@@ -25,8 +26,13 @@ def load(path):
 def label(path):
     m = re.match(r"lateness-(\w+)-(\d+)\.csv", Path(path).name)
     store, calls = (m.group(1), int(m.group(2))) if m else (Path(path).stem, 0)
-    store = "DynamoDB Local" if store == "dynamodb" else "memory store"
-    return f"{calls:,} due in one minute, {store}", (store, calls)
+    store = {
+        "dynamodb": "DynamoDB Local",
+        "second": "limits model, all in one second",
+        "spike": "limits model, 07:00 spike",
+    }.get(store, "memory store")
+    due = "due" if store.startswith("limits") else "due in one minute"
+    return f"{calls:,} {due}, {store}", (store, calls)
 
 
 def main():
@@ -56,11 +62,12 @@ def main():
     tail.set_yscale("log")
     tail.axhline(0.01, color="grey", linestyle=":", linewidth=1)
     tail.text(0, 0.0105, " p99", color="grey", fontsize=8, va="bottom")
-    tail.axvline(100, color="red", linestyle="--", linewidth=1)
-    tail.text(100, 1.0, " goal: p99 < 100 ms", color="red", fontsize=8, va="top")
+    goal = float(os.environ.get("GOAL_MS", "100"))
+    tail.axvline(goal, color="red", linestyle="--", linewidth=1)
+    tail.text(goal, 1.0, f" goal: p99 < {goal:g} ms", color="red", fontsize=8, va="top")
     tail.legend(fontsize=8)
     tail.grid(alpha=0.3, which="both")
-    fig.suptitle("koe dispatcher: reservations due in one minute, stand-in APNs at 20 ms a push")
+    fig.suptitle(os.environ.get("TITLE", "koe dispatcher: reservations due in one minute, stand-in APNs at 20 ms a push"))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")

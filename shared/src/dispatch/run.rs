@@ -218,11 +218,13 @@ impl Run {
                 if count == 0 {
                     return Ok((0, Vec::new()));
                 }
-                let shards = part.shards(shards_for(count));
+                let shards: Vec<u32> = part.shards(shards_for(count)).collect();
                 let queries = shards.len() as u32;
                 let mut due = Vec::new();
                 for answer in futures_util::future::join_all(
-                    shards.map(|shard| store.due_calls(&minute, shard)),
+                    shards
+                        .into_iter()
+                        .map(|shard| store.due_calls(&minute, shard)),
                 )
                 .await
                 {

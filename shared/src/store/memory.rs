@@ -49,6 +49,13 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
+    /// The bucket-index partition (`<minute>#<shard>`) the device's reservation is in, while it
+    /// is `scheduled` or `claimed` (what DynamoDB's item carries as `dueShard`; for the limits
+    /// model in `koe_testkit`).
+    pub fn due_key(&self, id: &DeviceId) -> Option<String> {
+        self.lock().due_keys.get(id).cloned()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.

@@ -11,7 +11,7 @@
 pub mod cost;
 pub mod update;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -204,7 +204,7 @@ struct Bucket {
 }
 
 struct State {
-    buckets: BTreeMap<BucketId, Bucket>,
+    buckets: HashMap<BucketId, Bucket>,
     stats: Stats,
 }
 
@@ -236,7 +236,7 @@ impl LimitsModel {
             origin,
             frozen: frozen.then(|| Mutex::new(origin)),
             state: Mutex::new(State {
-                buckets: BTreeMap::new(),
+                buckets: HashMap::new(),
                 stats: Stats::default(),
             }),
         }
@@ -275,15 +275,20 @@ impl LimitsModel {
         charges: &[Charge],
         now: Instant,
     ) -> Result<(), Throttled> {
-        let mut state = self.state.lock().unwrap();
-        let mut wanted: BTreeMap<BucketId, f64> = BTreeMap::new();
-        for c in charges {
-            *wanted.entry(bucket_id(c)).or_default() += c.units;
+        let ids: Vec<BucketId> = charges.iter().map(bucket_id).collect();
+        // Summed per bucket (a request charging one partition twice), in the charges' order.
+        let mut wanted: Vec<(&BucketId, f64)> = Vec::with_capacity(ids.len());
+        for (id, c) in ids.iter().zip(charges) {
+            match wanted.iter_mut().find(|(w, _)| *w == id) {
+                Some((_, units)) => *units += c.units,
+                None => wanted.push((id, c.units)),
+            }
         }
+        let mut state = self.state.lock().unwrap();
         for (id, units) in &wanted {
             let tokens = self.refilled(&mut state, id, now);
             if tokens < *units {
-                let (target, key, capacity) = id.clone();
+                let (target, key, capacity) = (*id).clone();
                 *state
                     .stats
                     .throttled_by_operation
@@ -301,7 +306,7 @@ impl LimitsModel {
                 });
             }
         }
-        self.take(&mut state, charges, now);
+        self.take_ids(&mut state, &ids, charges, now);
         Ok(())
     }
 
@@ -358,12 +363,18 @@ impl LimitsModel {
     fn refilled(&self, state: &mut State, id: &BucketId, now: Instant) -> f64 {
         let size = self.size(id.2);
         let rate = self.rate(id.2);
-        let bucket = state.buckets.entry(id.clone()).or_insert(Bucket {
-            tokens: size,
-            at: now,
-            window: 0,
-            window_units: 0.0,
-        });
+        if !state.buckets.contains_key(id) {
+            state.buckets.insert(
+                id.clone(),
+                Bucket {
+                    tokens: size,
+                    at: now,
+                    window: 0,
+                    window_units: 0.0,
+                },
+            );
+        }
+        let bucket = state.buckets.get_mut(id).expect("just made");
         // An `Instant` earlier than the bucket's (callers passing their own) refills nothing.
         let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(size);
@@ -373,10 +384,15 @@ impl LimitsModel {
 
     /// Takes charges from buckets already refilled up to `now`, and counts them.
     fn take(&self, state: &mut State, charges: &[Charge], now: Instant) {
+        let ids: Vec<BucketId> = charges.iter().map(bucket_id).collect();
+        self.take_ids(state, &ids, charges, now);
+    }
+
+    /// [`Self::take`] with each charge's bucket id made already.
+    fn take_ids(&self, state: &mut State, ids: &[BucketId], charges: &[Charge], now: Instant) {
         let second = now.saturating_duration_since(self.origin).as_secs();
-        for c in charges {
-            let id = bucket_id(c);
-            let bucket = state.buckets.get_mut(&id).expect("refilled first");
+        for (id, c) in ids.iter().zip(charges) {
+            let bucket = state.buckets.get_mut(id).expect("refilled first");
             bucket.tokens -= c.units;
             if bucket.window != second {
                 bucket.window = second;
@@ -385,7 +401,10 @@ impl LimitsModel {
             bucket.window_units += c.units;
             let in_window = bucket.window_units;
             let stats = &mut state.stats;
-            let consumed = stats.consumed.entry(c.target.clone()).or_default();
+            if !stats.consumed.contains_key(&c.target) {
+                stats.consumed.insert(c.target.clone(), Consumed::default());
+            }
+            let consumed = stats.consumed.get_mut(&c.target).expect("just made");
             let hottest = match c.capacity {
                 Capacity::Write => {
                     consumed.wcu += c.units;

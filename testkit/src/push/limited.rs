@@ -90,6 +90,8 @@ impl Answer {
 /// One push as the stand-in saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApnsRecord {
+    /// Which call it was for ([`call_key`] of its `callId`).
+    pub call: u64,
     /// The connection it used: 0 for the first one opened, and so on.
     pub connection: usize,
     /// When it was handed to the connection.
@@ -98,6 +100,13 @@ pub struct ApnsRecord {
     pub left: Instant,
     pub answered: Instant,
     pub answer: Answer,
+}
+
+/// A call id as a record keeps it (FNV-1a), so a record stays small and `Copy`.
+pub fn call_key(call_id: &str) -> u64 {
+    call_id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Totals over every connection so far.
@@ -252,7 +261,7 @@ impl LimitedConnection {
 
 #[async_trait]
 impl PushSender for LimitedConnection {
-    async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+    async fn send(&self, push: &VoipPush, _: &Device) -> Result<(), PushError> {
         let sent = Instant::now();
         self.state.used.fetch_add(1, Ordering::Relaxed);
         self.connect(true).await;
@@ -273,6 +282,7 @@ impl PushSender for LimitedConnection {
         self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(stream);
         self.shared.records.lock().unwrap().push(ApnsRecord {
+            call: call_key(&push.call_id),
             connection: self.id,
             sent,
             left,

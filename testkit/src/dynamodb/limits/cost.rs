@@ -105,7 +105,7 @@ impl TableDef {
     }
 
     /// The entry `item` has in `gsi`, if it has one (both index keys present: GSIs are sparse).
-    fn projected(&self, gsi: &GsiDef, item: &Item) -> Option<Item> {
+    pub fn projected(&self, gsi: &GsiDef, item: &Item) -> Option<Item> {
         let index_keys = std::iter::once(gsi.hash_key.as_str()).chain(gsi.range_key.as_deref());
         if !index_keys.clone().all(|name| item.contains_key(name)) {
             return None;

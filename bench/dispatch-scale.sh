@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Dispatch at production scale (issue 12): N calls due in the same second, and a realistic 07:00
+# spike (80 % in its first second, the rest over the minute), through the dispatcher as deployed
+# for big minutes (a coordinating run splitting the window into parts of 5,000 calls, each part
+# on its own OS thread with a single-threaded runtime, as its own Lambda invocation would run),
+# on the limits models: DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s per partition
+# key, on the table and on each index; testkit/src/dynamodb/limited_store.rs) and APNs's
+# (1,000 streams per connection, 120 ± 30 ms a push; testkit/src/push/limited.rs).
+# testkit/src/bin/bench-dispatch-scale.rs does one case; this prints the table docs/scale.md
+# quotes and draws docs/benchmarks-dispatch-scale.png. Not a test, and not run by CI.
+#
+#   bench/dispatch-scale.sh                       # 1,000 / 10,000 / 100,000 in one second + spike
+#   BENCH_CALLS="1000 10000" BENCH_SPIKE= bench/dispatch-scale.sh
+#
+# What the models leave out: docs/limits-model.md, docs/apns-limits.md, docs/scale.md.
+set -euo pipefail
+# shellcheck source=bench/perf-lib.sh
+source "$(dirname "$0")/perf-lib.sh"
+
+read -ra CALLS <<<"${BENCH_CALLS:-1000 10000 100000}"
+read -ra SPIKE <<<"${BENCH_SPIKE-100000}"
+PLOT="${BENCH_PLOT:-docs/benchmarks-dispatch-scale.png}"
+VENV="$CACHE/venv-bench"
+
+if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
+  log "installing matplotlib into $VENV"
+  python3 -m venv "$VENV" >&2
+  "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
+fi
+build_release -p koe-testkit --bin bench-dispatch-scale
+
+MACHINE="$(machine_line)"
+log "$MACHINE"
+: >"$WORK/results.txt"
+run_case() { # <calls> <second|spike>
+  local n="$1" kind="$2" flag=()
+  [[ "$kind" == spike ]] && flag=(--spike)
+  log "$n calls, $kind"
+  "$BIN/bench-dispatch-scale" --calls "$n" ${flag[@]+"${flag[@]}"} \
+    --csv "$WORK/lateness-$kind-$n.csv" >"$WORK/scale-$kind-$n.log" 2>"$WORK/scale-$kind-$n.err" \
+    || die "bench-dispatch-scale failed: $(tail -n 5 "$WORK/scale-$kind-$n.err")"
+  grep '^RESULT ' "$WORK/scale-$kind-$n.log" | sed 's/^RESULT //' | tee -a "$WORK/results.txt" >&2
+}
+for n in "${CALLS[@]}"; do run_case "$n" second; done
+for n in ${SPIKE[@]+"${SPIKE[@]}"}; do run_case "$n" spike; done
+
+mkdir -p "$(dirname "$PLOT")"
+GOAL_MS=1000 TITLE="koe dispatcher on the limits models: when each push left (had an APNs stream), after its second" \
+  "$VENV/bin/python" bench/plot-lateness.py "$PLOT" "$WORK"/lateness-*.csv
+echo "$MACHINE"
+echo "models: DynamoDB 1,000 WCU/s and 3,000 RCU/s per partition key (table and index), 1 s burst, no adaptive capacity;"
+echo "        APNs 1,000 streams per connection, 120 ± 30 ms; parts of 5,000 calls, 8 APNs connections each; plot: $PLOT"
+echo
+python3 - "$WORK/results.txt" <<'PY'
+import sys
+print("| calls | due | parts | p50 | p99 | max | early | duplicates | misses | throttled | WCU / RCU per call | hottest partition | APNs connections | USD per 1,000 calls |")
+print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for line in open(sys.argv[1]):
+    r = dict(kv.split("=", 1) for kv in line.split())
+    due = "07:00 spike" if r["spike"] == "true" else "one second"
+    print(f'| {int(r["calls"]):,} | {due} | {r["parts"]} | {r["p50_ms"]} ms | {r["p99_ms"]} ms | {r["max_ms"]} ms '
+          f'| {r["early"]} | {r["duplicates"]} | {r["missed"]} | {r["throttled"]} '
+          f'| {r["wcu_per_call"]} / {r["rcu_per_call"]} | {r["hottest_write_per_s"]} WCU/s '
+          f'| {r["apns_connections"]} | {r["usd_per_1000"]} |')
+PY

@@ -1,0 +1,520 @@
+//! The limits model in-process: a `Store` that is the embedded store plus DynamoDB's
+//! per-partition limits, for benchmarks too big for DynamoDB Local (`bench/dispatch-scale.sh`).
+//!
+//! Every request the dispatcher makes is costed as the DynamoDB adapter's request would be (the
+//! same costing as `limits_proxy`: `write_charges` on the item before and after, `read_charge`
+//! on what a read evaluates, against the tables of `template.yaml`) and charged to the
+//! [`LimitsModel`] before it is carried out. A request the model throttles is not carried out;
+//! it is retried as the SDK retries a `ThrottlingException` (standard mode: 3 attempts, full
+//! jitter from a 1 s base, within the adapter's 3 s operation budget), and then fails as a store
+//! error. The item images are built here from the records (the adapter's layout, tokens
+//! included), so their sizes are close to, not exactly, the real items'.
+//!
+//! What the API writes (devices, reservations: the benchmark's set-up, made hours ahead in
+//! production) goes to the embedded store uncharged; only the dispatcher's requests are costed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use koe::domain::device::{Device, DeviceId, VoipToken};
+use koe::domain::due::{DueCall, shard_key};
+use koe::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
+use koe::store::memory::MemoryStore;
+use koe::store::{
+    CancelError, ClaimAnswer, CreateError, DUE_INDEX, DeviceProof, DeviceWrite, IdempotentAnswer,
+    Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+};
+use serde_json::{Value, json};
+
+use super::limits::{Charge, Item, LimitsModel, TableDef, read_charge, write_charges};
+
+/// The SDK's attempts of one request (standard retry mode).
+const ATTEMPTS: u32 = 3;
+/// The SDK's backoff base: before retry n, a uniform draw from `0..BASE * 2^(n-1)`.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// The adapter's whole-operation budget (`koe::store::dynamodb::OPERATION_TIMEOUT`).
+const OPERATION_BUDGET: Duration = koe::store::dynamodb::OPERATION_TIMEOUT;
+
+/// The embedded store behind DynamoDB's per-partition limits.
+pub struct LimitedStore {
+    inner: Arc<MemoryStore>,
+    model: LimitsModel,
+    calls: TableDef,
+    devices: TableDef,
+    /// The charges of each of the dispatcher's usual writes (claim of a `scheduled` call, mark,
+    /// finish of a `claimed` one), costed once on the first call's items and then reused with
+    /// each call's own keys: the items differ only in a few bytes, and costing every write from
+    /// its items would make the benchmark's CPU, not DynamoDB's limits, the bottleneck.
+    usual: std::sync::Mutex<HashMap<&'static str, Vec<(Charge, Keyed)>>>,
+}
+
+/// Which key a usual write's charge goes to.
+#[derive(Clone, Copy)]
+enum Keyed {
+    Device,
+    Due,
+}
+
+impl LimitedStore {
+    /// `inner` as it is (seed it first: its writes are not charged), behind `model`.
+    pub fn new(inner: Arc<MemoryStore>, model: LimitsModel) -> LimitedStore {
+        LimitedStore {
+            inner,
+            model,
+            calls: TableDef::from_template("CallsTable", "calls"),
+            devices: TableDef::from_template("DevicesTable", "devices"),
+            usual: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn model(&self) -> &LimitsModel {
+        &self.model
+    }
+
+    /// Charges `charges` as the SDK would send the request: throttled attempts retried with
+    /// backoff, then a store error.
+    async fn charged(&self, operation: &str, charges: &[Charge]) -> Result<(), StoreError> {
+        let started = tokio::time::Instant::now();
+        let mut attempt = 1;
+        loop {
+            let throttled = match self.model.charge(operation, charges) {
+                Ok(()) => return Ok(()),
+                Err(throttled) => throttled,
+            };
+            let pause = BACKOFF_BASE.mul_f64(fastrand::f64() * f64::from(1u32 << (attempt - 1)));
+            if attempt == ATTEMPTS || started.elapsed() + pause >= OPERATION_BUDGET {
+                return Err(StoreError(format!(
+                    "{operation}: ThrottlingException after {attempt} attempts: {throttled}"
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        }
+    }
+
+    fn call_key(id: &DeviceId) -> Item {
+        Item::from([("deviceId".to_owned(), s(id.as_str()))])
+    }
+
+    /// The reservation's item as the adapter writes it, in the index partition `due_key`.
+    fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
+        let mut item = Item::from([
+            ("deviceId".to_owned(), s(r.device_id.as_str())),
+            ("callId".to_owned(), s(r.call_id.as_str())),
+            (
+                "scheduledAt".to_owned(),
+                s(&r.scheduled_at.with_offset().to_rfc3339()),
+            ),
+            (
+                "scheduledAtMs".to_owned(),
+                n(r.scheduled_at.utc().timestamp_millis()),
+            ),
+            ("status".to_owned(), s(r.status.as_str())),
+            ("createdAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
+            ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
+        ]);
+        let mut put = |name: &str, value: Value| {
+            item.insert(name.to_owned(), value);
+        };
+        if let Some(key) = due_key {
+            put("dueShard", s(key));
+        }
+        if let Some(name) = &r.caller_name {
+            put("callerName", s(name));
+        }
+        if let Some(at) = r.claimed_at {
+            put("claimedAtMs", n(at.timestamp_millis()));
+            put("claimToken", s("0123456789abcdef"));
+        }
+        if let Some(at) = r.push_started_at {
+            put("pushStartedAtMs", n(at.timestamp_millis()));
+        }
+        if let Some(at) = r.expire_at {
+            put("expireAt", n(at));
+        }
+        if r.status.is_terminal() {
+            put("finishToken", s("0123456789abcdef"));
+        }
+        item
+    }
+
+    /// The device's reservation as an item, with its index partition, if it has one.
+    async fn current(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Reservation, Option<String>)>, StoreError> {
+        let due_key = self.inner.due_key(id);
+        Ok(self
+            .inner
+            .get_reservation(id, now)
+            .await?
+            .map(|r| (r, due_key)))
+    }
+
+    /// Charges an update of the device's reservation from `before` to `after`; `usual` names a
+    /// write whose charges are reused from its first costing (see [`LimitedStore::usual`]).
+    async fn update(
+        &self,
+        id: &DeviceId,
+        usual: Option<&'static str>,
+        before: Option<&(Reservation, Option<String>)>,
+        after: Option<(&Reservation, Option<&str>)>,
+    ) -> Result<(), StoreError> {
+        let due = before.and_then(|(_, key)| key.clone());
+        let cost = || {
+            let before = before.map(|(r, key)| Self::call_item(r, key.as_deref()));
+            let after = after.map(|(r, key)| Self::call_item(r, key));
+            write_charges(
+                &self.calls,
+                &Self::call_key(id),
+                before.as_ref(),
+                after.as_ref(),
+            )
+        };
+        let charges = match (usual, &due) {
+            (Some(name), Some(due)) => self.reused(name, id.as_str(), due, cost),
+            _ => cost(),
+        };
+        self.charged("UpdateItem", &charges).await
+    }
+
+    /// The usual write `name`'s charges with this call's keys (costed by `cost` the first time).
+    fn reused(
+        &self,
+        name: &'static str,
+        device: &str,
+        due: &str,
+        cost: impl FnOnce() -> Vec<Charge>,
+    ) -> Vec<Charge> {
+        let mut usual = self.usual.lock().unwrap();
+        let template = usual.entry(name).or_insert_with(|| {
+            cost()
+                .into_iter()
+                .map(|c| {
+                    let keyed = if c.key == device {
+                        Keyed::Device
+                    } else {
+                        assert_eq!(c.key, due, "a usual write charges the device or its shard");
+                        Keyed::Due
+                    };
+                    (c, keyed)
+                })
+                .collect()
+        });
+        template
+            .iter()
+            .map(|(c, keyed)| Charge {
+                key: match keyed {
+                    Keyed::Device => device.to_owned(),
+                    Keyed::Due => due.to_owned(),
+                },
+                ..c.clone()
+            })
+            .collect()
+    }
+}
+
+fn s(value: &str) -> Value {
+    json!({ "S": value })
+}
+
+fn n(value: i64) -> Value {
+    json!({ "N": value.to_string() })
+}
+
+#[async_trait]
+impl Store for LimitedStore {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
+        self.inner.put_device(device).await
+    }
+
+    async fn register_device(
+        &self,
+        device: &Device,
+        presented: Option<&str>,
+        new_secret_hash: &str,
+    ) -> Result<DeviceWrite, StoreError> {
+        self.inner
+            .register_device(device, presented, new_secret_hash)
+            .await
+    }
+
+    /// The dispatcher's device read, 2 s before the second: consistent, on the device's key.
+    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
+        let device = self.inner.get_device(id).await?;
+        let item = device.as_ref().map(|d| {
+            Item::from([
+                ("deviceId".to_owned(), s(d.device_id.as_str())),
+                ("voipToken".to_owned(), s(d.voip_token.expose())),
+                ("environment".to_owned(), s(d.environment.as_str())),
+                ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
+                ("secretHash".to_owned(), s(&"0".repeat(64))),
+                ("secretProven".to_owned(), json!({ "BOOL": true })),
+            ])
+        });
+        let mut charge = read_charge(&self.devices, None, id.as_str(), item.as_ref(), true);
+        charge.key = id.as_str().to_owned();
+        self.charged("GetItem", &[charge]).await?;
+        Ok(device)
+    }
+
+    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
+        self.inner.device_proof(id).await
+    }
+
+    /// A dead token's removal: one conditional delete on the device's key.
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        let key = Item::from([("deviceId".to_owned(), s(id.as_str()))]);
+        let charges = write_charges(&self.devices, &key, Some(&key), None);
+        self.charged("DeleteItem", &charges).await?;
+        self.inner.remove_device(id, token).await
+    }
+
+    async fn create_reservation(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<(), CreateError> {
+        self.inner
+            .create_reservation(reservation, now, stale_before)
+            .await
+    }
+
+    /// The record a miss was refused on: consistent, on the device's key.
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let current = self.current(id, now).await?;
+        let item = current
+            .as_ref()
+            .map(|(r, key)| Self::call_item(r, key.as_deref()));
+        let charge = read_charge(&self.calls, None, id.as_str(), item.as_ref(), true);
+        self.charged("GetItem", &[charge]).await?;
+        Ok(current.map(|(r, _)| r))
+    }
+
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        self.inner.cancel_reservation(id, now).await
+    }
+
+    /// A minute's count: consistent, on its own key (`due#<minute>`).
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+        let count = self.inner.due_count(minute).await?;
+        let key = format!("due#{minute}");
+        let item = Item::from([
+            ("deviceId".to_owned(), s(&key)),
+            ("count".to_owned(), n(i64::from(count))),
+            ("expireAt".to_owned(), n(1_800_000_000)),
+        ]);
+        let charge = read_charge(&self.calls, None, &key, (count > 0).then_some(&item), true);
+        self.charged("GetItem", &[charge]).await?;
+        Ok(count)
+    }
+
+    /// A shard's query: eventually consistent, on the index partition, for every entry in it.
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+        let calls = self.inner.due_calls(minute, shard).await?;
+        let key = shard_key(minute, shard);
+        let gsi = self.calls.gsi(DUE_INDEX).expect("the bucket index");
+        let entries: Vec<Item> = calls
+            .iter()
+            .filter_map(|c| {
+                let mut item = Item::from([
+                    ("deviceId".to_owned(), s(c.device_id.as_str())),
+                    ("callId".to_owned(), s(c.call_id.as_str())),
+                    (
+                        "scheduledAt".to_owned(),
+                        s(&c.scheduled_at.with_offset().to_rfc3339()),
+                    ),
+                    (
+                        "scheduledAtMs".to_owned(),
+                        n(c.scheduled_at.utc().timestamp_millis()),
+                    ),
+                    ("dueShard".to_owned(), s(&key)),
+                ]);
+                if let Some(name) = &c.caller_name {
+                    item.insert("callerName".to_owned(), s(name));
+                }
+                self.calls.projected(gsi, &item)
+            })
+            .collect();
+        let charge = read_charge(&self.calls, Some(DUE_INDEX), &key, &entries, false);
+        self.charged("Query", &[charge]).await?;
+        Ok(calls)
+    }
+
+    async fn claim_due(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<ClaimAnswer, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().and_then(|(r, key)| {
+            let claimable = &r.call_id == call_id
+                && match r.status {
+                    ReservationStatus::Scheduled => true,
+                    ReservationStatus::Claimed => {
+                        r.push_started_at.is_none()
+                            && r.claimed_at.is_some_and(|c| c < abandoned_before)
+                    }
+                    _ => false,
+                };
+            claimable.then(|| {
+                let mut claimed = r.clone();
+                claimed.status = ReservationStatus::Claimed;
+                claimed.claimed_at = Some(now);
+                (claimed, key.clone())
+            })
+        });
+        // A refused condition still writes (and pays) the item as it was.
+        let usual = before
+            .as_ref()
+            .is_some_and(|(r, _)| r.status == ReservationStatus::Scheduled && after.is_some());
+        let after_ref = match &after {
+            Some((r, key)) => Some((r, key.as_deref())),
+            None => before.as_ref().map(|(r, key)| (r, key.as_deref())),
+        };
+        self.update(id, usual.then_some("claim"), before.as_ref(), after_ref)
+            .await?;
+        self.inner
+            .claim_due(id, call_id, now, abandoned_before)
+            .await
+    }
+
+    async fn mark_push_started(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        claimed_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, key)| {
+            let mut marked = r.clone();
+            marked.push_started_at = Some(now);
+            (marked, key.clone())
+        });
+        let usual = before.as_ref().is_some_and(|(r, _)| {
+            r.status == ReservationStatus::Claimed && r.push_started_at.is_none()
+        });
+        let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
+        self.update(id, usual.then_some("mark"), before.as_ref(), after_ref)
+            .await?;
+        self.inner
+            .mark_push_started(id, call_id, claimed_at, now)
+            .await
+    }
+
+    async fn finish_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, _)| {
+            let mut finished = r.clone();
+            finished.status = outcome.status();
+            finished.expire_at = Some(terminal_expiry(now));
+            finished
+        });
+        let usual = before.as_ref().is_some_and(|(r, _)| {
+            r.status == ReservationStatus::Claimed && r.push_started_at.is_some()
+        });
+        let name = match outcome {
+            Outcome::Sent => "finish sent",
+            Outcome::Failed => "finish failed",
+            Outcome::Missed => "finish missed",
+        };
+        let after_ref = after.as_ref().map(|r| (r, None));
+        self.update(id, usual.then_some(name), before.as_ref(), after_ref)
+            .await?;
+        self.inner
+            .finish_reservation(id, call_id, outcome, now, abandoned_before)
+            .await
+    }
+
+    async fn count_agent_use(
+        &self,
+        id: &DeviceId,
+        day: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.inner.count_agent_use(id, day, limit, expire_at).await
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.inner
+            .count_plan_answer(plan_id, limit, expire_at)
+            .await
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        self.inner
+            .reserve_tokens(api, day, tokens, ceiling, expire_at)
+            .await
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError> {
+        self.inner.settle_tokens(api, day, delta, expire_at).await
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.claim_ceiling_notice(api, day, expire_at).await
+    }
+
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        self.inner.idempotent_answer(key, now).await
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.keep_idempotent_answer(answer, now).await
+    }
+}
