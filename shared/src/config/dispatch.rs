@@ -52,9 +52,8 @@ impl DispatchConfig {
             claim_lead: DEFAULT_DISPATCH_CLAIM_LEAD,
             push_budget: DEFAULT_DISPATCH_PUSH_BUDGET,
             concurrency: vars.int_or("DISPATCH_CONCURRENCY", 500, 1..=5000)? as usize,
-            calls_per_worker: vars.int_or("DISPATCH_CALLS_PER_WORKER", 5000, 100..=1_000_000)?
-                as u32,
-            max_workers: vars.int_or("DISPATCH_MAX_WORKERS", 16, 1..=256)? as u32,
+            calls_per_worker: vars.int_or("DISPATCH_CALLS_PER_WORKER", 5000, 100..=5000)? as u32,
+            max_workers: vars.int_or("DISPATCH_MAX_WORKERS", 32, 1..=256)? as u32,
         })
     }
 }
@@ -82,7 +81,7 @@ mod tests {
         assert!(d.claim_lead <= Duration::from_secs(1));
         assert_eq!(d.push_budget, Duration::from_secs(1));
         assert_eq!(d.concurrency, 500);
-        assert_eq!((d.calls_per_worker, d.max_workers), (5000, 16));
+        assert_eq!((d.calls_per_worker, d.max_workers), (5000, 32));
     }
 
     #[test]

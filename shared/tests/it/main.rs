@@ -22,6 +22,7 @@ mod faults_dynamodb;
 mod faults_lost_replies;
 mod faults_oversized_bodies;
 mod faults_provider;
+mod faults_throttling;
 mod gateway_front;
 mod lambda_fixtures;
 mod layers;

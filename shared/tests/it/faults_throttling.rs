@@ -1,0 +1,241 @@
+//! Throttling on DynamoDB Local behind the limits model (`koe_testkit::dynamodb::limits_proxy`,
+//! DynamoDB's per-partition limits answering `ThrottlingException`), with the production-like
+//! client (deployed timeouts, the SDK's standard retries) and the dispatcher's own timing but a
+//! short window. The model's clock moves only when a test moves it: a partition is used up
+//! (`debit`) before the run, and given its capacity back once a request has been throttled, as a
+//! burst that passes would. Each way ends with exactly one push, on time or recovered, never two:
+//! - a throttled claim is retried by the SDK within its second;
+//! - a throttled finish (index back-pressure: the finish removes the call's index entry) is
+//!   retried by the dispatcher until it is recorded;
+//! - a throttled selection (the shard's query) is made again by the next re-selection.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{Duration, Utc};
+use koe::clock::SystemClock;
+use koe::config::{Config, Vars};
+use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::due::shard_key;
+use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::store::dynamodb::DynamoStore;
+use koe::store::{DUE_INDEX, Store};
+use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, TableDef, Target};
+use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
+use koe_testkit::dynamodb::{self};
+use koe_testkit::faults;
+use koe_testkit::push::RecordingPushSender;
+
+struct World {
+    proxy: LimitsProxy,
+    store: Arc<DynamoStore>,
+    calls_table: String,
+    push: Arc<RecordingPushSender>,
+}
+
+impl World {
+    async fn new() -> World {
+        let upstream = tokio::task::spawn_blocking(dynamodb::endpoint)
+            .await
+            .unwrap();
+        let setup = dynamodb::client().await;
+        let tables = dynamodb::create_tables(&setup, &dynamodb::random_prefix()).await;
+        let defs = [
+            TableDef::from_template("CallsTable", &tables.calls),
+            TableDef::from_template("DevicesTable", &tables.devices),
+        ];
+        let model = Arc::new(LimitsModel::with_frozen_clock(Limits::default()));
+        let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
+        let client = dynamodb::production_like_client(&proxy.url());
+        World {
+            calls_table: tables.calls.clone(),
+            store: Arc::new(DynamoStore::new(client, tables)),
+            proxy,
+            push: Arc::new(RecordingPushSender::new(Arc::new(SystemClock))),
+        }
+    }
+
+    /// A device and its call, due `in_ms` from now.
+    async fn reserve(&self, name: &str, in_ms: i64) -> Reservation {
+        let now = Utc::now();
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", name).unwrap(),
+            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
+                .unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: now,
+        };
+        self.store.put_device(&device).await.unwrap();
+        let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
+        let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, now);
+        self.store
+            .create_reservation(&r, now, now - Duration::minutes(5))
+            .await
+            .unwrap();
+        r
+    }
+
+    /// Uses up `units` of a partition's capacity.
+    fn use_up(&self, target: Target, key: &str, capacity: Capacity, units: f64) {
+        self.proxy.model().debit(&[Charge {
+            target,
+            key: key.to_owned(),
+            capacity,
+            units,
+        }]);
+    }
+
+    /// Once `throttles` requests of `operation` have been throttled, lets a few seconds pass on
+    /// the model's clock (the burst is over: every partition refills).
+    fn pass_the_burst_after(&self, operation: &'static str, throttles: u64) {
+        let model = self.proxy.model().clone();
+        tokio::spawn(async move {
+            while model
+                .stats()
+                .throttled_by_operation
+                .get(operation)
+                .is_none_or(|n| *n < throttles)
+            {
+                tokio::time::sleep(StdDuration::from_millis(2)).await;
+            }
+            model.advance(StdDuration::from_secs(5));
+        });
+    }
+
+    /// One run: 3 s window, re-selection every 500 ms, the deployed timing otherwise.
+    async fn run(&self) -> RunReport {
+        let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+        settings.window = StdDuration::from_secs(3);
+        settings.reselect_every = StdDuration::from_millis(500);
+        let store: Arc<dyn Store> = self.store.clone();
+        Dispatcher::new(
+            store,
+            self.push.clone(),
+            Arc::new(SystemClock),
+            settings,
+            "s",
+        )
+        .run(RunCause::Local)
+        .await
+    }
+
+    fn throttled(&self, operation: &str) -> u64 {
+        let stats = self.proxy.stats();
+        stats
+            .throttled_by_operation
+            .get(operation)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Exactly one accepted push of `r`, `sent` in the store; its lateness.
+    async fn pushed_once(&self, r: &Reservation) -> i64 {
+        let sent = self.push.sent_for_call(r.call_id.as_str());
+        assert_eq!(sent.len(), 1, "one push: {:#?}", self.push.attempts());
+        assert!(sent[0].at >= r.scheduled_at.utc(), "never early");
+        let stored = self
+            .store
+            .get_reservation(&r.device_id, Utc::now())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, ReservationStatus::Sent);
+        (sent[0].at - r.scheduled_at.utc()).num_milliseconds()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_claim_is_retried_within_its_second_and_pushed_once() {
+    let w = World::new().await;
+    let r = w.reserve("throttled-claim", 2_000).await;
+    // The device's partition of the calls table is spent: its claim (and nothing else of this
+    // run before it) is throttled.
+    w.use_up(
+        Target::base(&w.calls_table),
+        r.device_id.as_str(),
+        Capacity::Write,
+        1_000.0,
+    );
+    w.pass_the_burst_after("UpdateItem", 1);
+    let report = w.run().await;
+    assert!(w.throttled("UpdateItem") >= 1, "the claim was throttled");
+    let late = w.pushed_once(&r).await;
+    assert!(
+        late < 1_500,
+        "retried by the SDK within its second or so: {late} ms"
+    );
+    assert_eq!(
+        (report.claimed, report.sent, report.store_errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    faults::record(
+        "DynamoDB: the dispatch claim is throttled (its partition is spent)",
+        "the SDK retries it after backoff: claimed and pushed once, within about a second",
+        &format!(
+            "{} throttled, pushed {late} ms after its second",
+            w.throttled("UpdateItem")
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finish_throttled_by_index_back_pressure_is_retried_until_recorded() {
+    let w = World::new().await;
+    let r = w.reserve("throttled-finish", 2_000).await;
+    // The call's index partition is spent: only the finish writes it (it removes the entry).
+    let minute = r.scheduled_at.due_minute();
+    w.use_up(
+        Target::index(&w.calls_table, DUE_INDEX),
+        &shard_key(&minute, 0),
+        Capacity::Write,
+        1_000.0,
+    );
+    // Capacity comes back only after every attempt of the first finish call failed, so the
+    // dispatcher's own retry is what records it.
+    w.pass_the_burst_after("UpdateItem", 3);
+    let run = w.run().await;
+    assert!(
+        w.throttled("UpdateItem") >= 3,
+        "every SDK attempt of the finish"
+    );
+    w.pushed_once(&r).await;
+    assert_eq!((run.sent, run.store_errors), (1, 0), "{run:?}");
+    faults::record(
+        "DynamoDB: the dispatch finish is throttled by its index partition (GSI back-pressure)",
+        "the push went once; the dispatcher retries the finish with backoff until it is recorded",
+        &format!(
+            "{} throttled attempts; recorded sent",
+            w.throttled("UpdateItem")
+        ),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_selection_is_made_again_by_the_next_reselection() {
+    let w = World::new().await;
+    let r = w.reserve("throttled-select", 2_500).await;
+    let minute = r.scheduled_at.due_minute();
+    // The shard's index partition has no read capacity left: the run's first query of it fails.
+    w.use_up(
+        Target::index(&w.calls_table, DUE_INDEX),
+        &shard_key(&minute, 0),
+        Capacity::Read,
+        3_000.0,
+    );
+    w.pass_the_burst_after("Query", 1);
+    let report = w.run().await;
+    assert!(w.throttled("Query") >= 1, "the selection was throttled");
+    let late = w.pushed_once(&r).await;
+    assert!(late < 1_000, "found by a re-selection in time: {late} ms");
+    assert_eq!(report.sent, 1, "{report:?}");
+    faults::record(
+        "DynamoDB: the dispatcher's shard query is throttled (the index partition's reads are spent)",
+        "the next re-selection (every 5 s; here 500 ms) finds the call; pushed once, on time",
+        &format!(
+            "{} throttled queries; pushed {late} ms after its second",
+            w.throttled("Query")
+        ),
+    );
+}
