@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
+use crate::dispatch::FINISH_BUDGET;
 use crate::dispatch::trigger::TRIGGER_TIMEOUT;
 use crate::oidc::FETCH_TIMEOUT;
 use crate::service::NOTIFY_TIMEOUT;
@@ -96,32 +97,39 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
                 notification,
             ],
         ),
-        // Kept answer, device, reservation, then keeping the answer (or, for a copy that lost
-        // the race, reading the kept answer again).
+        // Kept answer, device, the minute's count, reservation, then keeping the answer (or,
+        // for a copy that lost the race, reading the kept answer again).
         http(
             "CreateCallFunction",
-            vec![("4 DynamoDB operations", store_ops(4)), notification],
+            vec![("5 DynamoDB operations", store_ops(5)), notification],
         ),
+        // The device's secret state, then the reservation.
         http(
             "GetCallFunction",
-            vec![("GetItem scheduledCalls", store_ops(1)), notification],
+            vec![
+                ("GetItem devices + GetItem scheduledCalls", store_ops(2)),
+                notification,
+            ],
         ),
         http(
             "CancelCallFunction",
-            vec![("DeleteItem scheduledCalls", store_ops(1)), notification],
+            vec![
+                ("GetItem devices + DeleteItem scheduledCalls", store_ops(2)),
+                notification,
+            ],
         ),
         // A scheduled run: its window, then the last re-selection (every bucket at once) and
         // the last reservation's task (device read, claim, push, outcome). The HTTP route has
         // a function of its own (`dispatch_request`).
         Budget {
             function: "DispatchFunction",
-            parts: vec![
-                ("run window", DEFAULT_DISPATCH_WINDOW),
-                ("last re-selection", store_ops(1)),
-                ("device read and claim", store_ops(2)),
-                ("push", DEFAULT_DISPATCH_PUSH_BUDGET),
-                ("outcome", store_ops(1)),
-            ],
+            parts: dispatch_run(),
+            behind_gateway: false,
+        },
+        // A part of a split window runs as a run does (dispatch::fan_out).
+        Budget {
+            function: "DispatchPartFunction",
+            parts: dispatch_run(),
             behind_gateway: false,
         },
     ]
@@ -146,4 +154,17 @@ pub fn at_the_limits() -> Vec<Budget> {
     let mut all = worst_cases(Duration::from_millis(MAX_PROVIDER_TIMEOUT_MS));
     all.push(dispatch_request());
     all
+}
+
+/// A dispatch run's worst case: its window, then the last re-selection (a minute's count, then
+/// its shards at once), then the last reservation's task: device read, claim, push mark, push,
+/// and the outcome retried for [`FINISH_BUDGET`] and a last attempt.
+fn dispatch_run() -> Vec<(&'static str, Duration)> {
+    vec![
+        ("run window", DEFAULT_DISPATCH_WINDOW),
+        ("last re-selection", store_ops(2)),
+        ("device read, claim and push mark", store_ops(3)),
+        ("push", DEFAULT_DISPATCH_PUSH_BUDGET),
+        ("outcome, retried", FINISH_BUDGET + store_ops(1)),
+    ]
 }

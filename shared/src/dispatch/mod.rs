@@ -49,5 +49,6 @@ mod run;
 
 pub use fan_out::workers_for;
 pub use in_flight::InFlight;
+pub use record::FINISH_BUDGET;
 pub use report::{RunCause, RunReport};
 pub use run::{Dispatcher, MISSED_LOOKBACK, buckets};

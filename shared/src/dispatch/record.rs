@@ -12,7 +12,7 @@ use crate::store::Outcome;
 /// How long an outcome's write is retried (with backoff, from [`FIRST_BACKOFF`] doubling) after
 /// a store error before it is left unrecorded. Well under half the claim timeout, and a call
 /// left `claimed` after a started push is recorded `failed` by a later run, never pushed again.
-const FINISH_BUDGET: chrono::Duration = chrono::Duration::seconds(10);
+pub const FINISH_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Run {
     /// Step 4: records `sent` or `failed`; a token APNs called invalid is removed first.
@@ -107,7 +107,8 @@ impl Run {
     /// with backoff within [`FINISH_BUDGET`]: a call left `claimed` after its push would be
     /// recorded `failed` by a later run.
     async fn finish(&self, r: &DueCall, outcome: Outcome) -> Recorded {
-        let deadline = self.clock().now() + FINISH_BUDGET;
+        let deadline =
+            self.clock().now() + chrono::Duration::from_std(FINISH_BUDGET).expect("small");
         let mut backoff = FIRST_BACKOFF;
         let mut erred = false;
         loop {

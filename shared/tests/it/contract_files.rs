@@ -343,8 +343,11 @@ fn function_timeouts_fit_their_work() {
     }
     let window = koe::config::DEFAULT_DISPATCH_WINDOW.as_secs();
     assert!(timeout("DispatchFunction") > window + 10);
+    assert!(timeout("DispatchPartFunction") > window + 10);
+    // Nothing needs more than two minutes (the dispatch runs: a 70 s window, then the last
+    // call's outcome retried for 10 s; shared/src/budgets.rs has the exact figures).
     for (id, _) in template_functions(&template) {
-        assert!(timeout(&id) <= 90, "{id}");
+        assert!(timeout(&id) <= 120, "{id}");
     }
 }
 

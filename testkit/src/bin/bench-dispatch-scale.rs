@@ -1,17 +1,26 @@
-//! `bench/dispatch-scale.sh`'s worker: N calls due in one second (or a 07:00 spike: most in its
+//! `bench/dispatch-scale.sh`'s worker: N calls due in one second (or a 07:00 spike: 80 % in its
 //! first second, the rest over the minute) through the dispatcher as deployed for big minutes,
 //! on the limits models: the store is the embedded one behind DynamoDB's per-partition limits
 //! (`koe_testkit::dynamodb::limited_store`), APNs the stand-in with its stream limit and latency
-//! (`koe_testkit::push::limited`). A coordinating run splits the window into parts (5,000 calls
-//! each); each part runs as its own invocation would: its own OS thread with a single-threaded
-//! runtime (one vCPU's worth), its own dispatcher, in-flight set and APNs connection pool.
+//! (`koe_testkit::push::limited`).
+//!
+//! The coordinating run splits the window into parts of 5,000 calls, and each part runs in a
+//! process of its own (this binary again, `--part i --of w`), as its own Lambda invocation
+//! would: its own runtime, dispatcher, APNs connections, and its own copy of the models. Every
+//! process makes the same reservations (same ids, same order, so the same shards); a part only
+//! touches its own shards' items and its own devices, so its model sees every partition it uses
+//! as the shared DynamoDB would (the minutes' count items, read by all parts, are the one
+//! exception: a few reads each per re-selection). Should two parts ever take the same call, it
+//! shows as a duplicate.
 //!
 //! Prints one `RESULT key=value ...` line; with `--csv FILE`, each push's lateness (ms after its
 //! `scheduledAt` when it left, i.e. had an APNs stream) for `bench/plot-lateness.py`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -21,7 +30,7 @@ use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::Part;
-use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
 use koe::push::PushSender;
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::store::Store;
@@ -43,11 +52,16 @@ const COORDINATOR_GB: f64 = 0.256;
 const PART_GB: f64 = 1.769;
 const WINDOW_S: f64 = 70.0;
 
+#[derive(Clone)]
 struct Args {
     calls: usize,
     spike: bool,
     calls_per_worker: u32,
     csv: Option<String>,
+    /// Worker mode: this part, the second the calls start at (epoch ms), where to write.
+    part: Option<(u32, u32)>,
+    t0_ms: Option<i64>,
+    out: Option<PathBuf>,
 }
 
 fn args() -> Args {
@@ -56,19 +70,34 @@ fn args() -> Args {
         spike: false,
         calls_per_worker: 5_000,
         csv: None,
+        part: None,
+        t0_ms: None,
+        out: None,
     };
     let mut it = std::env::args().skip(1);
+    let number = |it: &mut std::iter::Skip<std::env::Args>, name: &str| -> i64 {
+        it.next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} N"))
+    };
+    let mut of = None;
+    let mut index = None;
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--calls" => args.calls = it.next().and_then(|v| v.parse().ok()).expect("--calls N"),
+            "--calls" => args.calls = number(&mut it, "--calls") as usize,
             "--spike" => args.spike = true,
             "--calls-per-worker" => {
-                args.calls_per_worker = it.next().and_then(|v| v.parse().ok()).expect("N")
+                args.calls_per_worker = number(&mut it, "--calls-per-worker") as u32
             }
             "--csv" => args.csv = it.next(),
+            "--part" => index = Some(number(&mut it, "--part") as u32),
+            "--of" => of = Some(number(&mut it, "--of") as u32),
+            "--t0-ms" => args.t0_ms = Some(number(&mut it, "--t0-ms")),
+            "--out" => args.out = it.next().map(PathBuf::from),
             other => panic!("unknown argument {other}"),
         }
     }
+    args.part = index.zip(of);
     args
 }
 
@@ -84,45 +113,249 @@ fn due(t0: DateTime<Utc>, i: usize, n: usize, spike: bool) -> DateTime<Utc> {
     t0 + chrono::Duration::milliseconds(ms)
 }
 
-/// Runs each handed-out part on a thread of its own, as its own invocation would run.
-struct ThreadTrigger {
-    store: Arc<dyn Store>,
-    apns: LimitedApns,
-    settings: DispatchConfig,
-    runs: Mutex<Vec<std::thread::JoinHandle<(RunReport, Duration)>>>,
+/// The benchmark's reservations, the same in every process (ids from their index, made in
+/// order, so each lands in the same shard everywhere); the second each call is due, by
+/// [`call_key`].
+async fn seed(store: &MemoryStore, args: &Args, t0: DateTime<Utc>) -> HashMap<u64, DateTime<Utc>> {
+    let made = t0 - chrono::Duration::hours(1);
+    let mut scheduled = HashMap::with_capacity(args.calls);
+    for i in 0..args.calls {
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap(),
+            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: made,
+        };
+        store.put_device(&device).await.unwrap();
+        let at = due(t0, i, args.calls, args.spike);
+        let mut r = Reservation::new(
+            device.device_id,
+            ScheduledAt::from_stored(at.fixed_offset()),
+            Some("Mika".into()),
+            made,
+        );
+        r.call_id = CallId::from_stored(format!("{i:032x}"));
+        store
+            .create_reservation(&r, made, made - chrono::Duration::minutes(5))
+            .await
+            .unwrap();
+        scheduled.insert(call_key(r.call_id.as_str()), at);
+    }
+    scheduled
 }
 
-impl ThreadTrigger {
-    fn pool(apns: &LimitedApns) -> Arc<dyn PushSender> {
-        let apns = apns.clone();
-        Arc::new(PushPool::new(
-            Arc::new(move || apns.connection()),
-            PoolSettings::default(),
-        ))
+fn settings(args: &Args, t0: DateTime<Utc>) -> DispatchConfig {
+    let last = t0 + chrono::Duration::seconds(if args.spike { 60 } else { 1 });
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    settings.window = (last - Utc::now() + chrono::Duration::seconds(3))
+        .to_std()
+        .expect("the window is ahead");
+    settings.calls_per_worker = args.calls_per_worker;
+    settings.max_workers = 256;
+    settings.concurrency = args.calls_per_worker as usize;
+    settings
+}
+
+fn pool(apns: &LimitedApns) -> Arc<dyn PushSender> {
+    let apns = apns.clone();
+    Arc::new(PushPool::new(
+        Arc::new(move || apns.connection()),
+        PoolSettings::default(),
+    ))
+}
+
+/// What one process measured, as it hands it to the coordinator.
+#[derive(Default)]
+struct Measured {
+    /// (call, lateness in ms) of each accepted push.
+    pushes: Vec<(u64, f64)>,
+    sent: u32,
+    failed: u32,
+    lost: u32,
+    store_errors: u32,
+    throttled: u64,
+    wcu: f64,
+    rcu: f64,
+    hottest_write: f64,
+    connections: usize,
+    queued: usize,
+}
+
+impl Measured {
+    fn of(
+        report: &RunReport,
+        store: &LimitedStore,
+        apns: &LimitedApns,
+        scheduled: &HashMap<u64, DateTime<Utc>>,
+    ) -> Measured {
+        let anchor = (tokio::time::Instant::now(), Utc::now());
+        let wall = |t: tokio::time::Instant| {
+            anchor.1 - chrono::Duration::from_std(anchor.0 - t).unwrap_or_default()
+        };
+        let pushes = apns
+            .records()
+            .into_iter()
+            .filter(|r| r.answer == Answer::Accepted)
+            .map(|r| {
+                let late = (wall(r.left) - scheduled[&r.call])
+                    .num_microseconds()
+                    .unwrap();
+                (r.call, late as f64 / 1000.0)
+            })
+            .collect();
+        let stats = store.model().stats();
+        let (wcu, rcu) = stats
+            .consumed
+            .values()
+            .fold((0.0, 0.0), |(w, r), c| (w + c.wcu, r + c.rcu));
+        let apns_stats = apns.stats();
+        Measured {
+            pushes,
+            sent: report.sent,
+            failed: report.failed,
+            lost: report.lost + report.abandoned,
+            store_errors: report.store_errors,
+            throttled: stats.throttled(),
+            wcu,
+            rcu,
+            hottest_write: stats.hottest_write.map_or(0.0, |h| h.units_per_sec),
+            connections: apns_stats.connections_used,
+            queued: apns_stats.queued,
+        }
+    }
+
+    fn write(&self, path: &PathBuf) {
+        let mut out = format!(
+            "{} {} {} {} {} {} {} {} {} {}\n",
+            self.sent,
+            self.failed,
+            self.lost,
+            self.store_errors,
+            self.throttled,
+            self.wcu,
+            self.rcu,
+            self.hottest_write,
+            self.connections,
+            self.queued
+        );
+        for (call, late) in &self.pushes {
+            out.push_str(&format!("{call} {late}\n"));
+        }
+        std::fs::write(path, out).expect("write the part's results");
+    }
+
+    fn read(path: &PathBuf) -> Measured {
+        let text = std::fs::read_to_string(path).expect("a part's results");
+        let mut lines = text.lines();
+        let head: Vec<f64> = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .map(|v| v.parse().unwrap())
+            .collect();
+        Measured {
+            sent: head[0] as u32,
+            failed: head[1] as u32,
+            lost: head[2] as u32,
+            store_errors: head[3] as u32,
+            throttled: head[4] as u64,
+            wcu: head[5],
+            rcu: head[6],
+            hottest_write: head[7],
+            connections: head[8] as usize,
+            queued: head[9] as usize,
+            pushes: lines
+                .map(|l| {
+                    let (call, late) = l.split_once(' ').unwrap();
+                    (call.parse().unwrap(), late.parse().unwrap())
+                })
+                .collect(),
+        }
+    }
+
+    fn add(&mut self, other: Measured) {
+        self.pushes.extend(other.pushes);
+        self.sent += other.sent;
+        self.failed += other.failed;
+        self.lost += other.lost;
+        self.store_errors += other.store_errors;
+        self.throttled += other.throttled;
+        self.wcu += other.wcu;
+        self.rcu += other.rcu;
+        self.hottest_write = self.hottest_write.max(other.hottest_write);
+        self.connections += other.connections;
+        self.queued += other.queued;
     }
 }
 
+/// A part's process: the same reservations, this part of the window, results to `--out`.
+async fn run_part(args: Args, (index, of): (u32, u32)) {
+    let t0 = DateTime::from_timestamp_millis(args.t0_ms.expect("--t0-ms")).unwrap();
+    let inner = Arc::new(MemoryStore::new());
+    let scheduled = seed(&inner, &args, t0).await;
+    assert!(
+        Utc::now() < t0 - chrono::Duration::seconds(4),
+        "part {index}: set-up ended too late to select in time"
+    );
+    let store = Arc::new(LimitedStore::new(
+        inner,
+        LimitsModel::new(Limits::default()),
+    ));
+    let apns = LimitedApns::new(ApnsLimits::default());
+    let dispatcher = Dispatcher::new(
+        store.clone(),
+        pool(&apns),
+        Arc::new(SystemClock),
+        settings(&args, t0),
+        "bench",
+    );
+    let part = Part::new(index, of).expect("--part < --of");
+    let report = dispatcher.run_part(RunCause::Part, part).await;
+    Measured::of(&report, &store, &apns, &scheduled).write(args.out.as_ref().expect("--out"));
+}
+
+/// Starts each handed-out part as a process of its own.
+struct ProcessTrigger {
+    args: Args,
+    t0: DateTime<Utc>,
+    dir: PathBuf,
+    started: Mutex<Vec<(Child, PathBuf)>>,
+}
+
 #[async_trait]
-impl DispatchTrigger for ThreadTrigger {
+impl DispatchTrigger for ProcessTrigger {
     async fn request_run(&self) -> Result<(), TriggerError> {
         Err(TriggerError("not used".into()))
     }
 
     async fn hand_out(&self, parts: &[Part]) -> Result<(), TriggerError> {
-        for part in parts.iter().copied() {
-            let (store, settings) = (self.store.clone(), self.settings.clone());
-            let push = Self::pool(&self.apns);
-            self.runs.lock().unwrap().push(std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime");
-                let started = Instant::now();
-                let dispatcher =
-                    Dispatcher::new(store, push, Arc::new(SystemClock), settings, "bench");
-                let report = runtime.block_on(dispatcher.run_part(RunCause::Part, part));
-                (report, started.elapsed())
-            }));
+        let me = std::env::current_exe().map_err(|e| TriggerError(e.to_string()))?;
+        for part in parts {
+            let out = self
+                .dir
+                .join(format!("part-{}-of-{}.txt", part.index, part.of));
+            let mut command = Command::new(&me);
+            command
+                .args(["--calls", &self.args.calls.to_string()])
+                .args([
+                    "--calls-per-worker",
+                    &self.args.calls_per_worker.to_string(),
+                ])
+                .args([
+                    "--part",
+                    &part.index.to_string(),
+                    "--of",
+                    &part.of.to_string(),
+                ])
+                .args(["--t0-ms", &self.t0.timestamp_millis().to_string()])
+                .arg("--out")
+                .arg(&out)
+                .stdout(Stdio::null());
+            if self.args.spike {
+                command.arg("--spike");
+            }
+            let child = command.spawn().map_err(|e| TriggerError(e.to_string()))?;
+            self.started.lock().unwrap().push((child, out));
         }
         Ok(())
     }
@@ -138,97 +371,55 @@ fn percentile(sorted: &[f64], p: usize) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = args();
-    let inner = Arc::new(MemoryStore::new());
-    // Set-up (made hours ahead in production, uncharged): devices and reservations.
-    let lead = chrono::Duration::milliseconds(6_000 + (args.calls as i64) / 15);
-    let t0_at = Utc::now() + lead;
-    let t0 = DateTime::from_timestamp(t0_at.timestamp() + 1, 0).unwrap();
-    let made = Utc::now();
-    let mut scheduled = HashMap::with_capacity(args.calls);
-    for i in 0..args.calls {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: made,
-        };
-        inner.put_device(&device).await.unwrap();
-        let at = due(t0, i, args.calls, args.spike);
-        let r = Reservation::new(
-            device.device_id,
-            ScheduledAt::from_stored(at.fixed_offset()),
-            Some("Mika".into()),
-            made,
-        );
-        inner
-            .create_reservation(&r, made, made - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
-        scheduled.insert(call_key(r.call_id.as_str()), at);
+    if let Some(part) = args.part {
+        return run_part(args, part).await;
     }
-    let ready = Utc::now();
-    assert!(
-        ready < t0 - chrono::Duration::seconds(4),
-        "set-up took too long ({} ms): no time left to select",
-        (ready - made).num_milliseconds()
-    );
-
-    let model = LimitsModel::new(Limits::default());
-    let store = Arc::new(LimitedStore::new(inner.clone(), model));
+    // Every part process makes the reservations too, at once on 2 cores: leave them the time.
+    let parts_guess = args.calls.div_ceil(args.calls_per_worker as usize).max(1) as i64;
+    let lead = chrono::Duration::milliseconds(6_000 + (args.calls as i64) * (1 + parts_guess) / 60);
+    let t0 = DateTime::from_timestamp((Utc::now() + lead).timestamp() + 1, 0).unwrap();
+    let started = Instant::now();
+    let inner = Arc::new(MemoryStore::new());
+    let scheduled = seed(&inner, &args, t0).await;
+    let store = Arc::new(LimitedStore::new(
+        inner,
+        LimitsModel::new(Limits::default()),
+    ));
     let apns = LimitedApns::new(ApnsLimits::default());
-    let last = t0 + chrono::Duration::seconds(if args.spike { 60 } else { 1 });
-    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
-    settings.window = (last - Utc::now() + chrono::Duration::seconds(3))
-        .to_std()
-        .unwrap();
-    settings.calls_per_worker = args.calls_per_worker;
-    settings.max_workers = 256;
-    settings.concurrency = args.calls_per_worker as usize;
-    let trigger = Arc::new(ThreadTrigger {
-        store: store.clone(),
-        apns: apns.clone(),
-        settings: settings.clone(),
-        runs: Mutex::new(Vec::new()),
+    let dir = std::env::temp_dir().join(format!("koe-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trigger = Arc::new(ProcessTrigger {
+        args: args.clone(),
+        t0,
+        dir: dir.clone(),
+        started: Mutex::new(Vec::new()),
     });
     let coordinator = Dispatcher::new(
         store.clone(),
-        ThreadTrigger::pool(&apns),
+        pool(&apns),
         Arc::new(SystemClock),
-        settings,
+        settings(&args, t0),
         "bench",
     )
     .fanning_out(trigger.clone());
     let coordinated = coordinator.coordinate(RunCause::Schedule).await;
-    let runs = std::mem::take(&mut *trigger.runs.lock().unwrap());
-    let parts = runs.len().max(1);
-    let mut reports = vec![coordinated];
-    let mut part_seconds = Vec::new();
-    for run in runs {
-        let (report, took) = run.join().expect("a part does not panic");
-        reports.push(report);
-        part_seconds.push(took.as_secs_f64());
+    let mut all = Measured::of(&coordinated, &store, &apns, &scheduled);
+    let children = std::mem::take(&mut *trigger.started.lock().unwrap());
+    let parts = children.len().max(1);
+    for (mut child, out) in children {
+        let status = child.wait().expect("a part process");
+        assert!(status.success(), "a part failed: {status}");
+        all.add(Measured::read(&out));
     }
+    let _ = std::fs::remove_dir_all(&dir);
 
-    // What APNs saw: when each push left, against its call's second.
-    let anchor = (tokio::time::Instant::now(), Utc::now());
-    let wall = |t: tokio::time::Instant| {
-        anchor.1 - chrono::Duration::from_std(anchor.0 - t).unwrap_or_default()
-    };
     let mut accepted: HashMap<u64, usize> = HashMap::new();
-    let mut lateness = Vec::new();
-    let mut early = 0;
-    for record in apns.records() {
-        if record.answer != Answer::Accepted {
-            continue;
-        }
-        *accepted.entry(record.call).or_default() += 1;
-        let at = scheduled[&record.call];
-        let late = (wall(record.left) - at).num_microseconds().unwrap() as f64 / 1000.0;
-        if late < 0.0 {
-            early += 1;
-        }
-        lateness.push(late);
+    let mut lateness = Vec::with_capacity(all.pushes.len());
+    for (call, late) in &all.pushes {
+        *accepted.entry(*call).or_default() += 1;
+        lateness.push(*late);
     }
+    let early = lateness.iter().filter(|l| **l < 0.0).count();
     lateness.sort_by(f64::total_cmp);
     let duplicates: usize = accepted.values().map(|n| n - 1).sum();
     let missed = args.calls - accepted.len();
@@ -239,57 +430,41 @@ async fn main() {
         }
         std::fs::write(path, out).expect("write the csv");
     }
-
-    let stats = store.model().stats();
-    let (wcu, rcu) = stats
-        .consumed
-        .values()
-        .fold((0.0, 0.0), |(w, r), c| (w + c.wcu, r + c.rcu));
-    let hottest_write = stats.hottest_write.clone();
     let n = args.calls as f64;
-    let handed = f64::from(reports[0].handed_out);
+    let handed = f64::from(coordinated.handed_out);
     let gb_s = COORDINATOR_GB * WINDOW_S + PART_GB * WINDOW_S * handed;
-    let usd = wcu * USD_PER_WRITE_UNIT
-        + rcu * USD_PER_READ_UNIT
+    let usd = all.wcu * USD_PER_WRITE_UNIT
+        + all.rcu * USD_PER_READ_UNIT
         + gb_s * USD_PER_LAMBDA_GB_S
-        + (1.0 + f64::from(reports[0].handed_out)) * USD_PER_LAMBDA_REQUEST
-        + f64::from(reports[0].handed_out) * USD_PER_EVENT;
-    let apns_stats = apns.stats();
-    let sent: u32 = reports.iter().map(|r| r.sent).sum();
-    let store_errors: u32 = reports.iter().map(|r| r.store_errors).sum();
-    let failed: u32 = reports.iter().map(|r| r.failed).sum();
-    let lost: u32 = reports.iter().map(|r| r.lost + r.abandoned).sum();
+        + (1.0 + handed) * USD_PER_LAMBDA_REQUEST
+        + handed * USD_PER_EVENT;
     println!(
-        "RESULT calls={} spike={} parts={} sent={} p50_ms={:.1} p99_ms={:.1} max_ms={:.1} \
-         early={} duplicates={} missed={} failed={} lost={} throttled={} store_errors={} wcu_per_call={:.2} \
-         rcu_per_call={:.2} hottest_write_per_s={:.0} hottest_write_on={} \
-         apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} \
-         part_wall_s_max={:.1}",
+        "RESULT calls={} spike={} parts={} processes={} sent={} p50_ms={:.1} p99_ms={:.1} \
+         max_ms={:.1} early={} duplicates={} missed={} failed={} lost={} throttled={} \
+         store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
+         apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} took_s={:.0}",
         args.calls,
         args.spike,
         parts,
-        sent,
+        if coordinated.handed_out > 0 { parts } else { 0 },
+        all.sent,
         percentile(&lateness, 50),
         percentile(&lateness, 99),
         lateness.last().copied().unwrap_or(f64::NAN),
         early,
         duplicates,
         missed,
-        failed,
-        lost,
-        stats.throttled(),
-        store_errors,
-        wcu / n,
-        rcu / n,
-        hottest_write.as_ref().map_or(0.0, |h| h.units_per_sec),
-        hottest_write
-            .as_ref()
-            .map_or("-".to_owned(), |h| format!("{}:{}", h.target, h.key)
-                .replace(' ', "_")),
-        apns_stats.connections_used,
-        apns_stats.queued,
+        all.failed,
+        all.lost,
+        all.throttled,
+        all.store_errors,
+        all.wcu / n,
+        all.rcu / n,
+        all.hottest_write,
+        all.connections,
+        all.queued,
         gb_s,
         usd / n * 1000.0,
-        part_seconds.iter().copied().fold(0.0, f64::max),
+        started.elapsed().as_secs_f64(),
     );
 }
