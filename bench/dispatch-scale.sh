@@ -2,7 +2,7 @@
 # Dispatch at production scale (issue 12): N calls due in the same second, and a realistic 07:00
 # spike (80 % in its first second, the rest over the minute), through the dispatcher as deployed
 # for big minutes (a coordinating run splitting the window into parts of 5,000 calls, each part
-# on its own OS thread with a single-threaded runtime, as its own Lambda invocation would run),
+# in a process of its own, as its own Lambda invocation would run),
 # on the limits models: DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s per partition
 # key, on the table and on each index; testkit/src/dynamodb/limited_store.rs) and APNs's
 # (1,000 streams per connection, 120 ± 30 ms a push; testkit/src/push/limited.rs).
