@@ -2,6 +2,7 @@
 //! harness that starts the real local server.
 
 pub mod clock;
+pub mod dispatching;
 pub mod dynamodb;
 pub mod eventbridge;
 pub mod events;

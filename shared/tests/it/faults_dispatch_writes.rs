@@ -6,12 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::{Duration, Utc};
 use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
 use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
@@ -45,33 +42,13 @@ impl World {
         }
     }
 
-    /// A device and its reservation `in_ms` from now.
     async fn reserve(&self, name: &str, in_ms: i64) -> Reservation {
-        let now = Utc::now();
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", name).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: now,
-        };
-        self.store.put_device(&device).await.unwrap();
-        // Stored directly: the API takes reservations at least 10 s ahead.
-        let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
-        let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, now);
-        self.store
-            .create_reservation(&r, now, now - Duration::minutes(5))
-            .await
-            .unwrap();
-        r
+        koe_testkit::dispatching::reserve_soon(self.store.as_ref(), name, in_ms).await
     }
 
     /// One run (3 s window, re-selection every 500 ms, 4 s claim timeout), to its end.
     async fn run(&self) -> RunReport {
-        let mut settings: DispatchConfig =
-            Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
-        settings.window = StdDuration::from_secs(3);
-        settings.reselect_every = StdDuration::from_millis(500);
+        let mut settings = koe_testkit::dispatching::short_run();
         settings.claim_timeout = CLAIM_TIMEOUT;
         let store: Arc<dyn Store> = self.store.clone();
         Dispatcher::new(

@@ -12,13 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use chrono::{Duration, Utc};
+use chrono::Utc;
 use koe::clock::SystemClock;
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::shard_key;
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::{DUE_INDEX, Store};
 use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, TableDef, Target};
@@ -56,24 +54,8 @@ impl World {
         }
     }
 
-    /// A device and its call, due `in_ms` from now.
     async fn reserve(&self, name: &str, in_ms: i64) -> Reservation {
-        let now = Utc::now();
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", name).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: now,
-        };
-        self.store.put_device(&device).await.unwrap();
-        let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
-        let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, now);
-        self.store
-            .create_reservation(&r, now, now - Duration::minutes(5))
-            .await
-            .unwrap();
-        r
+        koe_testkit::dispatching::reserve_soon(self.store.as_ref(), name, in_ms).await
     }
 
     /// Uses up `units` of a partition's capacity.
@@ -105,9 +87,7 @@ impl World {
 
     /// One run: 3 s window, re-selection every 500 ms, the deployed timing otherwise.
     async fn run(&self) -> RunReport {
-        let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
-        settings.window = StdDuration::from_secs(3);
-        settings.reselect_every = StdDuration::from_millis(500);
+        let settings = koe_testkit::dispatching::short_run();
         let store: Arc<dyn Store> = self.store.clone();
         Dispatcher::new(
             store,

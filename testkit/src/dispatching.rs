@@ -1,0 +1,39 @@
+//! What the real-time dispatch tests share: a device with a call due in a moment, stored
+//! directly (the API takes reservations at least 10 s ahead), and a short run's settings.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use koe::config::{Config, DispatchConfig, Vars};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::store::Store;
+
+/// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
+pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservation {
+    let now = Utc::now();
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", name).unwrap(),
+        voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at: now,
+    };
+    store.put_device(&device).await.expect("put_device");
+    let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();
+    let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, now);
+    store
+        .create_reservation(&r, now, now - chrono::Duration::minutes(5))
+        .await
+        .expect("create_reservation");
+    r
+}
+
+/// The deployed timing with a 3 s window re-selected every 500 ms, so a run takes seconds.
+pub fn short_run() -> DispatchConfig {
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[]))
+        .expect("defaults are valid")
+        .dispatch;
+    settings.window = Duration::from_secs(3);
+    settings.reselect_every = Duration::from_millis(500);
+    settings
+}
