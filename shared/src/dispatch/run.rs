@@ -216,36 +216,40 @@ impl Run {
             async move {
                 let count = store.due_count(&minute).await?;
                 if count == 0 {
-                    return Ok((0, Vec::new()));
+                    return Ok(Vec::new());
                 }
-                let shards: Vec<u32> = part.shards(shards_for(count)).collect();
-                let queries = shards.len() as u32;
-                let mut due = Vec::new();
-                for answer in futures_util::future::join_all(
-                    shards
-                        .into_iter()
-                        .map(|shard| store.due_calls(&minute, shard)),
+                let shards = part.shards(shards_for(count));
+                // Each shard's answer on its own: one that fails (throttled, say) leaves the
+                // others' calls taken on, and is read again at the next re-selection.
+                Ok(futures_util::future::join_all(
+                    shards.map(|shard| store.due_calls(&minute, shard)),
                 )
-                .await
-                {
-                    due.extend(answer?);
-                }
-                Ok((queries, due))
+                .await)
             }
         })
         .await;
-        for (minute, due) in answers {
-            let (queries, due) = match due {
-                Ok(due) => due,
+        for (minute, shards) in answers {
+            let shards = match shards {
+                Ok(shards) => shards,
                 Err(e) => {
                     self.tally(|t| t.store_errors += 1);
                     tracing::error!(error = %e, minute, "dispatch selection failed");
                     continue;
                 }
             };
-            self.tally(|t| t.queries += 1 + queries);
-            for call in due {
-                self.take_on(call, now, known, pending);
+            self.tally(|t| t.queries += 1 + shards.len() as u32);
+            for answer in shards {
+                match answer {
+                    Ok(due) => {
+                        for call in due {
+                            self.take_on(call, now, known, pending);
+                        }
+                    }
+                    Err(e) => {
+                        self.tally(|t| t.store_errors += 1);
+                        tracing::error!(error = %e, minute, "dispatch shard query failed");
+                    }
+                }
             }
         }
         // APNs connections for the busiest second ahead, opened before it (a pool's; a no-op

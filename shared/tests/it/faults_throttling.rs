@@ -87,7 +87,14 @@ impl World {
 
     /// One run: 3 s window, re-selection every 500 ms, the deployed timing otherwise.
     async fn run(&self) -> RunReport {
-        let settings = koe_testkit::dispatching::short_run();
+        self.run_for(koe_testkit::dispatching::short_run().window)
+            .await
+    }
+
+    /// One run covering `window`.
+    async fn run_for(&self, window: StdDuration) -> RunReport {
+        let mut settings = koe_testkit::dispatching::short_run();
+        settings.window = window;
         let store: Arc<dyn Store> = self.store.clone();
         Dispatcher::new(
             store,
@@ -218,4 +225,58 @@ async fn a_throttled_selection_is_made_again_by_the_next_reselection() {
             w.throttled("Query")
         ),
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_shard_leaves_the_other_shards_of_its_minute_on_time() {
+    let w = World::new().await;
+    // 70 calls due in a few seconds: their minute has 3 shards (32 a shard, counted as they
+    // are made). Far enough ahead that the first selection, which waits out the SDK's retries
+    // of the throttled shard (up to the 3 s operation budget), still sees the others in time.
+    let mut calls = Vec::new();
+    for i in 0..70 {
+        calls.push(w.reserve(&format!("sharded-{i}"), 7_000).await);
+    }
+    let mut in_shard_0 = std::collections::HashSet::new();
+    let mut minutes: Vec<String> = calls.iter().map(|r| r.scheduled_at.due_minute()).collect();
+    minutes.dedup();
+    for minute in &minutes {
+        for call in w.store.due_calls(minute, 0).await.unwrap() {
+            in_shard_0.insert(call.call_id.as_str().to_owned());
+        }
+        // Shard 0's index partition has no reads left for the whole run.
+        w.use_up(
+            Target::index(&w.calls_table, DUE_INDEX),
+            &shard_key(minute, 0),
+            Capacity::Read,
+            3_000.0,
+        );
+    }
+    assert!(!in_shard_0.is_empty() && in_shard_0.len() < calls.len());
+    let last = calls.last().unwrap().scheduled_at.utc();
+    let window = (last - Utc::now()).to_std().unwrap() + StdDuration::from_secs(1);
+    let report = w.run_for(window).await;
+    assert!(w.throttled("Query") >= 1);
+    for r in &calls {
+        let sent = w.push.sent_for_call(r.call_id.as_str());
+        if in_shard_0.contains(r.call_id.as_str()) {
+            assert!(sent.is_empty(), "shard 0 could not be read");
+            let stored = w.store.get_reservation(&r.device_id, Utc::now()).await;
+            assert_eq!(
+                stored.unwrap().unwrap().status,
+                ReservationStatus::Scheduled,
+                "left for a later run"
+            );
+        } else {
+            assert_eq!(sent.len(), 1, "the other shards' calls go out: {report:?}");
+            let late = (sent[0].at - r.scheduled_at.utc()).num_milliseconds();
+            assert!((0..1_000).contains(&late), "on time: {late} ms");
+        }
+    }
+    assert_eq!(
+        report.sent as usize,
+        calls.len() - in_shard_0.len(),
+        "{report:?}"
+    );
+    assert!(report.store_errors >= 1, "{report:?}");
 }
