@@ -8,6 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 REPO="$(pwd)"
 CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+# shellcheck source=scripts/build-cache.sh
+source "$REPO/scripts/build-cache.sh"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 BIN="$CARGO_TARGET_DIR/release"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/koe-bench.XXXXXX")"
@@ -60,6 +62,7 @@ build_release() {
     log "BENCH_NO_BUILD: using the release binaries in $BIN as they are"
     return 0
   fi
+  claim_build_cache
   log "cargo build --release $* (into $CARGO_TARGET_DIR)"
   cargo build --release --locked "$@" >&2
 }

@@ -14,6 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 export CARGO_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
+# shellcheck source=scripts/build-cache.sh
+source scripts/build-cache.sh
+claim_build_cache
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 LIMIT_BYTES="${KOE_ZIP_LIMIT_BYTES:-3000000}"
 CARGO_LAMBDA_VERSION=1.9.2

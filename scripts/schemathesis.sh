@@ -37,6 +37,9 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
+# shellcheck source=scripts/build-cache.sh
+source scripts/build-cache.sh
+claim_build_cache
 SEED="${KOE_SCHEMATHESIS_SEED:-20260101}"
 MAX_EXAMPLES="${KOE_SCHEMATHESIS_MAX_EXAMPLES:-100}"
 API_KEY="schemathesis-key-0123456789"

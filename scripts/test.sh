@@ -18,6 +18,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CACHE"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
+# shellcheck source=scripts/build-cache.sh
+source scripts/build-cache.sh
+claim_build_cache
 
 step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
