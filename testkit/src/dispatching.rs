@@ -1,5 +1,5 @@
 //! What the real-time dispatch tests share: a device with a call due in a moment, stored
-//! directly (the API takes reservations at least 10 s ahead), and a short run's settings.
+//! directly (the API takes reservations at least 10 s ahead), a short run's settings, and a run.
 
 use std::time::Duration;
 
@@ -36,4 +36,21 @@ pub fn short_run() -> DispatchConfig {
     settings.window = Duration::from_secs(3);
     settings.reselect_every = Duration::from_millis(500);
     settings
+}
+
+/// One run on the wall clock (`RunCause::Local`), to its end.
+pub async fn run_once(
+    store: std::sync::Arc<dyn Store>,
+    push: std::sync::Arc<dyn koe::push::PushSender>,
+    settings: DispatchConfig,
+) -> koe::dispatch::RunReport {
+    koe::dispatch::Dispatcher::new(
+        store,
+        push,
+        std::sync::Arc::new(koe::clock::SystemClock),
+        settings,
+        "test-salt",
+    )
+    .run(koe::dispatch::RunCause::Local)
+    .await
 }

@@ -13,6 +13,7 @@
 //! Needs `java` on PATH and the emulator fetched (`scripts/dynamodb-local.sh fetch`); the panic
 //! says how to get either when it is missing.
 
+mod front;
 pub mod limited_store;
 pub mod limits;
 pub mod limits_proxy;

@@ -133,6 +133,24 @@ fn condition_failed<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
     err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")
 }
 
+/// A conditional write's answer: whether its condition held (a failed condition is an answer);
+/// any other failure a store error.
+fn written<T, E, R>(
+    operation: &str,
+    table: &str,
+    result: Result<T, SdkError<E, R>>,
+) -> Result<bool, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(e) if condition_failed(&e) => Ok(false),
+        Err(e) => Err(sdk_error(operation, table, e)),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attribute values
 
@@ -305,11 +323,7 @@ impl Store for DynamoStore {
             .expression_attribute_values(":token", s(token.expose()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("DeleteItem", table, e)),
-        }
+        written("DeleteItem", table, result)
     }
 
     async fn create_reservation(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use koe::clock::{Clock, SystemClock};
-use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::dispatch::RunReport;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
@@ -50,16 +50,7 @@ impl World {
     async fn run(&self) -> RunReport {
         let mut settings = koe_testkit::dispatching::short_run();
         settings.claim_timeout = CLAIM_TIMEOUT;
-        let store: Arc<dyn Store> = self.store.clone();
-        Dispatcher::new(
-            store,
-            self.push.clone(),
-            Arc::new(SystemClock),
-            settings,
-            "s",
-        )
-        .run(RunCause::Local)
-        .await
+        koe_testkit::dispatching::run_once(self.store.clone(), self.push.clone(), settings).await
     }
 
     async fn stored(&self, r: &Reservation) -> Reservation {

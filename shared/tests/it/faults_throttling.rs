@@ -14,7 +14,7 @@ use std::time::Duration as StdDuration;
 
 use chrono::Utc;
 use koe::clock::SystemClock;
-use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::dispatch::RunReport;
 use koe::domain::due::shard_key;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::dynamodb::DynamoStore;
@@ -95,16 +95,7 @@ impl World {
     async fn run_for(&self, window: StdDuration) -> RunReport {
         let mut settings = koe_testkit::dispatching::short_run();
         settings.window = window;
-        let store: Arc<dyn Store> = self.store.clone();
-        Dispatcher::new(
-            store,
-            self.push.clone(),
-            Arc::new(SystemClock),
-            settings,
-            "s",
-        )
-        .run(RunCause::Local)
-        .await
+        koe_testkit::dispatching::run_once(self.store.clone(), self.push.clone(), settings).await
     }
 
     fn throttled(&self, operation: &str) -> u64 {

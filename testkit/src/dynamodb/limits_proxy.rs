@@ -22,12 +22,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use http_body_util::{BodyExt, Full};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
+
+use super::front;
 use tokio::task::JoinHandle;
 
 use self::query::{evaluated_query, items_of, query_partition, trimmed};
@@ -100,7 +99,11 @@ impl LimitsProxy {
             tables: tables.iter().map(|t| (t.name.clone(), t.clone())).collect(),
             model,
         });
-        let task = tokio::spawn(serve(listener, shared.clone()));
+        let served = shared.clone();
+        let task = tokio::spawn(front::serve(listener, move |request| {
+            let shared = served.clone();
+            async move { handle(&shared, request).await }
+        }));
         LimitsProxy { addr, shared, task }
     }
 
@@ -118,25 +121,6 @@ impl LimitsProxy {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let shared = shared.clone();
-                async move { handle(&shared, request).await }
-            });
-            // An upstream failure ends the connection unanswered, as a network failure would.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
 fn io(e: &dyn std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
@@ -144,16 +128,10 @@ fn io(e: &dyn std::fmt::Display) -> std::io::Error {
 async fn handle(
     shared: &Shared,
     request: hyper::Request<hyper::body::Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+) -> Result<front::Response, std::io::Error> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
-    let operation = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.rsplit('.').next())
-        .unwrap_or_default()
-        .to_owned();
+    let operation = front::operation(&parts.headers);
     let request: Map<String, Value> = serde_json::from_slice(&body).unwrap_or_default();
     let def = request
         .get("TableName")
@@ -168,15 +146,7 @@ async fn handle(
         }
         _ => send(shared, &parts.headers, &operation, body).await?,
     };
-    let mut response = hyper::Response::builder().status(answer.status);
-    for (name, value) in &answer.headers {
-        if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
-            response = response.header(name.as_str(), value.as_bytes());
-        }
-    }
-    Ok(response
-        .body(Full::new(answer.body))
-        .expect("a response from a valid one"))
+    Ok(front::respond(answer.status, &answer.headers, answer.body))
 }
 
 /// Sends `body` as `operation` to DynamoDB Local with the client's headers (its signature is

@@ -13,10 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+
+use super::front;
 use tokio::task::JoinHandle;
 
 /// Which replies to lose: the next `remaining` requests of `operation` (`UpdateItem`,
@@ -64,7 +63,11 @@ impl ReplyDropper {
             dropped: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
         });
-        let task = tokio::spawn(serve(listener, shared.clone()));
+        let served = shared.clone();
+        let task = tokio::spawn(front::serve(listener, move |request| {
+            let shared = served.clone();
+            async move { forward(&shared, request).await }
+        }));
         ReplyDropper { addr, shared, task }
     }
 
@@ -106,40 +109,15 @@ impl ReplyDropper {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let shared = shared.clone();
-                async move { forward(&shared, request).await }
-            });
-            // A lost reply ends the connection with an error: nothing more to do.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
 /// Forwards one request; `Err` (after the upstream answered) closes the connection unanswered.
 async fn forward(
     shared: &Shared,
     request: hyper::Request<hyper::body::Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, std::io::Error> {
+) -> Result<front::Response, std::io::Error> {
     let io = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
-    let operation = parts
-        .headers
-        .get("x-amz-target")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.rsplit('.').next())
-        .unwrap_or_default()
-        .to_owned();
+    let operation = front::operation(&parts.headers);
     shared.seen.lock().unwrap().push(operation.clone());
     if take_rule(shared, &operation, &body, true) {
         shared.dropped.fetch_add(1, Ordering::SeqCst);
@@ -171,15 +149,7 @@ async fn forward(
         shared.dropped.fetch_add(1, Ordering::SeqCst);
         return Err(std::io::Error::other("reply lost (test)"));
     }
-    let mut response = hyper::Response::builder().status(status.as_u16());
-    for (name, value) in &headers {
-        if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
-            response = response.header(name.as_str(), value.as_bytes());
-        }
-    }
-    Ok(response
-        .body(Full::new(bytes))
-        .expect("a response from a valid one"))
+    Ok(front::respond(status.as_u16(), &headers, bytes))
 }
 
 /// Whether a rule of this kind (`refuse`) applies to the request, counting it down if so.

@@ -9,8 +9,8 @@ use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 use super::{
     CALL_ID, CALLER_NAME, CLAIMED_AT_MS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, Item,
-    PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, condition_failed, n,
-    names, reservation_from_item, s, sdk_error, values,
+    PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, n, names,
+    reservation_from_item, s, sdk_error, values, written,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
@@ -212,11 +212,7 @@ impl DynamoStore {
             ])))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        written("UpdateItem", table, result)
     }
 
     pub(super) async fn finish_item(
@@ -264,10 +260,6 @@ impl DynamoStore {
             .set_expression_attribute_values(Some(values(vals)))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        written("UpdateItem", table, result)
     }
 }

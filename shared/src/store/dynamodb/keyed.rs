@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::{
     DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, condition_failed, n,
-    names, s, sdk_error,
+    names, s, sdk_error, written,
 };
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -192,11 +192,7 @@ impl DynamoStore {
             .expression_attribute_values(":nowSecs", n(now.timestamp()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("PutItem", table, e)),
-        }
+        written("PutItem", table, result)
     }
 
     pub(super) async fn reserve(
