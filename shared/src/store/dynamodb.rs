@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -68,7 +67,9 @@ pub(crate) mod devices;
 mod retried;
 use devices::{WriteResult, device_from_item, device_item};
 mod dispatch;
+mod errors;
 mod keyed;
+use errors::{bad_item, condition_failed, sdk_error, written};
 
 pub struct DynamoStore {
     client: Client,
@@ -102,52 +103,6 @@ impl DynamoStore {
 
     pub fn tables(&self) -> &TableNames {
         &self.tables
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// Any SDK failure other than a failed condition. Never called with a conditional-check
-/// failure (whose response may carry the item).
-fn sdk_error<E, R>(operation: &str, table: &str, err: SdkError<E, R>) -> StoreError
-where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    StoreError(format!(
-        "DynamoDB {operation} on {table} failed: {}",
-        DisplayErrorContext(&err)
-    ))
-}
-
-/// A stored record that cannot be read back (names the attribute, never its value).
-fn bad_item(table: &str, attribute: &str) -> StoreError {
-    StoreError(format!(
-        "DynamoDB item in {table} has a missing or invalid `{attribute}`"
-    ))
-}
-
-/// The request's condition was false (an answer, not a failure).
-fn condition_failed<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
-    err.as_service_error().and_then(|e| e.code()) == Some("ConditionalCheckFailedException")
-}
-
-/// A conditional write's answer: whether its condition held (a failed condition is an answer);
-/// any other failure a store error.
-fn written<T, E, R>(
-    operation: &str,
-    table: &str,
-    result: Result<T, SdkError<E, R>>,
-) -> Result<bool, StoreError>
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match result {
-        Ok(_) => Ok(true),
-        Err(e) if condition_failed(&e) => Ok(false),
-        Err(e) => Err(sdk_error(operation, table, e)),
     }
 }
 
