@@ -54,3 +54,57 @@ pub async fn run_once(
     .run(koe::dispatch::RunCause::Local)
     .await
 }
+
+/// DynamoDB Local behind `reply_drop`'s proxy, with the production-like client (deployed
+/// timeouts and retries; the dispatcher's own requests on a call made once each, as deployed),
+/// fresh tables, and a recording push sender: the world of the tests that lose, refuse or hold
+/// back the dispatcher's replies.
+pub struct ProxiedWorld {
+    pub store: std::sync::Arc<koe::store::dynamodb::DynamoStore>,
+    pub dropper: crate::dynamodb::reply_drop::ReplyDropper,
+    pub push: std::sync::Arc<crate::push::RecordingPushSender>,
+    pub tables: koe::store::TableNames,
+}
+
+impl ProxiedWorld {
+    pub async fn new() -> ProxiedWorld {
+        let upstream = tokio::task::spawn_blocking(crate::dynamodb::endpoint)
+            .await
+            .unwrap();
+        let dropper = crate::dynamodb::reply_drop::ReplyDropper::start(&upstream).await;
+        let setup = crate::dynamodb::client().await;
+        let tables =
+            crate::dynamodb::create_tables(&setup, &crate::dynamodb::random_prefix()).await;
+        let client = crate::dynamodb::production_like_client(&dropper.endpoint());
+        ProxiedWorld {
+            store: std::sync::Arc::new(koe::store::dynamodb::DynamoStore::new(
+                client,
+                tables.clone(),
+            )),
+            dropper,
+            push: std::sync::Arc::new(crate::push::RecordingPushSender::new(std::sync::Arc::new(
+                koe::clock::SystemClock,
+            ))),
+            tables,
+        }
+    }
+
+    pub async fn reserve(&self, name: &str, in_ms: i64) -> Reservation {
+        reserve_soon(self.store.as_ref(), name, in_ms).await
+    }
+
+    /// One run ([`short_run`], this claim timeout), to its end.
+    pub async fn run(&self, claim_timeout: Duration) -> koe::dispatch::RunReport {
+        let mut settings = short_run();
+        settings.claim_timeout = claim_timeout;
+        run_once(self.store.clone(), self.push.clone(), settings).await
+    }
+
+    pub async fn stored(&self, r: &Reservation) -> Reservation {
+        self.store
+            .get_reservation(&r.device_id, Utc::now())
+            .await
+            .unwrap()
+            .expect("the reservation")
+    }
+}

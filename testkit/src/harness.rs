@@ -15,11 +15,11 @@ use koe::App;
 use koe::clock::Clock;
 use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, VoipToken};
-use koe::domain::reservation::{CallId, Reservation};
+use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::endpoints::Adapters;
 use koe::push::PushSender;
 use koe::store::{
-    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
     UsageOutcome,
 };
 
@@ -366,7 +366,7 @@ impl Store for FailingStore {
         _: &Reservation,
         _: DateTime<Utc>,
         _: DateTime<Utc>,
-    ) -> Result<(), CreateError> {
+    ) -> Result<Created, CreateError> {
         Err(CreateError::Store(Self::error()))
     }
 
@@ -398,6 +398,7 @@ impl Store for FailingStore {
         &self,
         _: &DeviceId,
         _: &CallId,
+        _: &RunToken,
         _: DateTime<Utc>,
         _: DateTime<Utc>,
     ) -> Result<koe::store::ClaimAnswer, StoreError> {
@@ -408,7 +409,17 @@ impl Store for FailingStore {
         &self,
         _: &DeviceId,
         _: &CallId,
+        _: &RunToken,
         _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn release_claim(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: &RunToken,
         _: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         Err(Self::error())
@@ -419,6 +430,7 @@ impl Store for FailingStore {
         _: &DeviceId,
         _: &CallId,
         _: Outcome,
+        _: &RunToken,
         _: DateTime<Utc>,
         _: DateTime<Utc>,
     ) -> Result<bool, StoreError> {

@@ -13,9 +13,9 @@ use crate::api::json::parse_object;
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{
-    MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
+    CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
-use crate::store::{CancelError, CreateError, DeviceProof, IdempotentAnswer, Store};
+use crate::store::{CancelError, CreateError, Created, DeviceProof, IdempotentAnswer, Store};
 
 /// What the handlers need besides the store.
 pub struct CallsContext<'a> {
@@ -62,8 +62,8 @@ pub const IDEMPOTENCY_WINDOW: chrono::Duration = chrono::Duration::hours(24);
 /// Longest `Idempotency-Key` (a UUID is 36).
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 
-/// The request's `Idempotency-Key` as the store keys it (`calls#<sha256 hex>`: the client's
-/// key is never stored or logged), or `None` without the header.
+/// The request's `Idempotency-Key` as a SHA-256 digest (hex; the client's key is never stored
+/// or logged), or `None` without the header.
 fn idempotency_key(request: &Request) -> Result<Option<String>, ApiError> {
     let Some(value) = request.headers().get(&IDEMPOTENCY_KEY) else {
         return Ok(None);
@@ -80,7 +80,7 @@ fn idempotency_key(request: &Request) -> Result<Option<String>, ApiError> {
             ),
         ));
     }
-    Ok(Some(format!("calls#{}", sha256_hex(raw))))
+    Ok(Some(sha256_hex(raw)))
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -90,13 +90,125 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The kept first answer again (same body), or 409 when the key came with another body.
-fn replay(answer: IdempotentAnswer, request_hash: &str) -> Result<Response, ApiError> {
+/// A key's kept answer, for one device: `calls#<sha256 hex of device id and key digest>`. The
+/// same key from another device is another key (it neither replays nor reveals this one).
+fn device_scoped(device_id: &DeviceId, key: &str) -> String {
+    format!(
+        "calls#{}",
+        sha256_hex(format!("{}\n{key}", device_id.as_str()).as_bytes())
+    )
+}
+
+/// The reservation id a keyed create makes: derived from the device's key and the body, so
+/// that a retry of a create whose answer never came makes the very same reservation (which the
+/// store answers as already made, counted once) instead of a second one.
+fn keyed_call_id(scoped_key: &str, request_hash: &str) -> CallId {
+    let digest = sha256_hex(format!("{scoped_key}\n{request_hash}").as_bytes());
+    CallId::from_stored(digest[..32].to_owned())
+}
+
+/// POST /calls. The device's secret is checked first. With an `Idempotency-Key` (scoped to the
+/// device), the reservation's id comes from the key and the body, and the first 201 is kept for
+/// 24 hours: a retry with the same key and body gets it again (even if its `scheduledAt` is no
+/// longer far enough ahead) while the reservation exists, 409 `RESERVATION_GONE` once it was
+/// cancelled or expired (what is true now, not a reservation that is gone); the same key with
+/// another body is 409 `IDEMPOTENCY_KEY_REUSED`. Only a 201 is kept: an error answer can be
+/// retried and is judged again, and a retry after an answer that never came makes the same
+/// reservation (201, counted once).
+pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
+    let idempotency = idempotency_key(&request)?;
+    let request_hash = sha256_hex(request.body());
+    let map = parse_object(request.body())?;
+    let fields = Fields::root(&map);
+    let device_id = DeviceId::parse("deviceId", fields.required_str("deviceId")?)?;
+    let raw_at = fields.required_str("scheduledAt")?;
+    let scheduled_at = ScheduledAt::parse("scheduledAt", raw_at, cx.now);
+    let caller_name = fields
+        .optional_text("callerName", 1, MAX_CALLER_NAME_CHARS)?
+        .map(str::to_owned);
+    // Validation before the store, except a time no longer far enough ahead, which a replay
+    // of a kept answer may carry.
+    let replayable = idempotency.is_some() && DateTime::parse_from_rfc3339(raw_at).is_ok();
+    if !replayable {
+        scheduled_at.clone()?;
+    }
+    let proof = admitted(cx, &request, &device_id).await?;
+    let key = idempotency.map(|k| device_scoped(&device_id, &k));
+    if let Some(key) = &key
+        && let Some(answer) = cx.store.idempotent_answer(key, cx.now).await?
+    {
+        return replay(cx, &device_id, answer, &request_hash).await;
+    }
+    let scheduled_at = scheduled_at?;
+    if proof == DeviceProof::Unregistered {
+        return Err(ApiError::new(
+            ErrorCode::DeviceNotRegistered,
+            "deviceId has no VoIP token: register it with PUT /devices first",
+        ));
+    }
+    let mut reservation = Reservation::new(device_id, scheduled_at, caller_name, cx.now);
+    if let Some(key) = &key {
+        reservation.call_id = keyed_call_id(key, &request_hash);
+    }
+    let created = match cx
+        .store
+        .create_reservation(&reservation, cx.now, cx.stale_before)
+        .await
+    {
+        Ok(Created::New) => reservation,
+        Ok(Created::Already(stored)) => {
+            tracing::info!(
+                call_id = stored.call_id.as_str(),
+                "reservation create repeated: the reservation was already made"
+            );
+            *stored
+        }
+        Err(CreateError::Exists) => {
+            return Err(ApiError::new(
+                ErrorCode::ReservationExists,
+                "deviceId already has a pending reservation (scheduled or being sent): cancel \
+                 it first, or GET /calls to see it",
+            ));
+        }
+        Err(CreateError::Store(e)) => return Err(e.into()),
+    };
+    tracing::info!(
+        device = %created.device_id.log_hash(cx.salt),
+        call_id = created.call_id.as_str(),
+        "reservation created"
+    );
+    let response = json_response(StatusCode::CREATED, &ReservationView::from(&created));
+    if let Some(key) = key {
+        keep(cx, key, request_hash, &response).await;
+    }
+    Ok(response)
+}
+
+/// A kept first answer, for what is true now: the same 201 again while the reservation it
+/// made is the device's reservation (in any state), 409 `RESERVATION_GONE` once it is not
+/// (cancelled, expired, or replaced); 409 `IDEMPOTENCY_KEY_REUSED` for another body.
+async fn replay(
+    cx: &CallsContext<'_>,
+    device_id: &DeviceId,
+    answer: IdempotentAnswer,
+    request_hash: &str,
+) -> Result<Response, ApiError> {
     if answer.request_hash != request_hash {
         return Err(ApiError::new(
             ErrorCode::IdempotencyKeyReused,
             "Idempotency-Key was already used with a different body in the last 24 hours: \
              use a new key for a new request",
+        ));
+    }
+    let made = serde_json::from_str::<serde_json::Value>(&answer.body)
+        .ok()
+        .and_then(|body| body["callId"].as_str().map(str::to_owned));
+    let current = cx.store.get_reservation(device_id, cx.now).await?;
+    if current.is_none_or(|r| Some(r.call_id.as_str()) != made.as_deref()) {
+        return Err(ApiError::new(
+            ErrorCode::ReservationGone,
+            "the reservation this Idempotency-Key made no longer exists (cancelled or expired): \
+             use a new key to reserve again",
         ));
     }
     tracing::info!("reservation answer replayed for a repeated Idempotency-Key");
@@ -108,41 +220,8 @@ fn replay(answer: IdempotentAnswer, request_hash: &str) -> Result<Response, ApiE
         .map_err(|_| ApiError::internal())
 }
 
-/// POST /calls. With an `Idempotency-Key`, the first 201 is kept for 24 hours: a retry with the
-/// same key and body gets it again (even if its `scheduledAt` is no longer far enough ahead),
-/// the same key with another body is 409 `IDEMPOTENCY_KEY_REUSED`. Only a 201 is kept: an
-/// error answer can be retried and is judged again.
-pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
-    let idempotency = idempotency_key(&request)?;
-    let request_hash = sha256_hex(request.body());
-    if let Some(key) = &idempotency
-        && let Some(answer) = cx.store.idempotent_answer(key, cx.now).await?
-    {
-        return replay(answer, &request_hash);
-    }
-    let response = create_reservation(cx, &request).await;
-    let Some(key) = idempotency else {
-        return response;
-    };
-    match response {
-        Ok(response) => {
-            keep(cx, key, request_hash, &response).await;
-            Ok(response)
-        }
-        // Two copies of one request raced: the first kept its answer while this one lost the
-        // device's slot to it.
-        Err(e) if e.code == ErrorCode::ReservationExists => {
-            match cx.store.idempotent_answer(&key, cx.now).await {
-                Ok(Some(answer)) => replay(answer, &request_hash),
-                _ => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// Keeps a 201 for the retries of its key. A failure is logged, not answered: the reservation
-/// exists, and a retry then gets 409 `RESERVATION_EXISTS` as without a key.
+/// exists, and a retry with the same key makes the same reservation again (201).
 async fn keep(cx: &CallsContext<'_>, key: String, request_hash: String, response: &Response) {
     let answer = IdempotentAnswer {
         key,
@@ -156,51 +235,6 @@ async fn keep(cx: &CallsContext<'_>, key: String, request_hash: String, response
         Ok(false) => tracing::warn!("Idempotency-Key already had an answer kept"),
         Err(e) => tracing::warn!(error = %e, "idempotent answer not kept"),
     }
-}
-
-async fn create_reservation(
-    cx: &CallsContext<'_>,
-    request: &Request,
-) -> Result<Response, ApiError> {
-    let map = parse_object(request.body())?;
-    let fields = Fields::root(&map);
-    let device_id = DeviceId::parse("deviceId", fields.required_str("deviceId")?)?;
-    let scheduled_at =
-        ScheduledAt::parse("scheduledAt", fields.required_str("scheduledAt")?, cx.now)?;
-    let caller_name = fields
-        .optional_text("callerName", 1, MAX_CALLER_NAME_CHARS)?
-        .map(str::to_owned);
-
-    if admitted(cx, request, &device_id).await? == DeviceProof::Unregistered {
-        return Err(ApiError::new(
-            ErrorCode::DeviceNotRegistered,
-            "deviceId has no VoIP token: register it with PUT /devices first",
-        ));
-    }
-    let reservation = Reservation::new(device_id, scheduled_at, caller_name, cx.now);
-    match cx
-        .store
-        .create_reservation(&reservation, cx.now, cx.stale_before)
-        .await
-    {
-        Ok(()) => {}
-        Err(CreateError::Exists) => {
-            return Err(ApiError::new(
-                ErrorCode::ReservationExists,
-                "deviceId already has a pending reservation (scheduled or being sent): cancel it first",
-            ));
-        }
-        Err(CreateError::Store(e)) => return Err(e.into()),
-    }
-    tracing::info!(
-        device = %reservation.device_id.log_hash(cx.salt),
-        call_id = reservation.call_id.as_str(),
-        "reservation created"
-    );
-    Ok(json_response(
-        StatusCode::CREATED,
-        &ReservationView::from(&reservation),
-    ))
 }
 
 pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {

@@ -23,6 +23,7 @@ pub enum ErrorCode {
     DeviceNotRegistered,
     TooLate,
     IdempotencyKeyReused,
+    ReservationGone,
     DailyLimitExceeded,
     ProviderNotConfigured,
     ProviderTimeout,
@@ -46,6 +47,7 @@ impl ErrorCode {
         ErrorCode::DeviceNotRegistered,
         ErrorCode::TooLate,
         ErrorCode::IdempotencyKeyReused,
+        ErrorCode::ReservationGone,
         ErrorCode::DailyLimitExceeded,
         ErrorCode::ProviderNotConfigured,
         ErrorCode::ProviderTimeout,
@@ -67,6 +69,7 @@ impl ErrorCode {
             ErrorCode::DeviceNotRegistered => "DEVICE_NOT_REGISTERED",
             ErrorCode::TooLate => "TOO_LATE",
             ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorCode::ReservationGone => "RESERVATION_GONE",
             ErrorCode::DailyLimitExceeded => "DAILY_LIMIT_EXCEEDED",
             ErrorCode::ServiceUnavailable => "SERVICE_UNAVAILABLE",
             ErrorCode::SpendCeilingReached => "SPEND_CEILING_REACHED",
@@ -90,7 +93,8 @@ impl ErrorCode {
             ErrorCode::ReservationExists
             | ErrorCode::DeviceNotRegistered
             | ErrorCode::TooLate
-            | ErrorCode::IdempotencyKeyReused => StatusCode::CONFLICT,
+            | ErrorCode::IdempotencyKeyReused
+            | ErrorCode::ReservationGone => StatusCode::CONFLICT,
             ErrorCode::DailyLimitExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::ServiceUnavailable | ErrorCode::SpendCeilingReached => {
                 StatusCode::SERVICE_UNAVAILABLE

@@ -1,26 +1,26 @@
-//! The delivery of one reservation: read its device, claim it, push, record the outcome.
+//! The delivery of one reservation: read its device, claim it, mark and push, record the outcome.
+//! A store request that gets no answer is made again by this run (its token makes each write
+//! idempotent) until it is answered or [`RESOLVE_BUDGET`](super::timing::RESOLVE_BUDGET) runs
+//! out: a slow or lossy DynamoDB makes a call late, not lost.
 
 use chrono::{DateTime, Utc};
-use tokio::sync::SemaphorePermit;
 
-use super::outcome::{Claim, Counted, DeviceRead, Push, Pushed, Record, Recorded};
-use super::run::{Run, wait_until};
+use super::outcome::{Claim, DeviceRead, Push, Pushed, Record};
+use super::state::Run;
+use super::timing::{FIRST_BACKOFF, MARK_LEAD, Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus};
 use crate::push::{PushError, VoipPush};
-use crate::store::ClaimAnswer;
+use crate::store::{ClaimAnswer, StoreError};
 
-/// How long before the claim a reservation's device (its token) is read. A token replaced in
-/// that moment is not used for this call; if the old one is rejected, the new one is kept (the
-/// removal is conditional on the token).
-pub(super) const DEVICE_READ_LEAD: chrono::Duration = chrono::Duration::milliseconds(1500);
-/// First pause before retrying a push (then doubled, plus up to half of it at random).
-pub(super) const FIRST_BACKOFF: chrono::Duration = chrono::Duration::milliseconds(100);
-/// How long before its second a claimed call's push is marked as started
-/// (`Store::mark_push_started`): the one write between claim and push, made ahead so that it
-/// does not delay the push.
-pub(super) const MARK_LEAD: chrono::Duration = chrono::Duration::milliseconds(200);
+/// Whether a delivery left its call for a later selection (of this process's runs too).
+pub(super) enum Again {
+    /// Finished here: sent, failed, missed, or another run's.
+    No,
+    /// Still to be sent: its claim given back, or a step that got no answer in time.
+    Later,
+}
 
 /// How a push attempt series ended.
 enum Delivery {
@@ -30,40 +30,35 @@ enum Delivery {
 }
 
 impl Run {
-    async fn permit(&self) -> SemaphorePermit<'_> {
-        self.limit
-            .acquire()
-            .await
-            .expect("the semaphore is never closed")
-    }
-
-    pub(super) fn device_hash(&self, r: &DueCall) -> String {
-        r.device_id.log_hash(&self.dispatcher.salt)
-    }
-
     /// Delivers one reservation in four steps, each waiting for its moment: read the device,
     /// claim, push, record. Each step's outcome is counted into the report as soon as it is
-    /// known; an outcome that ends the delivery ends it here.
-    pub(super) async fn deliver(&self, r: &DueCall) {
+    /// known; an outcome that ends the delivery ends it here, saying whether the call is left
+    /// for a later selection.
+    pub(super) async fn deliver(&self, r: &DueCall) -> Again {
         let at = r.scheduled_at.utc();
-        let DeviceRead::Read(device) = self.counted(self.read_device(r, at).await) else {
-            return;
+        let device = match self.counted(self.read_device(r, at).await) {
+            DeviceRead::Read(device) => device,
+            DeviceRead::StoreError => return Again::Later,
         };
-        let Claim::Won { claimed_at } = self.counted(self.claim(r, at).await) else {
-            return;
+        let claimed_at = match self.counted(self.claim(r, at).await) {
+            Claim::Won { claimed_at } => claimed_at,
+            Claim::StoreError => return Again::Later,
+            Claim::Lost | Claim::TooLate(_) | Claim::PushUnknown(_) => return Again::No,
         };
-        let Push::Ended(pushed, _permit) = self.counted(self.push(r, at, claimed_at, device).await)
-        else {
-            return;
+        let (pushed, _permit) = match self.counted(self.push(r, at, claimed_at, device).await) {
+            Push::Ended(pushed, permit) => (pushed, permit),
+            Push::GivenBack(_) => return Again::Later,
+            Push::Unmarked => return Again::No,
         };
         // Still under the push's permit.
         self.counted(self.record(r, pushed).await);
+        Again::No
     }
 
     /// A reservation already beyond grace when its task starts: marked `missed`, no push.
     pub(super) async fn miss(&self, r: &DueCall) {
         let missed = self.record_missed(r).await;
-        if missed.0 == Recorded::Changed {
+        if missed.0 == super::outcome::Recorded::Changed {
             // Refused: a claim abandoned after its push started is not missed but failed.
             let now = self.clock().now();
             if let Ok(current) = self
@@ -91,24 +86,40 @@ impl Run {
                 "push state unknown: the run that started the push stopped before recording it",
             )
             .await;
-        Record::Failed {
-            token: None,
-            recorded,
+        Record::PushUnknown(recorded)
+    }
+
+    /// Makes the store request `request` until it is answered (see `timing::until_resolved`),
+    /// counting it as resolved if that took more than one attempt.
+    async fn resolved<T, F, Fut>(
+        &self,
+        deadline: DateTime<Utc>,
+        request: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        let Resolved { answer, retries } = until_resolved(self.clock(), deadline, request).await;
+        if retries > 0 && answer.is_ok() {
+            self.tally(|t| t.resolved += 1);
         }
+        answer
     }
 
-    fn counted<O: Counted>(&self, outcome: O) -> O {
-        self.tally(|t| outcome.count(t));
-        outcome
-    }
-
-    /// Step 1, [`DEVICE_READ_LEAD`] before the claim. The token is read ahead of the claim, so
+    /// Step 1, `DEVICE_READ_LEAD` before the claim. The token is read ahead of the claim, so
     /// that only the claim (one write) has to fit in the claim lead, however many calls share
     /// the second.
     async fn read_device(&self, r: &DueCall, at: DateTime<Utc>) -> DeviceRead {
-        wait_until(self.clock(), at - self.claim_lead - DEVICE_READ_LEAD).await;
-        let _permit = self.permit().await;
-        match self.dispatcher.store.get_device(&r.device_id).await {
+        let start = at - self.claim_lead - super::timing::DEVICE_READ_LEAD;
+        wait_until(self.clock(), start).await;
+        let read = self
+            .resolved(self.resolve_deadline(at), || async {
+                let _permit = self.permit().await;
+                self.dispatcher.store.get_device(&r.device_id).await
+            })
+            .await;
+        match read {
             Ok(device) => DeviceRead::Read(device),
             Err(e) => {
                 tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch device read failed");
@@ -118,29 +129,39 @@ impl Run {
     }
 
     /// Step 2, `claim_lead` before the second: one conditional write, `scheduled` (or an
-    /// abandoned claim) → `claimed`.
+    /// abandoned claim) → `claimed` by this run. Made again until answered: a claim whose
+    /// reply was lost is found to be this run's own.
     async fn claim(&self, r: &DueCall, at: DateTime<Utc>) -> Claim {
         wait_until(self.clock(), at - self.claim_lead).await;
-        let _permit = self.permit().await;
-        let now = self.clock().now();
-        if at < now - self.grace {
+        let mut claimed_at = self.clock().now();
+        if at < claimed_at - self.grace {
             // Only if this run fell far behind: too late to ring.
             return Claim::TooLate(self.record_missed(r).await);
         }
-        let abandoned_before = now - self.claim_timeout;
-        let claim = self
-            .dispatcher
-            .store
-            .claim_due(&r.device_id, &r.call_id, now, abandoned_before)
+        let answer = self
+            .resolved(self.resolve_deadline(at), || {
+                let now = self.clock().now();
+                claimed_at = now;
+                async move {
+                    let _permit = self.permit().await;
+                    let abandoned_before = now - self.claim_timeout;
+                    let answer = self
+                        .dispatcher
+                        .store
+                        .claim_due(&r.device_id, &r.call_id, &self.token, now, abandoned_before)
+                        .await?;
+                    Ok((answer, abandoned_before))
+                }
+            })
             .await;
-        match claim {
-            Ok(ClaimAnswer::Won) => Claim::Won { claimed_at: now },
-            Ok(ClaimAnswer::Refused(current))
-                if started_then_abandoned(current.as_ref(), r, abandoned_before) =>
+        match answer {
+            Ok((ClaimAnswer::Won, _)) => Claim::Won { claimed_at },
+            Ok((ClaimAnswer::Refused(current), abandoned_before))
+                if started_then_abandoned(current.as_deref(), r, abandoned_before) =>
             {
                 Claim::PushUnknown(self.push_state_unknown(r).await)
             }
-            Ok(ClaimAnswer::Refused(_)) => {
+            Ok((ClaimAnswer::Refused(_), _)) => {
                 tracing::info!(
                     call_id = r.call_id.as_str(),
                     device = self.device_hash(r),
@@ -155,10 +176,11 @@ impl Run {
         }
     }
 
-    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started (unless the claim
-    /// has become too old to push safely), then at the second pushes, retrying within the push
+    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started, then at the second
+    /// (or as soon as the mark is answered, if that is later) pushes, retrying within the push
     /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
-    /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. The
+    /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. A claim
+    /// held so long that another run could take it over is given back unpushed instead. The
     /// permit goes on with the outcome, to record it.
     async fn push(
         &self,
@@ -168,43 +190,45 @@ impl Run {
         device: Option<Device>,
     ) -> Push<'_> {
         wait_until(self.clock(), at - MARK_LEAD).await;
-        let permit = self.permit().await;
-        let now = self.clock().now();
-        if now - claimed_at >= self.claim_timeout / 2 {
-            // Another run may soon count this claim as abandoned and send it: leave it to that
-            // run rather than risk two pushes.
-            tracing::warn!(
-                call_id = r.call_id.as_str(),
-                held_ms = (now - claimed_at).num_milliseconds(),
-                "dispatch claim held too long; left to a later run"
-            );
-            return Push::Abandoned;
-        }
         let Some(device) = device else {
-            return Push::Ended(Pushed::NoDevice, permit);
+            return Push::Ended(Pushed::NoDevice, self.permit().await);
         };
+        // Past half the claim timeout another run may soon count the claim as abandoned.
+        let safe_until = claimed_at + self.claim_timeout / 2;
         let marked = self
-            .dispatcher
-            .store
-            .mark_push_started(&r.device_id, &r.call_id, claimed_at, now)
+            .resolved(self.resolve_deadline(at).min(safe_until), || async {
+                let _permit = self.permit().await;
+                let now = self.clock().now();
+                self.dispatcher
+                    .store
+                    .mark_push_started(&r.device_id, &r.call_id, &self.token, now)
+                    .await
+            })
             .await;
         match marked {
-            Ok(true) => {}
+            Ok(true) if self.clock().now() < safe_until => {}
+            Ok(true) => {
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    held_ms = (self.clock().now() - claimed_at).num_milliseconds(),
+                    "dispatch claim held too long to push; given back"
+                );
+                return Push::GivenBack(self.give_back(r, claimed_at).await);
+            }
             Ok(false) => {
                 tracing::warn!(
                     call_id = r.call_id.as_str(),
                     "dispatch push not started: the claim is no longer this run's"
                 );
-                return Push::Unmarked { store_error: false };
+                return Push::Unmarked;
             }
             Err(e) => {
-                // Not pushed: the claim is left to a later run (which pushes it, within grace,
-                // unless the mark was written after all, when it records the call `failed`).
+                // Not pushed, and this run knows it: the claim is given back for a later
+                // selection to send (or, failing that, left to a later run).
                 tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch push mark failed");
-                return Push::Unmarked { store_error: true };
+                return Push::GivenBack(self.give_back(r, claimed_at).await);
             }
         }
-        drop(permit);
         wait_until(self.clock(), at).await;
         let permit = self.permit().await;
         let start = self.clock().now();
@@ -221,6 +245,25 @@ impl Run {
             },
         };
         Push::Ended(pushed, permit)
+    }
+
+    /// Gives back this run's claim of a call it did not push (`Store::release_claim`), made
+    /// again until answered while the claim is still surely this run's. Whether it is now
+    /// `scheduled` again (a later selection sends it); if not, a later run finds the claim.
+    async fn give_back(&self, r: &DueCall, claimed_at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let deadline = claimed_at + self.claim_timeout * 3 / 4;
+        self.resolved(deadline, || async {
+            let _permit = self.permit().await;
+            let now = self.clock().now();
+            self.dispatcher
+                .store
+                .release_claim(&r.device_id, &r.call_id, &self.token, now)
+                .await
+        })
+        .await
+        .inspect_err(|e| {
+            tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim not given back");
+        })
     }
 
     /// Pushes, retrying what is worth retrying with backoff, until `budget` after the later of

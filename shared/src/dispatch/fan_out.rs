@@ -12,8 +12,9 @@
 
 use std::sync::Arc;
 
+use super::dispatcher::Dispatcher;
 use super::report::{RunCause, RunReport};
-use super::run::{Dispatcher, buckets};
+use super::run::buckets;
 use super::trigger::DispatchTrigger;
 use crate::domain::due::Part;
 

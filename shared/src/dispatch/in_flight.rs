@@ -1,19 +1,42 @@
 //! The calls this process's runs hold ([`InFlight`]), and one run's hold on one call ([`Held`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::domain::reservation::CallId;
 
-/// The calls that runs in this process have taken on and not yet finished.
+/// How long a call this process's runs have finished stays off limits to them: longer than a
+/// selection's answer can be stale (its queries run while other runs finish calls), so that a
+/// run does not take on a call another run here has just sent (only to have its claim refused).
+const DONE_FOR: Duration = Duration::from_secs(60);
+
+/// The calls that runs in this process have taken on and not yet finished, and those finished
+/// in the last [`DONE_FOR`].
 #[derive(Clone, Default)]
-pub struct InFlight(Arc<Mutex<HashSet<CallId>>>);
+pub struct InFlight(Arc<Mutex<Calls>>);
+
+#[derive(Default)]
+struct Calls {
+    held: HashSet<CallId>,
+    /// When each recently finished call was finished.
+    done: HashMap<CallId, Instant>,
+}
 
 impl InFlight {
-    /// Takes the call unless a run here already has it; the guard gives it back when dropped.
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the call unless a run here has it, or finished it a moment ago; the guard gives it
+    /// back when dropped.
     pub(super) fn take(&self, call_id: &CallId) -> Option<Held> {
-        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        held.insert(call_id.clone()).then(|| Held {
+        let mut calls = self.calls();
+        calls.done.retain(|_, at| at.elapsed() < DONE_FOR);
+        if calls.done.contains_key(call_id) {
+            return None;
+        }
+        calls.held.insert(call_id.clone()).then(|| Held {
             in_flight: self.clone(),
             call_id: call_id.clone(),
         })
@@ -21,7 +44,7 @@ impl InFlight {
 
     /// How many calls are held (for tests).
     pub fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.calls().held.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -35,10 +58,19 @@ pub(super) struct Held {
     call_id: CallId,
 }
 
+impl Held {
+    /// Releases the call as finished by this run (sent, failed, missed, or another run's):
+    /// the process's other runs leave it alone for a while.
+    pub(super) fn finished(self) {
+        let mut calls = self.in_flight.calls();
+        calls.done.insert(self.call_id.clone(), Instant::now());
+    }
+}
+
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut held = self.in_flight.0.lock().unwrap_or_else(|p| p.into_inner());
-        held.remove(&self.call_id);
+        let mut calls = self.in_flight.calls();
+        calls.held.remove(&self.call_id);
     }
 }
 
@@ -58,6 +90,12 @@ mod tests {
             "another process's runs know nothing of it"
         );
         drop(held);
-        assert!(other.take(&call).is_some(), "free once released");
+        let again = other.take(&call).expect("free once released unfinished");
+        again.finished();
+        assert!(shared.is_empty());
+        assert!(
+            shared.take(&call).is_none(),
+            "a finished call is left alone for a while"
+        );
     }
 }

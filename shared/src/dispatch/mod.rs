@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod trigger;
 
 mod deliver;
+mod dispatcher;
 mod fan_out;
 mod in_flight;
 mod outcome;
@@ -46,9 +47,13 @@ mod pending;
 mod record;
 mod report;
 mod run;
+mod state;
+mod timing;
 
+pub use dispatcher::Dispatcher;
 pub use fan_out::workers_for;
 pub use in_flight::InFlight;
 pub use record::FINISH_BUDGET;
 pub use report::{RunCause, RunReport};
-pub use run::{Dispatcher, MISSED_LOOKBACK, buckets};
+pub use run::{MISSED_LOOKBACK, buckets};
+pub use timing::RESOLVE_BUDGET;

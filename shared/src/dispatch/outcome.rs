@@ -6,6 +6,7 @@ use tokio::sync::SemaphorePermit;
 use super::report::RunReport;
 use crate::domain::device::Device;
 use crate::push::PushError;
+use crate::store::StoreError;
 
 /// A step's outcome as the run's report counts it.
 pub(super) trait Counted {
@@ -36,11 +37,13 @@ pub(super) enum Claim {
 
 /// Step 3: the push, at the second.
 pub(super) enum Push<'a> {
-    /// The claim was held too long to push safely: left to a later run.
-    Abandoned,
-    /// The push could not be marked as started (the claim is no longer this run's, or the
-    /// store failed): not pushed.
-    Unmarked { store_error: bool },
+    /// Not pushed: the mark could not be resolved while the claim was surely this run's. The
+    /// claim given back (`Ok(true)`: `scheduled` again, a later selection sends it), found no
+    /// longer this run's (`Ok(false)`), or left to a later run (`Err`: the store did not
+    /// answer).
+    GivenBack(Result<bool, StoreError>),
+    /// The claim is no longer this run's (another run took it over): not pushed.
+    Unmarked,
     /// Pushed, or given up on; its record is written under the same permit.
     Ended(Pushed, SemaphorePermit<'a>),
 }
@@ -61,6 +64,8 @@ pub(super) enum Pushed {
 /// Step 4: the push's outcome, recorded on the reservation.
 pub(super) enum Record {
     Sent(Recorded),
+    /// A claim found abandoned after its push had started: recorded `failed` without a push.
+    PushUnknown(Recorded),
     /// `token`: what became of the device's token, if APNs called it invalid.
     Failed {
         token: Option<TokenRemoval>,
@@ -124,9 +129,9 @@ impl Counted for Claim {
 impl Counted for Push<'_> {
     fn count(&self, t: &mut RunReport) {
         match self {
-            Push::Abandoned => t.abandoned += 1,
-            Push::Unmarked { store_error: true } => t.store_errors += 1,
-            Push::Unmarked { store_error: false } => t.lost += 1,
+            Push::GivenBack(Ok(true)) => t.released += 1,
+            Push::GivenBack(Ok(false)) | Push::Unmarked => t.lost += 1,
+            Push::GivenBack(Err(_)) => t.abandoned += 1,
             // Counted as sent even if recording it fails: the push went out.
             Push::Ended(Pushed::Sent { late_ms, .. }, _) => {
                 t.sent += 1;
@@ -141,6 +146,10 @@ impl Counted for Record {
     fn count(&self, t: &mut RunReport) {
         match self {
             Record::Sent(recorded) => recorded.count_as(t, |_| {}),
+            Record::PushUnknown(recorded) => recorded.count_as(t, |t| {
+                t.failed += 1;
+                t.push_unknown += 1;
+            }),
             Record::Failed { token, recorded } => {
                 match token {
                     Some(TokenRemoval::Removed) => t.tokens_removed += 1,
@@ -252,30 +261,46 @@ mod tests {
         );
 
         assert_eq!(
-            counted(&[&read, &won, &Push::Abandoned]),
+            counted(&[&read, &won, &Push::GivenBack(Ok(true))]),
+            RunReport {
+                claimed: 1,
+                released: 1,
+                ..RunReport::default()
+            },
+            "a claim whose mark was not resolved in time, given back: released"
+        );
+        assert_eq!(
+            counted(&[
+                &read,
+                &won,
+                &Push::GivenBack(Err(StoreError("down".into())))
+            ]),
             RunReport {
                 claimed: 1,
                 abandoned: 1,
                 ..RunReport::default()
-            }
+            },
+            "a claim that could not even be given back: abandoned to a later run"
         );
+        for unmarked in [Push::Unmarked, Push::GivenBack(Ok(false))] {
+            assert_eq!(
+                counted(&[&read, &won, &unmarked]),
+                RunReport {
+                    claimed: 1,
+                    lost: 1,
+                    ..RunReport::default()
+                },
+                "a push whose claim was no longer this run's: lost"
+            );
+        }
         assert_eq!(
-            counted(&[&read, &won, &Push::Unmarked { store_error: true }]),
+            counted(&[&Claim::PushUnknown(Record::PushUnknown(Recorded::Written))]),
             RunReport {
-                claimed: 1,
-                store_errors: 1,
+                failed: 1,
+                push_unknown: 1,
                 ..RunReport::default()
             },
-            "a push whose mark failed: not sent, a store error"
-        );
-        assert_eq!(
-            counted(&[&read, &won, &Push::Unmarked { store_error: false }]),
-            RunReport {
-                claimed: 1,
-                lost: 1,
-                ..RunReport::default()
-            },
-            "a push whose claim was no longer this run's: lost"
+            "an abandoned claim whose push had started: failed, and counted as push unknown"
         );
         assert_eq!(
             counted(&[&read, &Claim::Lost]),

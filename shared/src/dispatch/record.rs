@@ -1,9 +1,9 @@
 //! A delivery's last step: recording its outcome (`sent`, `failed`, `missed`), retried on store
 //! errors, and removing a token APNs called invalid.
 
-use super::deliver::FIRST_BACKOFF;
 use super::outcome::{Missed, Pushed, Record, Recorded, TokenRemoval};
-use super::run::{Run, wait_until};
+use super::state::Run;
+use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::push::PushError;
@@ -103,29 +103,31 @@ impl Run {
         Missed(recorded)
     }
 
-    /// Records the outcome on the reservation (`finish_reservation`), retrying store errors
-    /// with backoff within [`FINISH_BUDGET`]: a call left `claimed` after its push would be
-    /// recorded `failed` by a later run.
+    /// Records the outcome on the reservation (`finish_reservation`, with this run's token),
+    /// retrying store errors with backoff within [`FINISH_BUDGET`]: a call left `claimed` after
+    /// its push would be recorded `failed` by a later run. An attempt made again after one whose
+    /// reply was lost meets this run's own outcome and is answered as written.
     async fn finish(&self, r: &DueCall, outcome: Outcome) -> Recorded {
         let deadline =
             self.clock().now() + chrono::Duration::from_std(FINISH_BUDGET).expect("small");
         let mut backoff = FIRST_BACKOFF;
-        let mut erred = false;
+        let mut retried = false;
         loop {
-            let recorded = self.finish_once(r, outcome, erred).await;
+            let recorded = self.finish_once(r, outcome).await;
             let retry_at = self.clock().now() + backoff;
             if recorded != Recorded::StoreError || retry_at >= deadline {
+                if retried && recorded != Recorded::StoreError {
+                    self.tally(|t| t.resolved += 1);
+                }
                 return recorded;
             }
-            erred = true;
+            retried = true;
             wait_until(self.clock(), retry_at).await;
             backoff = backoff * 2;
         }
     }
 
-    /// One `finish_reservation`. After an earlier attempt failed (`erred`), a refusal may mean
-    /// that attempt was written after all (its reply lost): the record says which.
-    async fn finish_once(&self, r: &DueCall, outcome: Outcome, erred: bool) -> Recorded {
+    async fn finish_once(&self, r: &DueCall, outcome: Outcome) -> Recorded {
         let now = self.clock().now();
         let result = self
             .dispatcher
@@ -134,25 +136,11 @@ impl Run {
                 &r.device_id,
                 &r.call_id,
                 outcome,
+                &self.token,
                 now,
                 now - self.claim_timeout,
             )
             .await;
-        let result = match result {
-            Ok(false) if erred => match self
-                .dispatcher
-                .store
-                .get_reservation(&r.device_id, now)
-                .await
-            {
-                Ok(Some(stored)) => {
-                    Ok(stored.call_id == r.call_id && stored.status == outcome.status())
-                }
-                Ok(None) => Ok(false),
-                Err(e) => Err(e),
-            },
-            other => other,
-        };
         match result {
             Ok(true) => Recorded::Written,
             Ok(false) => {

@@ -25,9 +25,11 @@ impl RunCause {
 }
 
 /// What one run did. Every reservation the run took on ends in exactly one of `sent`, `failed`,
-/// `missed`, `lost` (its claim was refused: cancelled, or another run has it), `abandoned` (this
-/// run gave it up after claiming; a later run recovers it) or a store error (a push that went
-/// out but could not be recorded counts as `sent` and as a store error).
+/// `missed`, `lost` (its claim was refused: cancelled, or another run has it), `released` (this
+/// run gave its claim back before pushing: its push mark could not be resolved in time; a later
+/// selection sends it), `abandoned` (this run gave it up after claiming and could not give the
+/// claim back; a later run recovers it) or a store error (a push that went out but could not be
+/// recorded counts as `sent` and as a store error).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunReport {
     pub cause: &'static str,
@@ -42,6 +44,14 @@ pub struct RunReport {
     pub missed: u32,
     pub lost: u32,
     pub abandoned: u32,
+    pub released: u32,
+    /// Of `failed`: claims found abandoned after their push had started (the run that started
+    /// it is gone), recorded `failed` without a push because it may have left.
+    pub push_unknown: u32,
+    /// Store requests of the deliveries (device read, claim, push mark, release, outcome) that
+    /// got no answer (a reply lost or late, a store error) and were then made again until
+    /// answered: how often the run resolved a write whose outcome it did not know.
+    pub resolved: u32,
     /// Device tokens removed because APNs called them invalid.
     pub tokens_removed: u32,
     pub store_errors: u32,

@@ -1,26 +1,23 @@
 //! The [`Dispatcher`] and its run loop: select by minute bucket, queue, start each task in time.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::deliver::DEVICE_READ_LEAD;
-use super::in_flight::InFlight;
+use super::deliver::Again;
+use super::dispatcher::Dispatcher;
 use super::metrics;
 use super::pending::{Pending, Task};
 use super::report::{RunCause, RunReport};
-use crate::clock::Clock;
-use crate::config::DispatchConfig;
+use super::state::{Run, chrono_duration};
+use super::timing::{DEVICE_READ_LEAD, TASK_LEAD, wait_until};
 use crate::domain::due::{DueCall, Part, shards_for};
 use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
-use crate::push::PushSender;
-use std::future::Future;
-
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// How far beyond grace a run's first selection looks back, so that reservations nobody sent
 /// during a short outage of the dispatcher are marked `missed` instead of staying `scheduled`.
@@ -28,57 +25,7 @@ pub const MISSED_LOOKBACK: chrono::Duration = chrono::Duration::minutes(5);
 /// Re-selection is never more frequent than this, whatever the settings say.
 const MIN_RESELECT: Duration = Duration::from_millis(100);
 
-/// How long before a reservation's device read its task is started. Until then a selected
-/// reservation is only an entry in the run's [`Pending`] queue: a run that selects thousands at
-/// once (every run starts with its whole minute) starts only the next few seconds' tasks, so
-/// it neither delays the pushes due at that moment nor holds a sleeping task per reservation.
-const TASK_LEAD: chrono::Duration = chrono::Duration::seconds(1);
-
-/// The dispatcher's ports and settings. Cheap to clone; build one per run or keep one.
-#[derive(Clone)]
-pub struct Dispatcher {
-    pub(super) store: Arc<dyn Store>,
-    pub(super) push: Arc<dyn PushSender>,
-    pub(super) clock: Arc<dyn Clock>,
-    settings: DispatchConfig,
-    /// Salt of the device hashes in logs.
-    pub(super) salt: String,
-    in_flight: InFlight,
-    /// Where a coordinating run hands out parts of a big minute (`fan_out`).
-    pub(super) fan_out: Option<Arc<dyn super::trigger::DispatchTrigger>>,
-}
-
 impl Dispatcher {
-    pub fn new(
-        store: Arc<dyn Store>,
-        push: Arc<dyn PushSender>,
-        clock: Arc<dyn Clock>,
-        settings: DispatchConfig,
-        salt: impl Into<String>,
-    ) -> Dispatcher {
-        Dispatcher {
-            store,
-            push,
-            clock,
-            settings,
-            salt: salt.into(),
-            in_flight: InFlight::default(),
-            fan_out: None,
-        }
-    }
-
-    /// Runs of dispatchers that share an [`InFlight`] leave each other's calls alone (a
-    /// process's overlapping runs). Runs in different processes do not know of each other;
-    /// there the claim keeps each call to one push.
-    pub fn sharing(mut self, in_flight: InFlight) -> Dispatcher {
-        self.in_flight = in_flight;
-        self
-    }
-
-    pub fn settings(&self) -> &DispatchConfig {
-        &self.settings
-    }
-
     /// One run: returns when every reservation due before the window's end has been handled.
     pub async fn run(&self, cause: RunCause) -> RunReport {
         self.run_part(cause, Part::WHOLE).await
@@ -90,6 +37,7 @@ impl Dispatcher {
         let run = Arc::new(Run::new(self.clone(), cause, started, part));
         tracing::info!(
             cause = cause.as_str(),
+            run = run.token.as_str(),
             part = part.index,
             of = part.of,
             window_end = rfc3339_millis(run.end),
@@ -104,7 +52,7 @@ impl Dispatcher {
             &mut pending,
         )
         .await;
-        let every = chrono_duration(self.settings.reselect_every.max(MIN_RESELECT));
+        let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
         loop {
             run.start_due(&mut pending, &mut tasks);
@@ -126,7 +74,7 @@ impl Dispatcher {
                 tracing::error!(error = %e, "dispatch task failed");
             }
         }
-        let report = run.report.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let report = run.report();
         tracing::info!(
             cause = report.cause,
             queries = report.queries,
@@ -137,6 +85,9 @@ impl Dispatcher {
             missed = report.missed,
             lost = report.lost,
             abandoned = report.abandoned,
+            released = report.released,
+            push_unknown = report.push_unknown,
+            resolved = report.resolved,
             tokens_removed = report.tokens_removed,
             store_errors = report.store_errors,
             max_late_ms = report.max_lateness_ms(),
@@ -149,57 +100,7 @@ impl Dispatcher {
     }
 }
 
-fn chrono_duration(d: Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).expect("configured durations are small")
-}
-
-/// Returns once the clock reads `at` or later (never early, whatever the clock's sleep does).
-pub(super) async fn wait_until(clock: &dyn Clock, at: DateTime<Utc>) {
-    while clock.now() < at {
-        clock.sleep_until(at).await;
-    }
-}
-
-/// One run's state, shared by its tasks.
-pub(super) struct Run {
-    pub(super) dispatcher: Dispatcher,
-    pub(super) grace: chrono::Duration,
-    pub(super) claim_timeout: chrono::Duration,
-    pub(super) claim_lead: chrono::Duration,
-    pub(super) push_budget: chrono::Duration,
-    end: DateTime<Utc>,
-    part: Part,
-    pub(super) limit: Semaphore,
-    report: Mutex<RunReport>,
-}
-
 impl Run {
-    fn new(dispatcher: Dispatcher, cause: RunCause, started: DateTime<Utc>, part: Part) -> Run {
-        let s = &dispatcher.settings;
-        Run {
-            grace: chrono_duration(s.grace),
-            claim_timeout: chrono_duration(s.claim_timeout),
-            claim_lead: chrono_duration(s.claim_lead),
-            push_budget: chrono_duration(s.push_budget),
-            end: started + chrono_duration(s.window),
-            part,
-            limit: Semaphore::new(s.concurrency.max(1)),
-            report: Mutex::new(RunReport {
-                cause: cause.as_str(),
-                ..RunReport::default()
-            }),
-            dispatcher,
-        }
-    }
-
-    pub(super) fn tally(&self, update: impl FnOnce(&mut RunReport)) {
-        update(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
-    }
-
-    pub(super) fn clock(&self) -> &dyn Clock {
-        self.dispatcher.clock.as_ref()
-    }
-
     /// Queries this run's part of every minute bucket from `from`'s to the window's end and takes
     /// on what is new: each minute's count first (none made: nothing to query), then its shards.
     async fn select(
@@ -293,11 +194,18 @@ impl Run {
         for (task, r, held) in pending.take_until(self.clock().now()) {
             let run = self.clone();
             tasks.spawn(async move {
-                match task {
-                    Task::Miss => run.miss(&r).await,
+                let again = match task {
+                    Task::Miss => {
+                        run.miss(&r).await;
+                        Again::No
+                    }
                     Task::Deliver => run.deliver(&r).await,
+                };
+                match again {
+                    Again::No => held.finished(),
+                    // Given back, or left on a store error: a later selection may take it.
+                    Again::Later => drop(held),
                 }
-                drop(held);
             });
         }
     }

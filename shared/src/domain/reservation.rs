@@ -42,6 +42,30 @@ impl CallId {
     }
 }
 
+/// The token of one dispatch run: every write the run makes on a reservation (claim, push mark,
+/// outcome, release) carries it, and each such write's condition also accepts a record that
+/// already holds it. So a write whose reply was lost or came too late is resolved by its own run
+/// by making it again: the answer says whether the record is this run's (docs/reliability.md,
+/// "Lost replies"). 128 random bits from the operating system, as hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunToken(String);
+
+impl RunToken {
+    pub fn generate() -> RunToken {
+        let mut bytes = [0u8; 16];
+        getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
+        RunToken(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    pub fn from_stored(raw: String) -> RunToken {
+        RunToken(raw)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReservationStatus {
@@ -148,6 +172,10 @@ pub struct Reservation {
     /// the push may have left, so the claim is never taken over (a run that dies after this
     /// leaves the call `failed`, never pushed twice).
     pub push_started_at: Option<DateTime<Utc>>,
+    /// The token of the run that claimed it (`claimToken`), while and after `claimed`.
+    pub claimed_by: Option<RunToken>,
+    /// The token of the run that recorded its outcome (`finishToken`), once terminal.
+    pub finished_by: Option<RunToken>,
     /// TTL (epoch seconds) after which the record is gone: from creation
     /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
     /// after that. `None` only on records written before every reservation had one.
@@ -171,6 +199,8 @@ impl Reservation {
             updated_at: now,
             claimed_at: None,
             push_started_at: None,
+            claimed_by: None,
+            finished_by: None,
             expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }
@@ -257,6 +287,14 @@ mod tests {
         assert_eq!(view["scheduledAt"], "2026-01-01T09:30:00+09:00");
         assert_eq!(view["status"], "scheduled");
         assert!(view.get("callerName").is_none());
+    }
+
+    #[test]
+    fn run_tokens_are_128_random_bits() {
+        let (a, b) = (RunToken::generate(), RunToken::generate());
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -23,24 +23,28 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
-use chrono::{DateTime, SecondsFormat, Utc};
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, CreateError, DeviceProof, IdempotentAnswer, Outcome, SpendOutcome,
-    Store, StoreError, TableNames, UsageOutcome,
+    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, IdempotentAnswer, Outcome,
+    SpendOutcome, Store, StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
-use crate::domain::due::{DueCall, shard_key, shard_of, shards_for};
-use crate::domain::reservation::{
-    CallId, Reservation, ReservationStatus, ScheduledAt, rfc3339_millis,
-};
+use crate::domain::due::DueCall;
+use crate::domain::reservation::{CallId, Reservation, RunToken};
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 /// One attempt (DynamoDB answers in milliseconds; a stuck connection is retried).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The dispatcher's requests on a call (device read, claim, push mark, release, outcome): one
+/// attempt each, cut off at this, and no SDK retries: the dispatcher makes an unanswered request
+/// again itself, at once and until its call's deadline (`dispatch::RESOLVE_BUDGET`), so a reply
+/// lost or held up costs about this much lateness, not a second's backoff or the call
+/// (docs/scale.md, "Timeouts" has the figures it is chosen from).
+pub const DISPATCH_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 // Attribute names.
@@ -64,21 +68,46 @@ const USE_COUNT: &str = "useCount";
 type Item = HashMap<String, AttributeValue>;
 
 pub(crate) mod devices;
-mod retried;
-use devices::{WriteResult, device_from_item, device_item};
 mod dispatch;
 mod errors;
+mod items;
 mod keyed;
+mod reservations;
+mod retried;
+use devices::{WriteResult, device_from_item, device_item};
 use errors::{bad_item, condition_failed, sdk_error, written};
+use items::{Reader, reservation_from_item};
+use retried::{CLAIM_TOKEN, FINISH_TOKEN};
 
 pub struct DynamoStore {
     client: Client,
+    /// The same client (and connections) with the dispatcher's timing: one attempt of at most
+    /// [`DISPATCH_ATTEMPT_TIMEOUT`].
+    dispatch: Client,
     tables: TableNames,
 }
 
 impl DynamoStore {
     pub fn new(client: Client, tables: TableNames) -> DynamoStore {
-        DynamoStore { client, tables }
+        let dispatch = Client::from_conf(
+            client
+                .config()
+                .to_builder()
+                .retry_config(RetryConfig::disabled())
+                .timeout_config(
+                    aws_config::timeout::TimeoutConfig::builder()
+                        .connect_timeout(DISPATCH_ATTEMPT_TIMEOUT)
+                        .operation_attempt_timeout(DISPATCH_ATTEMPT_TIMEOUT)
+                        .operation_timeout(DISPATCH_ATTEMPT_TIMEOUT)
+                        .build(),
+                )
+                .build(),
+        );
+        DynamoStore {
+            client,
+            dispatch,
+            tables,
+        }
     }
 
     /// A client from the environment (region, credentials, `AWS_ENDPOINT_URL_DYNAMODB`), with
@@ -130,104 +159,6 @@ fn values(list: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> 
         .collect()
 }
 
-/// Reads attributes of one item, naming the table and attribute in errors.
-struct Reader<'a> {
-    table: &'a str,
-    item: &'a Item,
-}
-
-impl<'a> Reader<'a> {
-    fn opt_s(&self, name: &str) -> Result<Option<&'a str>, StoreError> {
-        match self.item.get(name) {
-            None => Ok(None),
-            Some(AttributeValue::S(v)) => Ok(Some(v.as_str())),
-            Some(_) => Err(bad_item(self.table, name)),
-        }
-    }
-
-    fn s(&self, name: &str) -> Result<&'a str, StoreError> {
-        self.opt_s(name)?.ok_or_else(|| bad_item(self.table, name))
-    }
-
-    fn opt_i64(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        match self.item.get(name) {
-            None => Ok(None),
-            Some(AttributeValue::N(v)) => v
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| bad_item(self.table, name)),
-            Some(_) => Err(bad_item(self.table, name)),
-        }
-    }
-
-    fn time(&self, name: &str) -> Result<DateTime<Utc>, StoreError> {
-        DateTime::parse_from_rfc3339(self.s(name)?)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|_| bad_item(self.table, name))
-    }
-
-    fn opt_time_ms(&self, name: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.opt_i64(name)?
-            .map(|ms| DateTime::from_timestamp_millis(ms).ok_or_else(|| bad_item(self.table, name)))
-            .transpose()
-    }
-}
-
-/// A new reservation's item, in its minute's shard `due_shard` of the bucket index.
-fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
-    let mut item = HashMap::from([
-        (DEVICE_ID.to_owned(), s(r.device_id.as_str())),
-        (CALL_ID.to_owned(), s(r.call_id.as_str())),
-        (
-            SCHEDULED_AT.to_owned(),
-            s(r.scheduled_at
-                .with_offset()
-                .to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-        ),
-        (
-            SCHEDULED_AT_MS.to_owned(),
-            n(r.scheduled_at.utc().timestamp_millis()),
-        ),
-        (STATUS.to_owned(), s(r.status.as_str())),
-        (CREATED_AT.to_owned(), s(rfc3339_millis(r.created_at))),
-        (UPDATED_AT.to_owned(), s(rfc3339_millis(r.updated_at))),
-    ]);
-    let minute = r.scheduled_at.due_minute();
-    item.insert(DUE_SHARD.to_owned(), s(shard_key(&minute, due_shard)));
-    if let Some(name) = &r.caller_name {
-        item.insert(CALLER_NAME.to_owned(), s(name.as_str()));
-    }
-    if let Some(claimed_at) = r.claimed_at {
-        item.insert(CLAIMED_AT_MS.to_owned(), n(claimed_at.timestamp_millis()));
-    }
-    if let Some(started) = r.push_started_at {
-        item.insert(PUSH_STARTED_AT_MS.to_owned(), n(started.timestamp_millis()));
-    }
-    if let Some(expire_at) = r.expire_at {
-        item.insert(EXPIRE_AT.to_owned(), n(expire_at));
-    }
-    item
-}
-
-fn reservation_from_item(table: &str, item: &Item) -> Result<Reservation, StoreError> {
-    let r = Reader { table, item };
-    let scheduled_at = DateTime::parse_from_rfc3339(r.s(SCHEDULED_AT)?)
-        .map_err(|_| bad_item(table, SCHEDULED_AT))?;
-    Ok(Reservation {
-        call_id: CallId::from_stored(r.s(CALL_ID)?.to_owned()),
-        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
-        scheduled_at: ScheduledAt::from_stored(scheduled_at),
-        status: ReservationStatus::from_stored(r.s(STATUS)?)
-            .ok_or_else(|| bad_item(table, STATUS))?,
-        caller_name: r.opt_s(CALLER_NAME)?.map(str::to_owned),
-        created_at: r.time(CREATED_AT)?,
-        updated_at: r.time(UPDATED_AT)?,
-        claimed_at: r.opt_time_ms(CLAIMED_AT_MS)?,
-        push_started_at: r.opt_time_ms(PUSH_STARTED_AT_MS)?,
-        expire_at: r.opt_i64(EXPIRE_AT)?,
-    })
-}
-
 #[async_trait]
 impl Store for DynamoStore {
     async fn register_device(&self, d: &Device, p: Option<&str>, h: &str) -> WriteResult {
@@ -247,9 +178,10 @@ impl Store for DynamoStore {
     }
 
     async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
+        // Only the dispatcher reads a device's token.
         let table = &self.tables.devices;
         let out = self
-            .client
+            .dispatch
             .get_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
@@ -286,47 +218,8 @@ impl Store for DynamoStore {
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<(), CreateError> {
-        let table = &self.tables.calls;
-        // Counted first: a count a failed create leaves behind only means one shard too many.
-        let minute = reservation.scheduled_at.due_minute();
-        let count = self
-            .count_due(&minute, reservation.expire_at.unwrap_or_default())
-            .await?;
-        let shard = shard_of(&reservation.call_id, shards_for(count));
-        let result = self
-            .client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(reservation_item(reservation, shard)))
-            .condition_expression(
-                "attribute_not_exists(#deviceId) OR #status IN (:sent, :failed, :missed) \
-                 OR #expireAt <= :nowSecs OR #scheduledAtMs < :staleBeforeMs \
-                 OR #callId = :callId",
-            )
-            .set_expression_attribute_names(Some(names(&[
-                DEVICE_ID,
-                STATUS,
-                EXPIRE_AT,
-                SCHEDULED_AT_MS,
-                CALL_ID,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                // This very reservation (a retry of this write): already created.
-                (":callId", s(reservation.call_id.as_str())),
-                (":sent", s(ReservationStatus::Sent.as_str())),
-                (":failed", s(ReservationStatus::Failed.as_str())),
-                (":missed", s(ReservationStatus::Missed.as_str())),
-                (":nowSecs", n(now.timestamp())),
-                (":staleBeforeMs", n(stale_before.timestamp_millis())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if condition_failed(&e) => Err(CreateError::Exists),
-            Err(e) => Err(CreateError::Store(sdk_error("PutItem", table, e))),
-        }
+    ) -> Result<Created, CreateError> {
+        self.create_item(reservation, now, stale_before).await
     }
 
     async fn get_reservation(
@@ -334,21 +227,7 @@ impl Store for DynamoStore {
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(None);
-        };
-        let reservation = reservation_from_item(table, item)?;
-        Ok((!reservation.is_expired(now)).then_some(reservation))
+        self.reservation_item(id, now).await
     }
 
     async fn cancel_reservation(
@@ -356,40 +235,7 @@ impl Store for DynamoStore {
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        let table = &self.tables.calls;
-        let request = self
-            .client
-            .delete_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .condition_expression(
-                "#status = :scheduled AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
-            )
-            .set_expression_attribute_names(Some(names(&[STATUS, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":nowSecs", n(now.timestamp())),
-            ])))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        let (result, unanswered) = retried::send_delete(request).await;
-        let err = match result {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        let old = match err.as_service_error() {
-            Some(DeleteItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(CancelError::Store(sdk_error("DeleteItem", table, err))),
-        };
-        // No item: there was none, or an earlier attempt whose reply was lost deleted it.
-        let Some(old) = old else {
-            return unanswered.then_some(()).ok_or(CancelError::NotFound);
-        };
-        let existing = reservation_from_item(table, old)?;
-        if existing.is_expired(now) {
-            Err(CancelError::NotFound)
-        } else {
-            Err(CancelError::TooLate(existing.status))
-        }
+        self.cancel_item(id, now).await
     }
 
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
@@ -404,10 +250,11 @@ impl Store for DynamoStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError> {
-        self.claim_due_item(id, call_id, now, abandoned_before)
+        self.claim_due_item(id, call_id, run, now, abandoned_before)
             .await
     }
 
@@ -415,10 +262,20 @@ impl Store for DynamoStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
-        claimed_at: DateTime<Utc>,
+        run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.mark_item(id, call_id, claimed_at, now).await
+        self.mark_item(id, call_id, run, now).await
+    }
+
+    async fn release_claim(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.release_item(id, call_id, run, now).await
     }
 
     async fn finish_reservation(
@@ -426,10 +283,11 @@ impl Store for DynamoStore {
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        self.finish_item(id, call_id, outcome, now, abandoned_before)
+        self.finish_item(id, call_id, outcome, run, now, abandoned_before)
             .await
     }
 

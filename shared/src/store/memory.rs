@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, CreateError, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome,
-    SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
+    Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 
+mod dispatch;
 mod due;
 
 #[derive(Default)]
@@ -60,16 +61,6 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
-    match r.status {
-        ReservationStatus::Scheduled => true,
-        ReservationStatus::Claimed => {
-            r.push_started_at.is_none() && r.claimed_at.is_some_and(|c| c < abandoned_before)
-        }
-        _ => false,
     }
 }
 
@@ -144,9 +135,13 @@ impl Store for MemoryStore {
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<(), CreateError> {
+    ) -> Result<Created, CreateError> {
         let mut tables = self.lock();
         if let Some(existing) = tables.reservations.get(&reservation.device_id) {
+            if existing.call_id == reservation.call_id && !existing.is_expired(now) {
+                // This very reservation again (a retry): created already, counted once.
+                return Ok(Created::Already(Box::new(existing.clone())));
+            }
             let replaceable = existing.status.is_terminal()
                 || existing.is_expired(now)
                 || existing.scheduled_at.utc() < stale_before;
@@ -158,7 +153,7 @@ impl Store for MemoryStore {
         tables
             .reservations
             .insert(reservation.device_id.clone(), reservation.clone());
-        Ok(())
+        Ok(Created::New)
     }
 
     async fn get_reservation(
@@ -206,44 +201,31 @@ impl Store for MemoryStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError> {
-        let mut tables = self.lock();
-        let Some(r) = tables.reservations.get_mut(id) else {
-            return Ok(ClaimAnswer::Refused(None));
-        };
-        if &r.call_id != call_id || !is_claimable(r, abandoned_before) {
-            let current = (!r.is_expired(now)).then(|| r.clone());
-            return Ok(ClaimAnswer::Refused(current));
-        }
-        r.status = ReservationStatus::Claimed;
-        r.claimed_at = Some(now);
-        r.updated_at = now;
-        Ok(ClaimAnswer::Won)
+        Ok(self.lock().claim(id, call_id, run, now, abandoned_before))
     }
 
     async fn mark_push_started(
         &self,
         id: &DeviceId,
         call_id: &CallId,
-        claimed_at: DateTime<Utc>,
+        run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        let Some(r) = tables.reservations.get_mut(id) else {
-            return Ok(false);
-        };
-        // Times as DynamoDB keeps them: milliseconds.
-        let ms = |t: DateTime<Utc>| t.timestamp_millis();
-        if &r.call_id != call_id
-            || r.status != ReservationStatus::Claimed
-            || r.claimed_at.map(ms) != Some(ms(claimed_at))
-        {
-            return Ok(false);
-        }
-        r.push_started_at = Some(now);
-        Ok(true)
+        Ok(self.lock().mark(id, call_id, run, now))
+    }
+
+    async fn release_claim(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lock().release(id, call_id, run, now))
     }
 
     async fn finish_reservation(
@@ -251,26 +233,13 @@ impl Store for MemoryStore {
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        let Some(r) = tables.reservations.get_mut(id) else {
-            return Ok(false);
-        };
-        let allowed = &r.call_id == call_id
-            && match outcome {
-                Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
-                Outcome::Missed => is_claimable(r, abandoned_before),
-            };
-        if !allowed {
-            return Ok(false);
-        }
-        r.status = outcome.status();
-        r.updated_at = now;
-        r.expire_at = Some(terminal_expiry(now));
-        tables.unindex(id);
-        Ok(true)
+        Ok(self
+            .lock()
+            .finish(id, call_id, outcome, run, now, abandoned_before))
     }
 
     async fn count_agent_use(

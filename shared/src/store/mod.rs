@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 
 pub mod dynamodb;
 pub mod memory;
@@ -63,12 +63,22 @@ impl From<StoreError> for CancelError {
     }
 }
 
+/// What a create ([`Store::create_reservation`]) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// Written (and counted) now.
+    New,
+    /// This very reservation (its `callId`) was already there, written by an earlier attempt
+    /// whose reply was lost or by an earlier copy of the same create: as it is stored now.
+    Already(Box<Reservation>),
+}
+
 /// What a claim ([`Store::claim_due`]) answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimAnswer {
     Won,
     /// Refused; the device's record as it is now (`None`: none, or expired).
-    Refused(Option<Reservation>),
+    Refused(Option<Box<Reservation>>),
 }
 
 /// How a claimed (or overdue) reservation ended.
@@ -199,13 +209,15 @@ pub trait Store: Send + Sync {
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
     /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal or
-    /// expired records).
+    /// expired records), and counts it into its minute. The same reservation (its `callId`)
+    /// made again, as a retry after a lost reply does, is answered as created and changes
+    /// nothing: not written over, not counted again.
     async fn create_reservation(
         &self,
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<(), CreateError>;
+    ) -> Result<Created, CreateError>;
 
     /// The device's reservation in any state; `None` if there is none or it has expired.
     async fn get_reservation(
@@ -230,14 +242,16 @@ pub trait Store: Send + Sync {
     /// order. A query on the bucket index, never a scan.
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError>;
 
-    /// `scheduled` → `claimed` for this call, or re-claims a claim made before
+    /// `scheduled` → `claimed` by `run` for this call, or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).
-    /// A refusal carries the record as it is (if there is one), so the caller can tell a live
-    /// claim from an abandoned one whose push had started.
+    /// A claim `run` already holds is won again (its reply may have been lost): `claimed_at`
+    /// becomes `now`. A refusal carries the record as it is (if there is one), so the caller
+    /// can tell a live claim from an abandoned one whose push had started.
     async fn claim_due(
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError>;
@@ -247,34 +261,53 @@ pub trait Store: Send + Sync {
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let answer = self.claim_due(id, call_id, now, abandoned_before).await?;
+        let answer = self
+            .claim_due(id, call_id, run, now, abandoned_before)
+            .await?;
         Ok(answer == ClaimAnswer::Won)
     }
 
-    /// Marks that the run whose claim was made at `claimed_at` is about to push (sets
-    /// `push_started_at` to `now`), if the reservation is still `claimed` by that claim. Only a
+    /// Marks that `run`, whose claim the reservation holds, is about to push (sets
+    /// `push_started_at` to `now`, unless this run's earlier mark already set it). Only a
     /// marked claim may push; a marked claim is never re-claimed nor marked `missed`, so a run
     /// that dies after marking leaves the call to be recorded `failed` (push state unknown),
-    /// never pushed twice. Returns whether the claim was still the caller's.
+    /// never pushed twice. Returns whether the claim is still `run`'s (made again after a lost
+    /// reply, it answers the same).
     async fn mark_push_started(
         &self,
         id: &DeviceId,
         call_id: &CallId,
-        claimed_at: DateTime<Utc>,
+        run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Records how the call ended: `claimed` → `sent`/`failed`, or `scheduled` (or a claim made
-    /// before `abandoned_before` whose push never started) → `missed`. Terminal records get `expireAt`. Returns whether
-    /// the transition happened.
+    /// Gives a claim `run` holds back (`claimed` → `scheduled`, its claim and mark removed), for
+    /// a run that could not resolve its push mark in time and knows its push did not leave: the
+    /// call is sent by a later selection instead of ending `failed`. Returns whether the
+    /// reservation is now `scheduled` (released by this call, or by an earlier one whose reply
+    /// was lost); false if another run has it, or it ended.
+    async fn release_claim(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Records how the call ended, by `run`: `claimed` → `sent`/`failed`, or `scheduled` (or a
+    /// claim made before `abandoned_before` whose push never started) → `missed`. Terminal
+    /// records get `expireAt`. Returns whether the transition happened; a record `run` already
+    /// ended with this outcome answers true (the reply to the first write was lost).
     async fn finish_reservation(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError>;

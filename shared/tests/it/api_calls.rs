@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use koe::clock::Clock;
 use koe::domain::device::DeviceId;
-use koe::domain::reservation::{CallId, ReservationStatus};
+use koe::domain::reservation::{CallId, ReservationStatus, RunToken};
 use koe::store::Outcome;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
@@ -17,12 +17,12 @@ use koe_testkit::harness::{
 use serde_json::{Value, json};
 
 /// The app's clock: 2026-03-01T09:00:00 in Tokyo.
-const NOW: &str = "2026-03-01T00:00:00Z";
+pub(super) const NOW: &str = "2026-03-01T00:00:00Z";
 const NOW_MILLIS: &str = "2026-03-01T00:00:00.000Z";
 /// 30 s ahead of `NOW`, written in JST.
-const AT: &str = "2026-03-01T09:00:30+09:00";
+pub(super) const AT: &str = "2026-03-01T09:00:30+09:00";
 
-fn token() -> String {
+pub(super) fn token() -> String {
     format!("ab{}", "cdef0123".repeat(8))
 }
 
@@ -32,13 +32,13 @@ fn now() -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-async fn app_at_now() -> (TestApp, Arc<ManualClock>) {
+pub(super) async fn app_at_now() -> (TestApp, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone())).await;
     (app, clock)
 }
 
-async fn register(app: &TestApp, device: &str) {
+pub(super) async fn register(app: &TestApp, device: &str) {
     let response = send(
         app.agent(http::Method::PUT, "/devices")
             .body(json!({"deviceId": device, "voipToken": token()}).to_string()),
@@ -47,7 +47,7 @@ async fn register(app: &TestApp, device: &str) {
     assert_eq!(response.status().as_u16(), 200, "PUT /devices {device}");
 }
 
-async fn post_raw(app: &TestApp, body: &Value) -> reqwest::Response {
+pub(super) async fn post_raw(app: &TestApp, body: &Value) -> reqwest::Response {
     send(
         app.agent(http::Method::POST, "/calls")
             .body(body.to_string()),
@@ -76,7 +76,7 @@ async fn get(app: &TestApp, device: &str) -> reqwest::Response {
     .await
 }
 
-async fn delete(app: &TestApp, device: &str) -> reqwest::Response {
+pub(super) async fn delete(app: &TestApp, device: &str) -> reqwest::Response {
     send(app.agent(
         http::Method::DELETE,
         &format!("/calls?deviceId={}", encode(device)),
@@ -85,7 +85,7 @@ async fn delete(app: &TestApp, device: &str) -> reqwest::Response {
 }
 
 /// GETs the reservation, asserting the 200; returns its body.
-async fn get_ok(app: &TestApp, device: &str) -> Value {
+pub(super) async fn get_ok(app: &TestApp, device: &str) -> Value {
     let response = get(app, device).await;
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
@@ -93,7 +93,7 @@ async fn get_ok(app: &TestApp, device: &str) -> Value {
     body
 }
 
-fn device_id(raw: &str) -> DeviceId {
+pub(super) fn device_id(raw: &str) -> DeviceId {
     DeviceId::parse("deviceId", raw).unwrap()
 }
 
@@ -109,6 +109,7 @@ async fn claim(app: &TestApp, device: &str, reservation: &Value) {
         .claim_reservation(
             &device_id(device),
             &call_id(reservation),
+            &RunToken::generate(),
             now,
             now - Duration::seconds(30),
         )
@@ -129,6 +130,7 @@ async fn finish(app: &TestApp, device: &str, reservation: &Value, outcome: Outco
             &device_id(device),
             &call_id(reservation),
             outcome,
+            &RunToken::generate(),
             now,
             now - Duration::seconds(30),
         )
@@ -433,6 +435,7 @@ async fn get_answers_the_reservation_in_each_state() {
             &device_id("dev-1"),
             &call_id(&created),
             Outcome::Sent,
+            &RunToken::generate(),
             now,
             now - Duration::seconds(30),
         )
@@ -705,151 +708,6 @@ async fn the_core_flow_works_on_dynamodb_local() {
     error_body(delete(&app, &device).await, 409, "TOO_LATE").await;
     assert_eq!(get_ok(&app, &device).await["status"], "claimed");
     assert!(app.events.published().is_empty(), "no 5xx on the way");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Idempotency-Key
-
-async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
-    send(
-        app.agent(http::Method::POST, "/calls")
-            .header("Idempotency-Key", key)
-            .body(body.to_string()),
-    )
-    .await
-}
-
-/// The same key and body get the first 201 again (also after `scheduledAt` has come too
-/// close, and after the reservation changed state); another body with that key is 409
-/// IDEMPOTENCY_KEY_REUSED; after 24 hours the key is free again.
-async fn idempotent_retries_get_the_first_answer(app: &TestApp, clock: &ManualClock) {
-    let device = format!("idem:{:016x}", fastrand::u64(..));
-    register(app, &device).await;
-    let key = format!("{:032x}", fastrand::u128(..));
-    let body = json!({"deviceId": device, "scheduledAt": AT, "callerName": "こえ"});
-
-    let first = post_with_key(app, &key, &body).await;
-    assert_eq!(first.status().as_u16(), 201);
-    assert_eq!(first.headers().get("idempotent-replayed"), None);
-    let first: Value = first.json().await.unwrap();
-
-    // A retry (the app did not see the first answer): the same 201, the same reservation.
-    clock.advance(Duration::seconds(25));
-    let retry = post_with_key(app, &key, &body).await;
-    assert_eq!(retry.status().as_u16(), 201);
-    assert_eq!(
-        retry
-            .headers()
-            .get("idempotent-replayed")
-            .and_then(|v| v.to_str().ok()),
-        Some("true")
-    );
-    assert_eq!(retry.json::<Value>().await.unwrap(), first);
-    assert_eq!(get_ok(app, &device).await["callId"], first["callId"]);
-
-    // Without the key, a request is judged anew: the slot is taken.
-    let other = json!({"deviceId": device, "scheduledAt": "2026-03-01T10:00:00+09:00"});
-    error_body(post_raw(app, &other).await, 409, "RESERVATION_EXISTS").await;
-
-    // The same key with another body.
-    let conflict = error_body(
-        post_with_key(app, &key, &other).await,
-        409,
-        "IDEMPOTENCY_KEY_REUSED",
-    )
-    .await;
-    assert!(
-        conflict["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Idempotency-Key "),
-        "{conflict}"
-    );
-
-    // 24 hours on, the key is free: judged as a new request again.
-    clock.advance(Duration::hours(24));
-    let later = json!({"deviceId": device, "scheduledAt": "2026-03-02T09:30:00+09:00"});
-    delete(app, &device).await;
-    let response = post_with_key(app, &key, &later).await;
-    assert_eq!(response.status().as_u16(), 201);
-    let fresh: Value = response.json().await.unwrap();
-    assert_ne!(fresh["callId"], first["callId"]);
-    assert!(app.events.published().is_empty());
-}
-
-#[tokio::test]
-async fn idempotent_retries_get_the_first_answer_on_the_memory_store() {
-    let (app, clock) = app_at_now().await;
-    idempotent_retries_get_the_first_answer(&app, &clock).await;
-}
-
-#[tokio::test]
-async fn idempotent_retries_get_the_first_answer_on_dynamodb_local() {
-    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
-    idempotent_retries_get_the_first_answer(&app, &clock).await;
-}
-
-#[tokio::test]
-async fn a_bad_idempotency_key_is_400_naming_the_header() {
-    let (app, _) = app_at_now().await;
-    let body = json!({"deviceId": "dev-1", "scheduledAt": AT});
-    for key in ["", "has space", &"k".repeat(256)] {
-        invalid_field(post_with_key(&app, key, &body).await, "Idempotency-Key").await;
-    }
-}
-
-#[tokio::test]
-async fn only_a_201_is_kept_so_an_error_can_be_retried() {
-    let (app, _) = app_at_now().await;
-    let device = "idem-late-register";
-    let body = json!({"deviceId": device, "scheduledAt": AT});
-    let key = "7d0c8f1e-0000-4000-8000-000000000001";
-    error_body(
-        post_with_key(&app, key, &body).await,
-        409,
-        "DEVICE_NOT_REGISTERED",
-    )
-    .await;
-    register(&app, device).await;
-    assert_eq!(post_with_key(&app, key, &body).await.status().as_u16(), 201);
-}
-
-#[tokio::test]
-async fn concurrent_copies_of_one_request_all_get_the_one_reservation() {
-    let (app, _) = app_at_now().await;
-    let device = "idem-race";
-    register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
-    let key = "7d0c8f1e-0000-4000-8000-000000000002";
-    let mut answers = Vec::new();
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            tokio::spawn(send(
-                app.agent(http::Method::POST, "/calls")
-                    .header("Idempotency-Key", key)
-                    .body(body.to_string()),
-            ))
-        })
-        .collect();
-    for task in tasks {
-        let response = task.await.unwrap();
-        let status = response.status().as_u16();
-        let body: Value = response.json().await.unwrap();
-        answers.push((status, body));
-    }
-    let call = get_ok(&app, device).await["callId"].clone();
-    for (status, body) in &answers {
-        // A copy that lost the slot before the winner kept its answer gets 409 (as without a
-        // key); every 201 is the one reservation.
-        match status {
-            201 => assert_eq!(body["callId"], call),
-            409 => assert_eq!(body["code"], "RESERVATION_EXISTS"),
-            other => panic!("{other}: {body}"),
-        }
-    }
-    assert!(answers.iter().any(|(s, _)| *s == 201));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ use koe::clock::Clock;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::Store;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{send, spawn_app_with};
@@ -513,6 +513,7 @@ async fn a_run_that_died_after_claiming_is_recovered_once_by_a_later_run(store: 
             .claim_reservation(
                 &r.device_id,
                 &r.call_id,
+                &RunToken::generate(),
                 claim_at,
                 claim_at - Duration::seconds(30)
             )
@@ -559,16 +560,23 @@ async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_a
     w.step_to(at_ms(29_500)).await;
     let claimed_at = w.clock.now();
     let abandoned_before = claimed_at - Duration::seconds(30);
+    let dead_run = RunToken::generate();
     assert!(
         w.store
-            .claim_reservation(&r.device_id, &r.call_id, claimed_at, abandoned_before)
+            .claim_reservation(
+                &r.device_id,
+                &r.call_id,
+                &dead_run,
+                claimed_at,
+                abandoned_before
+            )
             .await
             .unwrap()
     );
     w.step_to(at_ms(29_800)).await;
     assert!(
         w.store
-            .mark_push_started(&r.device_id, &r.call_id, claimed_at, w.clock.now())
+            .mark_push_started(&r.device_id, &r.call_id, &dead_run, w.clock.now())
             .await
             .unwrap()
     );

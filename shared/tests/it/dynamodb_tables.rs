@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 };
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::{CancelError, DUE_INDEX, Outcome, Store, TableNames};
 use koe_testkit::dynamodb::{client, create_tables, random_prefix};
@@ -167,11 +167,13 @@ async fn records_read_back_exactly_as_written() {
     );
 
     let claimed_at = at("2026-01-01T00:30:15.001Z");
+    let run = RunToken::generate();
     assert!(
         store
             .claim_reservation(
                 &device.device_id,
                 &reservation.call_id,
+                &run,
                 claimed_at,
                 claimed_at - Duration::seconds(60),
             )
@@ -180,6 +182,7 @@ async fn records_read_back_exactly_as_written() {
     );
     reservation.status = ReservationStatus::Claimed;
     reservation.claimed_at = Some(claimed_at);
+    reservation.claimed_by = Some(run.clone());
     reservation.updated_at = claimed_at;
     let read = store.get_reservation(&device.device_id, claimed_at).await;
     assert_eq!(read.unwrap(), Some(reservation.clone()));
@@ -191,6 +194,7 @@ async fn records_read_back_exactly_as_written() {
                 &device.device_id,
                 &reservation.call_id,
                 Outcome::Sent,
+                &run,
                 done,
                 done - Duration::seconds(60),
             )
@@ -198,6 +202,7 @@ async fn records_read_back_exactly_as_written() {
             .unwrap()
     );
     reservation.status = ReservationStatus::Sent;
+    reservation.finished_by = Some(run);
     reservation.updated_at = done;
     reservation.expire_at = Some((done + Duration::days(7)).timestamp());
     let read = store.get_reservation(&device.device_id, done).await;
@@ -233,7 +238,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
     let abandoned = claim_at - Duration::seconds(60);
     assert!(
         store
-            .claim_reservation(&id, &r.call_id, claim_at, abandoned)
+            .claim_reservation(&id, &r.call_id, &RunToken::generate(), claim_at, abandoned)
             .await
             .unwrap()
     );
@@ -243,7 +248,14 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
     );
     assert!(
         store
-            .finish_reservation(&id, &r.call_id, Outcome::Failed, claim_at, abandoned)
+            .finish_reservation(
+                &id,
+                &r.call_id,
+                Outcome::Failed,
+                &RunToken::generate(),
+                claim_at,
+                abandoned,
+            )
             .await
             .unwrap()
     );
@@ -399,7 +411,13 @@ async fn finished_reservations_leave_the_due_index() {
     let early = &calls[1];
     assert!(
         store
-            .claim_reservation(&early.device_id, &early.call_id, send_at, abandoned)
+            .claim_reservation(
+                &early.device_id,
+                &early.call_id,
+                &RunToken::generate(),
+                send_at,
+                abandoned,
+            )
             .await
             .unwrap()
     );
@@ -407,7 +425,14 @@ async fn finished_reservations_leave_the_due_index() {
     for (r, outcome) in [(&calls[1], Outcome::Sent), (&calls[0], Outcome::Missed)] {
         assert!(
             store
-                .finish_reservation(&r.device_id, &r.call_id, outcome, send_at, abandoned)
+                .finish_reservation(
+                    &r.device_id,
+                    &r.call_id,
+                    outcome,
+                    &RunToken::generate(),
+                    send_at,
+                    abandoned,
+                )
                 .await
                 .unwrap()
         );
@@ -421,7 +446,13 @@ async fn finished_reservations_leave_the_due_index() {
     let mid = &calls[2];
     assert!(
         store
-            .claim_reservation(&mid.device_id, &mid.call_id, send_at, abandoned)
+            .claim_reservation(
+                &mid.device_id,
+                &mid.call_id,
+                &RunToken::generate(),
+                send_at,
+                abandoned,
+            )
             .await
             .unwrap()
     );
@@ -431,6 +462,7 @@ async fn finished_reservations_leave_the_due_index() {
                 &mid.device_id,
                 &mid.call_id,
                 Outcome::Failed,
+                &RunToken::generate(),
                 send_at,
                 abandoned
             )

@@ -1,14 +1,16 @@
 //! Lost replies on DynamoDB Local: a proxy (`koe_testkit::dynamodb::reply_drop`) lets DynamoDB
 //! carry out a write, then closes the connection unanswered. The production-like client (the
 //! deployed timeouts, the SDK's standard retries) retries the same request, whose condition
-//! now meets the item its first attempt wrote. A claim must still be won (or the call would
-//! ring late, after the claim timeout, by a recovering run), a finish still done, a create
-//! still created (not 409 for the app's own reservation), a cancel still cancelled (not 404),
-//! a counter (the agent's daily limit, plan answers, token counts) still counted once.
+//! now meets the item its first attempt wrote; the dispatcher's writes on a call are made once
+//! by the client and again by the dispatcher with its run's token. A claim must still be won
+//! (or the call would ring late, after the claim timeout, by a recovering run), a finish still
+//! done, a create still created (not 409 for the app's own reservation), a cancel still
+//! cancelled (not 404), a counter (the agent's daily limit, plan answers, token counts) still
+//! counted once.
 
 use chrono::{Duration, Utc};
 use koe::domain::device::DeviceId;
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::Outcome;
 use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
@@ -47,7 +49,7 @@ fn updates(dropper: &ReplyDropper, operation: &str) -> usize {
 }
 
 #[tokio::test]
-async fn a_claim_whose_reply_is_lost_is_still_won() {
+async fn a_claim_whose_reply_is_lost_is_won_when_its_run_makes_it_again() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-reply-claim");
     let now = Utc::now();
@@ -55,42 +57,59 @@ async fn a_claim_whose_reply_is_lost_is_still_won() {
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
         .unwrap();
+    let run = RunToken::generate();
+    let abandoned = now - Duration::seconds(30);
     dropper.drop_replies("UpdateItem", "claimToken", 1);
-    let won = store
-        .claim_reservation(&r.device_id, &r.call_id, now, now - Duration::seconds(30))
-        .await
-        .unwrap();
+    let before = updates(&dropper, "UpdateItem");
+    let first = store
+        .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
+        .await;
+    assert!(first.is_err(), "no answer: {first:?}");
     assert_eq!(dropper.dropped(), 1);
-    assert!(updates(&dropper, "UpdateItem") >= 2, "the SDK retried");
-    assert!(
-        won,
-        "the retry of a claim that was written is recognised as won"
+    assert_eq!(
+        updates(&dropper, "UpdateItem") - before,
+        1,
+        "one attempt (the dispatcher makes it again, not the SDK)"
     );
-    let stored = store
-        .get_reservation(&r.device_id, now)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(stored.status, ReservationStatus::Claimed);
-    // Another caller's claim (its own token) is still refused.
+    // Another run's claim (its own token) is refused: the lost write happened.
     assert!(
         !store
-            .claim_reservation(&r.device_id, &r.call_id, now, now - Duration::seconds(30))
+            .claim_reservation(
+                &r.device_id,
+                &r.call_id,
+                &RunToken::generate(),
+                now,
+                abandoned
+            )
             .await
             .unwrap()
     );
+    let again = now + Duration::milliseconds(600);
+    assert!(
+        store
+            .claim_reservation(&r.device_id, &r.call_id, &run, again, abandoned)
+            .await
+            .unwrap(),
+        "made again by its run, a claim that was written is recognised as won"
+    );
+    let stored = store
+        .get_reservation(&r.device_id, again)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stored.status, stored.claimed_by),
+        (ReservationStatus::Claimed, Some(run))
+    );
     faults::record(
         "DynamoDB: the reply to a dispatch claim is lost (the write happened)",
-        "the SDK's retry is recognised as the won claim: the call rings on time, once",
-        &format!(
-            "claim won after {} UpdateItem requests; a second claimer refused",
-            updates(&dropper, "UpdateItem") - 1
-        ),
+        "the run makes it again with its token: recognised as its own claim, another run refused",
+        "claim lost once; another run refused; the same run's second attempt won",
     );
 }
 
 #[tokio::test]
-async fn a_finish_whose_reply_is_lost_is_still_done_once() {
+async fn a_finish_whose_reply_is_lost_is_done_once_when_its_run_makes_it_again() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-reply-finish");
     let now = Utc::now();
@@ -99,21 +118,27 @@ async fn a_finish_whose_reply_is_lost_is_still_done_once() {
         .await
         .unwrap();
     let abandoned = now - Duration::seconds(30);
+    let run = RunToken::generate();
     assert!(
         store
-            .claim_reservation(&r.device_id, &r.call_id, now, abandoned)
+            .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
             .await
             .unwrap()
     );
     dropper.drop_replies("UpdateItem", "finishToken", 1);
-    let done = store
-        .finish_reservation(&r.device_id, &r.call_id, Outcome::Sent, now, abandoned)
-        .await
-        .unwrap();
+    let finish = |outcome, run| {
+        let (store, r) = (&store, &r);
+        async move {
+            store
+                .finish_reservation(&r.device_id, &r.call_id, outcome, run, now, abandoned)
+                .await
+        }
+    };
+    assert!(finish(Outcome::Sent, &run).await.is_err(), "no answer");
     assert_eq!(dropper.dropped(), 1);
     assert!(
-        done,
-        "the retry of a finish that was written is recognised as done"
+        finish(Outcome::Sent, &run).await.unwrap(),
+        "made again by its run, a finish that was written is recognised as done"
     );
     let stored = store
         .get_reservation(&r.device_id, now)
@@ -121,17 +146,13 @@ async fn a_finish_whose_reply_is_lost_is_still_done_once() {
         .unwrap()
         .unwrap();
     assert_eq!(stored.status, ReservationStatus::Sent);
-    // A second finish (another call of it) is still refused.
-    assert!(
-        !store
-            .finish_reservation(&r.device_id, &r.call_id, Outcome::Failed, now, abandoned)
-            .await
-            .unwrap()
-    );
+    // Another outcome, by this run or another, is still refused.
+    assert!(!finish(Outcome::Failed, &run).await.unwrap());
+    assert!(!finish(Outcome::Sent, &RunToken::generate()).await.unwrap());
     faults::record(
         "DynamoDB: the reply to a dispatch finish is lost (the write happened)",
-        "the retry is recognised as done: recorded sent once, a second finish refused",
-        "finish done; status sent; a second finish refused",
+        "the run makes it again with its token: recognised as done; other outcomes refused",
+        "finish lost once; made again: done; status sent; a second outcome refused",
     );
 }
 
@@ -164,6 +185,56 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
         "DynamoDB: the reply to POST /calls' create is lost (the write happened)",
         "the retry is recognised as this reservation: 201, not 409 for the app's own call",
         "created once; another reservation for the device still refused",
+    );
+}
+
+/// POST /calls' two writes (the minute's count, then the reservation) with every reply lost:
+/// the create is still answered as created, and counted once (a reservation in a shard the
+/// count does not cover would never ring; one counted twice costs only a shard too many).
+#[tokio::test]
+async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let r = reservation("lost-create-all");
+    let now = Utc::now();
+    // Every attempt the SDK makes of each write is carried out, its reply lost.
+    dropper.drop_replies("UpdateItem", "lastCallId", 1);
+    dropper.drop_replies("PutItem", "scheduledAtMs", 3);
+    store
+        .create_reservation(&r, now, now - Duration::minutes(5))
+        .await
+        .expect("a create that was written is created, whatever became of its replies");
+    assert_eq!(dropper.dropped(), 4);
+    let stored = store
+        .get_reservation(&r.device_id, now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.call_id, r.call_id);
+    let minute = r.scheduled_at.due_minute();
+    assert_eq!(
+        store.due_count(&minute).await.unwrap(),
+        1,
+        "the count's retried ADD is recognised by its callId: counted once"
+    );
+    // The same reservation sent again by a client retry: created, still counted once.
+    store
+        .create_reservation(&r, now, now - Duration::minutes(5))
+        .await
+        .unwrap();
+    assert_eq!(store.due_count(&minute).await.unwrap(), 1);
+    assert!(
+        store
+            .due_calls(&minute, 0)
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.call_id == r.call_id),
+        "in a shard the count covers"
+    );
+    faults::record(
+        "DynamoDB: every reply of POST /calls' count and put is lost (both written)",
+        "the count's ADD is recognised by its callId, the put read back: created, counted once",
+        "created; count 1 (also after the same create again); in shard 0",
     );
 }
 

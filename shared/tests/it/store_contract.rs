@@ -20,10 +20,10 @@ use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::{CALLS_PER_SHARD, DueCall, shards_for};
 use koe::domain::reservation::{
-    CallId, Reservation, ReservationStatus, ScheduledAt, minute_bucket, terminal_expiry,
+    CallId, Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket, terminal_expiry,
 };
 use koe::store::{
-    CancelError, CreateError, IdempotentAnswer, Outcome, SpendOutcome, Store, UsageOutcome,
+    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, Store, UsageOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -123,24 +123,55 @@ async fn get_some(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Reserv
         .unwrap_or_else(|| panic!("a reservation for {id:?} at {now}"))
 }
 
+/// A claim by a run of its own (a new token each time).
 async fn claim(store: &DynStore, r: &Reservation, now: DateTime<Utc>) -> bool {
+    claim_as(store, r, &RunToken::generate(), now).await
+}
+
+async fn claim_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
     store
-        .claim_reservation(&r.device_id, &r.call_id, now, abandoned_before(now))
+        .claim_reservation(&r.device_id, &r.call_id, run, now, abandoned_before(now))
         .await
         .expect("claim_reservation")
 }
 
+/// An outcome recorded by a run of its own (a new token each time).
 async fn finish(store: &DynStore, r: &Reservation, outcome: Outcome, now: DateTime<Utc>) -> bool {
+    finish_as(store, r, outcome, &RunToken::generate(), now).await
+}
+
+async fn finish_as(
+    store: &DynStore,
+    r: &Reservation,
+    outcome: Outcome,
+    run: &RunToken,
+    now: DateTime<Utc>,
+) -> bool {
     store
         .finish_reservation(
             &r.device_id,
             &r.call_id,
             outcome,
+            run,
             now,
             abandoned_before(now),
         )
         .await
         .expect("finish_reservation")
+}
+
+async fn mark_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
+    store
+        .mark_push_started(&r.device_id, &r.call_id, run, now)
+        .await
+        .expect("mark_push_started")
+}
+
+async fn release_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
+    store
+        .release_claim(&r.device_id, &r.call_id, run, now)
+        .await
+        .expect("release_claim")
 }
 
 /// A reservation driven into `status` along the dispatcher's path, for a fresh device: made at
@@ -429,6 +460,36 @@ async fn create_while_scheduled_is_exists_and_keeps_the_first(store: DynStore) {
     assert_eq!(get(&store, &first.device_id, now).await, Some(first));
 }
 
+/// A create made again (its reply lost, or a client's retry of the same reservation): answered
+/// as created in every state, counted once, and never written over (a claimed or sent call
+/// stays as it is).
+async fn the_same_reservation_made_again_is_created_once_and_counted_once(store: DynStore) {
+    let id = new_device_id();
+    let r = reservation(&id, t0(), LEAD);
+    let minute = r.scheduled_at.due_minute();
+    let before = store.due_count(&minute).await.unwrap();
+    create(&store, &r, t0()).await;
+    let later = t0() + secs(5);
+    create(&store, &r, later).await;
+    assert_eq!(store.due_count(&minute).await.unwrap(), before + 1);
+    assert_eq!(get(&store, &id, later).await, Some(r.clone()));
+
+    let due = r.scheduled_at.utc();
+    assert!(claim(&store, &r, due).await);
+    let claimed = get_some(&store, &id, due).await;
+    create(&store, &r, due).await;
+    assert_eq!(
+        get(&store, &id, due).await,
+        Some(claimed),
+        "not written over"
+    );
+    assert!(finish(&store, &r, Outcome::Sent, due + secs(1)).await);
+    let sent = get_some(&store, &id, due + secs(1)).await;
+    create(&store, &r, due + secs(2)).await;
+    assert_eq!(get(&store, &id, due + secs(2)).await, Some(sent));
+    assert_eq!(store.due_count(&minute).await.unwrap(), before + 1);
+}
+
 async fn create_while_claimed_is_exists(store: DynStore) {
     let (first, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
     let now = claimed_at + secs(5);
@@ -453,7 +514,7 @@ async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
         let new = reservation(&old.device_id, now, secs(600));
         assert_eq!(
             store.create_reservation(&new, now, stale_before(now)).await,
-            Ok(()),
+            Ok(Created::New),
             "a {status:?} record is replaced"
         );
         assert_eq!(
@@ -482,7 +543,7 @@ async fn create_replaces_a_stale_scheduled_or_claimed_record(store: DynStore) {
         store
             .create_reservation(&new, later, stale_before(later))
             .await,
-        Ok(()),
+        Ok(Created::New),
         "time < stale_before is stale"
     );
     assert_eq!(get(&store, &old.device_id, later).await, Some(new));
@@ -493,7 +554,7 @@ async fn create_replaces_a_stale_scheduled_or_claimed_record(store: DynStore) {
     let new = reservation(&old.device_id, now, secs(600));
     assert_eq!(
         store.create_reservation(&new, now, stale_before(now)).await,
-        Ok(()),
+        Ok(Created::New),
         "a stale claim is replaced"
     );
     assert_eq!(get(&store, &old.device_id, now).await, Some(new));
@@ -521,7 +582,7 @@ async fn an_expired_terminal_record_reads_as_none_and_is_replaceable(store: DynS
         store
             .create_reservation(&new, expiry, stale_before(expiry))
             .await,
-        Ok(())
+        Ok(Created::New)
     );
     assert_eq!(get(&store, &sent.device_id, expiry).await, Some(new));
 }
@@ -595,7 +656,13 @@ async fn claim_with_a_wrong_call_id_or_device_is_refused(store: DynStore) {
     assert_ne!(wrong, r.call_id);
     assert!(
         !store
-            .claim_reservation(&r.device_id, &wrong, now, abandoned_before(now))
+            .claim_reservation(
+                &r.device_id,
+                &wrong,
+                &RunToken::generate(),
+                now,
+                abandoned_before(now)
+            )
             .await
             .expect("claim_reservation"),
         "wrong callId"
@@ -603,7 +670,13 @@ async fn claim_with_a_wrong_call_id_or_device_is_refused(store: DynStore) {
     assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
     assert!(
         !store
-            .claim_reservation(&new_device_id(), &r.call_id, now, abandoned_before(now))
+            .claim_reservation(
+                &new_device_id(),
+                &r.call_id,
+                &RunToken::generate(),
+                now,
+                abandoned_before(now)
+            )
             .await
             .expect("claim_reservation"),
         "unknown device"
@@ -613,15 +686,37 @@ async fn claim_with_a_wrong_call_id_or_device_is_refused(store: DynStore) {
 async fn claim_scheduled_wins_and_records_claimed_at(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
     let now = r.scheduled_at.utc() - Duration::milliseconds(1500);
-    assert!(claim(&store, &r, now).await);
+    let run = RunToken::generate();
+    assert!(claim_as(&store, &r, &run, now).await);
     let stored = get_some(&store, &r.device_id, now).await;
     let expected = Reservation {
         status: ReservationStatus::Claimed,
         claimed_at: Some(now),
+        claimed_by: Some(run),
         updated_at: now,
         ..r
     };
     assert_eq!(stored, expected);
+}
+
+/// A claim whose reply was lost, made again by its run: won again (the run's own), its time the
+/// new attempt's; another run's claim of it is still refused.
+async fn a_claim_made_again_by_its_own_run_is_won_again(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let first = r.scheduled_at.utc() - Duration::milliseconds(500);
+    let run = RunToken::generate();
+    assert!(claim_as(&store, &r, &run, first).await, "first attempt");
+    let again = first + Duration::milliseconds(700);
+    assert!(claim_as(&store, &r, &run, again).await, "made again: own");
+    let stored = get_some(&store, &r.device_id, again).await;
+    assert_eq!(
+        (stored.status, stored.claimed_at, stored.claimed_by.as_ref()),
+        (ReservationStatus::Claimed, Some(again), Some(&run))
+    );
+    assert!(!claim(&store, &r, again).await, "another run's claim");
+    // Once marked, the run's own claim answers the same (its push has not left).
+    assert!(mark_as(&store, &r, &run, again).await);
+    assert!(claim_as(&store, &r, &run, again).await);
 }
 
 async fn a_second_claim_of_a_fresh_claim_is_refused(store: DynStore) {
@@ -631,7 +726,13 @@ async fn a_second_claim_of_a_fresh_claim_is_refused(store: DynStore) {
     // Boundary: a claim made exactly at `abandoned_before` is not abandoned.
     assert!(
         !store
-            .claim_reservation(&r.device_id, &r.call_id, now, claimed_at)
+            .claim_reservation(
+                &r.device_id,
+                &r.call_id,
+                &RunToken::generate(),
+                now,
+                claimed_at
+            )
             .await
             .expect("claim_reservation"),
         "claimed_at == abandoned_before is not abandoned"
@@ -654,42 +755,38 @@ async fn a_claim_made_before_abandoned_before_can_be_reclaimed(store: DynStore) 
 }
 
 async fn the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over(store: DynStore) {
-    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let run = RunToken::generate();
+    let claimed_at = r.scheduled_at.utc() - Duration::milliseconds(500);
+    assert!(claim_as(&store, &r, &run, claimed_at).await);
+    let claimed = get_some(&store, &r.device_id, claimed_at).await;
     let now = claimed_at + Duration::milliseconds(300);
-    let mark = |claimed_at, now| {
-        let store = store.clone();
-        let r = r.clone();
-        async move {
-            store
-                .mark_push_started(&r.device_id, &r.call_id, claimed_at, now)
-                .await
-                .expect("mark_push_started")
-        }
-    };
     assert!(
-        !mark(claimed_at + Duration::milliseconds(1), now).await,
-        "another claim's mark"
+        !mark_as(&store, &r, &RunToken::generate(), now).await,
+        "another run's mark"
     );
     assert!(
         !store
-            .mark_push_started(&r.device_id, &CallId::generate(), claimed_at, now)
+            .mark_push_started(&r.device_id, &CallId::generate(), &run, now)
             .await
             .expect("mark_push_started"),
         "another call's mark"
     );
-    assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
-    assert!(mark(claimed_at, now).await, "the claim's own mark");
+    assert_eq!(get(&store, &r.device_id, now).await, Some(claimed.clone()));
+    assert!(mark_as(&store, &r, &run, now).await, "the claim's own mark");
+    let again = now + Duration::milliseconds(600);
     assert!(
-        mark(claimed_at, now).await,
-        "marking again (a retry) is the same mark"
+        mark_as(&store, &r, &run, again).await,
+        "marking again (its reply was lost) is the same mark"
     );
-    let stored = get_some(&store, &r.device_id, now).await;
+    let stored = get_some(&store, &r.device_id, again).await;
     assert_eq!(
         stored,
         Reservation {
             push_started_at: Some(now),
-            ..r.clone()
-        }
+            ..claimed.clone()
+        },
+        "the first mark's time is kept"
     );
 
     // Abandoned after the mark: never re-claimed, never missed; a run records it failed.
@@ -708,16 +805,67 @@ async fn the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over(
         get_some(&store, &r.device_id, later).await.status,
         ReservationStatus::Failed
     );
+    assert!(
+        !mark_as(&store, &r, &run, later).await,
+        "a finished call has no claim to mark"
+    );
 
     // A scheduled reservation has no claim to mark.
     let (scheduled, _) = seeded(&store, ReservationStatus::Scheduled).await;
     let at = scheduled.scheduled_at.utc();
+    assert!(!mark_as(&store, &scheduled, &run, at).await, "scheduled");
+}
+
+/// A run that could not resolve its push mark in time gives its claim back: `scheduled` again,
+/// mark and claim gone, claimable at once by any run; made again (its reply lost) it answers
+/// the same; a claim of another run, or a finished call, is not given back.
+async fn a_claim_given_back_by_its_run_is_scheduled_again(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let run = RunToken::generate();
+    let claimed_at = r.scheduled_at.utc() - Duration::milliseconds(500);
+    assert!(claim_as(&store, &r, &run, claimed_at).await);
+    let now = claimed_at + secs(2);
+    assert!(mark_as(&store, &r, &run, now).await);
     assert!(
-        !store
-            .mark_push_started(&scheduled.device_id, &scheduled.call_id, at, at)
-            .await
-            .expect("mark_push_started"),
-        "scheduled"
+        !release_as(&store, &r, &RunToken::generate(), now).await,
+        "another run's release"
+    );
+    assert_eq!(
+        get_some(&store, &r.device_id, now).await.status,
+        ReservationStatus::Claimed
+    );
+    let later = now + secs(10);
+    assert!(release_as(&store, &r, &run, later).await, "its own");
+    let stored = get_some(&store, &r.device_id, later).await;
+    assert_eq!(
+        stored,
+        Reservation {
+            updated_at: later,
+            ..r.clone()
+        },
+        "as it was before the claim"
+    );
+    assert!(
+        release_as(&store, &r, &run, later).await,
+        "made again: already released"
+    );
+    assert!(
+        !mark_as(&store, &r, &run, later).await,
+        "no claim to mark any more"
+    );
+    assert!(
+        claim(&store, &r, later).await,
+        "claimable by any run at once"
+    );
+    let sent = later + secs(1);
+    assert!(finish(&store, &r, Outcome::Sent, sent).await);
+    assert!(
+        !release_as(&store, &r, &run, sent).await,
+        "a finished call is not released"
+    );
+    assert_eq!(
+        get_some(&store, &r.device_id, sent).await.status,
+        ReservationStatus::Sent
     );
 }
 
@@ -728,12 +876,17 @@ async fn finish_sent_or_failed_from_claimed_sets_status_and_expiry(store: DynSto
     for outcome in [Outcome::Sent, Outcome::Failed] {
         let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
         let now = claimed_at + Duration::milliseconds(700);
-        assert!(finish(&store, &r, outcome, now).await, "{outcome:?}");
+        let run = RunToken::generate();
+        assert!(
+            finish_as(&store, &r, outcome, &run, now).await,
+            "{outcome:?}"
+        );
         let stored = get_some(&store, &r.device_id, now).await;
         let expected = Reservation {
             status: outcome.status(),
             updated_at: now,
             expire_at: Some(terminal_expiry(now)),
+            finished_by: Some(run),
             ..r
         };
         assert_eq!(stored, expected, "{outcome:?} keeps claimed_at");
@@ -755,7 +908,14 @@ async fn finish_with_a_wrong_call_id_is_refused(store: DynStore) {
     for outcome in [Outcome::Sent, Outcome::Failed, Outcome::Missed] {
         assert!(
             !store
-                .finish_reservation(&r.device_id, &wrong, outcome, now, now)
+                .finish_reservation(
+                    &r.device_id,
+                    &wrong,
+                    outcome,
+                    &RunToken::generate(),
+                    now,
+                    now
+                )
                 .await
                 .expect("finish_reservation"),
             "{outcome:?} with a wrong callId"
@@ -767,12 +927,14 @@ async fn finish_with_a_wrong_call_id_is_refused(store: DynStore) {
 async fn finish_missed_from_scheduled_sets_status_and_expiry(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
     let now = r.scheduled_at.utc() + GRACE + Duration::milliseconds(250);
-    assert!(finish(&store, &r, Outcome::Missed, now).await);
+    let run = RunToken::generate();
+    assert!(finish_as(&store, &r, Outcome::Missed, &run, now).await);
     let stored = get_some(&store, &r.device_id, now).await;
     let expected = Reservation {
         status: ReservationStatus::Missed,
         updated_at: now,
         expire_at: Some(terminal_expiry(now)),
+        finished_by: Some(run),
         ..r
     };
     assert_eq!(stored, expected);
@@ -803,8 +965,27 @@ async fn finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_o
 async fn finishing_twice_is_refused_the_second_time(store: DynStore) {
     let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
     let now = claimed_at + secs(1);
-    assert!(finish(&store, &r, Outcome::Sent, now).await, "first finish");
+    let run = RunToken::generate();
+    assert!(
+        finish_as(&store, &r, Outcome::Sent, &run, now).await,
+        "first finish"
+    );
+    assert!(
+        finish_as(&store, &r, Outcome::Sent, &run, now + secs(2)).await,
+        "made again by its run (the first reply lost): answered as written"
+    );
     let sent = get_some(&store, &r.device_id, now).await;
+    assert_eq!(
+        (sent.status, sent.updated_at),
+        (ReservationStatus::Sent, now + secs(2)),
+        "the outcome's time is the last attempt's"
+    );
+    for other in [Outcome::Failed, Outcome::Missed] {
+        assert!(
+            !finish_as(&store, &r, other, &run, now + secs(2)).await,
+            "{other:?} by the same run after sent"
+        );
+    }
     let later = now + secs(10);
     for outcome in [Outcome::Sent, Outcome::Failed, Outcome::Missed] {
         assert!(
@@ -975,7 +1156,13 @@ async fn cancel_and_claim_race_has_exactly_one_winner(store: DynStore, trials: u
             async move {
                 barrier.wait().await;
                 store
-                    .claim_reservation(&r.device_id, &r.call_id, now, abandoned_before(now))
+                    .claim_reservation(
+                        &r.device_id,
+                        &r.call_id,
+                        &RunToken::generate(),
+                        now,
+                        abandoned_before(now),
+                    )
                     .await
                     .expect("claim_reservation")
             }
@@ -1044,9 +1231,9 @@ async fn concurrent_creates_for_one_device_have_one_winner(store: DynStore) {
     let mut exists = 0;
     for task in tasks {
         match task.await.expect("create task") {
-            (r, Ok(())) => winners.push(r),
+            (r, Ok(Created::New)) => winners.push(r),
             (_, Err(CreateError::Exists)) => exists += 1,
-            (r, Err(other)) => panic!("create {}: {other:?}", r.call_id.as_str()),
+            (r, other) => panic!("create {}: {other:?}", r.call_id.as_str()),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one create wins");
@@ -1411,6 +1598,7 @@ macro_rules! contract_suite {
                 get_unknown_reservation_is_none,
                 create_while_scheduled_is_exists_and_keeps_the_first,
                 create_while_claimed_is_exists,
+                the_same_reservation_made_again_is_created_once_and_counted_once,
                 create_replaces_sent_failed_and_missed_records,
                 create_replaces_a_stale_scheduled_or_claimed_record,
                 an_expired_terminal_record_reads_as_none_and_is_replaceable,
@@ -1423,7 +1611,9 @@ macro_rules! contract_suite {
                 claim_scheduled_wins_and_records_claimed_at,
                 a_second_claim_of_a_fresh_claim_is_refused,
                 a_claim_made_before_abandoned_before_can_be_reclaimed,
+                a_claim_made_again_by_its_own_run_is_won_again,
                 the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
+                a_claim_given_back_by_its_run_is_scheduled_again,
                 finish_sent_or_failed_from_claimed_sets_status_and_expiry,
                 finish_sent_or_failed_from_scheduled_is_refused,
                 finish_with_a_wrong_call_id_is_refused,

@@ -21,11 +21,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::due::{DueCall, shard_key};
-use koe::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
+use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, terminal_expiry};
 use koe::store::memory::MemoryStore;
 use koe::store::{
-    CancelError, ClaimAnswer, CreateError, DUE_INDEX, DeviceProof, DeviceWrite, IdempotentAnswer,
-    Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, CreateError, Created, DUE_INDEX, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use serde_json::{Value, json};
 
@@ -37,6 +37,9 @@ const ATTEMPTS: u32 = 3;
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The adapter's whole-operation budget (`koe::store::dynamodb::OPERATION_TIMEOUT`).
 const OPERATION_BUDGET: Duration = koe::store::dynamodb::OPERATION_TIMEOUT;
+
+/// What a run token looks like in an item (`RunToken`: 32 hex digits), for sizes.
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// The embedded store behind DynamoDB's per-partition limits.
 pub struct LimitedStore {
@@ -77,6 +80,21 @@ impl LimitedStore {
     /// Charges `charges` as the SDK would send the request: throttled attempts retried with
     /// backoff, then a store error.
     async fn charged(&self, operation: &str, charges: &[Charge]) -> Result<(), StoreError> {
+        self.charged_within(operation, charges, ATTEMPTS).await
+    }
+
+    /// Charges a request of the dispatcher's on a call, which the adapter sends once (its
+    /// dispatch client has no SDK retries: the dispatcher makes it again itself).
+    async fn charged_once(&self, operation: &str, charges: &[Charge]) -> Result<(), StoreError> {
+        self.charged_within(operation, charges, 1).await
+    }
+
+    async fn charged_within(
+        &self,
+        operation: &str,
+        charges: &[Charge],
+        attempts: u32,
+    ) -> Result<(), StoreError> {
         let started = tokio::time::Instant::now();
         let mut attempt = 1;
         loop {
@@ -85,7 +103,7 @@ impl LimitedStore {
                 Err(throttled) => throttled,
             };
             let pause = BACKOFF_BASE.mul_f64(fastrand::f64() * f64::from(1u32 << (attempt - 1)));
-            if attempt == ATTEMPTS || started.elapsed() + pause >= OPERATION_BUDGET {
+            if attempt == attempts || started.elapsed() + pause >= OPERATION_BUDGET {
                 return Err(StoreError(format!(
                     "{operation}: ThrottlingException after {attempt} attempts: {throttled}"
                 )));
@@ -127,7 +145,7 @@ impl LimitedStore {
         }
         if let Some(at) = r.claimed_at {
             put("claimedAtMs", n(at.timestamp_millis()));
-            put("claimToken", s("0123456789abcdef"));
+            put("claimToken", s(TOKEN));
         }
         if let Some(at) = r.push_started_at {
             put("pushStartedAtMs", n(at.timestamp_millis()));
@@ -136,7 +154,7 @@ impl LimitedStore {
             put("expireAt", n(at));
         }
         if r.status.is_terminal() {
-            put("finishToken", s("0123456789abcdef"));
+            put("finishToken", s(TOKEN));
         }
         item
     }
@@ -157,6 +175,7 @@ impl LimitedStore {
 
     /// Charges an update of the device's reservation from `before` to `after`; `usual` names a
     /// write whose charges are reused from its first costing (see [`LimitedStore::usual`]).
+    /// A dispatcher's write on a call: sent once (see [`LimitedStore::charged_once`]).
     async fn update(
         &self,
         id: &DeviceId,
@@ -179,7 +198,7 @@ impl LimitedStore {
             (Some(name), Some(due)) => self.reused(name, id.as_str(), due, cost),
             _ => cost(),
         };
-        self.charged("UpdateItem", &charges).await
+        self.charged_once("UpdateItem", &charges).await
     }
 
     /// The usual write `name`'s charges with this call's keys (costed by `cost` the first time).
@@ -258,7 +277,7 @@ impl Store for LimitedStore {
         });
         let mut charge = read_charge(&self.devices, None, id.as_str(), item.as_ref(), true);
         charge.key = id.as_str().to_owned();
-        self.charged("GetItem", &[charge]).await?;
+        self.charged_once("GetItem", &[charge]).await?;
         Ok(device)
     }
 
@@ -279,7 +298,7 @@ impl Store for LimitedStore {
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<(), CreateError> {
+    ) -> Result<Created, CreateError> {
         self.inner
             .create_reservation(reservation, now, stale_before)
             .await
@@ -358,6 +377,7 @@ impl Store for LimitedStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError> {
@@ -367,8 +387,9 @@ impl Store for LimitedStore {
                 && match r.status {
                     ReservationStatus::Scheduled => true,
                     ReservationStatus::Claimed => {
-                        r.push_started_at.is_none()
-                            && r.claimed_at.is_some_and(|c| c < abandoned_before)
+                        r.claimed_by.as_ref() == Some(run)
+                            || (r.push_started_at.is_none()
+                                && r.claimed_at.is_some_and(|c| c < abandoned_before))
                     }
                     _ => false,
                 };
@@ -390,7 +411,7 @@ impl Store for LimitedStore {
         self.update(id, usual.then_some("claim"), before.as_ref(), after_ref)
             .await?;
         self.inner
-            .claim_due(id, call_id, now, abandoned_before)
+            .claim_due(id, call_id, run, now, abandoned_before)
             .await
     }
 
@@ -398,7 +419,7 @@ impl Store for LimitedStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
-        claimed_at: DateTime<Utc>,
+        run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let before = self.current(id, now).await?;
@@ -413,9 +434,27 @@ impl Store for LimitedStore {
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
         self.update(id, usual.then_some("mark"), before.as_ref(), after_ref)
             .await?;
-        self.inner
-            .mark_push_started(id, call_id, claimed_at, now)
-            .await
+        self.inner.mark_push_started(id, call_id, run, now).await
+    }
+
+    async fn release_claim(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, key)| {
+            let mut released = r.clone();
+            released.status = ReservationStatus::Scheduled;
+            released.claimed_at = None;
+            released.push_started_at = None;
+            (released, key.clone())
+        });
+        let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
+        self.update(id, None, before.as_ref(), after_ref).await?;
+        self.inner.release_claim(id, call_id, run, now).await
     }
 
     async fn finish_reservation(
@@ -423,6 +462,7 @@ impl Store for LimitedStore {
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -445,7 +485,7 @@ impl Store for LimitedStore {
         self.update(id, usual.then_some(name), before.as_ref(), after_ref)
             .await?;
         self.inner
-            .finish_reservation(id, call_id, outcome, now, abandoned_before)
+            .finish_reservation(id, call_id, outcome, run, now, abandoned_before)
             .await
     }
 

@@ -5,11 +5,14 @@
 //! condition now meets the item its first attempt wrote: what the fault tests check is that
 //! such a retry is recognised as the write that already happened. It can also refuse requests
 //! (DynamoDB's 500 `InternalServerError`, nothing carried out), for a store error that is not
-//! a lost write.
+//! a lost write, and hold replies back (the write happens at once, its answer comes late), as
+//! a slow network or a busy DynamoDB front end would: past the client's attempt timeout, the
+//! answer is as good as lost.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -19,13 +22,24 @@ use super::front;
 use tokio::task::JoinHandle;
 
 /// Which replies to lose: the next `remaining` requests of `operation` (`UpdateItem`,
-/// `PutItem`, ...) whose JSON body contains `needle`.
+/// `PutItem`, ...; empty: any) whose JSON body contains `needle`, received within `window` if
+/// it has one.
 struct Rule {
     operation: String,
     needle: String,
     remaining: usize,
-    /// Answer 500 without forwarding, instead of losing the reply after forwarding.
-    refuse: bool,
+    action: Action,
+    window: Option<(Instant, Instant)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Action {
+    /// Forward, then close the connection unanswered.
+    Drop,
+    /// Answer 500 without forwarding (nothing written).
+    Refuse,
+    /// Forward, then answer only this much later.
+    Hold(Duration),
 }
 
 struct Shared {
@@ -79,26 +93,62 @@ impl ReplyDropper {
     /// Loses the replies of the next `times` requests of `operation` whose body contains
     /// `needle` (after DynamoDB has carried them out).
     pub fn drop_replies(&self, operation: &str, needle: &str, times: usize) {
+        self.add(operation, needle, times, Action::Drop, None);
+    }
+
+    /// Holds back the replies of the next `times` requests of `operation` whose body contains
+    /// `needle` by `hold` (after DynamoDB has carried them out).
+    pub fn hold_replies(&self, operation: &str, needle: &str, times: usize, hold: Duration) {
+        self.add(operation, needle, times, Action::Hold(hold), None);
+    }
+
+    /// Holds back by `hold` the reply of every request of `operation` (empty: any operation)
+    /// received between `from` and `until` (a slow window), after DynamoDB has carried it out.
+    pub fn hold_replies_between(
+        &self,
+        operation: &str,
+        hold: Duration,
+        from: Instant,
+        until: Instant,
+    ) {
+        self.add(
+            operation,
+            "",
+            usize::MAX,
+            Action::Hold(hold),
+            Some((from, until)),
+        );
+    }
+
+    fn add(
+        &self,
+        operation: &str,
+        needle: &str,
+        times: usize,
+        action: Action,
+        window: Option<(Instant, Instant)>,
+    ) {
         self.shared.rules.lock().unwrap().push(Rule {
             operation: operation.to_owned(),
             needle: needle.to_owned(),
             remaining: times,
-            refuse: false,
+            action,
+            window,
         });
     }
 
     /// Answers the next `times` requests of `operation` whose body contains `needle` with
     /// DynamoDB's 500 `InternalServerError`, without forwarding them (nothing is written).
     pub fn refuse_requests(&self, operation: &str, needle: &str, times: usize) {
-        self.shared.rules.lock().unwrap().push(Rule {
-            operation: operation.to_owned(),
-            needle: needle.to_owned(),
-            remaining: times,
-            refuse: true,
-        });
+        self.add(operation, needle, times, Action::Refuse, None);
     }
 
-    /// How many replies were lost (or requests refused) so far.
+    /// Forgets every rule: from now on every request is forwarded and answered as it comes.
+    pub fn clear(&self) {
+        self.shared.rules.lock().unwrap().clear();
+    }
+
+    /// How many replies were lost, held back or refused so far.
     pub fn dropped(&self) -> usize {
         self.shared.dropped.load(Ordering::SeqCst)
     }
@@ -119,7 +169,9 @@ async fn forward(
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
     let operation = front::operation(&parts.headers);
     shared.seen.lock().unwrap().push(operation.clone());
-    if take_rule(shared, &operation, &body, true) {
+    let received = Instant::now();
+    let action = take_rule(shared, &operation, &body, received);
+    if action == Some(Action::Refuse) {
         shared.dropped.fetch_add(1, Ordering::SeqCst);
         return Ok(hyper::Response::builder()
             .status(500)
@@ -145,25 +197,32 @@ async fn forward(
     let status = answer.status();
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.map_err(|e| io(&e))?;
-    if take_rule(shared, &operation, &body, false) {
-        shared.dropped.fetch_add(1, Ordering::SeqCst);
-        return Err(std::io::Error::other("reply lost (test)"));
+    match action {
+        Some(Action::Drop) => {
+            shared.dropped.fetch_add(1, Ordering::SeqCst);
+            return Err(std::io::Error::other("reply lost (test)"));
+        }
+        Some(Action::Hold(hold)) => {
+            shared.dropped.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep_until((received + hold).into()).await;
+        }
+        Some(Action::Refuse) | None => {}
     }
     Ok(front::respond(status.as_u16(), &headers, bytes))
 }
 
-/// Whether a rule of this kind (`refuse`) applies to the request, counting it down if so.
-fn take_rule(shared: &Shared, operation: &str, body: &[u8], refuse: bool) -> bool {
+/// The action of the first rule that applies to the request (received at `at`), counting it
+/// down.
+fn take_rule(shared: &Shared, operation: &str, body: &[u8], at: Instant) -> Option<Action> {
     let text = String::from_utf8_lossy(body);
     let mut rules = shared.rules.lock().unwrap();
-    rules
-        .iter_mut()
-        .find(|r| {
-            r.remaining > 0
-                && r.refuse == refuse
-                && r.operation == operation
-                && text.contains(&r.needle)
-        })
-        .map(|r| r.remaining -= 1)
-        .is_some()
+    let rule = rules.iter_mut().find(|r| {
+        r.remaining > 0
+            && (r.operation.is_empty() || r.operation == operation)
+            && text.contains(&r.needle)
+            && r.window
+                .is_none_or(|(from, until)| from <= at && at < until)
+    })?;
+    rule.remaining -= 1;
+    Some(rule.action)
 }

@@ -3,25 +3,21 @@
 
 use chrono::{DateTime, Utc};
 
-use super::retried::{CLAIM_TOKEN, FINISH_TOKEN, write_token};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
+use super::reservations::{DUE_COUNT, DUE_COUNT_PREFIX};
 use super::{
-    CALL_ID, CALLER_NAME, CLAIMED_AT_MS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, Item,
-    PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, n, names,
-    reservation_from_item, s, sdk_error, values, written,
+    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT,
+    FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, n,
+    names, reservation_from_item, s, sdk_error, values, written,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{
-    CallId, ReservationStatus, ScheduledAt, rfc3339_millis, terminal_expiry,
+    CallId, ReservationStatus, RunToken, ScheduledAt, rfc3339_millis, terminal_expiry,
 };
 use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, StoreError};
-
-/// The key prefix (in `deviceId`) of a minute's reservation count, `due#2026-01-01T22:00Z`.
-const DUE_COUNT_PREFIX: &str = "due#";
-const DUE_COUNT: &str = "count";
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
     let r = Reader { table, item };
@@ -42,6 +38,10 @@ const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
      (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs \
       AND attribute_not_exists(#pushStartedAtMs)))";
 
+/// The reservation is claimed by the run whose token is `:run` (its own claim, whatever became
+/// of the reply that said so).
+const CLAIMED_BY_RUN: &str = "#callId = :callId AND #status = :claimed AND #claimToken = :run";
+
 impl DynamoStore {
     /// `due#<minute>` in the calls table: the minute's count of reservations made for it.
     pub(super) async fn due_count_item(&self, minute: &str) -> Result<u32, StoreError> {
@@ -60,33 +60,6 @@ impl DynamoStore {
         };
         let count = Reader { table, item }.opt_i64(DUE_COUNT)?.unwrap_or(0);
         Ok(u32::try_from(count).unwrap_or(u32::MAX))
-    }
-
-    /// Counts one more reservation made for `minute` (its TTL `expire_at`); the new count.
-    pub(super) async fn count_due(&self, minute: &str, expire_at: i64) -> Result<u32, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .update_expression("ADD #count :one SET #expireAt = :expireAt")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":one", n(1)),
-                (":expireAt", n(expire_at)),
-            ])))
-            .return_values(ReturnValue::UpdatedNew)
-            .send()
-            .await
-            .map_err(|e| sdk_error("UpdateItem", table, e))?;
-        let count = out
-            .attributes()
-            .and_then(|a| a.get(DUE_COUNT))
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse::<u32>().ok())
-            .ok_or_else(|| bad_item(table, DUE_COUNT))?;
-        Ok(count)
     }
 
     pub(super) async fn due_calls_item(
@@ -129,22 +102,21 @@ impl DynamoStore {
         &self,
         id: &DeviceId,
         call_id: &CallId,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError> {
         let table = &self.tables.calls;
         let result = self
-            .client
+            .dispatch
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .update_expression(
                 "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #claimToken = :token",
+                 #claimToken = :run",
             )
-            .condition_expression(format!(
-                "({CLAIMABLE}) OR (#callId = :callId AND #status = :claimed AND #claimToken = :token)"
-            ))
+            .condition_expression(format!("({CLAIMABLE}) OR ({CLAIMED_BY_RUN})"))
             .set_expression_attribute_names(Some(names(&[
                 CALL_ID,
                 STATUS,
@@ -160,7 +132,7 @@ impl DynamoStore {
                 (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
                 (":nowMs", n(now.timestamp_millis())),
                 (":updatedAt", s(rfc3339_millis(now))),
-                (":token", s(write_token())),
+                (":run", s(run.as_str())),
             ])))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -177,38 +149,79 @@ impl DynamoStore {
             Some(item) => Some(reservation_from_item(table, item)?),
             None => None,
         };
-        Ok(ClaimAnswer::Refused(current.filter(|r| !r.is_expired(now))))
+        Ok(ClaimAnswer::Refused(
+            current.filter(|r| !r.is_expired(now)).map(Box::new),
+        ))
     }
 
     pub(super) async fn mark_item(
         &self,
         id: &DeviceId,
         call_id: &CallId,
-        claimed_at: DateTime<Utc>,
+        run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        // Idempotent: an SDK retry after a lost reply meets its own claim and sets the same value.
+        // Made again after a lost reply, it meets its own claim and keeps the first time.
         let result = self
-            .client
+            .dispatch
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #pushStartedAtMs = :nowMs")
-            .condition_expression(
-                "#callId = :callId AND #status = :claimed AND #claimedAtMs = :claimedAtMs",
-            )
+            .update_expression("SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)")
+            .condition_expression(CLAIMED_BY_RUN)
             .set_expression_attribute_names(Some(names(&[
                 CALL_ID,
                 STATUS,
-                CLAIMED_AT_MS,
+                CLAIM_TOKEN,
                 PUSH_STARTED_AT_MS,
             ])))
             .set_expression_attribute_values(Some(values(vec![
                 (":callId", s(call_id.as_str())),
                 (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":claimedAtMs", n(claimed_at.timestamp_millis())),
+                (":run", s(run.as_str())),
                 (":nowMs", n(now.timestamp_millis())),
+            ])))
+            .send()
+            .await;
+        written("UpdateItem", table, result)
+    }
+
+    pub(super) async fn release_item(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        // Made again after a lost reply, it finds the call `scheduled`: released.
+        let result = self
+            .dispatch
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression(
+                "SET #status = :scheduled, #updatedAt = :updatedAt \
+                 REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs",
+            )
+            .condition_expression(format!(
+                "({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)"
+            ))
+            .set_expression_attribute_names(Some(names(&[
+                CALL_ID,
+                STATUS,
+                CLAIM_TOKEN,
+                CLAIMED_AT_MS,
+                PUSH_STARTED_AT_MS,
+                UPDATED_AT,
+            ])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":callId", s(call_id.as_str())),
+                (":claimed", s(ReservationStatus::Claimed.as_str())),
+                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+                (":run", s(run.as_str())),
+                (":updatedAt", s(rfc3339_millis(now))),
             ])))
             .send()
             .await;
@@ -220,6 +233,7 @@ impl DynamoStore {
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
+        run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -230,7 +244,7 @@ impl DynamoStore {
             (":outcome", s(outcome.status().as_str())),
             (":updatedAt", s(rfc3339_millis(now))),
             (":expireAt", n(terminal_expiry(now))),
-            (":token", s(write_token())),
+            (":run", s(run.as_str())),
         ];
         let mut attribute_names = vec![CALL_ID, STATUS, UPDATED_AT, EXPIRE_AT, DUE_SHARD];
         attribute_names.push(FINISH_TOKEN);
@@ -243,17 +257,18 @@ impl DynamoStore {
                 CLAIMABLE
             }
         };
+        // The second branch: this run's own outcome, written by an attempt whose reply was lost.
         let condition = format!(
-            "({first}) OR (#callId = :callId AND #status = :outcome AND #finishToken = :token)"
+            "({first}) OR (#callId = :callId AND #status = :outcome AND #finishToken = :run)"
         );
         let result = self
-            .client
+            .dispatch
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .update_expression(
                 "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
-                 #finishToken = :token REMOVE #dueShard",
+                 #finishToken = :run REMOVE #dueShard",
             )
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&attribute_names)))

@@ -1,0 +1,56 @@
+//! The [`Dispatcher`]: the ports and settings every run of it shares (its runs: `run`).
+
+use std::sync::Arc;
+
+use super::in_flight::InFlight;
+use super::trigger::DispatchTrigger;
+use crate::clock::Clock;
+use crate::config::DispatchConfig;
+use crate::push::PushSender;
+use crate::store::Store;
+
+/// The dispatcher's ports and settings. Cheap to clone; build one per run or keep one.
+#[derive(Clone)]
+pub struct Dispatcher {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) push: Arc<dyn PushSender>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) settings: DispatchConfig,
+    /// Salt of the device hashes in logs.
+    pub(super) salt: String,
+    pub(super) in_flight: InFlight,
+    /// Where a coordinating run hands out parts of a big minute (`fan_out`).
+    pub(super) fan_out: Option<Arc<dyn DispatchTrigger>>,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Arc<dyn Store>,
+        push: Arc<dyn PushSender>,
+        clock: Arc<dyn Clock>,
+        settings: DispatchConfig,
+        salt: impl Into<String>,
+    ) -> Dispatcher {
+        Dispatcher {
+            store,
+            push,
+            clock,
+            settings,
+            salt: salt.into(),
+            in_flight: InFlight::default(),
+            fan_out: None,
+        }
+    }
+
+    /// Runs of dispatchers that share an [`InFlight`] leave each other's calls alone (a
+    /// process's overlapping runs). Runs in different processes do not know of each other;
+    /// there the claim keeps each call to one push.
+    pub fn sharing(mut self, in_flight: InFlight) -> Dispatcher {
+        self.in_flight = in_flight;
+        self
+    }
+
+    pub fn settings(&self) -> &DispatchConfig {
+        &self.settings
+    }
+}

@@ -1,0 +1,96 @@
+//! One run's state, shared by the tasks of its deliveries: settings, token, limits and report.
+
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::dispatcher::Dispatcher;
+use super::outcome::Counted;
+use super::report::{RunCause, RunReport};
+use super::timing::RESOLVE_BUDGET;
+use crate::clock::Clock;
+use crate::domain::due::{DueCall, Part};
+use crate::domain::reservation::RunToken;
+
+pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).expect("configured durations are small")
+}
+
+pub(super) struct Run {
+    pub(super) dispatcher: Dispatcher,
+    /// Carried by every write this run makes on a reservation.
+    pub(super) token: RunToken,
+    pub(super) grace: chrono::Duration,
+    pub(super) claim_timeout: chrono::Duration,
+    pub(super) claim_lead: chrono::Duration,
+    pub(super) push_budget: chrono::Duration,
+    pub(super) end: DateTime<Utc>,
+    pub(super) part: Part,
+    limit: Semaphore,
+    report: Mutex<RunReport>,
+}
+
+impl Run {
+    pub(super) fn new(
+        dispatcher: Dispatcher,
+        cause: RunCause,
+        started: DateTime<Utc>,
+        part: Part,
+    ) -> Run {
+        let s = dispatcher.settings();
+        Run {
+            token: RunToken::generate(),
+            grace: chrono_duration(s.grace),
+            claim_timeout: chrono_duration(s.claim_timeout),
+            claim_lead: chrono_duration(s.claim_lead),
+            push_budget: chrono_duration(s.push_budget),
+            end: started + chrono_duration(s.window),
+            part,
+            limit: Semaphore::new(s.concurrency.max(1)),
+            report: Mutex::new(RunReport {
+                cause: cause.as_str(),
+                ..RunReport::default()
+            }),
+            dispatcher,
+        }
+    }
+
+    pub(super) fn tally(&self, update: impl FnOnce(&mut RunReport)) {
+        update(&mut self.report.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    pub(super) fn report(&self) -> RunReport {
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn counted<O: Counted>(&self, outcome: O) -> O {
+        self.tally(|t| outcome.count(t));
+        outcome
+    }
+
+    pub(super) fn clock(&self) -> &dyn Clock {
+        self.dispatcher.clock.as_ref()
+    }
+
+    /// A place among the store calls and pushes in flight at once (`concurrency`).
+    pub(super) async fn permit(&self) -> SemaphorePermit<'_> {
+        self.limit
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    pub(super) fn device_hash(&self, r: &DueCall) -> String {
+        r.device_id.log_hash(&self.dispatcher.salt)
+    }
+
+    /// Until when the call's device read, claim and push mark are made again when they get no
+    /// answer: [`RESOLVE_BUDGET`] past its second, never past grace.
+    pub(super) fn resolve_deadline(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+        at + self.grace.min(chrono_duration(RESOLVE_BUDGET))
+    }
+}

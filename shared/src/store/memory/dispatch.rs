@@ -1,0 +1,126 @@
+//! The embedded store's dispatch writes (claim, push mark, release, outcome), with DynamoDB's
+//! conditions: each also accepts a record its own run's token already wrote.
+
+use chrono::{DateTime, Utc};
+
+use super::Tables;
+use crate::domain::device::DeviceId;
+use crate::domain::reservation::{
+    CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
+};
+use crate::store::{ClaimAnswer, Outcome};
+
+/// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
+/// started (a started push may have left).
+fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
+    match r.status {
+        ReservationStatus::Scheduled => true,
+        ReservationStatus::Claimed => {
+            r.push_started_at.is_none() && r.claimed_at.is_some_and(|c| c < abandoned_before)
+        }
+        _ => false,
+    }
+}
+
+/// `claimed` by `run` (its claim, whatever became of the reply).
+fn claimed_by(r: &Reservation, run: &RunToken) -> bool {
+    r.status == ReservationStatus::Claimed && r.claimed_by.as_ref() == Some(run)
+}
+
+impl Tables {
+    /// The device's reservation if it is this call's.
+    fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
+        self.reservations
+            .get_mut(id)
+            .filter(|r| &r.call_id == call_id)
+    }
+
+    pub(super) fn claim(
+        &mut self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> ClaimAnswer {
+        let Some(r) = self.reservations.get_mut(id) else {
+            return ClaimAnswer::Refused(None);
+        };
+        if &r.call_id != call_id || !(is_claimable(r, abandoned_before) || claimed_by(r, run)) {
+            let current = (!r.is_expired(now)).then(|| Box::new(r.clone()));
+            return ClaimAnswer::Refused(current);
+        }
+        r.status = ReservationStatus::Claimed;
+        r.claimed_at = Some(now);
+        r.claimed_by = Some(run.clone());
+        r.updated_at = now;
+        ClaimAnswer::Won
+    }
+
+    pub(super) fn mark(
+        &mut self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> bool {
+        match self.call_mut(id, call_id) {
+            Some(r) if claimed_by(r, run) => {
+                r.push_started_at.get_or_insert(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn release(
+        &mut self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> bool {
+        match self.call_mut(id, call_id) {
+            Some(r) if claimed_by(r, run) => {
+                r.status = ReservationStatus::Scheduled;
+                r.claimed_at = None;
+                r.claimed_by = None;
+                r.push_started_at = None;
+                r.updated_at = now;
+                true
+            }
+            Some(r) => r.status == ReservationStatus::Scheduled,
+            None => false,
+        }
+    }
+
+    pub(super) fn finish(
+        &mut self,
+        id: &DeviceId,
+        call_id: &CallId,
+        outcome: Outcome,
+        run: &RunToken,
+        now: DateTime<Utc>,
+        abandoned_before: DateTime<Utc>,
+    ) -> bool {
+        let Some(r) = self.call_mut(id, call_id) else {
+            return false;
+        };
+        // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
+        let own = r.status == outcome.status() && r.finished_by.as_ref() == Some(run);
+        let allowed = own
+            || match outcome {
+                Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
+                Outcome::Missed => is_claimable(r, abandoned_before),
+            };
+        if !allowed {
+            return false;
+        }
+        r.status = outcome.status();
+        r.finished_by = Some(run.clone());
+        r.updated_at = now;
+        r.expire_at = Some(terminal_expiry(now));
+        self.unindex(id);
+        true
+    }
+}

@@ -1,0 +1,195 @@
+//! Replies that come too late, on DynamoDB Local: `reply_drop`'s proxy lets each write happen at
+//! once and holds its answer back 1.5 s, past the dispatcher's attempt timeout (500 ms), so the
+//! dispatcher cannot tell a write that happened from one that did not. Its run makes each such
+//! request again with its own token until answered, and carries on: every call rings once, a
+//! few seconds late at most, and none ends `failed` while its run knows its push did not leave.
+
+use std::time::{Duration as StdDuration, Instant};
+
+use chrono::Utc;
+use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::store::dynamodb::DISPATCH_ATTEMPT_TIMEOUT;
+use koe_testkit::dispatching::ProxiedWorld as World;
+use koe_testkit::faults;
+
+const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(30);
+/// How long a held reply takes: past the attempt timeout, as in the measurement.
+const HOLD: StdDuration = StdDuration::from_millis(1500);
+/// A piece of each dispatch request's body, to hold just that request.
+const CLAIM: &str = "#claimedAtMs = :nowMs";
+const MARK: &str = "if_not_exists(#pushStartedAtMs";
+const FINISH: &str = "#finishToken = :run";
+
+/// How late (ms) each call's accepted pushes left, one entry per push.
+fn lateness(w: &World, calls: &[Reservation]) -> Vec<Vec<i64>> {
+    calls
+        .iter()
+        .map(|r| {
+            w.push
+                .sent_for_call(r.call_id.as_str())
+                .iter()
+                .map(|p| (p.at - r.scheduled_at.utc()).num_milliseconds())
+                .collect()
+        })
+        .collect()
+}
+
+/// One call whose `operation` requests with `needle` get their reply 1.5 s late, three times
+/// in a row: the run resolves the write by making it again and the call rings once, late by
+/// little more than the holds it waited out.
+async fn one_held_step(
+    name: &str,
+    operation: &str,
+    needle: impl Fn(&World) -> String,
+) -> (i64, koe::dispatch::RunReport) {
+    assert!(HOLD > DISPATCH_ATTEMPT_TIMEOUT);
+    let w = World::new().await;
+    let r = w.reserve(name, 2500).await;
+    w.dropper.hold_replies(operation, &needle(&w), 3, HOLD);
+    let report = w.run(CLAIM_TIMEOUT).await;
+    assert_eq!(w.dropper.dropped(), 3, "{name}: every hold happened");
+    let [late] = lateness(&w, std::slice::from_ref(&r))[0][..] else {
+        panic!("{name}: not exactly one push: {:#?}", w.push.attempts());
+    };
+    assert_eq!(w.push.attempts().len(), 1, "{name}: one push in all");
+    assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent, "{name}");
+    assert_eq!(
+        (report.sent, report.failed, report.store_errors),
+        (1, 0, 0),
+        "{name}: {report:?}"
+    );
+    assert!(report.resolved >= 1, "{name}: {report:?}");
+    (late, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
+    let (late, _) = one_held_step("held-claim", "UpdateItem", |_| CLAIM.into()).await;
+    // Claimed 500 ms ahead; three attempts of 500 ms each, then the answer.
+    assert!(late < 2_500, "{late} ms late");
+    faults::record(
+        "DynamoDB: a dispatch claim's replies come 1.5 s late, three times (written at once)",
+        "the run makes the claim again with its token until answered: its own claim; one push",
+        &format!("sent once, {late} ms late, 0 failed"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
+    let (late, _) = one_held_step("held-mark", "UpdateItem", |_| MARK.into()).await;
+    assert!(late < 2_500, "{late} ms late");
+    faults::record(
+        "DynamoDB: a push mark's replies come 1.5 s late, three times (written at once)",
+        "the run makes the mark again until answered and pushes (it knows it has not): one push",
+        &format!("sent once, {late} ms late, 0 failed"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_whose_replies_come_late_is_recorded_once() {
+    let (late, _) = one_held_step("held-finish", "UpdateItem", |_| FINISH.into()).await;
+    assert!(late < 500, "the push is not held up: {late} ms late");
+    faults::record(
+        "DynamoDB: a dispatch outcome's replies come 1.5 s late, three times (written at once)",
+        "made again with the run's token, the outcome is recognised as written: sent, one push",
+        &format!("sent once, {late} ms late, recorded sent"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_read_whose_replies_come_late_is_read_again_and_rings_once() {
+    let devices_table = |w: &World| format!("\"{}\"", w.tables.devices);
+    let (late, _) = one_held_step("held-device", "GetItem", devices_table).await;
+    assert!(late < 1_000, "read 2 s ahead: {late} ms late");
+}
+
+/// Eight calls due in the same second, and every reply DynamoDB sends in a slow window around
+/// it comes 1.5 s late (the two measurements: a window over the push marks, and one
+/// starting before the claims). Every call rings once, within 5 s of its second; none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_seconds() {
+    for (from_ms, until_ms) in [(-200, 4_000), (-1_500, 3_500)] {
+        let w = World::new().await;
+        let lead_ms = 3_000;
+        let mut calls = Vec::new();
+        for i in 0..8 {
+            calls.push(w.reserve(&format!("slow-{i}"), lead_ms).await);
+        }
+        let second = calls[0].scheduled_at.utc();
+        let at = |ms: i64| {
+            let from_now = second + chrono::Duration::milliseconds(ms) - Utc::now();
+            Instant::now() + from_now.to_std().unwrap_or_default()
+        };
+        w.dropper
+            .hold_replies_between("", HOLD, at(from_ms), at(until_ms));
+        let report = w.run(CLAIM_TIMEOUT).await;
+        let late = lateness(&w, &calls);
+        let window = format!("slow window {from_ms}..{until_ms} ms around the second");
+        assert!(w.dropper.dropped() > 0, "{window}: replies were held");
+        assert!(
+            late.iter().all(|l| l.len() == 1),
+            "{window}: each call once: {late:?}"
+        );
+        let worst = late.iter().flatten().max().copied().unwrap();
+        assert!(worst < 5_000, "{window}: {late:?}");
+        for r in &calls {
+            assert_eq!(
+                w.stored(r).await.status,
+                ReservationStatus::Sent,
+                "{window}"
+            );
+        }
+        assert_eq!((report.sent, report.failed), (8, 0), "{window}: {report:?}");
+        faults::record(
+            &format!("DynamoDB: every reply 1.5 s late in a {window}; 8 calls due in it"),
+            "each held write made again by its run until answered: all ring once, within 5 s",
+            &format!(
+                "8 of 8 rang once, worst {worst} ms late, {} replies held, {} requests resolved",
+                w.dropper.dropped(),
+                report.resolved
+            ),
+        );
+    }
+}
+
+/// A run that cannot get its push mark answered while its claim is surely its own (half the
+/// claim timeout) gives the claim back instead of leaving it to end `failed`: it knows its push
+/// did not leave. The next run sends the call, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
+    let w = World::new().await;
+    let r = w.reserve("mark-never-answered", 1500).await;
+    let claim_timeout = StdDuration::from_secs(4);
+    // Every mark's reply late (each mark is written: the record holds it until given back).
+    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
+    let first = w.run(claim_timeout).await;
+    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    assert_eq!(
+        (first.claimed, first.released, first.failed),
+        (1, 1, 0),
+        "{first:?}"
+    );
+    let given_back = w.stored(&r).await;
+    assert_eq!(
+        (
+            given_back.status,
+            given_back.push_started_at,
+            given_back.claimed_by
+        ),
+        (ReservationStatus::Scheduled, None, None),
+        "scheduled again, its mark removed"
+    );
+
+    // The store answers again: the next run sends it at once, within grace.
+    w.dropper.clear();
+    let second = w.run(claim_timeout).await;
+    assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
+    assert_eq!(w.push.attempts().len(), 1, "one push in all");
+    assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
+    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
+    faults::record(
+        "DynamoDB: a push mark never gets an answer in time (every reply 1.5 s late)",
+        "the run gives its claim back unpushed (not failed); the next run sends it once",
+        "first run: released 1, no push; second run: sent once",
+    );
+}
