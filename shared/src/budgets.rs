@@ -11,11 +11,11 @@ use std::time::Duration;
 use crate::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
-use crate::dispatch::FINISH_BUDGET;
 use crate::dispatch::trigger::TRIGGER_TIMEOUT;
+use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
 use crate::oidc::FETCH_TIMEOUT;
 use crate::service::NOTIFY_TIMEOUT;
-use crate::store::dynamodb::OPERATION_TIMEOUT;
+use crate::store::dynamodb::{DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
 
 /// What every function keeps in hand below its timeout (the runtime's own work, logging).
 pub const MARGIN: Duration = Duration::from_millis(500);
@@ -157,14 +157,22 @@ pub fn at_the_limits() -> Vec<Budget> {
 }
 
 /// A dispatch run's worst case: its window, then the last re-selection (a minute's count, then
-/// its shards at once), then the last reservation's task: device read, claim, push mark, push,
-/// and the outcome retried for [`FINISH_BUDGET`] and a last attempt.
+/// its shards at once), then the last reservation's task: its device read, claim and push mark
+/// made again until answered, at most [`RESOLVE_BUDGET`] past its second (which is at most the
+/// window's end), then either its claim given back (at most [`GIVE_BACK`] more) or the push and
+/// the outcome retried for [`FINISH_BUDGET`] and a last attempt (the longer of the two).
 fn dispatch_run() -> Vec<(&'static str, Duration)> {
     vec![
         ("run window", DEFAULT_DISPATCH_WINDOW),
         ("last re-selection", store_ops(2)),
-        ("device read, claim and push mark", store_ops(3)),
+        (
+            "device read, claim and push mark, made again until answered",
+            RESOLVE_BUDGET,
+        ),
         ("push", DEFAULT_DISPATCH_PUSH_BUDGET),
-        ("outcome, retried", FINISH_BUDGET + store_ops(1)),
+        (
+            "outcome, retried (or the claim given back, shorter)",
+            (FINISH_BUDGET + DISPATCH_ATTEMPT_TIMEOUT).max(GIVE_BACK.to_std().expect("positive")),
+        ),
     ]
 }

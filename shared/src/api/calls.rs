@@ -140,7 +140,7 @@ pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response,
         return replay(cx, &device_id, answer, &request_hash).await;
     }
     let scheduled_at = scheduled_at?;
-    if proof == DeviceProof::Unregistered {
+    if !proof.has_token() {
         return Err(ApiError::new(
             ErrorCode::DeviceNotRegistered,
             "deviceId has no VoIP token: register it with PUT /devices first",

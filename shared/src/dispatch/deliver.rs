@@ -14,11 +14,16 @@ use crate::domain::reservation::{Reservation, ReservationStatus};
 use crate::push::{PushError, VoipPush};
 use crate::store::{ClaimAnswer, StoreError};
 
+/// How long past the other steps' deadline a claim is still given back (`Run::give_back`), at
+/// most: a run stays inside its function's timeout (`budgets.rs`).
+pub const GIVE_BACK: chrono::Duration = chrono::Duration::seconds(5);
+
 /// Whether a delivery left its call for a later selection (of this process's runs too).
 pub(super) enum Again {
-    /// Finished here: sent, failed, missed, or another run's.
+    /// Finished here: sent, failed or missed.
     No,
-    /// Still to be sent: its claim given back, or a step that got no answer in time.
+    /// Not finished here: its claim given back, refused (another run has it, and may die), or
+    /// a step that got no answer in time.
     Later,
 }
 
@@ -42,13 +47,13 @@ impl Run {
         };
         let claimed_at = match self.counted(self.claim(r, at).await) {
             Claim::Won { claimed_at } => claimed_at,
-            Claim::StoreError => return Again::Later,
-            Claim::Lost | Claim::TooLate(_) | Claim::PushUnknown(_) => return Again::No,
+            // Refused: cancelled, or another run has it (which may yet die and leave it).
+            Claim::StoreError | Claim::Lost => return Again::Later,
+            Claim::TooLate(_) | Claim::PushUnknown(_) => return Again::No,
         };
         let (pushed, _permit) = match self.counted(self.push(r, at, claimed_at, device).await) {
             Push::Ended(pushed, permit) => (pushed, permit),
-            Push::GivenBack(_) => return Again::Later,
-            Push::Unmarked => return Again::No,
+            Push::GivenBack(_) | Push::Unmarked => return Again::Later,
         };
         // Still under the push's permit.
         self.counted(self.record(r, pushed).await);
@@ -251,7 +256,9 @@ impl Run {
     /// again until answered while the claim is still surely this run's. Whether it is now
     /// `scheduled` again (a later selection sends it); if not, a later run finds the claim.
     async fn give_back(&self, r: &DueCall, claimed_at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let deadline = claimed_at + self.claim_timeout * 3 / 4;
+        let at = r.scheduled_at.utc();
+        let deadline =
+            (claimed_at + self.claim_timeout * 3 / 4).min(self.resolve_deadline(at) + GIVE_BACK);
         self.resolved(deadline, || async {
             let _permit = self.permit().await;
             let now = self.clock().now();

@@ -59,8 +59,8 @@ pub(super) struct Held {
 }
 
 impl Held {
-    /// Releases the call as finished by this run (sent, failed, missed, or another run's):
-    /// the process's other runs leave it alone for a while.
+    /// Releases the call as finished by this run (sent, failed or missed): the process's other
+    /// runs leave it alone for a while.
     pub(super) fn finished(self) {
         let mut calls = self.in_flight.calls();
         calls.done.insert(self.call_id.clone(), Instant::now());

@@ -50,6 +50,7 @@ mod run;
 mod state;
 mod timing;
 
+pub use deliver::GIVE_BACK;
 pub use dispatcher::Dispatcher;
 pub use fan_out::workers_for;
 pub use in_flight::InFlight;

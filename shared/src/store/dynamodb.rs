@@ -189,9 +189,10 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(|e| sdk_error("GetItem", table, e))?;
-        out.item()
-            .map(|item| device_from_item(table, item))
-            .transpose()
+        match out.item() {
+            Some(item) => device_from_item(table, item),
+            None => Ok(None),
+        }
     }
 
     async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
@@ -199,18 +200,7 @@ impl Store for DynamoStore {
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        let table = &self.tables.devices;
-        let result = self
-            .client
-            .delete_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .condition_expression("#voipToken = :token")
-            .set_expression_attribute_names(Some(names(&[VOIP_TOKEN])))
-            .expression_attribute_values(":token", s(token.expose()))
-            .send()
-            .await;
-        written("DeleteItem", table, result)
+        self.remove_token_item(id, token).await
     }
 
     async fn create_reservation(

@@ -84,7 +84,8 @@ impl Store for MemoryStore {
     ) -> Result<DeviceWrite, StoreError> {
         let mut tables = self.lock();
         let id = &device.device_id;
-        let exists = tables.devices.contains_key(id);
+        // A record whose token was removed keeps its secret: it still exists.
+        let exists = tables.devices.contains_key(id) || tables.device_secrets.contains_key(id);
         let stored = tables.device_secrets.get(id).cloned();
         let (secret, issued) = match (exists, stored, presented) {
             (false, _, _) => ((new_secret_hash.to_owned(), false), true),
@@ -106,13 +107,15 @@ impl Store for MemoryStore {
 
     async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
         let tables = self.lock();
-        if !tables.devices.contains_key(id) {
+        let has_token = tables.devices.contains_key(id);
+        let secret = tables.device_secrets.get(id);
+        if !has_token && secret.is_none() {
             return Ok(DeviceProof::Unregistered);
         }
-        let secret = tables.device_secrets.get(id);
         Ok(DeviceProof::Registered {
             secret_hash: secret.map(|(hash, _)| hash.clone()),
             proven: secret.is_some_and(|(_, proven)| *proven),
+            has_token,
         })
     }
 
@@ -123,8 +126,8 @@ impl Store for MemoryStore {
             .get(id)
             .is_some_and(|d| &d.voip_token == token)
         {
+            // The token goes; the secret and its state stay.
             tables.devices.remove(id);
-            tables.device_secrets.remove(id);
             return Ok(true);
         }
         Ok(false)

@@ -148,13 +148,15 @@ pub enum DeviceWrite {
 /// "Device-scoped access"): the same rule as `PUT /devices`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceProof {
-    /// No registration (never registered, or removed after APNs called its token dead).
+    /// No record (never registered, or expired by its TTL).
     Unregistered,
     /// `secret_hash`: SHA-256 (hex) of its secret, if it has one; `proven`: its app has
-    /// presented it, so every request for the device must.
+    /// presented it, so every request for the device must; `has_token`: it has a VoIP token to
+    /// push to (none once APNs called its token dead: the token is removed, the secret kept).
     Registered {
         secret_hash: Option<String>,
         proven: bool,
+        has_token: bool,
     },
 }
 
@@ -175,6 +177,17 @@ impl DeviceProof {
             (DeviceProof::Registered { .. }, Some(_)) => false,
             (DeviceProof::Registered { proven, .. }, None) => !proven,
         }
+    }
+
+    /// Whether the device has a VoIP token (a call can be reserved for it).
+    pub fn has_token(&self) -> bool {
+        matches!(
+            self,
+            DeviceProof::Registered {
+                has_token: true,
+                ..
+            }
+        )
     }
 }
 
@@ -202,8 +215,10 @@ pub trait Store: Send + Sync {
     /// The device's registration and secret state (a consistent read), for `/calls`.
     async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError>;
 
-    /// Deletes the registration only if its token is still `token` (a newer one wins).
-    /// Returns whether it was deleted.
+    /// Removes the device's token (APNs called it dead) only if it is still `token` (a newer
+    /// one wins). The device's secret and its state stay: the device keeps its proof, so the
+    /// token cannot be replaced, nor its reservation read or cancelled, without the secret it
+    /// had proven. Returns whether the token was removed.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError>;
 
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the

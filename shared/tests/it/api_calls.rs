@@ -790,6 +790,67 @@ async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not()
     invalid_field(bad, "X-Device-Secret").await;
 }
 
+/// APNs called the token dead (the dispatcher removes it): the device keeps its proven secret,
+/// so nobody can register a new token for it, nor read or cancel its reservation, without it.
+#[tokio::test]
+async fn a_device_whose_token_was_removed_still_needs_its_proven_secret() {
+    let (app, _clock) = app_at_now().await;
+    let device = "calls-secret-dead-token";
+    let body = json!({"deviceId": device, "voipToken": token()});
+    let issued: Value = send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(body.to_string()),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let secret = issued["deviceSecret"].as_str().unwrap().to_owned();
+    let proven = send(
+        app.agent(http::Method::PUT, "/devices")
+            .header("x-device-secret", &secret)
+            .body(body.to_string()),
+    )
+    .await;
+    assert_eq!(proven.status().as_u16(), 200);
+    let stored = app
+        .store
+        .get_device(&device_id(device))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        app.store
+            .remove_device(&device_id(device), &stored.voip_token)
+            .await
+            .unwrap()
+    );
+
+    let takeover = json!({"deviceId": device, "voipToken": format!("ef{}", "01234567".repeat(8))});
+    let refused = send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(takeover.to_string()),
+    )
+    .await;
+    error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    for method in [http::Method::GET, http::Method::DELETE, http::Method::POST] {
+        let refused = calls_with_secret(&app, method, device, None).await;
+        error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    }
+    // With the secret: no token to call, so no reservation; a new token restores it.
+    let unregistered = calls_with_secret(&app, http::Method::POST, device, Some(&secret)).await;
+    error_body(unregistered, 409, "DEVICE_NOT_REGISTERED").await;
+    let again = send(
+        app.agent(http::Method::PUT, "/devices")
+            .header("x-device-secret", &secret)
+            .body(takeover.to_string()),
+    )
+    .await;
+    assert_eq!(again.status().as_u16(), 200);
+    let created = calls_with_secret(&app, http::Method::POST, device, Some(&secret)).await;
+    assert_eq!(created.status().as_u16(), 201);
+}
+
 async fn get_ok_with(app: &TestApp, device: &str, secret: &str) -> Value {
     let response = calls_with_secret(app, http::Method::GET, device, Some(secret)).await;
     assert_eq!(response.status().as_u16(), 200);

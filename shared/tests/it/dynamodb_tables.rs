@@ -75,7 +75,10 @@ async fn the_template_tables_have_the_keys_index_and_ttl_the_adapter_assumes() {
     let devices = describe(tables.devices.clone()).await;
     assert_eq!(keys(devices.key_schema()), vec![hash("deviceId")]);
     assert!(devices.global_secondary_indexes().is_empty());
-    assert_eq!(ttl_attribute(&client, &tables.devices).await, None);
+    assert_eq!(
+        ttl_attribute(&client, &tables.devices).await.as_deref(),
+        Some("expireAt")
+    );
 
     let calls = describe(tables.calls.clone()).await;
     assert_eq!(keys(calls.key_schema()), vec![hash("deviceId")]);
@@ -207,6 +210,66 @@ async fn records_read_back_exactly_as_written() {
     reservation.expire_at = Some((done + Duration::days(7)).timestamp());
     let read = store.get_reservation(&device.device_id, done).await;
     assert_eq!(read.unwrap(), Some(reservation));
+}
+
+/// A device's record expires 400 days after its last registration, renewed by every one, and
+/// keeps it (and its secret) when APNs's verdict removes the token.
+#[tokio::test]
+async fn a_device_expires_400_days_after_its_last_registration() {
+    let (client, tables, store) = store().await;
+    let expire_at = |id: &DeviceId| {
+        let (client, table, id) = (client.clone(), tables.devices.clone(), id.clone());
+        async move {
+            let item = client
+                .get_item()
+                .table_name(table)
+                .key("deviceId", AttributeValue::S(id.as_str().to_owned()))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap()
+                .item
+                .expect("the device's item");
+            item["expireAt"].as_n().unwrap().parse::<i64>().unwrap()
+        }
+    };
+    let id = device_id("d-ttl");
+    let first = at("2026-01-01T00:00:00Z");
+    let device = |updated_at| Device {
+        device_id: id.clone(),
+        voip_token: VoipToken::parse("voipToken", &"cd".repeat(40)).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at,
+    };
+    store
+        .register_device(&device(first), None, "h1")
+        .await
+        .unwrap();
+    assert_eq!(
+        expire_at(&id).await,
+        (first + Duration::days(400)).timestamp()
+    );
+    let later = first + Duration::days(100);
+    store
+        .register_device(&device(later), None, "h2")
+        .await
+        .unwrap();
+    assert_eq!(
+        expire_at(&id).await,
+        (later + Duration::days(400)).timestamp(),
+        "renewed"
+    );
+    assert!(
+        store
+            .remove_device(&id, &device(later).voip_token)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        expire_at(&id).await,
+        (later + Duration::days(400)).timestamp(),
+        "kept with the secret"
+    );
 }
 
 #[tokio::test]

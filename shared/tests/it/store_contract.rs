@@ -264,6 +264,7 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     let before_secrets = Registered {
         secret_hash: None,
         proven: false,
+        has_token: true,
     };
     assert_eq!(proof().await, before_secrets);
     assert!(before_secrets.admits(None) && !before_secrets.admits(Some("h1")));
@@ -271,6 +272,7 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     let issued = Registered {
         secret_hash: Some("h1".into()),
         proven: false,
+        has_token: true,
     };
     assert_eq!(proof().await, issued);
     assert!(issued.admits(None) && issued.admits(Some("h1")) && !issued.admits(Some("h2")));
@@ -278,11 +280,35 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     let proven = Registered {
         secret_hash: Some("h1".into()),
         proven: true,
+        has_token: true,
     };
     assert_eq!(proof().await, proven);
+    assert!(proven.has_token());
     assert!(!proven.admits(None) && proven.admits(Some("h1")) && !proven.admits(Some("h2")));
+    // APNs called the token dead: the token goes, the proven secret stays and is still needed.
     assert!(store.remove_device(&id, &d.voip_token).await.unwrap());
-    assert_eq!(proof().await, Unregistered, "removed, secret and all");
+    let tokenless = proof().await;
+    assert_eq!(
+        tokenless,
+        Registered {
+            secret_hash: Some("h1".into()),
+            proven: true,
+            has_token: false,
+        }
+    );
+    assert!(!tokenless.has_token());
+    assert!(!tokenless.admits(None) && tokenless.admits(Some("h1")));
+    assert_eq!(
+        store.get_device(&id).await.unwrap(),
+        None,
+        "nothing to push to"
+    );
+    // A device of before secrets loses its record with its token.
+    let legacy = new_device_id();
+    let old = device(&legacy, PushEnvironment::Production, t0());
+    store.put_device(&old).await.unwrap();
+    assert!(store.remove_device(&legacy, &old.voip_token).await.unwrap());
+    assert_eq!(store.device_proof(&legacy).await.unwrap(), Unregistered);
 }
 
 async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
@@ -312,9 +338,15 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     assert_eq!(register(v(5), Some("h5"), "h6").await, Refused);
     assert_eq!(store.get_device(&id).await.unwrap(), Some(v(3)));
     assert_eq!(register(v(6), Some("h1"), "h7").await, written(false, true));
-    // Removed (APNs called the token dead): a new registration starts over.
+    // The token removed (APNs called it dead): the proven secret still holds the device, so a
+    // new token without it is refused (nobody else can take the device over), with it written.
     store.remove_device(&id, &v(6).voip_token).await.unwrap();
-    assert_eq!(register(v(7), None, "h8").await, written(true, false));
+    assert_eq!(store.get_device(&id).await.unwrap(), None);
+    assert_eq!(register(v(7), None, "h8").await, Refused);
+    assert_eq!(register(v(7), Some("h8"), "h9").await, Refused);
+    assert_eq!(store.get_device(&id).await.unwrap(), None);
+    assert_eq!(register(v(7), Some("h1"), "h9").await, written(false, true));
+    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(7)));
     // A record written without a secret (before secrets existed) gets one.
     let legacy = new_device_id();
     let old = device(&legacy, PushEnvironment::Sandbox, t0());

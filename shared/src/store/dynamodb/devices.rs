@@ -3,11 +3,11 @@
 //! it, and every later write must), read and then written under a condition that the secret's
 //! state is still what was read, so two racing writes cannot both pass the check.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::{
-    DEVICE_ID, DynamoStore, ENVIRONMENT, Item, Reader, UPDATED_AT, VOIP_TOKEN, bad_item,
-    condition_failed, names, s, sdk_error, values,
+    DEVICE_ID, DynamoStore, ENVIRONMENT, EXPIRE_AT, Item, Reader, UPDATED_AT, VOIP_TOKEN, bad_item,
+    condition_failed, n, names, s, sdk_error, values, written,
 };
 use crate::domain::device::Device;
 use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
@@ -15,6 +15,8 @@ use crate::domain::reservation::rfc3339_millis;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
 use std::collections::HashMap;
 
+/// How long a device's record lives after its last `PUT /devices` (its TTL).
+pub const DEVICE_RETENTION: chrono::Duration = chrono::Duration::days(400);
 const SECRET_HASH: &str = "secretHash";
 const SECRET_PROVEN: &str = "secretProven";
 /// Reads and conditional writes before giving up on a record that keeps changing.
@@ -129,8 +131,13 @@ impl DynamoStore {
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .consistent_read(true)
-            .projection_expression("#deviceId, #secretHash, #secretProven")
-            .set_expression_attribute_names(Some(names(&[DEVICE_ID, SECRET_HASH, SECRET_PROVEN])))
+            .projection_expression("#deviceId, #secretHash, #secretProven, #voipToken")
+            .set_expression_attribute_names(Some(names(&[
+                DEVICE_ID,
+                SECRET_HASH,
+                SECRET_PROVEN,
+                VOIP_TOKEN,
+            ])))
             .send()
             .await
             .map_err(|e| sdk_error("GetItem", table, e))?;
@@ -138,29 +145,93 @@ impl DynamoStore {
             return Ok(DeviceProof::Unregistered);
         };
         let r = Reader { table, item };
+        let secret_hash = r.opt_s(SECRET_HASH)?.map(str::to_owned);
+        let has_token = item.contains_key(VOIP_TOKEN);
+        if !has_token && secret_hash.is_none() {
+            return Ok(DeviceProof::Unregistered);
+        }
         Ok(DeviceProof::Registered {
-            secret_hash: r.opt_s(SECRET_HASH)?.map(str::to_owned),
+            secret_hash,
             proven: matches!(item.get(SECRET_PROVEN), Some(AttributeValue::Bool(true))),
+            has_token,
         })
     }
 }
 
+/// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
+/// the tokens of abandoned installs do not stay for ever (every PUT /devices renews it).
 pub(super) fn device_item(device: &Device) -> Item {
     HashMap::from([
         (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
         (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
         (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
         (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
+        (
+            EXPIRE_AT.to_owned(),
+            n((device.updated_at + DEVICE_RETENTION).timestamp()),
+        ),
     ])
 }
 
-pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Device, StoreError> {
+/// The device, if its item has a token (`None` once APNs called it dead and it was removed).
+pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device>, StoreError> {
+    if !item.contains_key(VOIP_TOKEN) {
+        return Ok(None);
+    }
     let r = Reader { table, item };
-    Ok(Device {
+    Ok(Some(Device {
         device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
         voip_token: VoipToken::from_stored(r.s(VOIP_TOKEN)?.to_owned()),
         environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
             .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
         updated_at: r.time(UPDATED_AT)?,
-    })
+    }))
+}
+
+impl DynamoStore {
+    /// Removes the token (and its environment) if it is still `token`; the item, with the
+    /// device's secret, stays. An item left with neither token nor secret (a device registered
+    /// before secrets) is deleted, as the memory store has no record of it either.
+    pub(super) async fn remove_token_item(
+        &self,
+        id: &DeviceId,
+        token: &VoipToken,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression("REMOVE #voipToken, #environment")
+            .condition_expression("#voipToken = :token")
+            .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, ENVIRONMENT])))
+            .set_expression_attribute_values(Some(values(vec![(":token", s(token.expose()))])))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        let left = match result {
+            Ok(out) => out.attributes().cloned().unwrap_or_default(),
+            Err(e) if condition_failed(&e) => return Ok(false),
+            Err(e) => return Err(sdk_error("UpdateItem", table, e)),
+        };
+        if !left.contains_key(SECRET_HASH) {
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(table)
+                .key(DEVICE_ID, s(id.as_str()))
+                .condition_expression(
+                    "attribute_not_exists(#voipToken) AND attribute_not_exists(#secretHash)",
+                )
+                .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, SECRET_HASH])))
+                .send()
+                .await;
+            if let Err(e) = written("DeleteItem", table, deleted) {
+                // Harmless: a record with neither token nor secret reads as unregistered.
+                tracing::warn!(error = %e, "a device record without token or secret was not deleted");
+            }
+        }
+        Ok(true)
+    }
 }
