@@ -24,6 +24,11 @@ pub struct DispatchConfig {
     pub push_budget: Duration,
     /// Claims and pushes in flight at once (`DISPATCH_CONCURRENCY`).
     pub concurrency: usize,
+    /// The dispatcher's DynamoDB requests in flight at once: as many as the function's CPU
+    /// serves well inside half of `DISPATCH_ATTEMPT_TIMEOUT` (`DISPATCH_STORE_CONCURRENCY`,
+    /// default [`store_concurrency_for`] the function's memory), so a request waits for the
+    /// process in the queue, not inside its attempt's timeout.
+    pub store_concurrency: usize,
     /// Calls one invocation takes on before a minute is split into parts
     /// (`DISPATCH_CALLS_PER_WORKER`).
     pub calls_per_worker: u32,
@@ -36,9 +41,25 @@ pub const DEFAULT_DISPATCH_RESELECT_EVERY: Duration = Duration::from_secs(5);
 pub const DEFAULT_DISPATCH_CLAIM_LEAD: Duration = Duration::from_millis(500);
 pub const DEFAULT_DISPATCH_PUSH_BUDGET: Duration = Duration::from_secs(1);
 
+/// The dispatcher's DynamoDB requests one vCPU (a Lambda of 1,769 MB) keeps in flight: at the
+/// measured ~175 µs of CPU per request (bench/dispatch-requests.sh, docs/scale.md "Timeouts"),
+/// 1,400 queued ones take ~250 ms, half the dispatch attempt timeout.
+const STORE_CONCURRENCY_PER_VCPU: u64 = 1_400;
+/// A Lambda's memory at which it has one full vCPU (AWS: CPU in proportion to memory).
+const MB_PER_VCPU: u64 = 1_769;
+
+/// The store concurrency for a function of `memory_mb` (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`;
+/// `None` outside Lambda: one vCPU's), never below 50: 202 at 256 MB, 1,400 at 1,769 MB.
+pub fn store_concurrency_for(memory_mb: Option<u64>) -> usize {
+    let per_vcpu = STORE_CONCURRENCY_PER_VCPU;
+    let share = memory_mb.map_or(per_vcpu, |mb| per_vcpu * mb.min(MB_PER_VCPU) / MB_PER_VCPU);
+    share.max(50) as usize
+}
+
 impl DispatchConfig {
-    /// `DISPATCH_GRACE_SECS` (default 120), `DISPATCH_CLAIM_TIMEOUT_SECS` (default 30) and
-    /// `DISPATCH_CONCURRENCY` (default 500); the rest of the timing is fixed.
+    /// `DISPATCH_GRACE_SECS` (default 120), `DISPATCH_CLAIM_TIMEOUT_SECS` (default 30),
+    /// `DISPATCH_CONCURRENCY` (default 500) and `DISPATCH_STORE_CONCURRENCY` (default by the
+    /// Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); the rest of the timing is fixed.
     pub fn from_vars(vars: &Vars) -> Result<DispatchConfig, ConfigError> {
         Ok(DispatchConfig {
             grace: Duration::from_secs(vars.int_or("DISPATCH_GRACE_SECS", 120, 0..=3600)?),
@@ -52,6 +73,13 @@ impl DispatchConfig {
             claim_lead: DEFAULT_DISPATCH_CLAIM_LEAD,
             push_budget: DEFAULT_DISPATCH_PUSH_BUDGET,
             concurrency: vars.int_or("DISPATCH_CONCURRENCY", 500, 1..=5000)? as usize,
+            store_concurrency: match vars.get("DISPATCH_STORE_CONCURRENCY") {
+                Some(_) => vars.int_or("DISPATCH_STORE_CONCURRENCY", 0, 1..=10_000)? as usize,
+                None => store_concurrency_for(
+                    vars.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                        .and_then(|mb| mb.trim().parse().ok()),
+                ),
+            },
             calls_per_worker: vars.int_or("DISPATCH_CALLS_PER_WORKER", 5000, 100..=5000)? as u32,
             max_workers: vars.int_or("DISPATCH_MAX_WORKERS", 32, 1..=256)? as u32,
         })
@@ -67,6 +95,8 @@ mod tests {
         "DISPATCH_GRACE_SECS",
         "DISPATCH_CLAIM_TIMEOUT_SECS",
         "DISPATCH_CONCURRENCY",
+        "DISPATCH_STORE_CONCURRENCY",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
         "DISPATCH_CALLS_PER_WORKER",
         "DISPATCH_MAX_WORKERS",
     ];
@@ -81,6 +111,7 @@ mod tests {
         assert!(d.claim_lead <= Duration::from_secs(1));
         assert_eq!(d.push_budget, Duration::from_secs(1));
         assert_eq!(d.concurrency, 500);
+        assert_eq!(d.store_concurrency, 1_400, "one vCPU's outside Lambda");
         assert_eq!((d.calls_per_worker, d.max_workers), (5000, 32));
     }
 
@@ -92,6 +123,7 @@ mod tests {
             ("DISPATCH_CLAIM_TIMEOUT_SECS", "4"),
             ("DISPATCH_CONCURRENCY", "0"),
             ("DISPATCH_CONCURRENCY", "5001"),
+            ("DISPATCH_STORE_CONCURRENCY", "0"),
             ("DISPATCH_CALLS_PER_WORKER", "99"),
             ("DISPATCH_MAX_WORKERS", "0"),
             ("DISPATCH_MAX_WORKERS", "257"),
@@ -99,6 +131,31 @@ mod tests {
             let err = DispatchConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
             assert_eq!(err.var, var, "{var}={value}");
         }
+    }
+
+    #[test]
+    fn the_store_concurrency_follows_the_lambdas_cpu() {
+        let at = |mb: &str| {
+            DispatchConfig::from_vars(&Vars::from_pairs(&[(
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+                mb,
+            )]))
+            .unwrap()
+            .store_concurrency
+        };
+        assert_eq!(at("256"), 202);
+        assert_eq!(at("1769"), 1_400);
+        assert_eq!(at("3008"), 1_400, "a second vCPU serves other tasks");
+        assert_eq!(at("128"), 101);
+        assert_eq!(store_concurrency_for(Some(32)), 50);
+        let set = Vars::from_pairs(&[
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
+            ("DISPATCH_STORE_CONCURRENCY", "64"),
+        ]);
+        assert_eq!(
+            DispatchConfig::from_vars(&set).unwrap().store_concurrency,
+            64
+        );
     }
 
     #[test]

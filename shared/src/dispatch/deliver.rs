@@ -120,7 +120,7 @@ impl Run {
         wait_until(self.clock(), start).await;
         let read = self
             .resolved(self.resolve_deadline(at), || async {
-                let _permit = self.permit().await;
+                let _permits = (self.permit().await, self.store_permit().await);
                 self.dispatcher.store.get_device(&r.device_id).await
             })
             .await;
@@ -148,7 +148,7 @@ impl Run {
                 let now = self.clock().now();
                 claimed_at = now;
                 async move {
-                    let _permit = self.permit().await;
+                    let _permits = (self.permit().await, self.store_permit().await);
                     let abandoned_before = now - self.claim_timeout;
                     let answer = self
                         .dispatcher
@@ -202,7 +202,7 @@ impl Run {
         let safe_until = claimed_at + self.claim_timeout / 2;
         let marked = self
             .resolved(self.resolve_deadline(at).min(safe_until), || async {
-                let _permit = self.permit().await;
+                let _permits = (self.permit().await, self.store_permit().await);
                 let now = self.clock().now();
                 self.dispatcher
                     .store
@@ -260,7 +260,7 @@ impl Run {
         let deadline =
             (claimed_at + self.claim_timeout * 3 / 4).min(self.resolve_deadline(at) + GIVE_BACK);
         self.resolved(deadline, || async {
-            let _permit = self.permit().await;
+            let _permits = (self.permit().await, self.store_permit().await);
             let now = self.clock().now();
             self.dispatcher
                 .store

@@ -53,6 +53,7 @@ impl Run {
 
     /// Removes a device whose token APNs called invalid, unless it has a newer token by now.
     async fn remove_token(&self, device: &Device) -> TokenRemoval {
+        let _store = self.store_permit().await;
         match self
             .dispatcher
             .store
@@ -128,6 +129,8 @@ impl Run {
     }
 
     async fn finish_once(&self, r: &DueCall, outcome: Outcome) -> Recorded {
+        // Under the push's step permit already (or a miss's, which needs none).
+        let _store = self.store_permit().await;
         let now = self.clock().now();
         let result = self
             .dispatcher

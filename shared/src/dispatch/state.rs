@@ -28,6 +28,7 @@ pub(super) struct Run {
     pub(super) end: DateTime<Utc>,
     pub(super) part: Part,
     limit: Semaphore,
+    store_limit: Semaphore,
     report: Mutex<RunReport>,
 }
 
@@ -48,6 +49,7 @@ impl Run {
             end: started + chrono_duration(s.window),
             part,
             limit: Semaphore::new(s.concurrency.max(1)),
+            store_limit: Semaphore::new(s.store_concurrency.max(1)),
             report: Mutex::new(RunReport {
                 cause: cause.as_str(),
                 ..RunReport::default()
@@ -76,9 +78,20 @@ impl Run {
         self.dispatcher.clock.as_ref()
     }
 
-    /// A place among the store calls and pushes in flight at once (`concurrency`).
+    /// A place among the deliveries' steps in flight at once (`concurrency`): store requests
+    /// and pushes.
     pub(super) async fn permit(&self) -> SemaphorePermit<'_> {
         self.limit
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    /// A place among the store requests in flight at once (`store_concurrency`): taken for one
+    /// attempt, so a request waits for the process here rather than inside its timeout. Taken
+    /// after a step's [`Run::permit`], never before one.
+    pub(super) async fn store_permit(&self) -> SemaphorePermit<'_> {
+        self.store_limit
             .acquire()
             .await
             .expect("the semaphore is never closed")
