@@ -34,6 +34,8 @@ fi
 # cargo-lambda finds zig through the venv's python.
 export PATH="$VENV/bin:$PATH"
 rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 || true
+# scripts/sam.sh only wants the tools (sam build runs cargo lambda itself).
+[ -z "${KOE_LAMBDA_INSTALL_ONLY:-}" ] || exit 0
 
 if [ "$#" -gt 0 ]; then
   FUNCTIONS=("$@")

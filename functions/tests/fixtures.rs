@@ -6,8 +6,10 @@
 //! see the device `put-device` registered and the call `create-call` reserved.
 //!
 //! The whole sequence runs twice at once: on today's date, and a year later, the binaries' clock
-//! moved by libfaketime (`LD_PRELOAD`, the wall clock only; the tests' own clock stays real),
-//! so a fixture that goes stale with the date fails here. Each pass also reserves a call due
+//! moved a year ahead (`KOE_TEST_CLOCK_OFFSET_DAYS`, which the debug-built binaries' app clock
+//! honours; the tests' own clock stays real), so a fixture that goes stale with the date fails
+//! here. Their secrets come from a stand-in Secrets Manager, read at each binary's cold start
+//! as a deployed function reads them (`events/env.json` names them by ARN). Each pass also reserves a call due
 //! 15 s ahead and runs `dispatch-schedule` and `dispatch-requested` through the dispatch binary
 //! side by side (a run lasts the dispatcher's 70 s window), which must push it exactly once
 //! (and `dispatch-part`, part 1 of 2 of each minute, which holds none of that small minute);
@@ -25,6 +27,7 @@ use koe_testkit::eventbridge::StandInEventBridge;
 use koe_testkit::oidc::StandInIssuer;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::runtime_api::{Outcome, RuntimeApi};
+use koe_testkit::secretsmanager::StandInSecretsManager;
 use koe_testkit::template::repo_root;
 use serde_json::Value;
 
@@ -60,28 +63,24 @@ struct Outside {
     openai: String,
     eventbridge: String,
     oidc: Vec<(&'static str, String)>,
-    /// The binaries' clock: libfaketime's library and its offset (`+365d`), or the real clock.
-    faketime: Option<(PathBuf, &'static str)>,
+    /// The stand-in Secrets Manager holding every secret `events/env.json` names.
+    secretsmanager: String,
+    /// The binaries' clock offset in days (`KOE_TEST_CLOCK_OFFSET_DAYS`), or the real clock.
+    clock_offset_days: Option<i64>,
 }
 
-/// libfaketime's preload library (Debian's `faketime` package), where the system has it.
-fn libfaketime() -> PathBuf {
-    let candidates = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/faketime/libfaketime.so.1",
-        "/usr/local/lib/faketime/libfaketime.so.1",
-    ];
-    candidates
-        .iter()
-        .map(PathBuf::from)
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "libfaketime is not installed (looked at {candidates:?}): the year-later pass \
-                 needs it; `sudo apt-get install -y faketime` (scripts/test.sh says the same)"
-            )
-        })
+/// The value the stand-in Secrets Manager gives each secret `events/env.json` names by ARN: what
+/// the fixtures send (the agent key) or use, and "not-set" for the APNs key (the dispatcher's
+/// `PUSH_SENDER=auto` then logs its pushes).
+fn fixture_secret(arn_var: &str) -> &'static str {
+    match arn_var {
+        "OPENAI_API_KEY_SECRET_ARN" => "sk-local",
+        "AGENT_API_KEYS_SECRET_ARN" => "example-agent-key",
+        "DEVICE_HASH_SALT_SECRET_ARN" => "koe-local",
+        "AGENT_STEP_KEY_SECRET_ARN" => "example-step-key-for-local-invocation-0123",
+        "APNS_KEY_P8_SECRET_ARN" => koe::secrets::NOT_SET,
+        other => panic!("events/env.json names a secret the fixture test does not know: {other}"),
+    }
 }
 
 /// The template function an event of `binary` goes to: the binary's own, except that the
@@ -129,11 +128,12 @@ fn environment(
     // The most a deployed stack's `LogLevel` allows, so the logs scanned for personal data
     // below hold everything every crate may write.
     env.insert("RUST_LOG".into(), "trace".into());
-    if let Some((library, offset)) = &outside.faketime {
-        env.insert("LD_PRELOAD".into(), library.display().to_string());
-        env.insert("FAKETIME".into(), (*offset).into());
-        // Timers and timeouts keep the real monotonic clock.
-        env.insert("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into());
+    env.insert(
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER".into(),
+        outside.secretsmanager.clone(),
+    );
+    if let Some(days) = outside.clock_offset_days {
+        env.insert("KOE_TEST_CLOCK_OFFSET_DAYS".into(), days.to_string());
     }
     let region = env["AWS_REGION"].clone();
     for (key, value) in [
@@ -267,13 +267,7 @@ async fn every_fixture_passes_through_its_built_binary() {
     let year = chrono::Duration::days(365);
     tokio::join!(
         pass("today", chrono::Duration::zero(), None, &dynamodb, &issuer),
-        pass(
-            "a year later",
-            year,
-            Some((libfaketime(), "+365d")),
-            &dynamodb,
-            &issuer
-        ),
+        pass("a year later", year, Some(365), &dynamodb, &issuer),
     );
     eprintln!(
         "every fixture through its binary, today and a year later, in {:?}",
@@ -285,7 +279,7 @@ async fn every_fixture_passes_through_its_built_binary() {
 async fn pass(
     name: &'static str,
     offset: chrono::Duration,
-    faketime: Option<(PathBuf, &'static str)>,
+    clock_offset_days: Option<i64>,
     dynamodb: &str,
     issuer: &StandInIssuer,
 ) {
@@ -315,6 +309,15 @@ async fn pass(
     let openai = StandInOpenAi::start().await;
     openai.set_default(Behaviour::complete("フィクスチャの返事"));
     let eventbridge = StandInEventBridge::start().await;
+    let secrets = StandInSecretsManager::start().await;
+    for section in env_json.values() {
+        for (var, arn) in section
+            .iter()
+            .filter(|(var, _)| var.ends_with("_SECRET_ARN"))
+        {
+            secrets.set(arn, fixture_secret(var));
+        }
+    }
     let outside = Outside {
         dynamodb: dynamodb.to_owned(),
         tables: BTreeMap::from([
@@ -325,7 +328,8 @@ async fn pass(
         openai: openai.base_url(),
         eventbridge: eventbridge.endpoint(),
         oidc: issuer.vars(),
-        faketime,
+        secretsmanager: secrets.endpoint(),
+        clock_offset_days,
     };
     let logs_prefix = format!("fixture-{}-", name.replace(' ', "-"));
     for entry in std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")).unwrap() {
@@ -555,6 +559,17 @@ async fn pass(
         assert!(entries[0].detail["requestedAt"].is_string());
     };
     let ((schedule, requested, part), ()) = tokio::join!(runs, others);
+    // Every secret env.json names was read from the stand-in Secrets Manager (at the cold start
+    // of the binaries that name it), none of them passed as a variable.
+    let read = secrets.reads();
+    for (function, section) in &env_json {
+        for (var, arn) in section
+            .iter()
+            .filter(|(var, _)| var.ends_with("_SECRET_ARN"))
+        {
+            assert!(read.contains(arn), "{name}: {function}'s {var} never read");
+        }
+    }
     assert_eq!(part["cause"], "part", "{name}: {part}");
     for field in ["claimed", "sent", "failed", "missed", "lost"] {
         assert_eq!(

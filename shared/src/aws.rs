@@ -61,27 +61,33 @@ fn lambda_config(config: &AwsConfig) -> SdkConfig {
     if let Some(url) = &config.endpoint_url {
         builder = builder.endpoint_url(url);
     }
-    if let Some(url) = &config.eventbridge_endpoint_url {
-        builder = builder.service_config(ServiceEndpoint {
-            service_id: "EventBridge",
-            url: url.clone(),
-        });
+    let endpoints: Vec<(&'static str, String)> = [
+        ("EventBridge", &config.eventbridge_endpoint_url),
+        ("Secrets Manager", &config.secretsmanager_endpoint_url),
+    ]
+    .into_iter()
+    .filter_map(|(service, url)| url.clone().map(|url| (service, url)))
+    .collect();
+    if !endpoints.is_empty() {
+        builder = builder.service_config(ServiceEndpoints(endpoints));
     }
     builder.build()
 }
 
-/// One service's own endpoint, answered the way the SDK's environment loader answers
+/// Services' own endpoints, answered the way the SDK's environment loader answers
 /// `AWS_ENDPOINT_URL_<SERVICE>` (each client asks for key `AWS_ENDPOINT_URL` with its service id).
 #[derive(Debug)]
-struct ServiceEndpoint {
-    service_id: &'static str,
-    url: String,
-}
+struct ServiceEndpoints(Vec<(&'static str, String)>);
 
-impl aws_types::service_config::LoadServiceConfig for ServiceEndpoint {
+impl aws_types::service_config::LoadServiceConfig for ServiceEndpoints {
     fn load_config(&self, key: aws_types::service_config::ServiceConfigKey<'_>) -> Option<String> {
-        (key.service_id() == self.service_id && key.env() == "AWS_ENDPOINT_URL")
-            .then(|| self.url.clone())
+        if key.env() != "AWS_ENDPOINT_URL" {
+            return None;
+        }
+        self.0
+            .iter()
+            .find(|(service, _)| *service == key.service_id())
+            .map(|(_, url)| url.clone())
     }
 }
 
@@ -109,7 +115,7 @@ mod tests {
         let config = lambda_config(&AwsConfig {
             region: Some("ap-northeast-1".into()),
             endpoint_url: Some("http://127.0.0.1:4566".into()),
-            eventbridge_endpoint_url: None,
+            ..AwsConfig::default()
         });
         assert_eq!(config.region().map(Region::as_ref), Some("ap-northeast-1"));
         assert_eq!(config.endpoint_url(), Some("http://127.0.0.1:4566"));
@@ -119,11 +125,12 @@ mod tests {
     }
 
     /// A Lambda's configuration gives `AWS_ENDPOINT_URL_EVENTBRIDGE` to the EventBridge client
-    /// only.
+    /// only, and `AWS_ENDPOINT_URL_SECRETS_MANAGER` to the Secrets Manager client only.
     #[test]
     fn the_eventbridge_endpoint_reaches_the_eventbridge_client_only() {
         let config = lambda_config(&AwsConfig {
             eventbridge_endpoint_url: Some("http://127.0.0.1:4010".into()),
+            secretsmanager_endpoint_url: Some("http://127.0.0.1:4011".into()),
             ..AwsConfig::default()
         });
         let endpoints = config.service_config().expect("a service config");
@@ -138,6 +145,10 @@ mod tests {
         assert_eq!(
             endpoints.load_config(key("EventBridge")).as_deref(),
             Some("http://127.0.0.1:4010")
+        );
+        assert_eq!(
+            endpoints.load_config(key("Secrets Manager")).as_deref(),
+            Some("http://127.0.0.1:4011")
         );
         assert_eq!(endpoints.load_config(key("DynamoDB")), None);
         // (That the client really goes there: functions/tests/fixtures.rs, POST /internal/dispatch

@@ -24,3 +24,21 @@ impl Clock for SystemClock {
         }
     }
 }
+
+/// The system clock moved by a fixed offset: the fixture test's year-later pass runs the real
+/// function binaries a year ahead with it (`KOE_TEST_CLOCK_OFFSET_DAYS`, honoured by debug
+/// builds only: a deployed, release-built function never reads it).
+pub struct OffsetClock(pub chrono::Duration);
+
+#[async_trait]
+impl Clock for OffsetClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now() + self.0
+    }
+
+    async fn sleep_until(&self, deadline: DateTime<Utc>) {
+        if let Ok(wait) = (deadline - self.now()).to_std() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}

@@ -26,6 +26,7 @@ pub mod https;
 pub mod model;
 pub mod oidc;
 pub mod push;
+pub mod secrets;
 pub mod service;
 pub mod spend_guard;
 pub mod store;

@@ -18,9 +18,10 @@ use crate::api::body::read_limited;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::{Request, Response};
 use crate::clock::Clock;
-use crate::config::ApiKeys;
+use crate::config::{ApiKeys, Secret};
 use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
+use crate::secrets::LiveSecret;
 
 mod stream;
 pub use stream::EventBody;
@@ -36,7 +37,49 @@ pub struct Edge {
     /// The function named in error notifications (`AWS_LAMBDA_FUNCTION_NAME`, else the binary).
     pub function: String,
     /// The accepted `X-Api-Key`s (empty for endpoints that take none: nothing is accepted).
-    pub api_keys: ApiKeys,
+    pub api_keys: LiveApiKeys,
+}
+
+/// The agent API's keys as their secret holds them now: re-parsed when it changes, and read
+/// again when a request brings a key not among them (a key just added in Secrets Manager is
+/// accepted at once; at most one read per `secrets::MIN_GAP`, however many bad keys come).
+#[derive(Clone)]
+pub struct LiveApiKeys {
+    secret: LiveSecret,
+    /// The keys parsed from the secret's value they came from.
+    parsed: Arc<std::sync::Mutex<(Option<Secret>, ApiKeys)>>,
+}
+
+impl LiveApiKeys {
+    pub fn new(secret: LiveSecret) -> LiveApiKeys {
+        LiveApiKeys {
+            secret,
+            parsed: Arc::new(std::sync::Mutex::new((None, ApiKeys::parse(None)))),
+        }
+    }
+
+    /// No key at all (endpoints that take none).
+    pub fn none() -> LiveApiKeys {
+        LiveApiKeys::new(LiveSecret::fixed("AGENT_API_KEYS", None))
+    }
+
+    fn keys(&self) -> ApiKeys {
+        let value = self.secret.current();
+        let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
+        if parsed.0 != value {
+            *parsed = (
+                value.clone(),
+                ApiKeys::parse(value.as_ref().map(Secret::expose)),
+            );
+        }
+        parsed.1.clone()
+    }
+
+    /// Whether `presented` is one of the keys, reading them again once if it is not.
+    pub async fn accepts(&self, presented: &[u8]) -> bool {
+        self.keys().accepts(presented)
+            || (self.secret.refused().await && self.keys().accepts(presented))
+    }
 }
 
 pub struct Service<E: Endpoint> {
@@ -90,7 +133,7 @@ impl<E: Endpoint> Service<E> {
     where
         B: http_body::Body<Data = Bytes> + Unpin,
     {
-        self.authorize(request.headers())?;
+        self.authorize(request.headers()).await?;
         let (parts, body) = request.into_parts();
         let body = read_limited(body, self.route.body_limit).await?;
         E::handle(&self.ports, Request::from_parts(parts, body)).await
@@ -98,15 +141,14 @@ impl<E: Endpoint> Service<E> {
 
     /// The route's credential check, before any of the body is read. For a Bearer route only
     /// the token's presence is checked here (no I/O); the handler verifies it.
-    fn authorize(&self, headers: &http::HeaderMap) -> Result<(), ApiError> {
+    async fn authorize(&self, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        let refused =
+            || ApiError::new(ErrorCode::Unauthorized, "X-Api-Key is missing or not valid");
         match self.route.auth {
             Auth::None => Ok(()),
             Auth::ApiKey => match headers.get("x-api-key") {
-                Some(key) if self.edge.api_keys.accepts(key.as_bytes()) => Ok(()),
-                _ => Err(ApiError::new(
-                    ErrorCode::Unauthorized,
-                    "X-Api-Key is missing or not valid",
-                )),
+                Some(key) if self.edge.api_keys.accepts(key.as_bytes()).await => Ok(()),
+                _ => Err(refused()),
             },
             Auth::Bearer => crate::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
                 .map(|_| ())

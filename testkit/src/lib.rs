@@ -16,4 +16,5 @@ pub mod oidc;
 pub mod openai;
 pub mod push;
 pub mod runtime_api;
+pub mod secretsmanager;
 pub mod template;

@@ -96,6 +96,9 @@ impl ApnsPoolConfig {
 pub enum PushSenderChoice {
     /// `apns` (or unset): APNs, and a Lambda dispatcher without `APNS_*` refuses to start.
     Apns,
+    /// `auto` (the stack's default): APNs once its key is set, the logging sender (with a
+    /// warning each run) until then, so a new stack runs safely before its APNs key is stored.
+    Auto,
     /// `log`: the logging sender, even where `APNS_*` is set (nothing rings; for stacks and
     /// local runs without an APNs key).
     Log,
@@ -105,10 +108,11 @@ impl PushSenderChoice {
     pub fn from_vars(vars: &Vars) -> Result<PushSenderChoice, ConfigError> {
         match vars.get("PUSH_SENDER").as_deref().map(str::trim) {
             None | Some("apns") => Ok(PushSenderChoice::Apns),
+            Some("auto") => Ok(PushSenderChoice::Auto),
             Some("log") => Ok(PushSenderChoice::Log),
             Some(_) => Err(ConfigError {
                 var: "PUSH_SENDER",
-                reason: "must be `apns` or `log`".into(),
+                reason: "must be `auto`, `apns` or `log`".into(),
             }),
         }
     }

@@ -1,5 +1,5 @@
 //! The Lambdas' AWS client section: region and endpoints (`AWS_REGION`, `AWS_ENDPOINT_URL`,
-//! `AWS_ENDPOINT_URL_EVENTBRIDGE`).
+//! `AWS_ENDPOINT_URL_EVENTBRIDGE`, `AWS_ENDPOINT_URL_SECRETS_MANAGER`).
 //!
 //! Credentials are not read here: the SDK's environment provider reads them itself, at each
 //! refresh, so they never pass through this crate.
@@ -17,11 +17,14 @@ pub struct AwsConfig {
     /// environment loader reads it; a stand-in bus in local runs). DynamoDB's is the store's
     /// (`AWS_ENDPOINT_URL_DYNAMODB`, `super::StoreConfig`).
     pub eventbridge_endpoint_url: Option<String>,
+    /// The Secrets Manager client's endpoint (`AWS_ENDPOINT_URL_SECRETS_MANAGER`; a stand-in in
+    /// local runs of the binaries and their tests).
+    pub secretsmanager_endpoint_url: Option<String>,
 }
 
 impl AwsConfig {
-    /// `AWS_REGION`, `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL` and
-    /// `AWS_ENDPOINT_URL_EVENTBRIDGE`. Passed to the SDK as they
+    /// `AWS_REGION`, `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_EVENTBRIDGE` and
+    /// `AWS_ENDPOINT_URL_SECRETS_MANAGER`. Passed to the SDK as they
     /// are (it reports a bad one at the first request), so this cannot fail.
     pub fn from_vars(vars: &Vars) -> AwsConfig {
         AwsConfig {
@@ -30,6 +33,7 @@ impl AwsConfig {
                 .or_else(|| vars.get("AWS_DEFAULT_REGION")),
             endpoint_url: vars.get("AWS_ENDPOINT_URL"),
             eventbridge_endpoint_url: vars.get("AWS_ENDPOINT_URL_EVENTBRIDGE"),
+            secretsmanager_endpoint_url: vars.get("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
         }
     }
 }
@@ -44,6 +48,7 @@ mod tests {
         "AWS_DEFAULT_REGION",
         "AWS_ENDPOINT_URL",
         "AWS_ENDPOINT_URL_EVENTBRIDGE",
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER",
     ];
 
     #[test]

@@ -102,19 +102,20 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Where variables come from: the process environment, or a map in tests.
-pub struct Vars(Box<Lookup>);
+/// Where variables come from: the process environment, or a map in tests. Cheap to clone.
+#[derive(Clone)]
+pub struct Vars(std::sync::Arc<Lookup>);
 
 type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl Vars {
     /// The process environment: the one place the crate reads it.
     pub fn from_env() -> Vars {
-        Vars(Box::new(|name| std::env::var(name).ok()))
+        Vars(std::sync::Arc::new(|name| std::env::var(name).ok()))
     }
 
     pub fn from_map(map: HashMap<String, String>) -> Vars {
-        Vars(Box::new(move |name| map.get(name).cloned()))
+        Vars(std::sync::Arc::new(move |name| map.get(name).cloned()))
     }
 
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Vars {
@@ -128,13 +129,13 @@ impl Vars {
 
     /// Variables looked up by `lookup` (a test's recorder, say).
     pub fn from_fn(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Vars {
-        Vars(Box::new(lookup))
+        Vars(std::sync::Arc::new(lookup))
     }
 
     /// These variables, with `var` reading `value` (koe-local's defaults).
     pub fn with(self, var: &'static str, value: &'static str) -> Vars {
         let inner = self.0;
-        Vars(Box::new(move |name| {
+        Vars(std::sync::Arc::new(move |name| {
             if name == var {
                 Some(value.to_owned())
             } else {

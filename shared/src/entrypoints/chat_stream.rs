@@ -19,7 +19,9 @@ use crate::wiring::App;
 pub async fn run() -> Result<(), Error> {
     let vars = Vars::from_env();
     crate::telemetry::init_lambda();
-    let service = App::lambda(vars)
+    let service = App::deployed(vars)
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
         .service::<ChatStream>()
         .await
         .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;

@@ -62,7 +62,9 @@ pub async fn run() -> Result<(), Error> {
     crate::telemetry::init_lambda();
     // Its own adapters only: store, push, OIDC, and the bus as the trigger of requested runs
     // (the store must be DynamoDB and EVENT_BUS_NAME set, or the start-up fails naming them).
-    let service = App::lambda(vars)
+    let service = App::deployed(vars)
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
         .service::<Dispatch>()
         .await
         .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;

@@ -19,7 +19,9 @@ pub type Error = lambda_http::Error;
 pub async fn run<E: Endpoint>() -> Result<(), Error> {
     let vars = Vars::from_env();
     crate::telemetry::init_lambda();
-    let service = App::lambda(vars)
+    let service = App::deployed(vars)
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
         .service::<E>()
         .await
         .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;

@@ -16,11 +16,14 @@ use super::{
     ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, StreamingModel, Usage,
 };
 use crate::config::{OpenAiConfig, Secret};
+use crate::secrets::LiveSecret;
 
 pub struct OpenAi {
     client: reqwest::Client,
     endpoint: String,
-    api_key: Option<Secret>,
+    /// Read per call: a deployed function's key is a Secrets Manager secret, rotated without a
+    /// deploy (`crate::secrets`); OpenAI's 401 has it read again.
+    api_key: LiveSecret,
     budget: Duration,
 }
 
@@ -35,9 +38,18 @@ impl OpenAi {
         OpenAi {
             client,
             endpoint: format!("{}/chat/completions", config.base_url.trim_end_matches('/')),
-            api_key: config.api_key.clone(),
+            api_key: LiveSecret::fixed(
+                "OPENAI_API_KEY",
+                config.api_key.as_ref().map(|k| k.expose().to_owned()),
+            ),
             budget: config.budget,
         }
+    }
+
+    /// The key from `key` (a deployed function's secret) instead of the configuration's.
+    pub fn with_api_key(mut self, key: LiveSecret) -> OpenAi {
+        self.api_key = key;
+        self
     }
 }
 
@@ -179,6 +191,11 @@ impl OpenAi {
         {
             return Attempt::Done(Err(ProviderError::InsufficientCredits));
         }
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            // The key may have been rotated: read it again (at most every half minute).
+            let key = self.api_key.clone();
+            tokio::spawn(async move { key.refused().await });
+        }
         if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
             return Attempt::Retryable(format!("status {status}"));
         }
@@ -210,7 +227,8 @@ impl OpenAi {
         &self,
         request: &ModelRequest,
     ) -> Result<(Answer, Instant), ProviderError> {
-        let key = self.api_key.as_ref().ok_or(ProviderError::NotConfigured)?;
+        let key = self.api_key.current().ok_or(ProviderError::NotConfigured)?;
+        let key = &key;
         let body = OpenAi::body::<STREAMING>(request);
         let started = Instant::now();
         let deadline = started + self.budget;

@@ -24,8 +24,8 @@ mod push;
 use crate::aws::{self, LoadConfig};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{
-    AgentConfig, ApiKeys, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig,
-    LambdaConfig, OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
+    AgentConfig, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig, LambdaConfig,
+    OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
@@ -37,7 +37,9 @@ use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
-use crate::service::{Answer, Edge, Service};
+use crate::secrets::secretsmanager::SecretsManager;
+use crate::secrets::{SecretSource, Secrets};
+use crate::service::{Answer, Edge, LiveApiKeys, Service};
 use crate::store::Store;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
@@ -69,12 +71,26 @@ pub struct App {
     run_requests: Arc<Notify>,
     /// The calls this process's dispatch runs hold (koe-local's runs overlap).
     in_flight: InFlight,
+    /// A deployed function's secrets (none locally: the variables hold them).
+    secrets: Secrets,
 }
 
 impl App {
     /// A deployed function's adapters, from the Lambda environment.
     pub fn lambda(vars: Vars) -> App {
-        App::new(vars, Mode::Lambda, aws::lambda_environment)
+        let app = App::new(vars, Mode::Lambda, aws::lambda_environment);
+        // The fixture test's year-later pass (functions/tests/fixtures.rs); release builds,
+        // the deployed ones, never read the variable.
+        #[cfg(debug_assertions)]
+        if let Some(days) = app
+            .vars
+            .get("KOE_TEST_CLOCK_OFFSET_DAYS")
+            .and_then(|d| d.trim().parse::<i64>().ok())
+        {
+            let offset = chrono::Duration::days(days);
+            return app.with_clock(Arc::new(crate::clock::OffsetClock(offset)));
+        }
+        app
     }
 
     /// koe-local's and the tests' adapters (AWS clients from the SDK's default chain).
@@ -99,7 +115,27 @@ impl App {
             dispatch_settings: None,
             run_requests: Arc::new(Notify::new()),
             in_flight: InFlight::default(),
+            secrets: Secrets::default(),
         }
+    }
+
+    /// A deployed function's adapters, with its secrets read from Secrets Manager first (every
+    /// `<VAR>_SECRET_ARN` of `vars`; none: nothing is read). A secret that cannot be read stops
+    /// the start-up, naming its variable.
+    pub async fn deployed(vars: Vars) -> Result<App, ConfigError> {
+        let source = Arc::new(SecretsManager::new(aws::lambda_environment));
+        App::deployed_with(vars, source).await
+    }
+
+    /// [`App::deployed`] with the secrets from `source` (a stand-in, in tests).
+    pub async fn deployed_with(
+        vars: Vars,
+        source: Arc<dyn SecretSource>,
+    ) -> Result<App, ConfigError> {
+        let secrets = Secrets::resolve(&vars, source, Arc::new(SystemClock)).await?;
+        let mut app = App::lambda(secrets.over(vars));
+        app.secrets = secrets;
+        Ok(app)
     }
 
     /// Checks every section of the configuration at once (koe-local's start-up).
@@ -117,7 +153,10 @@ impl App {
         if let Some(openai) = self.openai.get() {
             return Ok(openai.clone());
         }
-        let openai = Arc::new(OpenAi::new(&self.openai_settings()?));
+        let openai = Arc::new(
+            OpenAi::new(&self.openai_settings()?)
+                .with_api_key(self.secrets.live("OPENAI_API_KEY", &self.vars)),
+        );
         Ok(self.openai.get_or_init(|| openai).clone())
     }
 
@@ -195,8 +234,8 @@ impl App {
     pub async fn service<E: Endpoint>(&self) -> Result<Service<E>, ConfigError> {
         let route = E::ROUTE;
         let api_keys = match route.auth {
-            Auth::ApiKey => ApiKeys::parse(self.vars.get("AGENT_API_KEYS").as_deref()),
-            Auth::None | Auth::Bearer => ApiKeys::parse(None),
+            Auth::ApiKey => LiveApiKeys::new(self.secrets.live("AGENT_API_KEYS", &self.vars)),
+            Auth::None | Auth::Bearer => LiveApiKeys::none(),
         };
         let function = match self.mode {
             Mode::Lambda => LambdaConfig::from_vars(&self.vars).function_name,

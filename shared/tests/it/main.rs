@@ -31,5 +31,6 @@ mod layers;
 mod oidc;
 mod spend_guard;
 mod store_contract;
+mod template_secrets;
 mod time_budgets;
 mod wiring_modes;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The real AWS SAM CLI, pinned, from PyPI into ~/.cache/koe/venv-sam (installed on first use,
+# about a minute), run in the repository root: `sam validate --lint` (run by scripts/test.sh)
+# and `sam build` (the arm64 build every deploy starts with; it runs cargo lambda per function,
+# so cargo-lambda and zig from scripts/lambda-build.sh's venv are put on PATH, and the compiled
+# dependencies stay in ~/.cache/koe/target-lambda across builds and clones). Neither needs AWS
+# credentials; the region defaults to samconfig.toml's.
+#   scripts/sam.sh validate --lint
+#   scripts/sam.sh build                  # docs/deploy.md has how long it takes
+#   scripts/sam.sh deploy --config-env dev
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
+SAM_VERSION=1.170.0
+VENV="$CACHE/venv-sam"
+if ! "$VENV/bin/sam" --version 2>/dev/null | grep -q "$SAM_VERSION"; then
+  echo "installing aws-sam-cli $SAM_VERSION into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
+fi
+export SAM_CLI_TELEMETRY=0
+export AWS_REGION="${AWS_REGION:-ap-northeast-1}"
+if [ "${1:-}" = build ]; then
+  # cargo-lambda and zig as scripts/lambda-build.sh installs them (it builds nothing when asked
+  # for no function: KOE_LAMBDA_INSTALL_ONLY).
+  KOE_LAMBDA_INSTALL_ONLY=1 scripts/lambda-build.sh >&2
+  export PATH="$CACHE/venv-lambda/bin:$PATH"
+  export CARGO_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
+  # shellcheck source=scripts/build-cache.sh
+  source scripts/build-cache.sh
+  claim_build_cache
+fi
+exec "$VENV/bin/sam" "$@"

@@ -1,0 +1,130 @@
+//! A stand-in AWS Secrets Manager on loopback for processes that use the real SDK
+//! (`AWS_ENDPOINT_URL_SECRETS_MANAGER`): answers `secretsmanager.GetSecretValue` (AWS JSON 1.1)
+//! with the values the test set, `ResourceNotFoundException` for any other id, and counts the
+//! reads and the credentials they were signed with (the access key id, not checked: a stand-in
+//! has no secret to check a signature with).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+#[derive(Default)]
+struct Shared {
+    values: Mutex<HashMap<String, String>>,
+    /// The `SecretId` of every read, in order.
+    reads: Mutex<Vec<String>>,
+}
+
+pub struct StandInSecretsManager {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for StandInSecretsManager {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl StandInSecretsManager {
+    pub async fn start() -> StandInSecretsManager {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind stand-in Secrets Manager");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(serve(listener, shared.clone()));
+        StandInSecretsManager { addr, shared, task }
+    }
+
+    /// The value for `AWS_ENDPOINT_URL_SECRETS_MANAGER`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Sets (or rotates) the secret `arn` to `value`.
+    pub fn set(&self, arn: &str, value: &str) {
+        let mut values = self.shared.values.lock().unwrap();
+        values.insert(arn.to_owned(), value.to_owned());
+    }
+
+    /// The `SecretId` of every read so far, in order.
+    pub fn reads(&self) -> Vec<String> {
+        self.shared.reads.lock().unwrap().clone()
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let shared = shared.clone();
+                async move {
+                    let target = request
+                        .headers()
+                        .get("x-amz-target")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    let body = request
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    Ok::<_, Infallible>(answer(&shared, &target, &body))
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn answer(shared: &Shared, target: &str, body: &[u8]) -> hyper::Response<Full<Bytes>> {
+    let respond = |status: u16, body: Value| {
+        hyper::Response::builder()
+            .status(status)
+            .header("content-type", "application/x-amz-json-1.1")
+            .header("x-amzn-requestid", "00000000-0000-0000-0000-000000000000")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap()
+    };
+    if target != "secretsmanager.GetSecretValue" {
+        return respond(
+            400,
+            json!({"__type": "UnknownOperationException", "message": format!("stand-in knows GetSecretValue only, not {target:?}")}),
+        );
+    }
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["SecretId"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    shared.reads.lock().unwrap().push(id.clone());
+    match shared.values.lock().unwrap().get(&id) {
+        Some(value) => respond(
+            200,
+            json!({"ARN": id, "Name": id, "SecretString": value, "VersionId": "v1", "VersionStages": ["AWSCURRENT"], "CreatedDate": 1.7e9}),
+        ),
+        None => respond(
+            400,
+            json!({"__type": "ResourceNotFoundException", "message": "Secrets Manager can't find the specified secret."}),
+        ),
+    }
+}
