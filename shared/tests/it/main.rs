@@ -12,6 +12,7 @@ mod api_devices;
 mod api_idempotency;
 mod api_meta;
 mod contract_files;
+mod deploy_commands;
 mod dispatch_fan_out;
 mod dispatch_lambda;
 mod dispatch_load;

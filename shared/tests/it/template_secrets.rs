@@ -38,9 +38,15 @@ fn functions(template: &Value) -> Vec<(String, Value)> {
 /// Every `Resource` of the role's `secretsmanager:*` statements, as logical ids.
 fn secrets_readable(function: &Value) -> BTreeSet<String> {
     let mut readable = BTreeSet::new();
-    for policy in function["Properties"]["Policies"].as_sequence().into_iter().flatten() {
+    for policy in function["Properties"]["Policies"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
         assert!(
-            policy.get("AWSSecretsManagerGetSecretValuePolicy").is_none(),
+            policy
+                .get("AWSSecretsManagerGetSecretValuePolicy")
+                .is_none(),
             "secrets through plain statements only, so this test sees them"
         );
         for statement in policy["Statement"].as_sequence().into_iter().flatten() {
@@ -85,7 +91,8 @@ fn no_secret_is_a_plain_variable_and_each_function_reads_only_its_own() {
                 let secret = ref_name(arn)
                     .unwrap_or_else(|| panic!("{id}'s {arn_var} is not a !Ref to a secret"));
                 assert_eq!(
-                    resources[secret.as_str()]["Type"], "AWS::SecretsManager::Secret",
+                    resources[secret.as_str()]["Type"],
+                    "AWS::SecretsManager::Secret",
                     "{id}'s {arn_var}"
                 );
                 named.insert(secret);
@@ -128,7 +135,10 @@ fn no_parameter_carries_a_secret_for_a_function() {
         let name = name.as_str().unwrap();
         if parameter["NoEcho"].as_bool() == Some(true) {
             // The team chat's webhook is the EventBridge connection's, not a function's.
-            assert_eq!(name, "ChatWebhookUrl", "a NoEcho parameter: move it to a secret");
+            assert_eq!(
+                name, "ChatWebhookUrl",
+                "a NoEcho parameter: move it to a secret"
+            );
         }
     }
 }
