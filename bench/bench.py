@@ -179,6 +179,13 @@ class Handler(BaseHTTPRequestHandler):
                 200, json.dumps(answer).encode(), {"Content-Type": "application/x-amz-json-1.0"}
             )
             return
+        if target == "secretsmanager.GetSecretValue" and SECRETS["by_arn"] is not None:
+            arn = json.loads(body or b"{}").get("SecretId", "")
+            answer = {"ARN": arn, "Name": arn, "SecretString": SECRETS["by_arn"].get(arn, "not-set")}
+            self.reply(
+                200, json.dumps(answer).encode(), {"Content-Type": "application/x-amz-json-1.1"}
+            )
+            return
         if target == "AWSEvents.PutEvents":
             answer = {"FailedEntryCount": 0, "Entries": [{"EventId": str(uuid.uuid4())}]}
             self.reply(
@@ -186,6 +193,22 @@ class Handler(BaseHTTPRequestHandler):
             )
             return
         self.reply(404, b"{}")
+
+
+# --secrets: the functions get their secrets as a deployed stack gives them, by ARN
+# (<VAR>_SECRET_ARN), and read them at init from the stand-in Secrets Manager below.
+SECRET_VARS = ["OPENAI_API_KEY", "AGENT_API_KEYS", "APNS_KEY_P8", "AGENT_STEP_KEY", "DEVICE_HASH_SALT"]
+SECRETS: dict = {"by_arn": None}
+
+
+def by_arn(env: dict) -> dict:
+    """The environment with each secret moved into the stand-in, named by ARN."""
+    for var in SECRET_VARS:
+        if var in env:
+            arn = f"arn:aws:secretsmanager:ap-northeast-1:123456789012:secret:bench/{var.lower()}"
+            SECRETS["by_arn"][arn] = env.pop(var)
+            env[f"{var}_SECRET_ARN"] = arn
+    return env
 
 
 AGENT_API = {"agent", "put-device", "create-call", "get-call", "cancel-call"}
@@ -250,6 +273,8 @@ def environment(port: int, name: str) -> dict:
             "DISPATCH_OIDC_AUDIENCE": "koe-dispatch",
             "DISPATCH_OIDC_SERVICE_ACCOUNT": "scheduler@example.com",
         }
+    if SECRETS["by_arn"] is not None:
+        env = by_arn(env)
     return env | EXTRA_ENV
 
 
@@ -327,10 +352,13 @@ def main() -> int:
     ap.add_argument("--baseline", default="hello")
     ap.add_argument("--zips", help="directory with <name>/bootstrap.zip (cargo lambda output)")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for every function")
+    ap.add_argument("--secrets", action="store_true", help="secrets by ARN, read at init (as deployed)")
     ap.add_argument("bin_dir")
     ap.add_argument("names", nargs="+")
     args = ap.parse_args()
     EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
+    if args.secrets:
+        SECRETS["by_arn"] = {}
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
