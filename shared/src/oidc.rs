@@ -8,17 +8,19 @@
 //! `max-age` (at least a minute, at most [`MAX_KEY_LIFETIME`]; an hour without one), so a key the
 //! issuer retired stops being trusted within hours; an unknown `kid` (the issuer rotated its
 //! keys) triggers a refetch, at most once a minute, so made-up `kid`s cannot turn requests into
-//! fetches. The fetch follows no redirect: the JWKS is where the configuration says.
+//! fetches. The fetch follows no redirect: the JWKS is where the configuration says. One refetch
+//! at a time, made outside the cache's lock: while it runs (up to [`FETCH_TIMEOUT`]) a token
+//! whose key is cached and fresh is judged at once; one that needs the refetch (an unknown `kid`,
+//! keys past their lifetime) waits for it and is judged after it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
-use tokio::sync::Mutex;
 
 use crate::config::OidcConfig;
 
@@ -58,6 +60,66 @@ struct KeyCache {
     unavailable: Option<String>,
 }
 
+impl KeyCache {
+    /// The key of `kid`, if the cached keys are within their lifetime and hold it.
+    fn fresh_key(&self, kid: &str, now: DateTime<Utc>) -> Option<Arc<DecodingKey>> {
+        self.fresh(now).then(|| self.keys.get(kid).cloned())?
+    }
+
+    fn fresh(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|end| now < end)
+    }
+
+    fn may_fetch(&self, now: DateTime<Utc>) -> bool {
+        self.last_fetch
+            .is_none_or(|last| now - last >= REFETCH_AFTER)
+    }
+
+    /// Takes a fetch's outcome in. A failed fetch keeps keys still within their lifetime.
+    fn store(
+        &mut self,
+        fetched: Result<(HashMap<String, Arc<DecodingKey>>, chrono::Duration), String>,
+        now: DateTime<Utc>,
+    ) {
+        match fetched {
+            Ok((keys, lifetime)) => {
+                tracing::info!(
+                    keys = keys.len(),
+                    lifetime_secs = lifetime.num_seconds(),
+                    "OIDC JWKS fetched"
+                );
+                self.keys = keys;
+                self.expires_at = Some(now + lifetime);
+                self.unavailable = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "OIDC JWKS fetch failed");
+                if self.keys.is_empty() || !self.fresh(now) {
+                    self.keys.clear();
+                    self.unavailable = Some(e);
+                }
+            }
+        }
+    }
+
+    /// The answer for `kid` from the keys at hand, none past their lifetime.
+    fn judge(
+        &mut self,
+        kid: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Arc<DecodingKey>>, Rejection> {
+        if !self.fresh(now) && !self.keys.is_empty() {
+            self.keys.clear();
+            self.unavailable = Some("the JWKS is past its lifetime".into());
+        }
+        match (self.keys.get(kid), &self.unavailable) {
+            (Some(key), _) => Ok(Some(key.clone())),
+            (None, Some(e)) => Err(Rejection::JwksUnavailable(e.clone())),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 /// The check of POST /internal/dispatch's `Authorization` header, as the handler sees it (a trait,
 /// so functions without the route link no JWT or JWKS code).
 #[async_trait::async_trait]
@@ -85,7 +147,10 @@ pub struct OidcVerifier {
     config: OidcConfig,
     validation: Validation,
     http: reqwest::Client,
+    /// Held only to read or update, never across a fetch.
     cache: Mutex<KeyCache>,
+    /// Held by the one refetch in flight, and awaited by the checks that need its outcome.
+    refetch: tokio::sync::Mutex<()>,
 }
 
 impl OidcVerifier {
@@ -105,6 +170,7 @@ impl OidcVerifier {
             validation,
             http,
             cache: Mutex::new(KeyCache::default()),
+            refetch: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -144,50 +210,36 @@ impl OidcVerifier {
     /// The key with this `kid`, fetching the JWKS when none is cached, when the cached keys
     /// are past their lifetime, or when the `kid` is unknown; never twice within
     /// [`REFETCH_AFTER`]. Keys past their lifetime are not used, even when the refetch fails.
-    /// One fetch at a time.
+    /// A fresh cached key is answered at once, whatever fetch is in flight; every other check
+    /// waits for the one refetch in flight (single flight), then looks again.
     async fn key(
         &self,
         kid: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<Arc<DecodingKey>>, Rejection> {
-        let mut cache = self.cache.lock().await;
-        let fresh = cache.expires_at.is_some_and(|end| now < end);
-        if fresh && let Some(key) = cache.keys.get(kid) {
-            return Ok(Some(key.clone()));
+        if let Some(key) = self.cache().fresh_key(kid, now) {
+            return Ok(Some(key));
         }
-        let may_fetch = cache
-            .last_fetch
-            .is_none_or(|last| now - last >= REFETCH_AFTER);
-        if may_fetch {
-            cache.last_fetch = Some(now);
-            match self.fetch().await {
-                Ok((keys, lifetime)) => {
-                    tracing::info!(
-                        keys = keys.len(),
-                        lifetime_secs = lifetime.num_seconds(),
-                        "OIDC JWKS fetched"
-                    );
-                    cache.keys = keys;
-                    cache.expires_at = Some(now + lifetime);
-                    cache.unavailable = None;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "OIDC JWKS fetch failed");
-                    if cache.keys.is_empty() || !fresh {
-                        cache.keys.clear();
-                        cache.unavailable = Some(e);
-                    }
-                }
+        let _refetch = self.refetch.lock().await;
+        {
+            let mut cache = self.cache();
+            if let Some(key) = cache.fresh_key(kid, now) {
+                return Ok(Some(key));
             }
-        } else if !fresh && !cache.keys.is_empty() {
-            cache.keys.clear();
-            cache.unavailable = Some("the JWKS is past its lifetime".into());
+            if !cache.may_fetch(now) {
+                return cache.judge(kid, now);
+            }
+            cache.last_fetch = Some(now);
         }
-        match (cache.keys.get(kid), &cache.unavailable) {
-            (Some(key), _) => Ok(Some(key.clone())),
-            (None, Some(e)) => Err(Rejection::JwksUnavailable(e.clone())),
-            (None, None) => Ok(None),
-        }
+        // Outside the cache's lock: checks of cached kids go on meanwhile.
+        let fetched = self.fetch().await;
+        let mut cache = self.cache();
+        cache.store(fetched, now);
+        cache.judge(kid, now)
+    }
+
+    fn cache(&self) -> MutexGuard<'_, KeyCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The RSA signing keys of the JWKS, by `kid`, and how long to trust them.

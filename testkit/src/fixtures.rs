@@ -178,6 +178,12 @@ mod tests {
             .collect();
         assert_eq!(ids, ["a.b.c", "d.e.f"]);
         assert_eq!(body["results"][1]["output"]["events"][0]["title"], "歯医者");
+        // Round 2 is answered only for the device its plan was issued for: the committed
+        // round 2 names the device the committed round 1 does.
+        let round1_body: Value =
+            serde_json::from_str(committed("agent")["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["deviceId"], round1_body["deviceId"]);
+        assert!(body["deviceId"].is_string(), "{body}");
         assert_eq!(
             event["headers"]["content-length"],
             event["body"].as_str().unwrap().len().to_string()

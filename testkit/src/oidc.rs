@@ -1,11 +1,12 @@
 //! A stand-in OIDC issuer on loopback: serves a JWKS made from the TEST-ONLY RSA keys committed
-//! under `testkit/keys/` (see its README), counts how often it is fetched, and mints ID tokens
-//! the way an external scheduler's identity provider would, plus the forged kinds an attacker
-//! would try.
+//! under `testkit/keys/` (see its README), counts how often it is fetched, can answer slowly,
+//! and mints ID tokens the way an external scheduler's identity provider would, plus the forged
+//! kinds an attacker would try.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -70,6 +71,8 @@ struct State {
     failing: bool,
     cache_control: Option<String>,
     redirect_to: Option<String>,
+    /// How long each answer is held back (real time) after the request is counted.
+    delay: Duration,
 }
 
 pub struct StandInIssuer {
@@ -97,6 +100,7 @@ impl StandInIssuer {
             failing: false,
             cache_control: None,
             redirect_to: None,
+            delay: Duration::ZERO,
         }));
         let task = tokio::spawn(serve(listener, state.clone()));
         StandInIssuer { addr, state, task }
@@ -131,6 +135,12 @@ impl StandInIssuer {
         self.state.lock().unwrap().redirect_to = location;
     }
 
+    /// From now on each answer leaves `delay` (real time) after its request arrived and was
+    /// counted: a slow issuer.
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.lock().unwrap().delay = delay;
+    }
+
     /// The `DISPATCH_OIDC_*` variables that trust this issuer.
     pub fn vars(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -151,7 +161,12 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
         tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, request.uri().path())) }
+                async move {
+                    let response = answer(&state, request.uri().path());
+                    let delay = state.lock().unwrap().delay;
+                    tokio::time::sleep(delay).await;
+                    Ok::<_, Infallible>(response)
+                }
             });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

@@ -1,7 +1,9 @@
 //! A stand-in `PushSender`: records every push attempt with the (test) clock's time at the moment
 //! it was made, and answers as scripted per device (accept, an APNs-like failure, or hang).
-//! [`limited`] is a stand-in APNs with production's limits, for the push pool and its benchmark.
+//! [`limited`] is a stand-in APNs with production's limits, for the push pool and its benchmark;
+//! [`broken`] a loopback HTTP/2 server that breaks requests, for the APNs adapter's errors.
 
+pub mod broken;
 pub mod limited;
 
 use std::collections::{HashMap, VecDeque};

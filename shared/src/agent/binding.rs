@@ -6,8 +6,9 @@
 //! the first 128 bits of HMAC-SHA256 over all of them (22 base64url characters), keyed by
 //! `AGENT_STEP_KEY`. The app only echoes the id, so it sends nothing new. A round 2 is answered
 //! only when every result's id verifies, all belong to one plan, none has expired, the plan's
-//! device is the round's `deviceId` (when sent), and the plan has been answered fewer than
-//! [`MAX_ANSWERS_PER_PLAN`] times (one atomic counter per plan in the store, with a TTL).
+//! device is the round's `deviceId` (which round 2 must name), and the plan has been answered
+//! fewer than [`MAX_ANSWERS_PER_PLAN`] times (one atomic counter per plan in the store, with a
+//! TTL).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -97,7 +98,9 @@ pub enum Refusal {
     OtherPlan {
         index: usize,
     },
-    /// The plan was issued for another device than the round's `deviceId`.
+    /// The plan was issued for another device than the round's `deviceId`. Answered as
+    /// [`Refusal::NotIssued`] is, so that the answer does not tell whether an id is genuine for
+    /// some other device; only the log tells the two apart.
     OtherDevice {
         index: usize,
     },
@@ -114,9 +117,11 @@ impl Refusal {
                 "results".into(),
                 "must hold the results of a round-1 plan (at least one)".into(),
             ),
-            Refusal::NotIssued { index } => (
+            Refusal::NotIssued { index } | Refusal::OtherDevice { index } => (
                 field(index),
-                "was not issued by round 1: send the ids of the plan's steps unchanged".into(),
+                "was not issued by round 1 for this deviceId: send the ids of the plan's steps \
+                 unchanged, with the deviceId of round 1"
+                    .into(),
             ),
             Refusal::Expired { index } => (
                 field(index),
@@ -129,9 +134,6 @@ impl Refusal {
                 field(index),
                 "belongs to another plan than results[0] or repeats a step".into(),
             ),
-            Refusal::OtherDevice { index } => {
-                (field(index), "was issued for another deviceId".into())
-            }
             Refusal::Reused => (
                 "results[0].stepId".into(),
                 format!(
@@ -197,12 +199,13 @@ impl StepSigner {
         }
     }
 
-    /// Checks a round 2's step ids: issued here, unaltered, one plan, distinct steps, not
-    /// expired at `now`, and of `device_hash`'s plan when the round names a device.
+    /// Checks a round 2's step ids: issued here, unaltered, of `device_hash`'s plan (checked
+    /// before the expiry, so another device's id is refused as a forged one is, expired or not),
+    /// one plan, distinct steps, not expired at `now`.
     pub fn verify(
         &self,
         results: &[StepResult],
-        device_hash: Option<&str>,
+        device_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<VerifiedPlan, Refusal> {
         if results.is_empty() {
@@ -216,11 +219,11 @@ impl StepSigner {
             if !bool::from(expected.as_bytes().ct_eq(token.mac.as_bytes())) {
                 return Err(Refusal::NotIssued { index });
             }
+            if !bool::from(device_hash.as_bytes().ct_eq(token.device.as_bytes())) {
+                return Err(Refusal::OtherDevice { index });
+            }
             if token.expires <= now.timestamp() {
                 return Err(Refusal::Expired { index });
-            }
-            if device_hash.is_some_and(|d| d != token.device) {
-                return Err(Refusal::OtherDevice { index });
             }
             if let Some(first) = &first
                 && (first.plan != token.plan || steps_seen.contains(&token.step))
@@ -246,6 +249,8 @@ mod tests {
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
+
+    const DEVICE: &str = "0123456789ab";
 
     fn signer() -> StepSigner {
         StepSigner::new(Secret::new("k".repeat(40)))
@@ -313,18 +318,18 @@ mod tests {
     fn signed_ids_fit_the_contract_and_verify() {
         let now = at("2026-01-01T12:00:00Z");
         let mut steps = plan(5);
-        signer().sign_plan(&mut steps, "0123456789ab", now);
+        signer().sign_plan(&mut steps, DEVICE, now);
         for (i, step) in steps.iter().enumerate() {
             assert_eq!(step.id.len(), MAX_STEP_ID_CHARS, "{}", step.id);
             assert!(step.id.starts_with(&format!("s{}.", i + 1)));
         }
         let verified = signer()
-            .verify(&results(&ids(&steps)), Some("0123456789ab"), now)
+            .verify(&results(&ids(&steps)), DEVICE, now)
             .unwrap();
         assert_eq!(verified.expires, (now + STEP_ID_TTL).timestamp());
-        // A subset, in any order, and without a device, verifies too.
+        // A subset, in any order, verifies too.
         signer()
-            .verify(&results(&[&steps[2].id, &steps[0].id]), None, now)
+            .verify(&results(&[&steps[2].id, &steps[0].id]), DEVICE, now)
             .unwrap();
     }
 
@@ -332,17 +337,16 @@ mod tests {
     fn made_up_altered_foreign_expired_and_mixed_ids_are_refused() {
         let now = at("2026-01-01T12:00:00Z");
         let mut steps = plan(2);
-        signer().sign_plan(&mut steps, "0123456789ab", now);
+        signer().sign_plan(&mut steps, DEVICE, now);
         let mut other = plan(1);
-        signer().sign_plan(&mut other, "0123456789ab", now);
+        signer().sign_plan(&mut other, DEVICE, now);
         let good = steps[0].id.clone();
-        let verify =
-            |ids: &[&str], device: Option<&str>, now| signer().verify(&results(ids), device, now);
+        let verify = |ids: &[&str], device: &str, now| signer().verify(&results(ids), device, now);
 
-        assert_eq!(verify(&[], None, now), Err(Refusal::NoResults));
+        assert_eq!(verify(&[], DEVICE, now), Err(Refusal::NoResults));
         for made_up in ["s1", "s1.a.b.1.c", "", "s1.....", &good[..good.len() - 1]] {
             assert_eq!(
-                verify(&[made_up], None, now),
+                verify(&[made_up], DEVICE, now),
                 Err(Refusal::NotIssued { index: 0 }),
                 "{made_up}"
             );
@@ -352,7 +356,7 @@ mod tests {
             let mut altered = good.clone().into_bytes();
             altered[i] = if altered[i] == b'A' { b'B' } else { b'A' };
             let altered = String::from_utf8(altered).unwrap();
-            assert!(verify(&[&altered], None, now).is_err(), "{altered}");
+            assert!(verify(&[&altered], DEVICE, now).is_err(), "{altered}");
         }
         let foreign = {
             let mut steps = plan(1);
@@ -360,26 +364,36 @@ mod tests {
             steps[0].id.clone()
         };
         assert_eq!(
-            verify(&[&foreign], None, now),
+            verify(&[&foreign], DEVICE, now),
             Err(Refusal::NotIssued { index: 0 })
         );
         let later = now + STEP_ID_TTL;
         assert_eq!(
-            verify(&[&good], None, later),
+            verify(&[&good], DEVICE, later),
             Err(Refusal::Expired { index: 0 })
         );
-        assert!(verify(&[&good], None, later - chrono::Duration::seconds(1)).is_ok());
+        assert!(verify(&[&good], DEVICE, later - chrono::Duration::seconds(1)).is_ok());
         assert_eq!(
-            verify(&[&good, &other[0].id], None, now),
+            verify(&[&good, &other[0].id], DEVICE, now),
             Err(Refusal::OtherPlan { index: 1 })
         );
         assert_eq!(
-            verify(&[&good, &good], None, now),
+            verify(&[&good, &good], DEVICE, now),
             Err(Refusal::OtherPlan { index: 1 })
         );
         assert_eq!(
-            verify(&[&good], Some("ffffffffffff"), now),
+            verify(&[&good], "ffffffffffff", now),
             Err(Refusal::OtherDevice { index: 0 })
+        );
+        // Expired or not, another device's id is refused before its expiry is looked at, and
+        // answered as a forged one is.
+        assert_eq!(
+            verify(&[&good], "ffffffffffff", later),
+            Err(Refusal::OtherDevice { index: 0 })
+        );
+        assert_eq!(
+            Refusal::OtherDevice { index: 1 }.field_and_reason(),
+            Refusal::NotIssued { index: 1 }.field_and_reason()
         );
     }
 }

@@ -128,14 +128,15 @@ async fn round_1(cx: &AgentContext<'_>, round: &Round1) -> Result<Response, ApiE
 }
 
 /// Round 2 is answered only as the follow-up of a counted round 1: its step ids must be ones
-/// round 1 issued (signed, unaltered, unexpired, of one plan and this device), and the plan may
+/// round 1 issued (signed, unaltered, unexpired, of one plan and of the device the round names:
+/// another device's ids are refused as forged ones are), and the plan may
 /// be answered at most [`MAX_ANSWERS_PER_PLAN`] times. A refusal is 400 and calls no model. If
 /// the answer counter fails, the round is allowed (fail-open, as the daily limit): the
 /// signature and expiry still hold.
 async fn bind_to_round_1(
     cx: &AgentContext<'_>,
     round: &Round2,
-    device: Option<&str>,
+    device: &str,
 ) -> Result<(), ApiError> {
     let refuse = |refusal: Refusal| {
         let (field, reason) = refusal.field_and_reason();
@@ -169,11 +170,8 @@ async fn bind_to_round_1(
 }
 
 async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiError> {
-    let device = round
-        .device_id
-        .as_ref()
-        .map(|d| d.log_hash(&cx.settings.device_hash_salt));
-    bind_to_round_1(cx, round, device.as_deref()).await?;
+    let device = round.device_id.log_hash(&cx.settings.device_hash_salt);
+    bind_to_round_1(cx, round, &device).await?;
     let reply = responder::respond(cx.model, cx.settings, round, cx.now).await?;
     let events: usize = round
         .results
@@ -184,7 +182,7 @@ async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiE
         .sum();
     tracing::info!(
         round = 2,
-        device = device.as_deref(),
+        device = %device,
         results = round.results.len(),
         events,
         outcome = kind(&reply).0,

@@ -14,7 +14,7 @@ pub struct OidcConfig {
 }
 
 impl OidcConfig {
-    /// `DISPATCH_OIDC_JWKS_URL` (an http(s) URL), `DISPATCH_OIDC_ISSUER`,
+    /// `DISPATCH_OIDC_JWKS_URL` (an https URL; http only on loopback), `DISPATCH_OIDC_ISSUER`,
     /// `DISPATCH_OIDC_AUDIENCE` and `DISPATCH_OIDC_SERVICE_ACCOUNT`: `None` when none is set.
     pub fn from_vars(vars: &Vars) -> Result<Option<OidcConfig>, ConfigError> {
         let Some([jwks_url, issuer, audience, service_account]) = vars.all_or_none([
@@ -27,12 +27,42 @@ impl OidcConfig {
             return Ok(None);
         };
         Ok(Some(OidcConfig {
-            jwks_url: vars.url_or("DISPATCH_OIDC_JWKS_URL", &jwks_url)?,
+            jwks_url: https_unless_loopback(
+                "DISPATCH_OIDC_JWKS_URL",
+                vars.url_or("DISPATCH_OIDC_JWKS_URL", &jwks_url)?,
+            )?,
             issuer,
             audience,
             service_account,
         }))
     }
+}
+
+/// The JWKS decides whose tokens start dispatch runs: fetched over plain HTTP, anyone on the
+/// path could serve their own keys. So `https`, except on loopback (127.0.0.0/8, ::1,
+/// `localhost`), where a local stand-in issuer or test serves it and no network is crossed.
+fn https_unless_loopback(var: &'static str, url: String) -> Result<String, ConfigError> {
+    let parsed = reqwest::Url::parse(&url).map_err(|_| ConfigError {
+        var,
+        reason: "must be an http(s) URL".into(),
+    })?;
+    if parsed.scheme() == "https" || parsed.host_str().is_some_and(is_loopback) {
+        return Ok(url);
+    }
+    Err(ConfigError {
+        var,
+        reason: "must be an https URL (http only on loopback: 127.0.0.0/8, ::1, localhost)".into(),
+    })
+}
+
+/// Whether a URL's host (as `Url::host_str` gives it: lower case, IPv6 in brackets) is this
+/// machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    let ip = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -85,6 +115,43 @@ mod tests {
             .filter(|(k, _)| *k != "DISPATCH_OIDC_AUDIENCE")
             .collect();
         assert_eq!(from(&partial).unwrap_err().var, "DISPATCH_OIDC_AUDIENCE");
+    }
+
+    #[test]
+    fn the_jwks_url_is_https_except_on_loopback() {
+        let with_url = |url: &str| {
+            from(&[
+                ("DISPATCH_OIDC_JWKS_URL", url.to_owned()),
+                ("DISPATCH_OIDC_ISSUER", "https://issuer.example".to_owned()),
+                ("DISPATCH_OIDC_AUDIENCE", "aud".to_owned()),
+                ("DISPATCH_OIDC_SERVICE_ACCOUNT", "sa@example.com".to_owned()),
+            ])
+        };
+        for accepted in [
+            "https://www.googleapis.com/oauth2/v3/certs",
+            "https://203.0.113.7/jwks",
+            "http://127.0.0.1:8080/jwks",
+            "http://127.8.9.10/jwks",
+            "http://[::1]:9000/jwks",
+            "http://localhost:9000/jwks",
+            "http://LOCALHOST/jwks",
+        ] {
+            let oidc = with_url(accepted).unwrap_or_else(|e| panic!("{accepted}: {e}"));
+            assert_eq!(oidc.expect("configured").jwks_url, accepted);
+        }
+        for refused in [
+            "http://www.googleapis.com/oauth2/v3/certs",
+            "http://203.0.113.7/jwks",
+            "http://10.0.0.1/jwks",
+            "http://0.0.0.0/jwks",
+            "http://[::ffff:127.0.0.1]/jwks",
+            "http://localhost.example.com/jwks",
+            "http://127.0.0.1.nip.io/jwks",
+        ] {
+            let error = with_url(refused).expect_err(refused);
+            assert_eq!(error.var, "DISPATCH_OIDC_JWKS_URL", "{refused}");
+            assert!(error.to_string().contains("https"), "{refused}: {error}");
+        }
     }
 
     #[test]

@@ -273,8 +273,14 @@ impl Run {
         })
     }
 
-    /// Pushes, retrying what is worth retrying with backoff, until `budget` after the later of
-    /// the second and `start`. Each attempt is cut off at that deadline too.
+    /// Pushes, retrying with backoff until `budget` after the later of the second and `start`.
+    /// Only [`PushError::Retryable`] is retried: a push that surely did not reach APNs (429 or
+    /// 5xx, refused before it was processed, never sent). One that may have been delivered
+    /// ([`PushError::MaybeDelivered`]: the connection broke after the request was handed to it,
+    /// no answer in time) is not, since the phone could ring twice; the call is then recorded
+    /// `failed`, push state unknown (docs/reliability.md, "Push retries", weighs this against a
+    /// call that never rings). Each attempt is cut off at the deadline too: such an attempt may
+    /// have been delivered.
     async fn push_within_budget(
         &self,
         r: &DueCall,
@@ -291,8 +297,7 @@ impl Run {
             let push = VoipPush::for_call(r, now);
             let result = tokio::select! {
                 result = self.dispatcher.push.send(&push, device) => result,
-                () = wait_until(self.clock(), deadline) => Err(PushError::Retryable {
-                    status: None,
+                () = wait_until(self.clock(), deadline) => Err(PushError::MaybeDelivered {
                     reason: "no answer within the push budget".into(),
                 }),
             };

@@ -1,6 +1,7 @@
 //! A run's numbers as CloudWatch embedded metric format (EMF) lines: CloudWatch Logs turns each
 //! into metrics in the `Koe/Dispatch` namespace (no `PutMetricData` calls, no extra IAM).
-//! Metrics: `Claimed`, `Sent`, `Failed`, `Missed`, `Lost`, `StoreErrors` (counts per run) and
+//! Metrics: `Claimed`, `Sent`, `Failed`, `PushUnknown` (of `Failed`: pushes that may have left),
+//! `Missed`, `Lost`, `StoreErrors` (counts per run) and
 //! `PushLateness` (milliseconds after `scheduledAt`, one value per sent push), dimension
 //! `Function`.
 
@@ -20,6 +21,7 @@ pub fn emf_lines(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<S
         ("Claimed", report.claimed),
         ("Sent", report.sent),
         ("Failed", report.failed),
+        ("PushUnknown", report.push_unknown),
         ("Missed", report.missed),
         ("Lost", report.lost),
         ("StoreErrors", report.store_errors),
@@ -105,6 +107,7 @@ mod tests {
             .map(|m| m["Name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"Missed") && names.contains(&"PushLateness"));
+        assert!(names.contains(&"PushUnknown"), "{names:?}");
         // Every metric a directive names is a member of its line.
         for line in &lines {
             for metric in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]

@@ -64,7 +64,9 @@ pub(super) enum Pushed {
 /// Step 4: the push's outcome, recorded on the reservation.
 pub(super) enum Record {
     Sent(Recorded),
-    /// A claim found abandoned after its push had started: recorded `failed` without a push.
+    /// The push may have left and nothing says whether it did: a claim found abandoned after
+    /// its push had started, or this run's push that got no answer after it was sent. Recorded
+    /// `failed`, never pushed (again).
     PushUnknown(Recorded),
     /// `token`: what became of the device's token, if APNs called it invalid.
     Failed {

@@ -30,6 +30,16 @@ impl Run {
                 );
                 Record::Sent(recorded)
             }
+            // No answer says whether it left: `failed`, never pushed again (a second push could
+            // ring twice), counted as push state unknown (docs/reliability.md, "Push retries").
+            Pushed::NotSent {
+                error: PushError::MaybeDelivered { reason },
+                attempts,
+                ..
+            } => {
+                let reason = format!("push state unknown: {reason}");
+                Record::PushUnknown(self.fail(r, None, attempts, &reason).await)
+            }
             Pushed::NotSent {
                 error,
                 attempts,
@@ -37,7 +47,9 @@ impl Run {
             } => {
                 let token = match error {
                     PushError::InvalidToken { .. } => Some(self.remove_token(&device).await),
-                    PushError::Retryable { .. } | PushError::Rejected { .. } => None,
+                    PushError::Retryable { .. }
+                    | PushError::Rejected { .. }
+                    | PushError::MaybeDelivered { .. } => None,
                 };
                 let recorded = self.fail(r, error.status(), attempts, error.reason()).await;
                 Record::Failed { token, recorded }

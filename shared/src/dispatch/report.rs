@@ -45,8 +45,9 @@ pub struct RunReport {
     pub lost: u32,
     pub abandoned: u32,
     pub released: u32,
-    /// Of `failed`: claims found abandoned after their push had started (the run that started
-    /// it is gone), recorded `failed` without a push because it may have left.
+    /// Of `failed`: pushes that may have left, so are never sent again: claims found abandoned
+    /// after their push had started (the run that started it is gone), and pushes of this run
+    /// that got no answer after they were sent (the connection broke, no answer in time).
     pub push_unknown: u32,
     /// Store requests of the deliveries (device read, claim, push mark, release, outcome) that
     /// got no answer (a reply lost or late, a store error) and were then made again until

@@ -108,8 +108,9 @@ pub struct Round1 {
 pub struct Round2 {
     pub message: String,
     pub results: Vec<StepResult>,
-    /// Optional here; only used for the log's device hash (round 2 is never counted).
-    pub device_id: Option<DeviceId>,
+    /// The device the plan was issued for: its step ids are answered only for it (round 2 is
+    /// never counted).
+    pub device_id: DeviceId,
     pub timezone: Tz,
 }
 
@@ -272,10 +273,7 @@ impl AgentRequest {
             .enumerate()
             .map(|(i, item)| parse_result(&Fields::nested(item, format!("results[{i}]"))?))
             .collect::<Result<_, _>>()?;
-        let device_id = fields
-            .optional_str("deviceId")?
-            .map(|raw| DeviceId::parse("deviceId", raw))
-            .transpose()?;
+        let device_id = DeviceId::parse("deviceId", fields.required_str("deviceId")?)?;
         let timezone = parse_timezone(&fields)?;
         Ok(AgentRequest::Round2(Round2 {
             message,
@@ -375,9 +373,10 @@ mod tests {
     }
 
     #[test]
-    fn a_body_with_results_is_round_2_and_its_device_is_optional() {
+    fn a_body_with_results_is_round_2_and_names_its_device() {
         let AgentRequest::Round2(r) = parse(json!({
             "message": "明日の予定は？",
+            "deviceId": "d2",
             "timezone": "Europe/Berlin",
             "results": [{"stepId": "s1", "tool": "calendar", "output": {"events": [
                 {"title": "", "start": "2026-03-02T10:00:00+09:00", "end": "2026-03-02T11:00:00+09:00"},
@@ -387,7 +386,7 @@ mod tests {
         .unwrap() else {
             panic!("round 2")
         };
-        assert_eq!(r.device_id, None);
+        assert_eq!(r.device_id.as_str(), "d2");
         assert_eq!(r.timezone, chrono_tz::Europe::Berlin);
         let ToolOutput::Calendar { events } = &r.results[0].output;
         assert!(!events[0].all_day && events[1].all_day);
@@ -447,6 +446,14 @@ mod tests {
             (
                 json!({"message": "m", "results": [{"stepId": "s1", "tool": "calendar", "output": {}}]}),
                 "results[0].output.events is required",
+            ),
+            (
+                json!({"message": "m", "results": [{"stepId": "s1", "tool": "calendar", "output": {"events": []}}]}),
+                "deviceId is required",
+            ),
+            (
+                json!({"message": "m", "deviceId": null, "results": [{"stepId": "s1", "tool": "calendar", "output": {"events": []}}]}),
+                "deviceId is required",
             ),
             (
                 event(&"x".repeat(201), "2026-03-02T10:00:00Z"),

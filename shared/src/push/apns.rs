@@ -3,8 +3,9 @@
 //! sent, to the endpoint of the device's environment.
 //!
 //! a2 cannot be pointed at anything but Apple's servers, so this adapter stays thin: it builds the
-//! request ([`options`], [`ApnsPayload`]) and classifies a2's answer ([`classify`]); both are
-//! unit-tested here, and the dispatcher's handling of each class is tested with a stand-in sender.
+//! request ([`options`], [`ApnsPayload`], unit-tested here) and classifies a2's answer
+//! ([`classify`](super::classify::classify), tested on its own); the dispatcher's handling of
+//! each class is tested with a stand-in sender.
 //!
 //! One [`ApnsSender`] is one HTTP/2 connection per environment; [`ApnsSender::connections`] makes
 //! them for a [`PushPool`](super::pool::PushPool).
@@ -13,10 +14,11 @@ use a2::request::notification::{NotificationOptions, Priority, PushType};
 use a2::request::payload::PayloadLike;
 use std::sync::Arc;
 
-use a2::{Client, ClientConfig, Endpoint, ErrorReason};
+use a2::{Client, ClientConfig, Endpoint};
 use async_trait::async_trait;
 use serde::Serialize;
 
+use super::classify::classify;
 use super::pool::ConnectionFactory;
 use super::{PushError, PushSender, UnavailablePushSender, VoipPush};
 use crate::config::{ApnsConfig, ConfigError};
@@ -203,53 +205,6 @@ impl PayloadLike for ApnsPayload<'_> {
     }
 }
 
-/// a2's answer as a [`PushError`] class. The status code decides first: a2 turns reasons it does
-/// not know into `error: None`, so a 410 without a reason is still a dead token.
-pub fn classify(result: Result<a2::Response, a2::Error>) -> Result<(), PushError> {
-    let error = match result {
-        Ok(_) => return Ok(()),
-        Err(error) => error,
-    };
-    match error {
-        a2::Error::ResponseError(response) => Err(classify_response(&response)),
-        a2::Error::ConnectionError(_)
-        | a2::Error::ClientError(_)
-        | a2::Error::RequestTimeout(_) => Err(PushError::Retryable {
-            status: None,
-            reason: error.to_string(),
-        }),
-        other => Err(PushError::Rejected {
-            status: None,
-            reason: other.to_string(),
-        }),
-    }
-}
-
-fn classify_response(response: &a2::Response) -> PushError {
-    let status = response.code;
-    let reason = response
-        .error
-        .as_ref()
-        .map(|body| format!("{:?}", body.reason))
-        .unwrap_or_else(|| "(no reason APNs' client knows)".to_owned());
-    let bad_token = response
-        .error
-        .as_ref()
-        .is_some_and(|body| body.reason == ErrorReason::BadDeviceToken);
-    match status {
-        410 => PushError::InvalidToken { status, reason },
-        400 if bad_token => PushError::InvalidToken { status, reason },
-        429 | 500..=599 => PushError::Retryable {
-            status: Some(status),
-            reason,
-        },
-        _ => PushError::Rejected {
-            status: Some(status),
-            reason,
-        },
-    }
-}
-
 #[async_trait]
 impl PushSender for ApnsSender {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
@@ -277,17 +232,6 @@ mod tests {
     const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
     const RSA_PKCS8: &str = include_str!("../../../testkit/keys/oidc-test-rsa.pem");
 
-    fn response(code: u16, reason: Option<ErrorReason>) -> Result<a2::Response, a2::Error> {
-        Err(a2::Error::ResponseError(a2::Response {
-            error: reason.map(|reason| a2::ErrorBody {
-                reason,
-                timestamp: None,
-            }),
-            apns_id: Some("00000000-0000-0000-0000-000000000000".into()),
-            code,
-        }))
-    }
-
     fn push() -> VoipPush {
         VoipPush {
             aps: Default::default(),
@@ -298,79 +242,6 @@ mod tests {
                 .unwrap()
                 .with_timezone(&Utc),
         }
-    }
-
-    #[test]
-    fn accepted_is_ok() {
-        let ok = Ok(a2::Response {
-            error: None,
-            apns_id: None,
-            code: 200,
-        });
-        assert_eq!(classify(ok), Ok(()));
-    }
-
-    #[test]
-    fn a_dead_token_is_invalid_by_status_first() {
-        for (code, reason) in [
-            (400, Some(ErrorReason::BadDeviceToken)),
-            (410, Some(ErrorReason::Unregistered)),
-            // An unknown reason (a2 parses it to None) on 410 is still a dead token.
-            (410, None),
-        ] {
-            let err = classify(response(code, reason)).unwrap_err();
-            assert!(
-                matches!(err, PushError::InvalidToken { status, .. } if status == code),
-                "{code}: {err:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn other_400s_are_rejected_not_a_reason_to_drop_the_token() {
-        for reason in [
-            Some(ErrorReason::BadTopic),
-            Some(ErrorReason::PayloadTooLarge),
-            None,
-        ] {
-            let err = classify(response(400, reason)).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    PushError::Rejected {
-                        status: Some(400),
-                        ..
-                    }
-                ),
-                "{err:?}"
-            );
-        }
-        let err = classify(response(403, Some(ErrorReason::InvalidProviderToken))).unwrap_err();
-        assert_eq!(
-            err,
-            PushError::Rejected {
-                status: Some(403),
-                reason: "InvalidProviderToken".into()
-            }
-        );
-    }
-
-    #[test]
-    fn throttling_and_server_errors_are_retryable() {
-        for (code, reason) in [
-            (429, Some(ErrorReason::TooManyRequests)),
-            (500, Some(ErrorReason::InternalServerError)),
-            (503, Some(ErrorReason::ServiceUnavailable)),
-            (503, None),
-        ] {
-            let err = classify(response(code, reason)).unwrap_err();
-            assert!(
-                matches!(err, PushError::Retryable { status: Some(s), .. } if s == code),
-                "{code}: {err:?}"
-            );
-        }
-        let timeout = classify(Err(a2::Error::RequestTimeout(2))).unwrap_err();
-        assert!(matches!(timeout, PushError::Retryable { status: None, .. }));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The `PushSender` port: one VoIP push to one device.
 //!
-//! Adapters: APNs through a2 (`apns`), and a sender that only writes a log line (`log`), used by
-//! local runs and whenever APNs is not configured. The dispatcher decides what to do with each
-//! kind of [`PushError`] (retry within the second's budget, remove the token, give up); adapters
-//! only classify. [`pool::PushPool`] spreads pushes over several connections of one adapter.
+//! Adapters: APNs through a2 (`apns`, its answers classified in `classify`), and a sender that
+//! only writes a log line (`log`), used by local runs and whenever APNs is not configured. The
+//! dispatcher decides what to do with each kind of [`PushError`] (retry within the second's
+//! budget, remove the token, give up); adapters only classify. [`pool::PushPool`] spreads pushes
+//! over several connections of one adapter.
 
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -13,6 +14,7 @@ use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 
 pub mod apns;
+pub mod classify;
 pub mod log;
 pub mod pool;
 
@@ -61,14 +63,21 @@ impl VoipPush {
     }
 }
 
-/// Why a push did not go out. Reasons name the APNs status and reason, never the token.
+/// Why a push was not confirmed. Reasons name the APNs status and reason, never the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PushError {
     /// APNs says the token is not (or no longer) valid (400 `BadDeviceToken`, 410
     /// `Unregistered`): the device's token is removed and the call fails.
     InvalidToken { status: u16, reason: String },
-    /// Worth another attempt within the budget: 429, 5xx, connection trouble, a timeout.
+    /// Surely not delivered, and worth another attempt within the budget: APNs answered 429 or
+    /// 5xx, refused the stream before processing it (HTTP/2 `REFUSED_STREAM`), or the request
+    /// never left (no connection could be made, or it was cancelled before it was sent).
     Retryable { status: Option<u16>, reason: String },
+    /// The request may have reached APNs and been delivered, but no answer says so: the
+    /// connection or stream broke after the request was handed to it, or no answer came in
+    /// time. Never retried: a second push could ring the phone twice (docs/reliability.md,
+    /// "Push retries"). The call is recorded `failed` as "push state unknown".
+    MaybeDelivered { reason: String },
     /// Will fail again however often it is tried (another 4xx, a bad provider key, ...).
     Rejected { status: Option<u16>, reason: String },
 }
@@ -78,6 +87,7 @@ impl PushError {
         match self {
             PushError::InvalidToken { status, .. } => Some(*status),
             PushError::Retryable { status, .. } | PushError::Rejected { status, .. } => *status,
+            PushError::MaybeDelivered { .. } => None,
         }
     }
 
@@ -85,6 +95,7 @@ impl PushError {
         match self {
             PushError::InvalidToken { reason, .. }
             | PushError::Retryable { reason, .. }
+            | PushError::MaybeDelivered { reason }
             | PushError::Rejected { reason, .. } => reason,
         }
     }

@@ -388,15 +388,25 @@ async fn round_2_answers_from_the_results_in_the_characters_style() {
 }
 
 #[tokio::test]
-async fn round_2_needs_no_device_but_needs_a_plans_results() {
+async fn round_2_names_its_device_and_needs_a_plans_results() {
     let app = app().await;
+    let results = json!([{"stepId": step_id(), "tool": "calendar", "output": {"events": []}}]);
+    // Without its device, a plan's ids would be answered for anyone holding the API key.
+    for device in [None, Some(Value::Null)] {
+        let mut body = json!({"message": "予定ある？", "results": results});
+        if let Some(device) = device {
+            body["deviceId"] = device;
+        }
+        let error = invalid_field(post(&app, body.to_string()).await, "deviceId").await;
+        assert_eq!(error["message"], "deviceId is required", "{error}");
+    }
+    assert_eq!(app.openai.request_count(), 0, "no model call");
     app.openai
         .script([responder_answer("何も入ってないよ。", "neutral")]);
-    let body = json!({"message": "予定ある？", "results": [
-        {"stepId": step_id(), "tool": "calendar", "output": {"events": []}}]});
+    let body = json!({"message": "予定ある？", "deviceId": DEVICE, "results": results});
     ok_body(post(&app, body.to_string()).await).await;
     // No results carry no step id, so nothing binds them to a round 1.
-    let body = json!({"message": "予定ある？", "results": []});
+    let body = json!({"message": "予定ある？", "deviceId": DEVICE, "results": []});
     invalid_field(post(&app, body.to_string()).await, "results").await;
     assert_eq!(app.openai.request_count(), 1);
 }
@@ -414,7 +424,7 @@ async fn round_2_takes_200_events_and_200_character_titles() {
         .collect();
     let mut last = events;
     last[199]["title"] = json!("あ".repeat(200));
-    let body = json!({"message": "m", "results": [
+    let body = json!({"message": "m", "deviceId": DEVICE, "results": [
         {"stepId": step_id(), "tool": "calendar", "output": {"events": last}}]});
     ok_body(post(&app, body.to_string()).await).await;
 }
@@ -555,10 +565,37 @@ async fn altered_step_ids_are_400_and_call_no_model() {
         "another plan",
     )
     .await;
-    // Another device's plan.
-    let mut body = round_2_for(&[&id]);
-    body["deviceId"] = json!("another-device");
-    refused(&app, body, "results[0].stepId", "another deviceId").await;
+    assert_eq!(app.openai.request_count(), 1, "only the planner");
+}
+
+#[tokio::test]
+async fn another_devices_step_ids_are_refused_as_forged_ones_are() {
+    let (app, clock) = app_and_clock().await;
+    let id = planned_ids(&app).await.remove(0);
+    let answer = |body: Value| {
+        let app = &app;
+        async move {
+            let calls = app.openai.request_count();
+            let body = invalid_field(post(app, body.to_string()).await, "results[0].stepId").await;
+            assert_eq!(app.openai.request_count(), calls, "no model call");
+            body
+        }
+    };
+    let mut forged = id.clone().into_bytes();
+    forged[63] = if forged[63] == b'A' { b'B' } else { b'A' };
+    let forged = answer(round_2_for(&[&String::from_utf8(forged).unwrap()])).await;
+    let other_device = with(round_2_for(&[&id]), "deviceId", json!("another-device"));
+    assert_eq!(answer(other_device.clone()).await, forged);
+    assert!(
+        forged["message"]
+            .as_str()
+            .unwrap()
+            .contains("was not issued by round 1 for this deviceId"),
+        "{forged}"
+    );
+    // Expired too: the answer does not tell that the id is genuine for some other device.
+    clock.advance(chrono::Duration::minutes(10));
+    assert_eq!(answer(other_device).await, forged);
     assert_eq!(app.openai.request_count(), 1, "only the planner");
 }
 
@@ -751,7 +788,7 @@ fn without(mut body: Value, field: &str) -> Value {
 
 /// Round 2 whose first result is `result`.
 fn round_2_with(result: Value) -> Value {
-    json!({"message": "m", "results": [result]})
+    json!({"message": "m", "deviceId": DEVICE, "results": [result]})
 }
 
 /// Round 2 whose first result's first event is `event`.
@@ -846,6 +883,16 @@ fn invalid_cases() -> Vec<(&'static str, String, String)> {
             "deviceId not a string",
             with(r1.clone(), "deviceId", json!(42)),
             "deviceId must be a string".into(),
+        ),
+        (
+            "deviceId missing in round 2",
+            without(round_2(), "deviceId"),
+            "deviceId is required".into(),
+        ),
+        (
+            "deviceId null in round 2",
+            with(round_2(), "deviceId", Value::Null),
+            "deviceId is required".into(),
         ),
         (
             "deviceId bad in round 2",

@@ -21,9 +21,11 @@ use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
+use koe::push::PushSender;
 use koe::store::Store;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{send, spawn_app_with};
+use koe_testkit::push::limited::{Answer, ApnsLimits, LimitedApns, call_key};
 use koe_testkit::push::{RecordingPushSender, Scripted};
 use tokio::task::JoinHandle;
 
@@ -83,9 +85,13 @@ impl World {
     }
 
     fn dispatcher(&self) -> Dispatcher {
+        self.dispatcher_with(self.push.clone())
+    }
+
+    fn dispatcher_with(&self, push: Arc<dyn PushSender>) -> Dispatcher {
         Dispatcher::new(
             self.store.clone(),
-            self.push.clone(),
+            push,
             self.clock.clone(),
             self.settings.clone(),
             "test-salt",
@@ -96,6 +102,21 @@ impl World {
     fn start_run(&self) -> JoinHandle<RunReport> {
         let dispatcher = self.dispatcher();
         tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
+    }
+
+    /// Starts a run at the clock's current time that pushes through `push`.
+    fn start_run_with(&self, push: Arc<dyn PushSender>) -> JoinHandle<RunReport> {
+        let dispatcher = self.dispatcher_with(push);
+        tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
+    }
+
+    /// Walks the clock to `t` in 10 ms steps (push backoffs wait on it).
+    async fn walk_finely_to(&self, t: DateTime<Utc>) {
+        while self.clock.now() < t {
+            let next = (self.clock.now() + Duration::milliseconds(10)).min(t);
+            self.clock.set(next);
+            tokio::time::sleep(StdDuration::from_millis(1)).await;
+        }
     }
 
     /// Starts a run that shares `in_flight` with other runs (one process's runs).
@@ -702,6 +723,10 @@ async fn server_errors_past_the_budget_and_a_hung_push_fail(store: DynStore) {
         "every attempt within the budget"
     );
     assert_eq!(report.failed, 2);
+    assert_eq!(
+        report.push_unknown, 1,
+        "the hung push may have been delivered: {report:?}"
+    );
     assert!(
         w.store
             .get_device(&erring.device_id)
@@ -709,6 +734,67 @@ async fn server_errors_past_the_budget_and_a_hung_push_fail(store: DynStore) {
             .unwrap()
             .is_some(),
         "token kept"
+    );
+}
+
+/// On the stand-in APNs: a push whose stream is reset after APNs read it may have been
+/// delivered, so it is never sent again (the call is `failed`, push state unknown); one refused
+/// before it was read (`REFUSED_STREAM`) surely was not, so it is retried and sent.
+async fn a_push_apns_may_have_read_is_never_sent_again_one_it_refused_is_retried(store: DynStore) {
+    let w = World::new(store);
+    let apns = LimitedApns::new(ApnsLimits {
+        latency: StdDuration::ZERO,
+        jitter: StdDuration::ZERO,
+        connect_time: StdDuration::ZERO,
+        ..ApnsLimits::default()
+    });
+    apns.answer_next([Answer::ResetAfterRead, Answer::RefusedStream]);
+    let reset = w
+        .device("reset-after-read", PushEnvironment::Production)
+        .await;
+    let refused = w
+        .device("refused-stream", PushEnvironment::Production)
+        .await;
+    let r_reset = w.reserve(&reset, at(15)).await;
+    let r_refused = w.reserve(&refused, at(20)).await;
+
+    let run = w.start_run_with(apns.connection());
+    w.step_to(at(15)).await;
+    w.walk_finely_to(at_ms(16_200)).await;
+    w.step_to(at(20)).await;
+    w.walk_finely_to(at_ms(21_200)).await;
+    let [report] = w.finish(vec![run], at(72)).await.try_into().unwrap();
+
+    let records = apns.records();
+    let answers = |r: &Reservation| -> Vec<Answer> {
+        let call = call_key(r.call_id.as_str());
+        records
+            .iter()
+            .filter(|x| x.call == call)
+            .map(|x| x.answer)
+            .collect()
+    };
+    assert_eq!(
+        answers(&r_reset),
+        [Answer::ResetAfterRead],
+        "read by APNs, then reset: never pushed a second time"
+    );
+    assert_eq!(
+        answers(&r_refused),
+        [Answer::RefusedStream, Answer::Accepted],
+        "refused before it was read: retried within the budget"
+    );
+    assert_eq!(apns.stats().delivered, 2, "each phone rings once");
+    for (r, status) in [
+        (&r_reset, ReservationStatus::Failed),
+        (&r_refused, ReservationStatus::Sent),
+    ] {
+        assert_eq!(w.stored(r).await.map(|s| s.status), Some(status));
+    }
+    assert_eq!(
+        (report.sent, report.failed, report.push_unknown),
+        (1, 1, 1),
+        "{report:?}"
     );
 }
 
@@ -770,6 +856,7 @@ macro_rules! dispatch_suite {
             an_invalid_token_removes_the_device_and_fails_the_call,
             a_429_then_success_within_the_budget_is_sent,
             server_errors_past_the_budget_and_a_hung_push_fail,
+            a_push_apns_may_have_read_is_never_sent_again_one_it_refused_is_retried,
             overdue_within_grace_is_sent_at_once_and_beyond_grace_is_missed,
         );
 

@@ -72,7 +72,7 @@ async fn call(app: &TestApp, target: Target, n: usize) -> (reqwest::Response, Se
             let step_id = issued_step_id("provider-fault", app.clock.now());
             send(
                 app.agent(http::Method::POST, "/agent").body(
-                    json!({"message": "明日の予定は？", "results": [
+                    json!({"message": "明日の予定は？", "deviceId": "provider-fault", "results": [
                     {"stepId": step_id, "tool": "calendar", "output": {"events": []}}]})
                     .to_string(),
                 ),

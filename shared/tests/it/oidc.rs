@@ -2,11 +2,12 @@
 //! (`koe_testkit::oidc`, TEST-ONLY keys): every forged, misdirected or malformed token is 401
 //! with the error body and starts nothing; a valid one is 202 and hands one run on. The JWKS is
 //! fetched once, trusted for its max-age (at most six hours), refetched for an unknown `kid` at
-//! most once a minute, never through a redirect; while it cannot be fetched every caller is 401
-//! and no notification is raised.
+//! most once a minute, never through a redirect, and a slow refetch holds up no token whose key is
+//! already known; while it cannot be fetched every caller is 401 and no notification is raised.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration as StdDuration, Instant};
 
 use async_trait::async_trait;
 use chrono::Duration;
@@ -303,6 +304,62 @@ async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
     )
     .await;
     assert_eq!(s.issuer.fetches(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_refetch_holds_up_no_known_kid_and_runs_once_for_the_unknown_ones() {
+    let s = setup().await;
+    s.assert_accepted(s.post_token(&valid_token()).await, "first")
+        .await;
+    assert_eq!(s.issuer.fetches(), 1);
+    // The issuer rotates in key two and answers slowly (under the 3 s fetch timeout); a minute
+    // later a key-two token triggers the refetch.
+    const SLOW: StdDuration = StdDuration::from_millis(2000);
+    s.issuer.serve_keys(&[TestKey::One, TestKey::Two]);
+    s.issuer.set_delay(SLOW);
+    s.clock.advance(Duration::seconds(61));
+    let rotated = mint(&valid_claims(), TestKey::Two, Some(KID_2));
+    let refetch_in_flight = || async {
+        let deadline = Instant::now() + StdDuration::from_secs(5);
+        while s.issuer.fetches() < 2 {
+            assert!(Instant::now() < deadline, "the refetch starts");
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
+        }
+        Instant::now()
+    };
+    let (triggering, waiting, known, made_up) = tokio::join!(
+        s.post_token(&rotated),
+        // Unknown kids while the refetch is in flight: they wait for it and are judged after it.
+        async {
+            refetch_in_flight().await;
+            s.post_token(&rotated).await
+        },
+        // A known kid meanwhile: answered from the keys at hand, at once.
+        async {
+            let started = refetch_in_flight().await;
+            let response = s.post_token(&valid_token()).await;
+            (response, started.elapsed())
+        },
+        async {
+            refetch_in_flight().await;
+            let token = mint(&valid_claims(), TestKey::One, Some("made-up"));
+            s.post_token(&token).await
+        },
+    );
+    let (known, took) = known;
+    s.assert_accepted(known, "known kid during the refetch")
+        .await;
+    assert!(
+        took < SLOW / 4,
+        "a known kid waited {took:?} for a refetch of {SLOW:?}"
+    );
+    s.assert_accepted(triggering, "the kid that triggered the refetch")
+        .await;
+    s.assert_accepted(waiting, "an unknown kid that waited for the refetch")
+        .await;
+    s.assert_refused(made_up, "a made-up kid, judged after the refetch")
+        .await;
+    assert_eq!(s.issuer.fetches(), 2, "one refetch for all of them");
 }
 
 #[tokio::test]

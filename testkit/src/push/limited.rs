@@ -5,12 +5,16 @@
 //! stream in arrival order, as an HTTP/2 client queues requests beyond the server's
 //! SETTINGS_MAX_CONCURRENT_STREAMS. A connection's first use pays `connect_time` (TCP, TLS and
 //! the HTTP/2 preface) unless it was warmed; each push then takes `latency` ± `jitter` and is
-//! answered 200, 429, 500 or 410 with the configured probabilities. Runs on tokio time (real in
-//! a benchmark, paused in a test), and keeps one small record per push, so 100,000 are cheap.
+//! answered 200, 429, 500 or 410 with the configured probabilities. A test can also script the
+//! next answers ([`LimitedApns::answer_next`]), among them a stream refused before it was read
+//! (`REFUSED_STREAM`: not delivered) and one reset after it was read (delivered, but the sender
+//! gets no answer). Runs on tokio time (real in a benchmark, paused in a test), and keeps one
+//! small record per push, so 100,000 are cheap.
 //!
 //! Left out: real TLS, HTTP/2 flow control and window sizes, APNs's per-token and per-topic
-//! rate limits, connection resets and GOAWAY, provider-token renewal (see docs/apns-limits.md).
+//! rate limits, GOAWAY, provider-token renewal (see docs/apns-limits.md).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,13 +68,34 @@ pub enum Answer {
     TooManyRequests,
     InternalServerError,
     Unregistered,
+    /// The stream was reset with `REFUSED_STREAM` before the request was read: not delivered.
+    RefusedStream,
+    /// The request was read (and the push delivered), then the stream was reset: the sender
+    /// gets no answer.
+    ResetAfterRead,
 }
 
 impl Answer {
-    /// The answer as the APNs adapter classifies it (`koe::push::apns::classify`).
+    /// Whether the device receives the push.
+    pub fn delivered(self) -> bool {
+        matches!(self, Answer::Accepted | Answer::ResetAfterRead)
+    }
+
+    /// The answer as the APNs adapter classifies it (`koe::push::classify::classify`).
     pub fn result(self) -> Result<(), PushError> {
         match self {
             Answer::Accepted => Ok(()),
+            Answer::RefusedStream => Err(PushError::Retryable {
+                status: None,
+                reason: "client error (SendRequest): http2 error: stream error received: \
+                         refused stream before processing any application logic"
+                    .into(),
+            }),
+            Answer::ResetAfterRead => Err(PushError::MaybeDelivered {
+                reason: "client error (SendRequest): http2 error: stream error received: \
+                         unexpected internal error encountered"
+                    .into(),
+            }),
             Answer::TooManyRequests => Err(PushError::Retryable {
                 status: Some(429),
                 reason: "TooManyRequests".into(),
@@ -125,6 +150,10 @@ pub struct ApnsStats {
     pub too_many_requests: usize,
     pub server_errors: usize,
     pub unregistered: usize,
+    pub refused_streams: usize,
+    pub resets_after_read: usize,
+    /// Pushes the devices receive: accepted, or read before their stream was reset.
+    pub delivered: usize,
 }
 
 /// The stand-in service; cheap to share (`Arc` inside).
@@ -136,6 +165,8 @@ pub struct LimitedApns {
 struct Shared {
     limits: ApnsLimits,
     rng: Mutex<fastrand::Rng>,
+    /// Answers a test scripted for the next pushes, before any drawn one.
+    scripted: Mutex<VecDeque<Answer>>,
     records: Mutex<Vec<ApnsRecord>>,
     connections: Mutex<Vec<Arc<ConnectionState>>>,
     queued: AtomicUsize,
@@ -162,6 +193,7 @@ impl LimitedApns {
             shared: Arc::new(Shared {
                 limits,
                 rng: Mutex::new(fastrand::Rng::with_seed(limits.seed)),
+                scripted: Mutex::new(VecDeque::new()),
                 records: Mutex::new(Vec::new()),
                 connections: Mutex::new(Vec::new()),
                 queued: AtomicUsize::new(0),
@@ -192,6 +224,12 @@ impl LimitedApns {
         })
     }
 
+    /// The next pushes (on any connection, in the order they get a stream) are answered so,
+    /// with the usual latency; later ones as drawn.
+    pub fn answer_next(&self, answers: impl IntoIterator<Item = Answer>) {
+        self.shared.scripted.lock().unwrap().extend(answers);
+    }
+
     /// Every push answered so far, in the order they were answered.
     pub fn records(&self) -> Vec<ApnsRecord> {
         self.shared.records.lock().unwrap().clone()
@@ -218,6 +256,11 @@ impl LimitedApns {
                 Answer::TooManyRequests => stats.too_many_requests += 1,
                 Answer::InternalServerError => stats.server_errors += 1,
                 Answer::Unregistered => stats.unregistered += 1,
+                Answer::RefusedStream => stats.refused_streams += 1,
+                Answer::ResetAfterRead => stats.resets_after_read += 1,
+            }
+            if record.answer.delivered() {
+                stats.delivered += 1;
             }
         }
         stats
@@ -232,7 +275,10 @@ impl Shared {
         let jitter = limits.jitter.as_micros() as i64;
         let micros = limits.latency.as_micros() as i64 + rng.i64(-jitter..=jitter);
         let roll = rng.f64();
-        let answer = if roll < limits.p429 {
+        let scripted = self.scripted.lock().unwrap().pop_front();
+        let answer = if let Some(answer) = scripted {
+            answer
+        } else if roll < limits.p429 {
             Answer::TooManyRequests
         } else if roll < limits.p429 + limits.p500 {
             Answer::InternalServerError
@@ -477,6 +523,38 @@ mod tests {
             })),
             stats.unregistered
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn scripted_answers_come_first_and_a_reset_after_read_is_delivered_unanswered() {
+        let apns = LimitedApns::new(exact(10));
+        apns.answer_next([Answer::ResetAfterRead, Answer::RefusedStream]);
+        let connection = apns.connection();
+        let (push, device) = push_and_device();
+        let results = [
+            connection.send(&push, &device).await,
+            connection.send(&push, &device).await,
+            connection.send(&push, &device).await,
+        ];
+        assert!(
+            matches!(results[0], Err(PushError::MaybeDelivered { .. })),
+            "{results:?}"
+        );
+        assert!(
+            matches!(results[1], Err(PushError::Retryable { status: None, .. })),
+            "{results:?}"
+        );
+        assert_eq!(results[2], Ok(()), "then drawn: accepted");
+        let stats = apns.stats();
+        assert_eq!(
+            (
+                stats.resets_after_read,
+                stats.refused_streams,
+                stats.accepted
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(stats.delivered, 2, "the reset one reached the device");
     }
 
     #[tokio::test(start_paused = true)]
