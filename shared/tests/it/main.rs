@@ -14,6 +14,7 @@ mod api_meta;
 mod contract_files;
 mod deploy_commands;
 mod dispatch_fan_out;
+mod dispatch_held_replies;
 mod dispatch_lambda;
 mod dispatch_load;
 mod dispatch_runs;
