@@ -30,6 +30,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::clock::SystemClock;
+use koe::config::dispatch::store_concurrency_for;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
@@ -172,7 +173,12 @@ async fn seed(store: &MemoryStore, args: &Args, t0: DateTime<Utc>) -> HashMap<u6
     scheduled
 }
 
-fn settings(args: &Args, t0: DateTime<Utc>) -> DispatchConfig {
+/// The deployed functions' memory (template.yaml): the coordinator's and a part's, which set
+/// their store concurrency (`DISPATCH_STORE_CONCURRENCY`'s default).
+const COORDINATOR_MB: u64 = 256;
+const PART_MB: u64 = 1769;
+
+fn settings(args: &Args, t0: DateTime<Utc>, memory_mb: u64) -> DispatchConfig {
     let last = t0 + chrono::Duration::seconds(if args.spike { 60 } else { 1 });
     let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
     settings.window = (last - Utc::now() + chrono::Duration::seconds(3))
@@ -181,6 +187,7 @@ fn settings(args: &Args, t0: DateTime<Utc>) -> DispatchConfig {
     settings.calls_per_worker = args.calls_per_worker;
     settings.max_workers = 256;
     settings.concurrency = args.calls_per_worker as usize;
+    settings.store_concurrency = store_concurrency_for(Some(memory_mb));
     settings
 }
 
@@ -388,7 +395,7 @@ async fn run_part(args: Args, (index, of): (u32, u32)) {
         dispatched,
         pool(&apns),
         Arc::new(SystemClock),
-        settings(&args, t0),
+        settings(&args, t0, PART_MB),
         "bench",
     );
     let part = Part::new(index, of).expect("--part < --of");
@@ -488,7 +495,7 @@ async fn main() {
         dispatched,
         pool(&apns),
         Arc::new(SystemClock),
-        settings(&args, t0),
+        settings(&args, t0, COORDINATOR_MB),
         "bench",
     )
     .fanning_out(trigger.clone());
