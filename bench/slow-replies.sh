@@ -12,7 +12,9 @@
 #   CARGO_TARGET_DIR=~/.cache/koe/target-bench-release bench/slow-replies.sh   # a target dir of your own
 #
 # Cases: the baseline (nothing held), then one per fraction in BENCH_HELD (default 0.2), each
-# with BENCH_HOLD_MS (1500) and BENCH_WINDOW_MS (-1500,3500: ms around the second).
+# with BENCH_HOLD_MS (1500) and BENCH_WINDOW_MS (-1500,3500: ms around the second). BENCH_ARGS
+# passes more options to every case, e.g. "--store-concurrency 5000" (instead of each role's
+# DISPATCH_STORE_CONCURRENCY default: the coordinator 202, a part 1,400).
 set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"
@@ -21,6 +23,7 @@ CALLS="${BENCH_CALLS:-10000}"
 read -ra HELD <<<"${BENCH_HELD:-0.2}"
 HOLD_MS="${BENCH_HOLD_MS:-1500}"
 WINDOW_MS="${BENCH_WINDOW_MS:--1500,3500}"
+read -ra EXTRA <<<"${BENCH_ARGS:-}"
 
 build_release -p koe-testkit --bin bench-dispatch-scale
 
@@ -31,7 +34,7 @@ run_case() { # <held fraction>
   local held="$1" name="held-$1"
   log "$CALLS calls in one second, $held of the replies held ${HOLD_MS} ms in ${WINDOW_MS} ms"
   "$BIN/bench-dispatch-scale" --calls "$CALLS" --held "$held" --hold-ms "$HOLD_MS" \
-    --window-ms "$WINDOW_MS" >"$WORK/$name.log" 2>"$WORK/$name.err" \
+    --window-ms "$WINDOW_MS" ${EXTRA[@]+"${EXTRA[@]}"} >"$WORK/$name.log" 2>"$WORK/$name.err" \
     || die "bench-dispatch-scale failed: $(tail -n 5 "$WORK/$name.err")"
   grep '^RESULT ' "$WORK/$name.log" | sed 's/^RESULT //' | tee -a "$WORK/results.txt" >&2
 }
@@ -43,6 +46,7 @@ echo "models: DynamoDB 1,000 WCU/s and 3,000 RCU/s per partition key (table and 
 echo "        APNs 1,000 streams per connection, 120 ± 30 ms; parts of 5,000 calls in processes of their own;"
 echo "        held replies: carried out at once, answered late; dispatch requests one attempt of 500 ms,"
 echo "        selection reads 3 attempts of 1 s within 3 s (SDK backoff)"
+if [[ ${#EXTRA[@]} -gt 0 ]]; then echo "options: ${EXTRA[*]}"; fi
 echo
 python3 - "$WORK/results.txt" <<'PY'
 import sys

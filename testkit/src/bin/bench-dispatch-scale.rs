@@ -69,6 +69,8 @@ struct Args {
     held: f64,
     hold_ms: u64,
     window_ms: (i64, i64),
+    /// `DISPATCH_STORE_CONCURRENCY` for every process, instead of each role's default.
+    store_concurrency: Option<usize>,
     /// Worker mode: this part, the second the calls start at (epoch ms), where to write.
     part: Option<(u32, u32)>,
     t0_ms: Option<i64>,
@@ -84,6 +86,7 @@ fn args() -> Args {
         held: 0.0,
         hold_ms: 1500,
         window_ms: (-1500, 3500),
+        store_concurrency: None,
         part: None,
         t0_ms: None,
         out: None,
@@ -118,6 +121,9 @@ fn args() -> Args {
                     from.parse().expect("--window-ms FROM"),
                     until.parse().expect("--window-ms UNTIL"),
                 );
+            }
+            "--store-concurrency" => {
+                args.store_concurrency = Some(number(&mut it, "--store-concurrency") as usize)
             }
             "--part" => index = Some(number(&mut it, "--part") as u32),
             "--of" => of = Some(number(&mut it, "--of") as u32),
@@ -187,7 +193,9 @@ fn settings(args: &Args, t0: DateTime<Utc>, memory_mb: u64) -> DispatchConfig {
     settings.calls_per_worker = args.calls_per_worker;
     settings.max_workers = 256;
     settings.concurrency = args.calls_per_worker as usize;
-    settings.store_concurrency = store_concurrency_for(Some(memory_mb));
+    settings.store_concurrency = args
+        .store_concurrency
+        .unwrap_or_else(|| store_concurrency_for(Some(memory_mb)));
     settings
 }
 
@@ -449,6 +457,9 @@ impl DispatchTrigger for ProcessTrigger {
                 .stdout(Stdio::null());
             if self.args.spike {
                 command.arg("--spike");
+            }
+            if let Some(n) = self.args.store_concurrency {
+                command.args(["--store-concurrency", &n.to_string()]);
             }
             let child = command.spawn().map_err(|e| TriggerError(e.to_string()))?;
             self.started.lock().unwrap().push((child, out));
