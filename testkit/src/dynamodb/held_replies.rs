@@ -60,7 +60,8 @@ pub struct HeldReplies {
 pub struct HeldStats {
     /// Attempts whose reply was held (each carried out).
     pub held: u64,
-    /// Of those, attempts the client cut off at its attempt timeout.
+    /// Of those, attempts held past their attempt timeout: cut off by the client (at the
+    /// attempt timeout, or its operation's budget if that ends first).
     pub timed_out: u64,
     /// Requests that ended in a store error because no attempt was answered in time.
     pub failed: u64,
@@ -125,8 +126,9 @@ impl HeldStore {
             sleep_until(answered).await;
             return Some(answer);
         }
-        sleep_until(cut_off).await;
+        // Counted now: the operation's budget may end the wait first (then it never answers).
         self.timed_out.fetch_add(1, Ordering::SeqCst);
+        sleep_until(cut_off).await;
         None
     }
 
