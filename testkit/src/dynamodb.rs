@@ -14,6 +14,7 @@
 //! says how to get either when it is missing.
 
 mod front;
+pub mod held_replies;
 pub mod limited_store;
 pub mod limits;
 pub mod limits_proxy;

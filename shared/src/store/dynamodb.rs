@@ -38,7 +38,7 @@ use crate::domain::reservation::{CallId, Reservation, RunToken};
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 /// One attempt (DynamoDB answers in milliseconds; a stuck connection is retried).
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The dispatcher's requests on a call (device read, claim, push mark, release, outcome): one
 /// attempt each, cut off at this, and no SDK retries: the dispatcher makes an unanswered request
 /// again itself, at once and until its call's deadline (`dispatch::RESOLVE_BUDGET`), so a reply

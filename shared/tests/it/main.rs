@@ -15,6 +15,7 @@ mod apns_errors;
 mod contract_files;
 mod deploy_commands;
 mod dispatch_fan_out;
+mod dispatch_held_replies;
 mod dispatch_lambda;
 mod dispatch_load;
 mod dispatch_runs;

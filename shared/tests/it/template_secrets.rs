@@ -18,9 +18,7 @@ fn untag(value: &Value) -> &Value {
 /// The logical id a `!Ref` names.
 fn ref_name(value: &Value) -> Option<String> {
     match value {
-        Value::Tagged(tagged) if tagged.tag.to_string() == "!Ref" => {
-            tagged.value.as_str().map(str::to_owned)
-        }
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => tagged.value.as_str().map(str::to_owned),
         _ => None,
     }
 }

@@ -13,6 +13,11 @@
 //! exception: a few reads each per re-selection). Should two parts ever take the same call, it
 //! shows as a duplicate.
 //!
+//! With `--held F --hold-ms H --window-ms A,B` (`bench/slow-replies.sh`), every process puts its
+//! store behind held replies (`koe_testkit::dynamodb::held_replies`): a request the dispatcher
+//! makes from A ms to B ms around the second has its reply held H ms with probability F (carried
+//! out at once, answered late; past the adapter's attempt timeout, a store error).
+//!
 //! Prints one `RESULT key=value ...` line; with `--csv FILE`, each push's lateness (ms after its
 //! `scheduledAt` when it left, i.e. had an APNs stream) for `bench/plot-lateness.py`.
 
@@ -25,6 +30,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::clock::SystemClock;
+use koe::config::dispatch::store_concurrency_for;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
@@ -35,6 +41,7 @@ use koe::push::PushSender;
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::store::Store;
 use koe::store::memory::MemoryStore;
+use koe_testkit::dynamodb::held_replies::{HeldReplies, HeldStats, HeldStore};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
 use koe_testkit::push::limited::{Answer, ApnsLimits, LimitedApns, call_key};
@@ -58,6 +65,12 @@ struct Args {
     spike: bool,
     calls_per_worker: u32,
     csv: Option<String>,
+    /// Held replies: the probability, how long, and the window (ms around the second).
+    held: f64,
+    hold_ms: u64,
+    window_ms: (i64, i64),
+    /// `DISPATCH_STORE_CONCURRENCY` for every process, instead of each role's default.
+    store_concurrency: Option<usize>,
     /// Worker mode: this part, the second the calls start at (epoch ms), where to write.
     part: Option<(u32, u32)>,
     t0_ms: Option<i64>,
@@ -70,6 +83,10 @@ fn args() -> Args {
         spike: false,
         calls_per_worker: 5_000,
         csv: None,
+        held: 0.0,
+        hold_ms: 1500,
+        window_ms: (-1500, 3500),
+        store_concurrency: None,
         part: None,
         t0_ms: None,
         out: None,
@@ -90,6 +107,24 @@ fn args() -> Args {
                 args.calls_per_worker = number(&mut it, "--calls-per-worker") as u32
             }
             "--csv" => args.csv = it.next(),
+            "--held" => {
+                args.held = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--held F (0 to 1)")
+            }
+            "--hold-ms" => args.hold_ms = number(&mut it, "--hold-ms") as u64,
+            "--window-ms" => {
+                let window = it.next().expect("--window-ms FROM,UNTIL");
+                let (from, until) = window.split_once(',').expect("--window-ms FROM,UNTIL");
+                args.window_ms = (
+                    from.parse().expect("--window-ms FROM"),
+                    until.parse().expect("--window-ms UNTIL"),
+                );
+            }
+            "--store-concurrency" => {
+                args.store_concurrency = Some(number(&mut it, "--store-concurrency") as usize)
+            }
             "--part" => index = Some(number(&mut it, "--part") as u32),
             "--of" => of = Some(number(&mut it, "--of") as u32),
             "--t0-ms" => args.t0_ms = Some(number(&mut it, "--t0-ms")),
@@ -144,7 +179,12 @@ async fn seed(store: &MemoryStore, args: &Args, t0: DateTime<Utc>) -> HashMap<u6
     scheduled
 }
 
-fn settings(args: &Args, t0: DateTime<Utc>) -> DispatchConfig {
+/// The deployed functions' memory (template.yaml): the coordinator's and a part's, which set
+/// their store concurrency (`DISPATCH_STORE_CONCURRENCY`'s default).
+const COORDINATOR_MB: u64 = 256;
+const PART_MB: u64 = 1769;
+
+fn settings(args: &Args, t0: DateTime<Utc>, memory_mb: u64) -> DispatchConfig {
     let last = t0 + chrono::Duration::seconds(if args.spike { 60 } else { 1 });
     let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
     settings.window = (last - Utc::now() + chrono::Duration::seconds(3))
@@ -153,7 +193,39 @@ fn settings(args: &Args, t0: DateTime<Utc>) -> DispatchConfig {
     settings.calls_per_worker = args.calls_per_worker;
     settings.max_workers = 256;
     settings.concurrency = args.calls_per_worker as usize;
+    settings.store_concurrency = args
+        .store_concurrency
+        .unwrap_or_else(|| store_concurrency_for(Some(memory_mb)));
     settings
+}
+
+/// The store the dispatcher uses: the limited one, behind held replies if asked for (the
+/// window's instants from the second `t0`, on the wall clock; draws seeded per process).
+fn dispatch_store(
+    limited: &Arc<LimitedStore>,
+    args: &Args,
+    t0: DateTime<Utc>,
+    seed: u64,
+) -> (Arc<dyn Store>, Option<Arc<HeldStore>>) {
+    if args.held <= 0.0 {
+        return (limited.clone(), None);
+    }
+    let now = (tokio::time::Instant::now(), Utc::now());
+    let at = |ms: i64| {
+        let from_now = t0 + chrono::Duration::milliseconds(ms) - now.1;
+        now.0 + from_now.to_std().unwrap_or_default()
+    };
+    let held = Arc::new(HeldStore::new(
+        limited.clone(),
+        HeldReplies {
+            fraction: args.held,
+            hold: std::time::Duration::from_millis(args.hold_ms),
+            from: at(args.window_ms.0),
+            until: at(args.window_ms.1),
+            seed,
+        },
+    ));
+    (held.clone(), Some(held))
 }
 
 fn pool(apns: &LimitedApns) -> Arc<dyn PushSender> {
@@ -172,7 +244,10 @@ struct Measured {
     sent: u32,
     failed: u32,
     lost: u32,
+    released: u32,
+    resolved: u32,
     store_errors: u32,
+    held: HeldStats,
     throttled: u64,
     wcu: f64,
     rcu: f64,
@@ -185,6 +260,7 @@ impl Measured {
     fn of(
         report: &RunReport,
         store: &LimitedStore,
+        held: Option<&HeldStore>,
         apns: &LimitedApns,
         scheduled: &HashMap<u64, DateTime<Utc>>,
     ) -> Measured {
@@ -214,7 +290,10 @@ impl Measured {
             sent: report.sent,
             failed: report.failed,
             lost: report.lost + report.abandoned,
+            released: report.released,
+            resolved: report.resolved,
             store_errors: report.store_errors,
+            held: held.map(HeldStore::stats).unwrap_or_default(),
             throttled: stats.throttled(),
             wcu,
             rcu,
@@ -226,10 +305,15 @@ impl Measured {
 
     fn write(&self, path: &PathBuf) {
         let mut out = format!(
-            "{} {} {} {} {} {} {} {} {} {}\n",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
             self.sent,
             self.failed,
             self.lost,
+            self.released,
+            self.resolved,
+            self.held.held,
+            self.held.timed_out,
+            self.held.failed,
             self.store_errors,
             self.throttled,
             self.wcu,
@@ -257,13 +341,20 @@ impl Measured {
             sent: head[0] as u32,
             failed: head[1] as u32,
             lost: head[2] as u32,
-            store_errors: head[3] as u32,
-            throttled: head[4] as u64,
-            wcu: head[5],
-            rcu: head[6],
-            hottest_write: head[7],
-            connections: head[8] as usize,
-            queued: head[9] as usize,
+            released: head[3] as u32,
+            resolved: head[4] as u32,
+            held: HeldStats {
+                held: head[5] as u64,
+                timed_out: head[6] as u64,
+                failed: head[7] as u64,
+            },
+            store_errors: head[8] as u32,
+            throttled: head[9] as u64,
+            wcu: head[10],
+            rcu: head[11],
+            hottest_write: head[12],
+            connections: head[13] as usize,
+            queued: head[14] as usize,
             pushes: lines
                 .map(|l| {
                     let (call, late) = l.split_once(' ').unwrap();
@@ -278,6 +369,11 @@ impl Measured {
         self.sent += other.sent;
         self.failed += other.failed;
         self.lost += other.lost;
+        self.released += other.released;
+        self.resolved += other.resolved;
+        self.held.held += other.held.held;
+        self.held.timed_out += other.held.timed_out;
+        self.held.failed += other.held.failed;
         self.store_errors += other.store_errors;
         self.throttled += other.throttled;
         self.wcu += other.wcu;
@@ -301,17 +397,19 @@ async fn run_part(args: Args, (index, of): (u32, u32)) {
         inner,
         LimitsModel::new(Limits::default()),
     ));
+    let (dispatched, held) = dispatch_store(&store, &args, t0, 2 + u64::from(index));
     let apns = LimitedApns::new(ApnsLimits::default());
     let dispatcher = Dispatcher::new(
-        store.clone(),
+        dispatched,
         pool(&apns),
         Arc::new(SystemClock),
-        settings(&args, t0),
+        settings(&args, t0, PART_MB),
         "bench",
     );
     let part = Part::new(index, of).expect("--part < --of");
     let report = dispatcher.run_part(RunCause::Part, part).await;
-    Measured::of(&report, &store, &apns, &scheduled).write(args.out.as_ref().expect("--out"));
+    Measured::of(&report, &store, held.as_deref(), &apns, &scheduled)
+        .write(args.out.as_ref().expect("--out"));
 }
 
 /// Starts each handed-out part as a process of its own.
@@ -348,11 +446,20 @@ impl DispatchTrigger for ProcessTrigger {
                     &part.of.to_string(),
                 ])
                 .args(["--t0-ms", &self.t0.timestamp_millis().to_string()])
+                .args(["--held", &self.args.held.to_string()])
+                .args(["--hold-ms", &self.args.hold_ms.to_string()])
+                .args([
+                    "--window-ms",
+                    &format!("{},{}", self.args.window_ms.0, self.args.window_ms.1),
+                ])
                 .arg("--out")
                 .arg(&out)
                 .stdout(Stdio::null());
             if self.args.spike {
                 command.arg("--spike");
+            }
+            if let Some(n) = self.args.store_concurrency {
+                command.args(["--store-concurrency", &n.to_string()]);
             }
             let child = command.spawn().map_err(|e| TriggerError(e.to_string()))?;
             self.started.lock().unwrap().push((child, out));
@@ -385,6 +492,7 @@ async fn main() {
         inner,
         LimitsModel::new(Limits::default()),
     ));
+    let (dispatched, held) = dispatch_store(&store, &args, t0, 1);
     let apns = LimitedApns::new(ApnsLimits::default());
     let dir = std::env::temp_dir().join(format!("koe-scale-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -395,15 +503,15 @@ async fn main() {
         started: Mutex::new(Vec::new()),
     });
     let coordinator = Dispatcher::new(
-        store.clone(),
+        dispatched,
         pool(&apns),
         Arc::new(SystemClock),
-        settings(&args, t0),
+        settings(&args, t0, COORDINATOR_MB),
         "bench",
     )
     .fanning_out(trigger.clone());
     let coordinated = coordinator.coordinate(RunCause::Schedule).await;
-    let mut all = Measured::of(&coordinated, &store, &apns, &scheduled);
+    let mut all = Measured::of(&coordinated, &store, held.as_deref(), &apns, &scheduled);
     let children = std::mem::take(&mut *trigger.started.lock().unwrap());
     let parts = children.len().max(1);
     for (mut child, out) in children {
@@ -423,6 +531,8 @@ async fn main() {
     lateness.sort_by(f64::total_cmp);
     let duplicates: usize = accepted.values().map(|n| n - 1).sum();
     let missed = args.calls - accepted.len();
+    let once = accepted.values().filter(|n| **n == 1).count();
+    let more = accepted.values().filter(|n| **n > 1).count();
     if let Some(path) = &args.csv {
         let mut out = String::from("lateness_ms\n");
         for l in &lateness {
@@ -440,8 +550,9 @@ async fn main() {
         + handed * USD_PER_EVENT;
     println!(
         "RESULT calls={} spike={} parts={} processes={} sent={} p50_ms={:.1} p99_ms={:.1} \
-         max_ms={:.1} early={} duplicates={} missed={} failed={} lost={} throttled={} \
-         store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
+         max_ms={:.1} early={} duplicates={} missed={} once={} twice={} never={} failed={} \
+         lost={} released={} resolved={} held={} hold_ms={} window_ms={},{} held_replies={} \
+         held_timeouts={} held_failures={} throttled={} store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
          apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} took_s={:.0}",
         args.calls,
         args.spike,
@@ -454,8 +565,20 @@ async fn main() {
         early,
         duplicates,
         missed,
+        once,
+        more,
+        missed,
         all.failed,
         all.lost,
+        all.released,
+        all.resolved,
+        args.held,
+        args.hold_ms,
+        args.window_ms.0,
+        args.window_ms.1,
+        all.held.held,
+        all.held.timed_out,
+        all.held.failed,
         all.throttled,
         all.store_errors,
         all.wcu / n,

@@ -32,9 +32,9 @@ use serde_json::{Value, json};
 use super::limits::{Charge, Item, LimitsModel, TableDef, read_charge, write_charges};
 
 /// The SDK's attempts of one request (standard retry mode).
-const ATTEMPTS: u32 = 3;
+pub(super) const ATTEMPTS: u32 = 3;
 /// The SDK's backoff base: before retry n, a uniform draw from `0..BASE * 2^(n-1)`.
-const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub(super) const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The adapter's whole-operation budget (`koe::store::dynamodb::OPERATION_TIMEOUT`).
 const OPERATION_BUDGET: Duration = koe::store::dynamodb::OPERATION_TIMEOUT;
 

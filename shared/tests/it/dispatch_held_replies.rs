@@ -1,0 +1,120 @@
+//! A crowded second in a slow window, in-process on paused time: 200 calls due in one second, and
+//! a share of the store's replies held 1.5 s (each request carried out at once, its answer late,
+//! so past the dispatcher's attempt timeout it is a store error) from 1.5 s before the second to
+//! 3.5 s after (`koe_testkit::dynamodb::held_replies`, the model `bench/slow-replies.sh` runs at
+//! 10,000 calls). The run makes each unanswered request again with its token: every call rings
+//! exactly once, none fails, none is given back. On tokio's paused time, so it takes no wall time.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use koe::config::{Config, Vars};
+use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::store::Store;
+use koe::store::memory::MemoryStore;
+use koe_testkit::clock::TokioClock;
+use koe_testkit::dynamodb::held_replies::{HeldReplies, HeldStore};
+use koe_testkit::push::RecordingPushSender;
+
+const CALLS: usize = 200;
+const HOLD: StdDuration = StdDuration::from_millis(1500);
+
+fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+/// `CALLS` calls spread over the second `second`, made an hour before.
+async fn crowd(store: &MemoryStore, second: DateTime<Utc>) -> Vec<Reservation> {
+    let made = second - Duration::hours(1);
+    let mut calls = Vec::with_capacity(CALLS);
+    for i in 0..CALLS {
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", &format!("held-{i}")).unwrap(),
+            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: made,
+        };
+        store.put_device(&device).await.unwrap();
+        let at = second + Duration::milliseconds((i * 1000 / CALLS) as i64);
+        let r = Reservation::new(
+            device.device_id,
+            ScheduledAt::from_stored(at.fixed_offset()),
+            None,
+            made,
+        );
+        store
+            .create_reservation(&r, made, made - Duration::minutes(5))
+            .await
+            .unwrap();
+        calls.push(r);
+    }
+    calls
+}
+
+async fn crowded_second_with_replies_held(fraction: f64) {
+    let second = t("2026-01-01T07:00:00Z");
+    let clock = Arc::new(TokioClock::at(second - Duration::seconds(10)));
+    let inner = Arc::new(MemoryStore::new());
+    let calls = crowd(&inner, second).await;
+    let held = Arc::new(HeldStore::new(
+        inner.clone(),
+        HeldReplies {
+            fraction,
+            hold: HOLD,
+            from: clock.instant(second - Duration::milliseconds(1500)),
+            until: clock.instant(second + Duration::milliseconds(3500)),
+            seed: 23,
+        },
+    ));
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    push.set_latency(StdDuration::from_millis(120));
+    let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    // The run ends 4 s after the second (its deliveries carry on to their end).
+    settings.window = StdDuration::from_secs(14);
+    let dispatcher = Dispatcher::new(held.clone(), push.clone(), clock, settings, "held");
+    let report = dispatcher.run(RunCause::Local).await;
+
+    let case = format!("{}% of replies held", fraction * 100.0);
+    let stats = held.stats();
+    assert!(stats.timed_out > 0, "{case}: replies were held: {stats:?}");
+    let mut worst = 0;
+    for r in &calls {
+        let pushes = push.sent_for_call(r.call_id.as_str());
+        assert_eq!(pushes.len(), 1, "{case}: {} rang once", r.call_id.as_str());
+        let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
+        assert!(late >= 0, "{case}: never early");
+        worst = worst.max(late);
+        let stored = inner.get_reservation(&r.device_id, second).await.unwrap();
+        assert_eq!(stored.unwrap().status, ReservationStatus::Sent, "{case}");
+    }
+    assert_eq!(
+        push.attempts().len(),
+        CALLS,
+        "{case}: one push a call in all"
+    );
+    assert_eq!(
+        (report.sent as usize, report.failed, report.released),
+        (CALLS, 0, 0),
+        "{case}: {report:?}"
+    );
+    assert!(report.resolved > 0, "{case}: {report:?}");
+    assert!(worst < 5_000, "{case}: worst {worst} ms late");
+    eprintln!(
+        "{case}: {CALLS} rang once, worst {worst} ms late, {} replies held ({} past the attempt \
+         timeout), {} requests resolved",
+        stats.held, stats.timed_out, report.resolved
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crowded_second_with_a_fifth_of_its_replies_held_rings_every_call_once() {
+    crowded_second_with_replies_held(0.2).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crowded_second_with_half_its_replies_held_rings_every_call_once() {
+    crowded_second_with_replies_held(0.5).await;
+}
