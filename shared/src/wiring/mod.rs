@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{Notify, OnceCell};
 
+mod deployed;
 mod push;
 
 use crate::aws::{self, LoadConfig};
@@ -37,8 +38,7 @@ use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
-use crate::secrets::secretsmanager::SecretsManager;
-use crate::secrets::{SecretSource, Secrets};
+use crate::secrets::Secrets;
 use crate::service::{Answer, Edge, LiveApiKeys, Service};
 use crate::store::Store;
 use crate::store::dynamodb::DynamoStore;
@@ -76,23 +76,6 @@ pub struct App {
 }
 
 impl App {
-    /// A deployed function's adapters, from the Lambda environment.
-    pub fn lambda(vars: Vars) -> App {
-        let app = App::new(vars, Mode::Lambda, aws::lambda_environment);
-        // The fixture test's year-later pass (functions/tests/fixtures.rs); release builds,
-        // the deployed ones, never read the variable.
-        #[cfg(debug_assertions)]
-        if let Some(days) = app
-            .vars
-            .get("KOE_TEST_CLOCK_OFFSET_DAYS")
-            .and_then(|d| d.trim().parse::<i64>().ok())
-        {
-            let offset = chrono::Duration::days(days);
-            return app.with_clock(Arc::new(crate::clock::OffsetClock(offset)));
-        }
-        app
-    }
-
     /// koe-local's and the tests' adapters (AWS clients from the SDK's default chain).
     pub fn local(vars: Vars) -> App {
         App::new(vars, Mode::Local, aws::default_chain)
@@ -117,25 +100,6 @@ impl App {
             in_flight: InFlight::default(),
             secrets: Secrets::default(),
         }
-    }
-
-    /// A deployed function's adapters, with its secrets read from Secrets Manager first (every
-    /// `<VAR>_SECRET_ARN` of `vars`; none: nothing is read). A secret that cannot be read stops
-    /// the start-up, naming its variable.
-    pub async fn deployed(vars: Vars) -> Result<App, ConfigError> {
-        let source = Arc::new(SecretsManager::new(aws::lambda_environment));
-        App::deployed_with(vars, source).await
-    }
-
-    /// [`App::deployed`] with the secrets from `source` (a stand-in, in tests).
-    pub async fn deployed_with(
-        vars: Vars,
-        source: Arc<dyn SecretSource>,
-    ) -> Result<App, ConfigError> {
-        let secrets = Secrets::resolve(&vars, source, Arc::new(SystemClock)).await?;
-        let mut app = App::lambda(secrets.over(vars));
-        app.secrets = secrets;
-        Ok(app)
     }
 
     /// Checks every section of the configuration at once (koe-local's start-up).
