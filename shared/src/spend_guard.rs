@@ -1,10 +1,12 @@
 //! The spend guard: a ceiling of model tokens per Japan day for each public API, around the
 //! `ModelProvider` port.
 //!
-//! Before a completion goes out, its upper bound of tokens is reserved against the day's count
-//! with one conditional `ADD` (only while the count is below the ceiling), so concurrent calls
-//! can never together pass the ceiling by more than one call; after it, the count is corrected
-//! to the usage the provider reported. Once the count has reached the ceiling every completion
+//! Before a completion goes out, its tokens (the prompt's estimate and the whole `max_tokens`)
+//! are reserved against the day's count with one conditional `ADD` (only while the count is
+//! below the ceiling), so concurrent calls can never together pass the ceiling by more than one
+//! call; after it, the count is corrected to the usage the provider reported, and a streamed
+//! reply cut short (an error, a client gone) to what it is known to have cost: its prompt and
+//! the pieces it received (docs/spend-guard.md). Once the count has reached the ceiling every completion
 //! is refused (503 `SPEND_CEILING_REACHED`, no model call) until 00:00 Japan time, and the
 //! first refusal of the day, one atomic claim in the store, is the one that notifies the team.
 //! If the store fails, the call goes ahead uncounted with a warning (fail-open, as the agent's
@@ -14,7 +16,7 @@
 use std::sync::Arc;
 
 mod stream;
-pub use stream::GuardedStream;
+pub use stream::{GuardedStream, Held};
 
 use async_trait::async_trait;
 
@@ -23,12 +25,18 @@ use crate::clock::Clock;
 use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
 use crate::store::{SpendOutcome, Store};
 
+#[cfg(test)]
+mod tests;
+
 /// The most tokens a model's context holds (gpt-4o, gpt-4o-mini: 128k): no prompt counts more.
 pub const MODEL_CONTEXT_TOKENS: u64 = 128_000;
 /// Tokens a chat message costs beyond its text (role, separators), generously.
 const TOKENS_PER_MESSAGE: u64 = 8;
 /// Tokens of the reply's priming and of the request around the messages, generously.
 const TOKENS_PER_REQUEST: u64 = 16;
+/// ASCII characters counted as one token: English averages about four a token in OpenAI's
+/// tokenizers (cl100k, o200k), code and symbols fewer; three is on the generous side.
+const ASCII_CHARS_PER_TOKEN: u64 = 3;
 
 /// Which public API a guard counts for: `chat` or `agent` (the store's counter name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,22 +54,35 @@ impl SpendApi {
     }
 }
 
-/// An upper bound of the tokens `request` can use: byte-level BPE tokens cover at least one
-/// byte each, so a prompt has at most as many tokens as its UTF-8 bytes (plus the framing of
-/// each message and of a structured-output schema), and never more than the model's context;
-/// the completion at most `max_tokens`.
-pub fn token_bound(request: &ModelRequest) -> u64 {
+/// The tokens `text` is taken to cost, by character class: an ASCII character a third of a
+/// token, any other character one (Japanese averages under one token a character; the rare
+/// emoji or rare script that costs more is outweighed by the generous ASCII rate). An estimate
+/// of what a provider bills, not a bound: its documented error is in docs/spend-guard.md.
+pub fn text_tokens(text: &str) -> u64 {
+    let ascii = text.bytes().filter(u8::is_ascii).count() as u64;
+    let other = text.chars().filter(|c| !c.is_ascii()).count() as u64;
+    ascii.div_ceil(ASCII_CHARS_PER_TOKEN) + other
+}
+
+/// The prompt's estimated tokens: each message's text and framing, a structured-output
+/// schema, the request's framing; never more than the model's context.
+pub fn prompt_tokens(request: &ModelRequest) -> u64 {
     let messages: u64 = request
         .messages
         .iter()
-        .map(|m| m.content.len() as u64 + TOKENS_PER_MESSAGE)
+        .map(|m| text_tokens(&m.content) + TOKENS_PER_MESSAGE)
         .sum();
     let schema = request
         .response_format
         .as_ref()
-        .map_or(0, |f| f.to_string().len() as u64);
+        .map_or(0, |f| text_tokens(&f.to_string()));
     (messages + schema + TOKENS_PER_REQUEST).min(MODEL_CONTEXT_TOKENS)
-        + u64::from(request.max_tokens)
+}
+
+/// What a call reserves before it goes out: its prompt's estimate and the whole completion it
+/// may ask for (`max_tokens`).
+pub fn token_bound(request: &ModelRequest) -> u64 {
+    prompt_tokens(request) + u64::from(request.max_tokens)
 }
 
 /// One API's daily ceiling: the reservation before a model call, its correction after, and
@@ -77,6 +98,18 @@ pub struct SpendGuard {
 pub struct Reserved {
     day: UsageDay,
     bound: u64,
+    /// The prompt's estimate: what a call cut short is taken to have cost at least.
+    prompt: u64,
+}
+
+impl Reserved {
+    pub fn bound(&self) -> u64 {
+        self.bound
+    }
+
+    pub fn prompt(&self) -> u64 {
+        self.prompt
+    }
 }
 
 impl SpendGuard {
@@ -94,19 +127,20 @@ impl SpendGuard {
         }
     }
 
-    /// Reserves `request`'s upper bound of tokens: `Some` to correct after the call, `None` when
-    /// the counter failed (the call goes ahead uncounted, fail-open), the refusal past the
+    /// Reserves `request`'s tokens ([`token_bound`]): `Some` to correct after the call, `None`
+    /// when the counter failed (the call goes ahead uncounted, fail-open), the refusal past the
     /// ceiling.
     pub async fn reserve(&self, request: &ModelRequest) -> Result<Option<Reserved>, ProviderError> {
         let api = self.api.as_str();
         let day = UsageDay::of(self.clock.now());
         let bound = token_bound(request);
+        let prompt = prompt_tokens(request);
         match self
             .store
             .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
             .await
         {
-            Ok(SpendOutcome::Reserved { .. }) => Ok(Some(Reserved { day, bound })),
+            Ok(SpendOutcome::Reserved { .. }) => Ok(Some(Reserved { day, bound, prompt })),
             Ok(SpendOutcome::CeilingReached) => Err(self.refuse(&day).await),
             Err(e) => {
                 tracing::warn!(
@@ -122,7 +156,7 @@ impl SpendGuard {
     /// Corrects a reservation to the `used` tokens.
     pub async fn settle(&self, reserved: &Reserved, used: u64) {
         let api = self.api.as_str();
-        let Reserved { day, bound } = reserved;
+        let Reserved { day, bound, .. } = reserved;
         let delta = used as i64 - *bound as i64;
         if delta != 0
             && let Err(e) = self
@@ -164,7 +198,9 @@ impl SpendGuard {
     }
 }
 
-/// A `ModelProvider` that counts every completion against its API's daily ceiling.
+/// A `ModelProvider` that counts every completion against its API's daily ceiling. A call whose
+/// future is dropped (its client gone) keeps its reservation: the provider may still complete,
+/// and bill, the whole completion.
 pub struct GuardedModel {
     inner: Arc<dyn ModelProvider>,
     guard: SpendGuard,
@@ -194,44 +230,5 @@ impl ModelProvider for GuardedModel {
             self.guard.settle(reserved, used).await;
         }
         result
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::chat::{ChatMessage, Role};
-
-    fn request(contents: &[&str], max_tokens: u32) -> ModelRequest {
-        ModelRequest {
-            model: "gpt-4o-mini".into(),
-            messages: contents
-                .iter()
-                .map(|c| ChatMessage {
-                    role: Role::User,
-                    content: (*c).to_owned(),
-                })
-                .collect(),
-            max_tokens,
-            response_format: None,
-        }
-    }
-
-    #[test]
-    fn the_bound_counts_bytes_framing_and_max_tokens_within_the_context() {
-        assert_eq!(token_bound(&request(&["hi"], 14)), 2 + 8 + 16 + 14);
-        // "こんにちは" is 15 bytes in UTF-8.
-        assert_eq!(token_bound(&request(&["こんにちは", ""], 0)), 15 + 16 + 16);
-        let huge = "あ".repeat(100_000);
-        assert_eq!(
-            token_bound(&request(&[&huge], 4096)),
-            MODEL_CONTEXT_TOKENS + 4096
-        );
-        let mut structured = request(&["hi"], 1);
-        structured.response_format = Some(serde_json::json!({"type": "json_schema"}));
-        assert_eq!(
-            token_bound(&structured),
-            token_bound(&request(&["hi"], 1)) + r#"{"type":"json_schema"}"#.len() as u64
-        );
     }
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::openai_stream::SseReply;
+use super::openai_stream::{SseReply, UsageBody};
 use super::{
     ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, StreamingModel, Usage,
 };
@@ -85,16 +85,6 @@ struct ChoiceMessage {
 }
 
 #[derive(Deserialize)]
-pub(super) struct UsageBody {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    #[serde(default)]
-    total_tokens: u64,
-}
-
-#[derive(Deserialize)]
 struct ErrorEnvelope {
     error: Option<ErrorDetail>,
 }
@@ -120,20 +110,6 @@ fn is_quota_error(body: &[u8]) -> bool {
             .as_ref()
             .and_then(|c| c.as_str())
             .is_some_and(quota)
-}
-
-impl UsageBody {
-    pub(super) fn usage(&self) -> Usage {
-        Usage {
-            prompt_tokens: self.prompt_tokens,
-            completion_tokens: self.completion_tokens,
-            total_tokens: if self.total_tokens > 0 {
-                self.total_tokens
-            } else {
-                self.prompt_tokens + self.completion_tokens
-            },
-        }
-    }
 }
 
 fn parse_completion(body: &[u8]) -> Result<ModelReply, ProviderError> {

@@ -6,8 +6,32 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::openai::UsageBody;
-use super::{ProviderError, ReplyChunk, ReplyStream};
+use super::{ProviderError, ReplyChunk, ReplyStream, Usage};
+
+/// OpenAI's `usage` object, in a completion and in a stream's last chunk.
+#[derive(Deserialize)]
+pub(super) struct UsageBody {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+impl UsageBody {
+    pub(super) fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            total_tokens: if self.total_tokens > 0 {
+                self.total_tokens
+            } else {
+                self.prompt_tokens + self.completion_tokens
+            },
+        }
+    }
+}
 
 /// A streamed reply being read.
 pub(super) struct SseReply {

@@ -1,11 +1,12 @@
 //! The spend guard around the streaming port (`chat-stream`): the same reservation before the
-//! provider is asked, corrected to the usage the stream reports last.
+//! provider is asked, settled on every way a stream can end: its usage chunk, its end, an
+//! error, or the stream dropped (its client gone).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Reserved, SpendGuard};
+use super::{Reserved, SpendGuard, text_tokens};
 use crate::model::{ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel};
 
 /// A `StreamingModel` that counts every streamed reply against its API's daily ceiling.
@@ -26,42 +27,99 @@ impl GuardedStream {
 #[async_trait]
 impl StreamingModel for GuardedStream {
     async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError> {
-        let reserved = self.guard.reserve(&request).await?;
+        let held = Held {
+            guard: self.guard.clone(),
+            reserved: self.guard.reserve(&request).await?,
+            received: 0,
+        };
         match self.inner.stream(request).await {
             // Refused or unreachable before the first byte: nothing was used.
             Err(e) => {
-                if let Some(reserved) = &reserved {
-                    self.guard.settle(reserved, 0).await;
-                }
+                held.settle(0).await;
                 Err(e)
             }
             Ok(stream) => Ok(Box::new(Counted {
                 inner: stream,
-                guard: self.guard.clone(),
-                reserved,
+                held: Some(held),
             })),
         }
     }
 }
 
-/// The provider's stream, correcting the reservation when its usage arrives (a stream that
-/// ends without one keeps the reservation: it may have been billed).
+/// A reservation in flight for a streamed reply, with the tokens received so far. Settled by
+/// [`Held::settle`]; if it is dropped unsettled (the stream's client went away, its future was
+/// dropped), it settles itself in the background to what the reply is known to have cost: its
+/// prompt and the pieces received. (In a Lambda, a task still running when the response is
+/// done may be frozen with the container and finish at its next invocation; a container that
+/// never runs again leaves its reservation counted: too much, never too little.)
+pub struct Held {
+    guard: Arc<SpendGuard>,
+    /// `None`: settled, or never counted (the counter failed: fail-open).
+    reserved: Option<Reserved>,
+    received: u64,
+}
+
+impl Held {
+    /// Corrects the reservation to `used` tokens, now.
+    pub async fn settle(mut self, used: u64) {
+        if let Some(reserved) = self.reserved.take() {
+            self.guard.settle(&reserved, used).await;
+        }
+    }
+
+    /// What the reply has cost so far, as far as is known without its usage.
+    fn cost_so_far(&self) -> u64 {
+        self.reserved
+            .as_ref()
+            .map_or(0, |r| r.prompt() + self.received)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let Some(reserved) = self.reserved.take() else {
+            return;
+        };
+        let used = reserved.prompt() + self.received;
+        let guard = self.guard.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { guard.settle(&reserved, used).await });
+            }
+            Err(_) => tracing::warn!("spend reservation dropped outside a runtime: not settled"),
+        }
+    }
+}
+
+/// The provider's stream, settling its reservation when the usage arrives, when it ends or
+/// fails without one (its prompt and the pieces received), or when it is dropped.
 struct Counted {
     inner: Box<dyn ReplyStream>,
-    guard: Arc<SpendGuard>,
-    /// The reservation still to correct.
-    reserved: Option<Reserved>,
+    /// The reservation still to settle.
+    held: Option<Held>,
 }
 
 #[async_trait]
 impl ReplyStream for Counted {
     async fn next(&mut self) -> Option<Result<ReplyChunk, ProviderError>> {
         let chunk = self.inner.next().await;
-        if let Some(Ok(ReplyChunk::Usage(usage))) = &chunk
-            && usage.total_tokens > 0
-            && let Some(reserved) = self.reserved.take()
+        let settle_to = match (&chunk, self.held.as_mut()) {
+            (_, None) => None,
+            (Some(Ok(ReplyChunk::Usage(usage))), Some(_)) if usage.total_tokens > 0 => {
+                Some(usage.total_tokens)
+            }
+            (Some(Ok(ReplyChunk::Text(text))), Some(held)) => {
+                held.received += text_tokens(text).max(1);
+                None
+            }
+            (Some(Ok(ReplyChunk::Usage(_))), Some(_)) => None,
+            // Ended or failed without its usage: what it is known to have cost.
+            (None | Some(Err(_)), Some(held)) => Some(held.cost_so_far()),
+        };
+        if let Some(used) = settle_to
+            && let Some(held) = self.held.take()
         {
-            self.guard.settle(&reserved, usage.total_tokens).await;
+            held.settle(used).await;
         }
         chunk
     }

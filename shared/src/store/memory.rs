@@ -321,7 +321,7 @@ impl Store for MemoryStore {
             .spend
             .entry((api.to_owned(), day.to_owned()))
             .or_insert(0);
-        if *total >= ceiling as i64 {
+        if i128::from(*total) >= i128::from(ceiling) {
             return Ok(SpendOutcome::CeilingReached);
         }
         *total += tokens as i64;

@@ -33,6 +33,7 @@ mod lambda_fixtures;
 mod layers;
 mod oidc;
 mod spend_guard;
+mod spend_guard_paths;
 mod store_contract;
 mod template_secrets;
 mod time_budgets;

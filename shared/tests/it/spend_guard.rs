@@ -1,7 +1,7 @@
 //! The spend guard over HTTP: each public API's daily model-token ceiling, counted on DynamoDB
 //! Local from the usage the stand-in OpenAI reports (40 + 17 = 57 tokens per completion).
-//! Every request asks for `maxTokens` 374 of one 2-byte message, so each reserves exactly
-//! 2 + 8 + 16 + 374 = 400 tokens before its completion (`spend_guard::token_bound`).
+//! Every request asks for `maxTokens` 375 of one 2-character message, so each reserves exactly
+//! 1 + 8 + 16 + 375 = 400 tokens before its completion (`spend_guard::token_bound`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ const NOW: &str = "2035-03-01T03:00:00Z";
 const USED_PER_CALL: u64 = 57;
 
 fn chat_body() -> Value {
-    json!({"messages": [{"role": "user", "content": "hi"}], "maxTokens": 374})
+    json!({"messages": [{"role": "user", "content": "hi"}], "maxTokens": 375})
 }
 
 fn chat_request(app: &TestApp) -> reqwest::RequestBuilder {
