@@ -249,7 +249,11 @@ async fn on_the_real_clock_a_partition_takes_its_burst_plus_what_refilled_meanwh
         puts.written.len() as f64 <= 100.0 + refilled.ceil(),
         "no more than the burst and the refill"
     );
-    assert!(!puts.throttled.is_empty());
+    // Sent faster than burst and refill allow, some must be refused. (On a loaded machine the
+    // 300 may take longer than 2 s to send, and then all fit: that is the model being right.)
+    if 100.0 + refilled < 300.0 {
+        assert!(!puts.throttled.is_empty(), "sent faster than the refill");
+    }
     assert_eq!(calls.stored().await, puts.written);
 }
 
