@@ -6,7 +6,7 @@
 //! with the contract's JSON.
 //!
 //! Layers, lowest first; a module imports only from layers below it (`tests/layers.rs` checks):
-//! `clock`, `config`, `domain`, `telemetry` → `https`, `aws_http`, `aws` → `store`, `model`,
+//! `clock`, `config`, `domain`, `metrics`, `telemetry` → `https`, `aws_http`, `aws` → `store`, `model`,
 //! `push`, `event_bus`, `oidc` → `agent`, `dispatch` → `api` → `endpoints` → `service` →
 //! `wiring` → `entrypoints`.
 
@@ -23,6 +23,7 @@ pub mod endpoints;
 pub mod entrypoints;
 pub mod event_bus;
 pub mod https;
+pub mod metrics;
 pub mod model;
 pub mod oidc;
 pub mod push;

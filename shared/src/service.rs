@@ -21,6 +21,8 @@ use crate::clock::Clock;
 use crate::config::{ApiKeys, Secret};
 use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
+use crate::metrics::Metrics;
+use crate::metrics::catalogue::API;
 use crate::secrets::LiveSecret;
 
 mod stream;
@@ -36,6 +38,8 @@ pub struct Edge {
     pub clock: Arc<dyn Clock>,
     /// The function named in error notifications (`AWS_LAMBDA_FUNCTION_NAME`, else the binary).
     pub function: String,
+    /// Each request's metrics (dimension `Function` = `function`).
+    pub metrics: Metrics,
     /// The accepted `X-Api-Key`s (empty for endpoints that take none: nothing is accepted).
     pub api_keys: LiveApiKeys,
 }
@@ -180,15 +184,25 @@ impl<E: Endpoint> Service<E> {
         if let Ok(value) = HeaderValue::from_str(request_id) {
             response.headers_mut().insert("x-request-id", value);
         }
+        let status = response.status();
+        let latency_ms = started.elapsed().as_millis() as i64;
         // Only the route's template path: query strings and bodies may carry personal data.
         tracing::info!(
             request_id,
             method = %self.route.method,
             route = self.route.path,
-            status = response.status().as_u16(),
+            status = status.as_u16(),
             code = code.map(ErrorCode::as_str),
-            latency_ms = started.elapsed().as_millis() as u64,
+            latency_ms,
             "request"
+        );
+        let edge = &self.edge;
+        edge.metrics.emit(
+            &crate::metrics::Record::new(API, edge.clock.now())
+                .dimension("Function", edge.metrics.function())
+                .millis("Latency", latency_ms)
+                .count("ServerErrors", u64::from(status.is_server_error()))
+                .count("ClientErrors", u64::from(status.is_client_error())),
         );
         response
     }

@@ -22,6 +22,8 @@ use async_trait::async_trait;
 
 use crate::agent::daily_limit::UsageDay;
 use crate::clock::Clock;
+use crate::metrics::catalogue::API;
+use crate::metrics::{Metrics, Record};
 use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
 use crate::store::{SpendOutcome, Store};
 
@@ -92,6 +94,8 @@ pub struct SpendGuard {
     clock: Arc<dyn Clock>,
     api: SpendApi,
     ceiling: u64,
+    /// `SpendUsed` at each reservation, `ModelTokens` at each settlement, `ProviderErrors`.
+    metrics: Metrics,
 }
 
 /// Tokens reserved for one model call, still to be corrected to its usage.
@@ -124,7 +128,30 @@ impl SpendGuard {
             clock,
             api,
             ceiling,
+            metrics: Metrics::off(),
         }
+    }
+
+    /// The guard's metrics to `metrics` (`Koe/Api`: `SpendUsed`, `ModelTokens`,
+    /// `ProviderErrors`, dimension `Function`).
+    pub fn measured_by(mut self, metrics: Metrics) -> SpendGuard {
+        self.metrics = metrics;
+        self
+    }
+
+    fn record(&self) -> Record {
+        Record::new(API, self.clock.now()).dimension("Function", self.metrics.function())
+    }
+
+    /// The day's count after a reservation, as a share of the ceiling.
+    fn measure_spend(&self, total: u64) {
+        let used = (total as f64 * 100.0 / self.ceiling as f64).min(100.0);
+        self.metrics.emit(&self.record().percent("SpendUsed", used));
+    }
+
+    /// A model call that failed (counted whatever it cost).
+    pub fn provider_failed(&self) {
+        self.metrics.emit(&self.record().count("ProviderErrors", 1));
     }
 
     /// Reserves `request`'s tokens ([`token_bound`]): `Some` to correct after the call, `None`
@@ -140,8 +167,14 @@ impl SpendGuard {
             .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
             .await
         {
-            Ok(SpendOutcome::Reserved { .. }) => Ok(Some(Reserved { day, bound, prompt })),
-            Ok(SpendOutcome::CeilingReached) => Err(self.refuse(&day).await),
+            Ok(SpendOutcome::Reserved { total }) => {
+                self.measure_spend(total);
+                Ok(Some(Reserved { day, bound, prompt }))
+            }
+            Ok(SpendOutcome::CeilingReached) => {
+                self.measure_spend(self.ceiling);
+                Err(self.refuse(&day).await)
+            }
             Err(e) => {
                 tracing::warn!(
                     api,
@@ -157,6 +190,7 @@ impl SpendGuard {
     pub async fn settle(&self, reserved: &Reserved, used: u64) {
         let api = self.api.as_str();
         let Reserved { day, bound, .. } = reserved;
+        self.metrics.emit(&self.record().count("ModelTokens", used));
         let delta = used as i64 - *bound as i64;
         if delta != 0
             && let Err(e) = self
@@ -217,6 +251,9 @@ impl ModelProvider for GuardedModel {
     async fn complete(&self, request: ModelRequest) -> Result<ModelReply, ProviderError> {
         let reserved = self.guard.reserve(&request).await?;
         let result = self.inner.complete(request).await;
+        if result.is_err() {
+            self.guard.provider_failed();
+        }
         if let Some(reserved) = &reserved {
             let used = match &result {
                 // A provider that reports no usage keeps the reservation.

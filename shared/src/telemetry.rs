@@ -128,6 +128,7 @@ mod tests {
         let filter = |directives: Option<&str>| {
             filter(&LogConfig {
                 directives: directives.map(str::to_owned),
+                ..LogConfig::default()
             })
         };
         let info = filter(None);
@@ -165,6 +166,7 @@ mod tests {
             move || writer.clone(),
             filter(&LogConfig {
                 directives: Some("trace".into()),
+                ..LogConfig::default()
             }),
             false,
         );

@@ -17,6 +17,7 @@ use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::endpoints::Adapters;
+use koe::metrics::MemorySink;
 use koe::push::PushSender;
 use koe::store::{
     CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
@@ -76,6 +77,8 @@ pub struct TestApp {
     /// The push sender the server's dispatcher uses.
     pub push: Arc<dyn PushSender>,
     pub client: reqwest::Client,
+    /// Every EMF line the app wrote (its metrics; none reach stdout).
+    pub metrics: MemorySink,
     serving: Serving,
 }
 
@@ -114,7 +117,12 @@ pub async fn spawn_app_on(
     let vars = Vars::from_pairs(&all);
     let local_config = LocalConfig::from_vars(&vars).expect("test addresses are valid");
     let events = Arc::new(RecordingEventBus::default());
-    let app = customize(App::local(vars).with_events(events.clone()));
+    let metrics = MemorySink::default();
+    let app = customize(
+        App::local(vars)
+            .with_events(events.clone())
+            .with_metrics(Arc::new(metrics.clone())),
+    );
     app.check_config().expect("test configuration is valid");
     let store = app.store().await.expect("the store builds");
     let clock = app.clock();
@@ -159,11 +167,21 @@ pub async fn spawn_app_on(
         clock,
         push,
         client: reqwest::Client::new(),
+        metrics,
         serving,
     }
 }
 
 impl TestApp {
+    /// The app's EMF lines so far, parsed.
+    pub fn metric_lines(&self) -> Vec<serde_json::Value> {
+        self.metrics
+            .lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("an EMF line is JSON"))
+            .collect()
+    }
+
     /// The front this app is served through.
     pub fn front(&self) -> Front {
         match self.serving {
@@ -330,7 +348,7 @@ pub struct FailingStore;
 
 impl FailingStore {
     fn error() -> StoreError {
-        StoreError("store down (test)".into())
+        StoreError::new("store down (test)")
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod dispatching;
 pub mod dynamodb;
+pub mod emf;
 pub mod eventbridge;
 pub mod events;
 pub mod faults;

@@ -1,19 +1,35 @@
-//! The logging section: which log lines are written (`RUST_LOG`).
+//! The logging section: which log lines are written (`RUST_LOG`), and whether metrics are
+//! (`METRICS`).
 
 use super::Vars;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
     /// `RUST_LOG` as given: `target=level` directives ("info", "info,koe=debug"). Logging
     /// parses it and falls back to info when it cannot (a log filter never stops a start-up).
     pub directives: Option<String>,
+    /// `METRICS`: `emf` (the default) writes metrics as EMF lines to stdout, `off` writes none
+    /// (any other value counts as `emf`: metrics never stop a start-up).
+    pub metrics: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig {
+            directives: None,
+            metrics: true,
+        }
+    }
 }
 
 impl LogConfig {
-    /// `RUST_LOG`. Checked where logging is set up, so this cannot fail.
+    /// `RUST_LOG` and `METRICS`. Neither can fail.
     pub fn from_vars(vars: &Vars) -> LogConfig {
         LogConfig {
             directives: vars.get("RUST_LOG"),
+            metrics: vars
+                .get("METRICS")
+                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("off")),
         }
     }
 }
@@ -32,16 +48,21 @@ mod tests {
         );
         let blank = Vars::from_pairs(&[("RUST_LOG", " ")]);
         assert_eq!(LogConfig::from_vars(&blank), LogConfig::default());
+        for (value, on) in [("off", false), ("OFF", false), ("emf", true), ("x", true)] {
+            let vars = Vars::from_pairs(&[("METRICS", value)]);
+            assert_eq!(LogConfig::from_vars(&vars).metrics, on, "METRICS={value}");
+        }
+        assert!(LogConfig::default().metrics);
     }
 
     #[test]
     fn reads_only_its_own_variables() {
         assert_eq!(
             variables_read(|vars| drop(LogConfig::from_vars(vars))),
-            names(&["RUST_LOG"])
+            names(&["RUST_LOG", "METRICS"])
         );
         assert_eq!(
-            LogConfig::from_vars(&broken_except(&["RUST_LOG"])),
+            LogConfig::from_vars(&broken_except(&["RUST_LOG", "METRICS"])),
             LogConfig::default()
         );
     }

@@ -105,10 +105,20 @@ impl Run {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
     {
-        let Resolved { answer, retries } = until_resolved(self.clock(), deadline, request).await;
-        if retries > 0 && answer.is_ok() {
-            self.tally(|t| t.resolved += 1);
-        }
+        let Resolved {
+            answer,
+            retries,
+            throttles,
+        } = until_resolved(self.clock(), deadline, request).await;
+        self.tally(|t| {
+            t.store_retries += retries;
+            t.store_throttles += throttles;
+            match &answer {
+                Ok(_) if retries > 0 => t.resolved += 1,
+                Ok(_) => {}
+                Err(_) => t.unresolved += 1,
+            }
+        });
         answer
     }
 
@@ -305,6 +315,7 @@ impl Run {
                 Ok(()) => return (Delivery::Sent(now), attempts),
                 Err(error) => error,
             };
+            self.tally(|t| t.apns_error(&error));
             let jitter =
                 chrono::Duration::milliseconds(fastrand::i64(0..=backoff.num_milliseconds() / 2));
             let retry_at = self.clock().now() + backoff + jitter;

@@ -6,6 +6,7 @@ use super::in_flight::InFlight;
 use super::trigger::DispatchTrigger;
 use crate::clock::Clock;
 use crate::config::DispatchConfig;
+use crate::metrics::Metrics;
 use crate::push::PushSender;
 use crate::store::Store;
 
@@ -21,6 +22,8 @@ pub struct Dispatcher {
     pub(super) in_flight: InFlight,
     /// Where a coordinating run hands out parts of a big minute (`fan_out`).
     pub(super) fan_out: Option<Arc<dyn DispatchTrigger>>,
+    /// Where each run's metrics go (`dispatch::metrics`).
+    pub(super) metrics: Metrics,
 }
 
 impl Dispatcher {
@@ -39,7 +42,14 @@ impl Dispatcher {
             salt: salt.into(),
             in_flight: InFlight::default(),
             fan_out: None,
+            metrics: Metrics::off(),
         }
+    }
+
+    /// Each run's metrics to `metrics` (EMF lines, dimension `Function` = its function).
+    pub fn measured_by(mut self, metrics: Metrics) -> Dispatcher {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs of dispatchers that share an [`InFlight`] leave each other's calls alone (a

@@ -44,11 +44,13 @@ impl Dispatcher {
             match trigger.hand_out(&parts).await {
                 Ok(()) => {
                     tracing::info!(parts = workers, "dispatch minute split into parts");
-                    return RunReport {
+                    let report = RunReport {
                         cause: cause.as_str(),
                         handed_out: workers,
                         ..RunReport::default()
                     };
+                    self.measured(&report);
+                    return report;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, parts = workers, "dispatch parts not handed out; running the whole minute here");

@@ -1,130 +1,102 @@
-//! A run's numbers as CloudWatch embedded metric format (EMF) lines: CloudWatch Logs turns each
-//! into metrics in the `Koe/Dispatch` namespace (no `PutMetricData` calls, no extra IAM).
-//! Metrics: `Claimed`, `Sent`, `Failed`, `PushUnknown` (of `Failed`: pushes that may have left),
-//! `Missed`, `Lost`, `StoreErrors` (counts per run) and
-//! `PushLateness` (milliseconds after `scheduledAt`, one value per sent push), dimension
-//! `Function`.
+//! A run's numbers as EMF records in `Koe/Dispatch` (see `metrics::catalogue` for each metric's
+//! meaning): one record of counts and latenesses per run or part, dimension `Function`, and one
+//! `ApnsErrors` record per APNs error reason met, dimensions `Function` and `Reason`.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
 
 use super::RunReport;
+use super::dispatcher::Dispatcher;
+use crate::metrics::Record;
+use crate::metrics::catalogue::DISPATCH;
 
-pub const NAMESPACE: &str = "Koe/Dispatch";
-/// EMF takes at most 100 values per metric per line.
-const MAX_VALUES: usize = 100;
-
-/// The EMF lines of one run: counts and the first 100 latenesses on the first line, further
-/// latenesses 100 a line.
-pub fn emf_lines(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<String> {
+/// The records of one run.
+pub fn records(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<Record> {
     let counts = [
+        ("Selected", report.selected),
         ("Claimed", report.claimed),
         ("Sent", report.sent),
         ("Failed", report.failed),
         ("PushUnknown", report.push_unknown),
         ("Missed", report.missed),
         ("Lost", report.lost),
+        ("Released", report.released),
+        ("Abandoned", report.abandoned),
+        ("Resolved", report.resolved),
+        ("Unresolved", report.unresolved),
+        ("StoreRetries", report.store_retries),
+        ("StoreThrottles", report.store_throttles),
         ("StoreErrors", report.store_errors),
+        ("TokensRemoved", report.tokens_removed),
+        ("PartsHandedOut", report.handed_out),
     ];
-    let mut chunks: Vec<&[i64]> = report.lateness_ms.chunks(MAX_VALUES).collect();
-    if chunks.is_empty() {
-        chunks.push(&[]);
-    }
-    chunks
+    let run = counts
         .into_iter()
-        .enumerate()
-        .map(|(i, lateness)| {
-            let mut metrics: Vec<Value> = Vec::new();
-            let mut line = serde_json::Map::new();
-            line.insert("Function".into(), json!(function));
-            if i == 0 {
-                for (name, value) in counts {
-                    metrics.push(json!({"Name": name, "Unit": "Count"}));
-                    line.insert(name.into(), json!(value));
-                }
-            }
-            if !lateness.is_empty() {
-                metrics.push(json!({"Name": "PushLateness", "Unit": "Milliseconds"}));
-                line.insert("PushLateness".into(), json!(lateness));
-            }
-            line.insert(
-                "_aws".into(),
-                json!({
-                    "Timestamp": at.timestamp_millis(),
-                    "CloudWatchMetrics": [{
-                        "Namespace": NAMESPACE,
-                        "Dimensions": [["Function"]],
-                        "Metrics": metrics,
-                    }],
-                }),
-            );
-            Value::Object(line).to_string()
-        })
-        .collect()
+        .fold(
+            Record::new(DISPATCH, at).dimension("Function", function),
+            |record, (name, value)| record.count(name, u64::from(value)),
+        )
+        .millis("RunDuration", report.duration_ms)
+        .millis_each("PushLateness", &report.lateness_ms);
+    let errors = report.apns_errors.iter().map(|(reason, n)| {
+        Record::new(DISPATCH, at)
+            .dimension("Function", function)
+            .dimension("Reason", reason)
+            .count("ApnsErrors", u64::from(*n))
+    });
+    std::iter::once(run).chain(errors).collect()
 }
 
-/// Writes the run's EMF lines to stdout when running in a Lambda (where CloudWatch reads them);
-/// elsewhere the run's log line carries the same numbers.
-pub fn emit(report: &RunReport, at: DateTime<Utc>) {
-    let vars = crate::config::Vars::from_env();
-    let Some(function) = crate::config::LambdaConfig::from_vars(&vars).function_name else {
-        return;
-    };
-    for line in emf_lines(report, &function, at) {
-        println!("{line}");
+impl Dispatcher {
+    /// Emits a finished run's records.
+    pub(super) fn measured(&self, report: &RunReport) {
+        let at = self.clock.now();
+        for record in records(report, self.metrics.function(), at) {
+            self.metrics.emit(&record);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     #[test]
-    fn counts_and_lateness_are_emf_with_at_most_100_values_a_line() {
-        let report = RunReport {
+    fn a_run_is_one_record_of_counts_and_one_per_apns_error_reason() {
+        let mut report = RunReport {
+            selected: 150,
             claimed: 150,
-            sent: 150,
-            lateness_ms: (0..150).collect(),
+            sent: 149,
+            failed: 1,
+            resolved: 3,
+            store_throttles: 2,
+            duration_ms: 61_250,
+            lateness_ms: (0..149).collect(),
             ..RunReport::default()
         };
+        report.apns_errors.insert("BadDeviceToken".into(), 1);
         let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
-        let lines: Vec<Value> = emf_lines(&report, "koe-dispatch", at)
+        let lines: Vec<Value> = records(&report, "koe-dispatch", at)
             .iter()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .flat_map(Record::lines)
+            .map(|l| serde_json::from_str(&l).unwrap())
             .collect();
-        assert_eq!(lines.len(), 2);
-        let first = &lines[0];
-        assert_eq!(first["Sent"], 150);
-        assert_eq!(first["Function"], "koe-dispatch");
-        assert_eq!(first["PushLateness"].as_array().unwrap().len(), 100);
-        let directive = &first["_aws"]["CloudWatchMetrics"][0];
-        assert_eq!(directive["Namespace"], NAMESPACE);
-        assert_eq!(first["_aws"]["Timestamp"], 1_800_000_000_000i64);
-        let names: Vec<&str> = directive["Metrics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["Name"].as_str().unwrap())
-            .collect();
-        assert!(names.contains(&"Missed") && names.contains(&"PushLateness"));
-        assert!(names.contains(&"PushUnknown"), "{names:?}");
-        // Every metric a directive names is a member of its line.
-        for line in &lines {
-            for metric in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-                .as_array()
-                .unwrap()
-            {
-                assert!(line.get(metric["Name"].as_str().unwrap()).is_some());
-            }
-        }
-        assert_eq!(lines[1]["PushLateness"].as_array().unwrap().len(), 50);
-        assert!(lines[1].get("Sent").is_none());
-
-        let quiet = emf_lines(&RunReport::default(), "f", at);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines[0]["Sent"], 149);
+        assert_eq!(lines[0]["Resolved"], 3);
+        assert_eq!(lines[0]["StoreThrottles"], 2);
+        assert_eq!(lines[0]["RunDuration"], 61_250);
+        assert_eq!(lines[0]["PushLateness"].as_array().unwrap().len(), 100);
+        assert_eq!(lines[1]["PushLateness"].as_array().unwrap().len(), 49);
+        assert_eq!(lines[2]["Reason"], "BadDeviceToken");
+        assert_eq!(lines[2]["ApnsErrors"], 1);
         assert_eq!(
-            quiet.len(),
-            1,
-            "a run without pushes still reports its counts"
+            lines[2]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([["Function", "Reason"]])
         );
+        let quiet = records(&RunReport::default(), "f", at);
+        assert_eq!(quiet.len(), 1, "a quiet run still reports its counts");
+        assert!(quiet[0].lines()[0].contains("\"Sent\":0"));
     }
 }

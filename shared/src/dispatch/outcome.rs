@@ -272,11 +272,7 @@ mod tests {
             "a claim whose mark was not resolved in time, given back: released"
         );
         assert_eq!(
-            counted(&[
-                &read,
-                &won,
-                &Push::GivenBack(Err(StoreError("down".into())))
-            ]),
+            counted(&[&read, &won, &Push::GivenBack(Err(StoreError::new("down")))]),
             RunReport {
                 claimed: 1,
                 abandoned: 1,

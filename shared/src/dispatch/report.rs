@@ -53,6 +53,15 @@ pub struct RunReport {
     /// got no answer (a reply lost or late, a store error) and were then made again until
     /// answered: how often the run resolved a write whose outcome it did not know.
     pub resolved: u32,
+    /// Store requests of the deliveries still without an answer at their deadline.
+    pub unresolved: u32,
+    /// Store requests made again after an error or no answer (delivery requests).
+    pub store_retries: u32,
+    /// Store requests the store refused for want of capacity (selection and deliveries).
+    pub store_throttles: u32,
+    /// APNs errors of this run's push attempts, by reason (APNs's `reason`, or the kind of
+    /// failure when APNs did not answer: see `push_error_reason`).
+    pub apns_errors: std::collections::BTreeMap<String, u32>,
     /// Device tokens removed because APNs called them invalid.
     pub tokens_removed: u32,
     pub store_errors: u32,
@@ -60,9 +69,19 @@ pub struct RunReport {
     pub lateness_ms: Vec<i64>,
     /// Parts of a split window this (coordinating) run handed out instead of running it.
     pub handed_out: u32,
+    /// The run's wall time, from its start to its report.
+    pub duration_ms: i64,
 }
 
 impl RunReport {
+    /// Counts one APNs error.
+    pub fn apns_error(&mut self, error: &crate::push::PushError) {
+        *self
+            .apns_errors
+            .entry(push_error_reason(error))
+            .or_default() += 1;
+    }
+
     pub fn max_lateness_ms(&self) -> Option<i64> {
         self.lateness_ms.iter().copied().max()
     }
@@ -73,6 +92,30 @@ impl RunReport {
         sorted.sort_unstable();
         let last = sorted.len().checked_sub(1)?;
         sorted.get((last * p.min(100)).div_ceil(100)).copied()
+    }
+}
+
+/// A push error's reason as a metric dimension: APNs's own reason when it answered (one of its
+/// documented names), otherwise the kind of failure, so the dimension's values stay few.
+pub fn push_error_reason(error: &crate::push::PushError) -> String {
+    use crate::push::PushError;
+    let documented = |reason: &str| {
+        (1..=40).contains(&reason.len()) && reason.chars().all(|c| c.is_ascii_alphabetic())
+    };
+    match error {
+        PushError::InvalidToken { reason, .. }
+        | PushError::Retryable {
+            status: Some(_),
+            reason,
+        }
+        | PushError::Rejected {
+            status: Some(_),
+            reason,
+        } if documented(reason) => reason.clone(),
+        PushError::InvalidToken { .. } => "InvalidToken".into(),
+        PushError::Retryable { status: None, .. } => "NotSent".into(),
+        PushError::MaybeDelivered { .. } => "NoAnswer".into(),
+        PushError::Retryable { .. } | PushError::Rejected { .. } => "Other".into(),
     }
 }
 
@@ -91,5 +134,53 @@ mod tests {
         assert_eq!(report.lateness_percentile(0), Some(10));
         assert_eq!(report.lateness_percentile(100), Some(1000));
         assert_eq!(RunReport::default().lateness_percentile(50), None);
+    }
+
+    #[test]
+    fn push_errors_are_counted_by_a_reason_from_a_small_set() {
+        use crate::push::PushError;
+        let mut report = RunReport::default();
+        for error in [
+            PushError::InvalidToken {
+                status: 410,
+                reason: "Unregistered".into(),
+            },
+            PushError::Retryable {
+                status: Some(429),
+                reason: "TooManyRequests".into(),
+            },
+            PushError::Retryable {
+                status: Some(429),
+                reason: "TooManyRequests".into(),
+            },
+            PushError::Retryable {
+                status: None,
+                reason: "connection refused (os error 111)".into(),
+            },
+            PushError::MaybeDelivered {
+                reason: "stream reset after the request was sent".into(),
+            },
+            PushError::Rejected {
+                status: Some(403),
+                reason: "a body that was not APNs's JSON".into(),
+            },
+        ] {
+            report.apns_error(&error);
+        }
+        let counted: Vec<(&str, u32)> = report
+            .apns_errors
+            .iter()
+            .map(|(reason, n)| (reason.as_str(), *n))
+            .collect();
+        assert_eq!(
+            counted,
+            [
+                ("NoAnswer", 1),
+                ("NotSent", 1),
+                ("Other", 1),
+                ("TooManyRequests", 2),
+                ("Unregistered", 1)
+            ]
+        );
     }
 }

@@ -10,7 +10,6 @@ use tokio::task::JoinSet;
 
 use super::deliver::Again;
 use super::dispatcher::Dispatcher;
-use super::metrics;
 use super::pending::{Pending, Task};
 use super::report::{RunCause, RunReport};
 use super::state::{Run, chrono_duration};
@@ -74,7 +73,8 @@ impl Dispatcher {
                 tracing::error!(error = %e, "dispatch task failed");
             }
         }
-        let report = run.report();
+        let mut report = run.report();
+        report.duration_ms = (self.clock.now() - started).num_milliseconds();
         tracing::info!(
             cause = report.cause,
             queries = report.queries,
@@ -88,6 +88,9 @@ impl Dispatcher {
             released = report.released,
             push_unknown = report.push_unknown,
             resolved = report.resolved,
+            unresolved = report.unresolved,
+            store_retries = report.store_retries,
+            store_throttles = report.store_throttles,
             tokens_removed = report.tokens_removed,
             store_errors = report.store_errors,
             max_late_ms = report.max_lateness_ms(),
@@ -95,7 +98,7 @@ impl Dispatcher {
             p99_late_ms = report.lateness_percentile(99),
             "dispatch run finished"
         );
-        metrics::emit(&report, self.clock.now());
+        self.measured(&report);
         report
     }
 }
@@ -133,7 +136,10 @@ impl Run {
             let shards = match shards {
                 Ok(shards) => shards,
                 Err(e) => {
-                    self.tally(|t| t.store_errors += 1);
+                    self.tally(|t| {
+                        t.store_errors += 1;
+                        t.store_throttles += u32::from(e.throttled);
+                    });
                     tracing::error!(error = %e, minute, "dispatch selection failed");
                     continue;
                 }
@@ -147,7 +153,10 @@ impl Run {
                         }
                     }
                     Err(e) => {
-                        self.tally(|t| t.store_errors += 1);
+                        self.tally(|t| {
+                            t.store_errors += 1;
+                            t.store_throttles += u32::from(e.throttled);
+                        });
                         tracing::error!(error = %e, minute, "dispatch shard query failed");
                     }
                 }
@@ -267,7 +276,7 @@ mod tests {
         // Each query hangs for the store's whole operation timeout, then fails.
         let answers = query_buckets(minutes.clone(), |_| async {
             tokio::time::sleep(crate::store::dynamodb::OPERATION_TIMEOUT).await;
-            Err::<Vec<()>, _>(StoreError("connection refused".into()))
+            Err::<Vec<()>, _>(StoreError::new("connection refused"))
         })
         .await;
         assert_eq!(

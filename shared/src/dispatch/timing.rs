@@ -49,6 +49,8 @@ pub(super) async fn wait_until(clock: &dyn Clock, at: DateTime<Utc>) {
 pub(super) struct Resolved<T> {
     pub answer: Result<T, StoreError>,
     pub retries: u32,
+    /// Of the errors met, those that were the store's throttling.
+    pub throttles: u32,
 }
 
 /// Makes `request` (a store request that is safe to make again: a read, or a write its own
@@ -65,16 +67,29 @@ where
 {
     let mut pause = RESOLVE_FIRST_PAUSE;
     let mut retries = 0;
+    let mut throttles = 0;
     loop {
         let started = clock.now();
         let answer = request().await;
-        if answer.is_ok() {
-            return Resolved { answer, retries };
+        match &answer {
+            Ok(_) => {
+                return Resolved {
+                    answer,
+                    retries,
+                    throttles,
+                };
+            }
+            Err(e) if e.throttled => throttles += 1,
+            Err(_) => {}
         }
         let drawn = Duration::milliseconds(fastrand::i64(0..=pause.num_milliseconds()));
         let retry_at = (started + drawn).max(clock.now());
         if retry_at >= deadline {
-            return Resolved { answer, retries };
+            return Resolved {
+                answer,
+                retries,
+                throttles,
+            };
         }
         wait_until(clock, retry_at).await;
         retries += 1;
@@ -114,7 +129,7 @@ mod tests {
             let calls = calls.clone();
             async move {
                 match calls.fetch_add(1, Ordering::SeqCst) {
-                    0 | 1 => Err(StoreError("reply lost".into())),
+                    0 | 1 => Err(StoreError::new("reply lost")),
                     n => Ok(n),
                 }
             }
@@ -124,7 +139,7 @@ mod tests {
         assert_eq!((resolved.answer, resolved.retries), (Ok(2), 2));
         assert!(clock.now() < DateTime::UNIX_EPOCH + Duration::milliseconds(200));
 
-        let never = || async { Err::<(), _>(StoreError("down".into())) };
+        let never = || async { Err::<(), _>(StoreError::new("down")) };
         let resolved = until_resolved(&clock, deadline, never).await;
         assert!(resolved.answer.is_err());
         assert!(

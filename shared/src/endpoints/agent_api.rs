@@ -60,7 +60,8 @@ impl Ports for AgentPorts {
         Ok(AgentPorts {
             model: GuardedModel::wrap(
                 adapters.model()?,
-                SpendGuard::new(store.clone(), clock.clone(), SpendApi::Agent, ceiling),
+                SpendGuard::new(store.clone(), clock.clone(), SpendApi::Agent, ceiling)
+                    .measured_by(adapters.metrics()),
             ),
             store,
             clock,

@@ -38,7 +38,11 @@ impl Ports for ChatStreamPorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
         let ceiling = adapters.spend_settings()?.chat_daily_tokens;
         let (store, clock) = (adapters.store().await?, adapters.clock());
-        let guard = || SpendGuard::new(store.clone(), clock.clone(), SpendApi::Chat, ceiling);
+        let metrics = adapters.metrics();
+        let guard = || {
+            SpendGuard::new(store.clone(), clock.clone(), SpendApi::Chat, ceiling)
+                .measured_by(metrics.clone())
+        };
         Ok(ChatStreamPorts {
             model: GuardedModel::wrap(adapters.model()?, guard()),
             stream: GuardedStream::wrap(adapters.streaming_model()?, guard()),
@@ -72,7 +76,8 @@ impl Ports for ChatPorts {
                     adapters.clock(),
                     SpendApi::Chat,
                     ceiling,
-                ),
+                )
+                .measured_by(adapters.metrics()),
             ),
             budget: adapters.openai_settings()?.budget,
         })

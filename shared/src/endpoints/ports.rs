@@ -11,6 +11,7 @@ use crate::config::{
 };
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
+use crate::metrics::Metrics;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
 use crate::store::Store;
@@ -40,4 +41,6 @@ pub trait Adapters: Sync {
     fn spend_settings(&self) -> Result<SpendConfig, ConfigError>;
     /// Salt of the device-id hashes in logs.
     fn device_hash_salt(&self) -> Result<String, ConfigError>;
+    /// Where the process's metrics go, dimensioned by its function.
+    fn metrics(&self) -> Metrics;
 }

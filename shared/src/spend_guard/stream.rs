@@ -35,6 +35,7 @@ impl StreamingModel for GuardedStream {
         match self.inner.stream(request).await {
             // Refused or unreachable before the first byte: nothing was used.
             Err(e) => {
+                self.guard.provider_failed();
                 held.settle(0).await;
                 Err(e)
             }
@@ -103,6 +104,9 @@ struct Counted {
 impl ReplyStream for Counted {
     async fn next(&mut self) -> Option<Result<ReplyChunk, ProviderError>> {
         let chunk = self.inner.next().await;
+        if let (Some(Err(_)), Some(held)) = (&chunk, &self.held) {
+            held.guard.provider_failed();
+        }
         let settle_to = match (&chunk, self.held.as_mut()) {
             (_, None) => None,
             (Some(Ok(ReplyChunk::Usage(usage))), Some(_)) if usage.total_tokens > 0 => {

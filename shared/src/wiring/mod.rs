@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{Notify, OnceCell};
 
 mod deployed;
+mod metrics;
 mod push;
 
 use crate::aws::{self, LoadConfig};
@@ -34,6 +35,7 @@ use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Visit};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
+use crate::metrics::{Metrics, MetricsSink};
 use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
@@ -73,6 +75,8 @@ pub struct App {
     in_flight: InFlight,
     /// A deployed function's secrets (none locally: the variables hold them).
     secrets: Secrets,
+    /// Where metrics go (`wiring::metrics`): stdout unless `METRICS=off`, or a test's sink.
+    metrics_sink: Option<Arc<dyn MetricsSink>>,
 }
 
 impl App {
@@ -83,7 +87,6 @@ impl App {
 
     fn new(vars: Vars, mode: Mode, load: LoadConfig) -> App {
         App {
-            vars,
             mode,
             load,
             clock: Arc::new(SystemClock),
@@ -99,6 +102,8 @@ impl App {
             run_requests: Arc::new(Notify::new()),
             in_flight: InFlight::default(),
             secrets: Secrets::default(),
+            metrics_sink: metrics::sink_for(vars_metrics(&vars)),
+            vars,
         }
     }
 
@@ -209,6 +214,7 @@ impl App {
         let edge = Edge {
             events: self.events()?,
             clock: self.clock.clone(),
+            metrics: self.metrics().for_function(&function),
             function,
             api_keys,
         };
@@ -304,7 +310,8 @@ impl Adapters for App {
             self.dispatch_settings()?,
             self.device_hash_salt()?,
         )
-        .sharing(self.in_flight.clone());
+        .sharing(self.in_flight.clone())
+        .measured_by(self.metrics());
         Ok(match self.mode {
             Mode::Lambda => dispatcher.fanning_out(self.dispatch_trigger()?),
             Mode::Local => dispatcher,
@@ -370,4 +377,12 @@ impl Adapters for App {
     fn device_hash_salt(&self) -> Result<String, ConfigError> {
         Ok(self.vars.string_or("DEVICE_HASH_SALT", "koe"))
     }
+
+    fn metrics(&self) -> Metrics {
+        self.metrics_handle()
+    }
+}
+
+fn vars_metrics(vars: &Vars) -> bool {
+    crate::config::LogConfig::from_vars(vars).metrics
 }

@@ -375,9 +375,9 @@ async fn corrupted_items_are_store_errors_not_panics() {
     put(tables.calls.clone(), item).await;
     let id = device_id("d-bad-status");
     let err = store.get_reservation(&id, now).await.unwrap_err();
-    assert!(err.0.contains("status"), "{err}");
+    assert!(err.message.contains("status"), "{err}");
     assert!(
-        !err.0.contains("exploded"),
+        !err.message.contains("exploded"),
         "no item contents in errors: {err}"
     );
     assert!(matches!(
@@ -390,7 +390,7 @@ async fn corrupted_items_are_store_errors_not_panics() {
     item.remove("scheduledAt");
     put(tables.calls.clone(), item).await;
     let err = store.due_calls("2026-01-01T00:00Z", 0).await.unwrap_err();
-    assert!(err.0.contains("scheduledAt"), "{err}");
+    assert!(err.message.contains("scheduledAt"), "{err}");
 
     // A number where a string belongs, and a bad environment.
     let mut item = valid_call_item("d-wrong-type");
@@ -398,7 +398,7 @@ async fn corrupted_items_are_store_errors_not_panics() {
     item.remove("dueShard");
     put(tables.calls.clone(), item).await;
     let err = store.get_reservation(&device_id("d-wrong-type"), now).await;
-    assert!(err.unwrap_err().0.contains("callId"));
+    assert!(err.unwrap_err().message.contains("callId"));
 
     let token = "cd".repeat(32);
     put(
@@ -418,8 +418,11 @@ async fn corrupted_items_are_store_errors_not_panics() {
     )
     .await;
     let err = store.get_device(&device_id("d-env")).await.unwrap_err();
-    assert!(err.0.contains("environment"), "{err}");
-    assert!(!err.0.contains(&token), "tokens never reach error messages");
+    assert!(err.message.contains("environment"), "{err}");
+    assert!(
+        !err.message.contains(&token),
+        "tokens never reach error messages"
+    );
 }
 
 /// Index entries in `minute`'s one shard (the tests here make few enough for one).

@@ -31,6 +31,7 @@ mod faults_throttling;
 mod gateway_front;
 mod lambda_fixtures;
 mod layers;
+mod observability;
 mod oidc;
 mod spend_guard;
 mod spend_guard_paths;

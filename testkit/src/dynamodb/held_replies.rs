@@ -180,7 +180,7 @@ impl HeldStore {
 
     fn failure(&self, message: String) -> StoreError {
         self.failed.fetch_add(1, Ordering::SeqCst);
-        StoreError(message)
+        StoreError::new(message)
     }
 }
 

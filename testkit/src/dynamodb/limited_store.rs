@@ -104,7 +104,7 @@ impl LimitedStore {
             };
             let pause = BACKOFF_BASE.mul_f64(fastrand::f64() * f64::from(1u32 << (attempt - 1)));
             if attempt == attempts || started.elapsed() + pause >= OPERATION_BUDGET {
-                return Err(StoreError(format!(
+                return Err(StoreError::throttled(format!(
                     "{operation}: ThrottlingException after {attempt} attempts: {throttled}"
                 )));
             }

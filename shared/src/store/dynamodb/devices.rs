@@ -116,7 +116,7 @@ impl DynamoStore {
                 Err(e) => return Err(sdk_error("PutItem", table, e)),
             }
         }
-        Err(StoreError(format!(
+        Err(StoreError::new(format!(
             "DynamoDB item in {table} kept changing during a device registration"
         )))
     }

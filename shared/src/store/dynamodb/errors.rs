@@ -9,18 +9,31 @@ use crate::store::StoreError;
 /// failure (whose response may carry the item).
 pub(super) fn sdk_error<E, R>(operation: &str, table: &str, err: SdkError<E, R>) -> StoreError
 where
-    E: std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    StoreError(format!(
+    let message = format!(
         "DynamoDB {operation} on {table} failed: {}",
         DisplayErrorContext(&err)
-    ))
+    );
+    let code = err.as_service_error().and_then(|e| e.code());
+    match code {
+        Some(code) if THROTTLING.contains(&code) => StoreError::throttled(message),
+        _ => StoreError::new(message),
+    }
 }
+
+/// DynamoDB's answers for want of capacity (a partition's or the table's throughput, the
+/// account's request rate).
+const THROTTLING: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
 
 /// A stored record that cannot be read back (names the attribute, never its value).
 pub(super) fn bad_item(table: &str, attribute: &str) -> StoreError {
-    StoreError(format!(
+    StoreError::new(format!(
         "DynamoDB item in {table} has a missing or invalid `{attribute}`"
     ))
 }

@@ -1,0 +1,216 @@
+//! What the on-call engineer sees: the metrics a dispatch run (koe-local's wiring on DynamoDB
+//! Local) and the chat and agent functions write are valid EMF (checked by
+//! `koe_testkit::emf`, written from the format's specification) and carry what happened; the
+//! template's dashboard and alarms name only metrics the code emits, and every alarm reaches the
+//! alarm topic.
+
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, FixedOffset, Utc};
+use koe::App;
+use koe::clock::Clock;
+use koe::config::Vars;
+use koe::dispatch::RunCause;
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::endpoints::Adapters;
+use koe::metrics::MemorySink;
+use koe::metrics::catalogue::{self, API, DISPATCH};
+use koe::store::Store;
+use koe_testkit::clock::ManualClock;
+use koe_testkit::emf::{self, Emf};
+use koe_testkit::harness::{send, spawn_app};
+use koe_testkit::openai::Behaviour;
+use koe_testkit::push::{RecordingPushSender, Scripted};
+use serde_json::json;
+
+const T0: &str = "2035-03-01T00:00:00Z";
+
+fn at(s: i64) -> DateTime<Utc> {
+    T0.parse::<DateTime<Utc>>().unwrap() + Duration::seconds(s)
+}
+
+fn token() -> VoipToken {
+    let hex: String = (0..64)
+        .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
+        .collect();
+    VoipToken::parse("voipToken", &hex).unwrap()
+}
+
+async fn reserve(store: &Arc<dyn Store>, clock: &ManualClock, name: &str, when: DateTime<Utc>) {
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", name).unwrap(),
+        voip_token: token(),
+        environment: PushEnvironment::Production,
+        updated_at: clock.now(),
+    };
+    store.put_device(&device).await.unwrap();
+    let now = clock.now();
+    let r = Reservation::new(
+        device.device_id.clone(),
+        ScheduledAt::from_stored(when.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap())),
+        None,
+        now.min(when - Duration::seconds(10)),
+    );
+    store
+        .create_reservation(&r, now, now - Duration::seconds(150))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_runs_metrics_are_emf_with_its_counts_and_lateness() {
+    let store: Arc<dyn Store> = Arc::new(koe_testkit::dynamodb::fresh_store().await);
+    let clock = Arc::new(ManualClock::at(at(0)));
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    let sink = MemorySink::default();
+    let app = App::local(Vars::from_pairs(&[]))
+        .with_store(store.clone())
+        .with_clock(clock.clone())
+        .with_push(push.clone())
+        .with_metrics(Arc::new(sink.clone()));
+    // Sent at their seconds; one 30 s overdue (within grace: sent at once, 30 s late); one
+    // whose token APNs calls bad; one past grace (missed).
+    for (name, second) in [("on-time-a", 15), ("on-time-b", 15), ("on-time-c", 16)] {
+        reserve(&store, &clock, name, at(second)).await;
+    }
+    reserve(&store, &clock, "overdue", at(-30)).await;
+    reserve(&store, &clock, "bad-token", at(17)).await;
+    push.script("bad-token", [Scripted::bad_device_token()]);
+    reserve(&store, &clock, "missed", at(-130)).await;
+
+    let dispatcher = app.dispatcher().await.unwrap();
+    let run = tokio::spawn(async move { dispatcher.run(RunCause::Local).await });
+    while clock.now() < at(72) {
+        clock.set(clock.now() + Duration::milliseconds(100));
+        tokio::time::sleep(StdDuration::from_millis(2)).await;
+    }
+    let report = tokio::time::timeout(StdDuration::from_secs(30), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (report.sent, report.failed, report.missed),
+        (4, 1, 1),
+        "{report:?}"
+    );
+
+    let lines = emf::parse_all(&sink.lines());
+    let total = |name| emf::total(&lines, DISPATCH, name);
+    assert_eq!(total("Selected"), 6.0);
+    assert_eq!(total("Sent"), 4.0);
+    assert_eq!(total("Failed"), 1.0);
+    assert_eq!(total("Missed"), 1.0);
+    assert_eq!(total("TokensRemoved"), 1.0);
+    assert_eq!(total("PushUnknown"), 0.0);
+    assert_eq!(total("StoreErrors"), 0.0);
+    let mut lateness = emf::values(&lines, DISPATCH, "PushLateness");
+    lateness.sort_by(f64::total_cmp);
+    let mut expected: Vec<f64> = report.lateness_ms.iter().map(|&ms| ms as f64).collect();
+    expected.sort_by(f64::total_cmp);
+    assert_eq!(lateness, expected, "one lateness per sent push");
+    // (The test's clock runs ahead of DynamoDB Local's real replies: within a step or two.)
+    assert!(
+        lateness[..3].iter().all(|ms| (0.0..1000.0).contains(ms)),
+        "the on-time pushes: {lateness:?}"
+    );
+    assert!(
+        (30_000.0..35_000.0).contains(&lateness[3]),
+        "the overdue push: {lateness:?}"
+    );
+    assert_eq!(total("RunDuration"), report.duration_ms as f64);
+    assert!(report.duration_ms >= 60_000, "a run covers its minute: {report:?}");
+    let apns: Vec<&emf::Metric> = metrics(&lines, DISPATCH, "ApnsErrors");
+    assert_eq!(apns.len(), 1);
+    assert!(
+        apns[0].has_dimension("Reason", "BadDeviceToken"),
+        "{apns:?}"
+    );
+    assert!(apns[0].has_dimension("Function", "koe-local"));
+    for metric in lines.iter().flat_map(|l| &l.metrics) {
+        assert!(metric.has_dimension("Function", "koe-local"), "{metric:?}");
+        in_catalogue(metric);
+    }
+}
+
+fn metrics<'a>(lines: &'a [Emf], namespace: &str, name: &str) -> Vec<&'a emf::Metric> {
+    lines
+        .iter()
+        .flat_map(|l| &l.metrics)
+        .filter(|m| m.namespace == namespace && m.name == name)
+        .collect()
+}
+
+/// The metric is the catalogue's, with its unit and dimensions.
+fn in_catalogue(metric: &emf::Metric) {
+    let known = catalogue::find(&metric.namespace, &metric.name)
+        .unwrap_or_else(|| panic!("{metric:?} is not in the catalogue"));
+    assert_eq!(metric.unit.as_deref(), Some(known.unit.as_str()));
+    let names: Vec<&str> = metric.dimensions[0].keys().map(String::as_str).collect();
+    let mut expected = known.dimensions.to_vec();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "{}", metric.name);
+}
+
+/// The request line of `function` in `lines`.
+fn request_metrics(lines: &[Emf], function: &str, name: &str) -> Vec<f64> {
+    metrics(lines, API, name)
+        .into_iter()
+        .filter(|m| m.has_dimension("Function", function))
+        .flat_map(|m| m.values.iter().copied())
+        .collect()
+}
+
+#[tokio::test]
+async fn chat_requests_write_latency_tokens_spend_and_provider_errors() {
+    let app = spawn_app(&[("CHAT_DAILY_TOKEN_CEILING", "1000")]).await;
+    app.openai.script([Behaviour::complete("こんにちは")]);
+    let body = json!({"messages": [{"role": "user", "content": "こんにちは"}]}).to_string();
+    assert_eq!(app.post_chat(body.clone()).await.status(), 200);
+    app.openai.script([Behaviour::insufficient_quota()]);
+    assert!(app.post_chat(body).await.status().is_server_error());
+    assert_eq!(app.get("/health").await.status(), 200);
+
+    let lines = emf::parse_all(&app.metrics.lines());
+    for metric in lines.iter().flat_map(|l| &l.metrics) {
+        in_catalogue(metric);
+    }
+    let latency = request_metrics(&lines, "chat", "Latency");
+    assert_eq!(latency.len(), 2, "one latency per chat request");
+    assert_eq!(request_metrics(&lines, "chat", "ServerErrors"), [0.0, 1.0]);
+    assert_eq!(request_metrics(&lines, "chat", "ClientErrors"), [0.0, 0.0]);
+    assert_eq!(request_metrics(&lines, "health", "ServerErrors"), [0.0]);
+    // The completion's usage (40 + 17 tokens), then the failed call: nothing used.
+    assert_eq!(emf::values(&lines, API, "ModelTokens"), [57.0, 0.0]);
+    assert_eq!(emf::total(&lines, API, "ProviderErrors"), 1.0);
+    let spend = emf::values(&lines, API, "SpendUsed");
+    assert_eq!(spend.len(), 2, "one per reservation: {spend:?}");
+    // The first reservation's estimate of a 1000-token day (prompt plus maxTokens, capped at
+    // the ceiling's 100%).
+    assert!(spend.iter().all(|p| (0.0..=100.0).contains(p) && *p > 0.0));
+}
+
+#[tokio::test]
+async fn the_agent_writes_its_tokens_and_a_client_error_is_counted() {
+    let app = spawn_app(&[]).await;
+    app.openai.script([Behaviour::complete(
+        json!({"decision": {"type": "answer", "reply": "おはよう！", "emotion": "happy"}})
+            .to_string(),
+    )]);
+    let body = json!({"message": "おはよう", "capabilities": ["calendar"],
+        "deviceId": "6F9619FF-8B86-D011-B42D-00C04FC964FF"});
+    let response = send(
+        app.agent(http::Method::POST, "/agent")
+            .body(body.to_string()),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let refused = send(app.agent(http::Method::POST, "/agent").body("{}")).await;
+    assert_eq!(refused.status(), 400);
+
+    let lines = emf::parse_all(&app.metrics.lines());
+    assert_eq!(request_metrics(&lines, "agent", "ClientErrors"), [0.0, 1.0]);
+    assert!(emf::total(&lines, API, "ModelTokens") > 0.0);
+    assert_eq!(emf::values(&lines, API, "SpendUsed").len(), 1);
+}
