@@ -733,9 +733,9 @@ fn the_local_doc_documents_every_fixture_and_the_commands_this_test_runs() {
     });
     let env_json = env_json();
     for name in &fixtures {
-        let (function, _) = rows
-            .get(name)
-            .unwrap_or_else(|| panic!("{LOCAL_DOC}'s fixture table has no row for events/{name}.json"));
+        let (function, _) = rows.get(name).unwrap_or_else(|| {
+            panic!("{LOCAL_DOC}'s fixture table has no row for events/{name}.json")
+        });
         assert!(
             env_json.contains_key(function),
             "events/env.json has no section {function}"
@@ -779,7 +779,11 @@ fn the_local_doc_documents_every_fixture_and_the_commands_this_test_runs() {
             "functions/tests/fixtures.rs does not run events/{name}.json"
         );
     }
-    assert_eq!(rows.len(), fixtures.len(), "{LOCAL_DOC}: rows without a fixture");
+    assert_eq!(
+        rows.len(),
+        fixtures.len(),
+        "{LOCAL_DOC}: rows without a fixture"
+    );
 
     // The commands: one per fixture for SAM; for cargo-lambda the HTTP fixtures.
     let doc = std::fs::read_to_string(repo_root().join(LOCAL_DOC)).unwrap();
