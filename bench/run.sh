@@ -7,7 +7,7 @@
 # Prints one table: per function the median init and cold-start (start -> response) times, the
 # ratio to hello, peak RSS, the host binary size and, when scripts/lambda-build.sh has built them,
 # the arm64 zip sizes. Host (x86_64) builds: start-up work is the same as on arm64.
-# Not a test: timings depend on the machine; the goals are in README (Performance).
+# Not a test: timings depend on the machine; the goals are in docs/benchmarks.md.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetch the official DynamoDB Local (no Docker), and start/stop one for people running koe-local
-# with STORE=dynamodb (README) and for the benchmarks (bench/). The tests do not use this script
+# with STORE=dynamodb (docs/local.md) and for the benchmarks (bench/). The tests do not use this script
 # to run it: testkit starts and kills DynamoDB Local itself (koe_testkit::dynamodb::DynamoDbLocal);
 # they only need `fetch` first.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every Lambda function as `sam build` does (cargo lambda build --release --arm64, cross
 # compiled with zig; never `--compiler cargo`, which cannot link arm64 here), zips each one, prints
-# each zip's size and fails if one is not under the limit (3 MB, README: Performance).
+# each zip's size and fails if one is not under the limit (3 MB, docs/benchmarks.md).
 #   scripts/lambda-build.sh            all functions
 #   scripts/lambda-build.sh chat info  some
 # cargo-lambda and zig come from PyPI into a venv under ~/.cache/koe; compiled dependencies stay
@@ -63,6 +63,6 @@ for f in "${FUNCTIONS[@]}"; do
     'BEGIN { printf "%-12s %10.2f %10.2f%s\n", f, s / 1e6, l / 1e6, m }'
 done
 if [ "$over" -ne 0 ]; then
-  echo "a function's zip is not under $((LIMIT_BYTES / 1000000)) MB (see README: Performance)" >&2
+  echo "a function's zip is not under $((LIMIT_BYTES / 1000000)) MB (see docs/benchmarks.md)" >&2
   exit 1
 fi

@@ -672,7 +672,7 @@ fn scheduled_at_of(event: &Value) -> String {
     format!(r#""scheduledAt":{}"#, body["scheduledAt"])
 }
 
-/// The README's table of fixtures (section "Fixtures and local invocation"): fixture name →
+/// The fixture table of docs/local.md (section "Fixtures and local invocation"): fixture name →
 /// (function logical id, documented status; `None` for a dispatch run, which answers a summary).
 fn documented() -> &'static BTreeMap<String, (String, Option<u16>)> {
     static TABLE: std::sync::LazyLock<BTreeMap<String, (String, Option<u16>)>> =
@@ -680,17 +680,20 @@ fn documented() -> &'static BTreeMap<String, (String, Option<u16>)> {
     &TABLE
 }
 
-/// [`documented`], read from README.md once.
+/// The page that documents the fixtures and the commands that invoke them.
+const LOCAL_DOC: &str = "docs/local.md";
+
+/// [`documented`], read from [`LOCAL_DOC`] once.
 fn read_documented() -> BTreeMap<String, (String, Option<u16>)> {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let doc = std::fs::read_to_string(repo_root().join(LOCAL_DOC)).unwrap();
     let mut rows = BTreeMap::new();
-    for line in readme.lines() {
+    for line in doc.lines() {
         let Some(rest) = line.strip_prefix("| `events/") else {
             continue;
         };
         let cells: Vec<&str> = rest.split(" | ").map(str::trim).collect();
         if !cells[0].contains(".json`") || cells.len() < 3 {
-            continue; // (the layout table's `events/` row)
+            continue; // (a table row about `events/` that is not a fixture's)
         }
         let name = cells[0].split(".json").next().unwrap().to_owned();
         let status = cells[2]
@@ -699,25 +702,25 @@ fn read_documented() -> BTreeMap<String, (String, Option<u16>)> {
             .and_then(|digits| digits.parse().ok());
         assert!(
             status.is_some() || cells[2].starts_with("run:"),
-            "README: the answer of events/{name}.json starts with its status or `run:`: {line}"
+            "{LOCAL_DOC}: the answer of events/{name}.json starts with its status or `run:`: {line}"
         );
         rows.insert(name, (cells[1].to_owned(), status));
     }
     rows
 }
 
-/// The status the README documents for a fixture.
+/// The status docs/local.md documents for a fixture.
 fn status_of(name: &str) -> u16 {
     documented()[name]
         .1
-        .unwrap_or_else(|| panic!("README: events/{name}.json answers a run summary"))
+        .unwrap_or_else(|| panic!("{LOCAL_DOC}: events/{name}.json answers a run summary"))
 }
 
-/// The README's table covers every fixture in `events/`, names the function that fixture is for,
+/// docs/local.md's table covers every fixture in `events/`, names the function that fixture is for,
 /// and this file runs each; its `sam local invoke` and `cargo lambda invoke` commands use each
 /// fixture (or the generator's output for it) with that function.
 #[test]
-fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
+fn the_local_doc_documents_every_fixture_and_the_commands_this_test_runs() {
     let rows = documented();
     let fixtures: Vec<String> = std::fs::read_dir(repo_root().join("events"))
         .unwrap()
@@ -730,9 +733,9 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
     });
     let env_json = env_json();
     for name in &fixtures {
-        let (function, _) = rows
-            .get(name)
-            .unwrap_or_else(|| panic!("README's fixture table has no row for events/{name}.json"));
+        let (function, _) = rows.get(name).unwrap_or_else(|| {
+            panic!("{LOCAL_DOC}'s fixture table has no row for events/{name}.json")
+        });
         assert!(
             env_json.contains_key(function),
             "events/env.json has no section {function}"
@@ -776,11 +779,15 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
             "functions/tests/fixtures.rs does not run events/{name}.json"
         );
     }
-    assert_eq!(rows.len(), fixtures.len(), "README rows without a fixture");
+    assert_eq!(
+        rows.len(),
+        fixtures.len(),
+        "{LOCAL_DOC}: rows without a fixture"
+    );
 
     // The commands: one per fixture for SAM; for cargo-lambda the HTTP fixtures.
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let lines: Vec<&str> = readme.lines().collect();
+    let doc = std::fs::read_to_string(repo_root().join(LOCAL_DOC)).unwrap();
+    let lines: Vec<&str> = doc.lines().collect();
     let mut sam = BTreeMap::new();
     let mut cargo_lambda = BTreeMap::new();
     let mut in_code = false;
@@ -796,10 +803,10 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
         if let Some(at) = line.find("sam local invoke ") {
             let words: Vec<&str> = line[at..].split_whitespace().collect();
             let (function, source) = (words[3], words[5]);
-            assert_eq!(words[4], "-e", "README: {line}");
+            assert_eq!(words[4], "-e", "{LOCAL_DOC}: {line}");
             assert!(
                 line.contains("--env-vars events/env.json"),
-                "README: {line}"
+                "{LOCAL_DOC}: {line}"
             );
             let name = match source.strip_prefix("events/") {
                 Some(file) => file.trim_end_matches(".json").to_owned(),
@@ -816,7 +823,7 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
                         .iter()
                         .rev()
                         .find(|l| l.contains(file) && l.contains("--bin fixture"))
-                        .unwrap_or_else(|| panic!("README: nothing writes {file}"));
+                        .unwrap_or_else(|| panic!("{LOCAL_DOC}: nothing writes {file}"));
                     generated(made)
                 }
             };
@@ -828,14 +835,14 @@ fn the_readme_documents_every_fixture_and_the_commands_this_test_runs() {
         assert_eq!(
             sam.get(name),
             Some(function),
-            "README: `sam local invoke {function}` with events/{name}.json"
+            "{LOCAL_DOC}: `sam local invoke {function}` with events/{name}.json"
         );
         let http = koe_testkit::fixtures::committed(name)["rawPath"].is_string();
         if http && function != "DispatchRouteFunction" {
             assert_eq!(
                 cargo_lambda.get(name),
                 Some(function),
-                "README: `invoke` (cargo lambda) with events/{name}.json"
+                "{LOCAL_DOC}: `invoke` (cargo lambda) with events/{name}.json"
             );
         }
     }
@@ -846,7 +853,7 @@ fn generated(line: &str) -> String {
     let name = line
         .split("--bin fixture -- ")
         .nth(1)
-        .unwrap_or_else(|| panic!("README: expected the generator on {line:?}"))
+        .unwrap_or_else(|| panic!("{LOCAL_DOC}: expected the generator on {line:?}"))
         .split_whitespace()
         .next()
         .unwrap()

@@ -1,5 +1,5 @@
 //! POST, GET and DELETE /calls: the device's one call reservation. Each checks the device secret
-//! as `PUT /devices` does (README "Device-scoped access").
+//! as `PUT /devices` does (docs/security.md, "Device-scoped access").
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};

@@ -1,5 +1,5 @@
 //! PUT /devices: register (or replace) the device's VoIP push token, guarded by the device's
-//! secret once the app has shown it holds it (README "Device-scoped access").
+//! secret once the app has shown it holds it (docs/security.md, "Device-scoped access").
 
 use chrono::{DateTime, Utc};
 use http::StatusCode;

@@ -8,7 +8,7 @@
 //! `grouped: true`, which the template's rule does not deliver; the first one after the window
 //! goes to the chat again with `repeats` = how many were grouped since the last delivered one.
 //! So each container sends at most one chat message per error kind per window; across containers
-//! that times the function's concurrency (see README "Error notifications"), and the API
+//! that times the function's concurrency (see docs/chat.md, "Error notifications"), and the API
 //! destination's rate limit bounds the webhook calls. Every event stays on the bus (for an
 //! archive or another rule) with its count.
 

@@ -154,7 +154,7 @@ pub struct IdempotentAnswer {
 }
 
 /// What PUT /devices may do with a device's registration, given the device secret's state
-/// (see README "Device-scoped access").
+/// (see docs/security.md, "Device-scoped access").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceWrite {
     /// Written. `issued`: the SHA-256 (hex) of a new secret now stored for the device (a new
@@ -166,7 +166,7 @@ pub enum DeviceWrite {
     Refused,
 }
 
-/// A device's registration as `/calls` checks the device secret against it (README
+/// A device's registration as `/calls` checks the device secret against it (docs/security.md,
 /// "Device-scoped access"): the same rule as `PUT /devices`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceProof {

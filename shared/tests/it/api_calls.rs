@@ -711,7 +711,7 @@ async fn the_core_flow_works_on_dynamodb_local() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device secret (README "Device-scoped access"): /calls holds a proven device to it too.
+// Device secret (docs/security.md, "Device-scoped access"): /calls holds a proven device to it too.
 
 async fn calls_with_secret(
     app: &TestApp,

@@ -393,7 +393,7 @@ async fn validation_comes_before_the_store() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device secret (README "Device-scoped access")
+// Device secret (docs/security.md, "Device-scoped access")
 
 async fn put_with_secret(app: &TestApp, secret: Option<&str>, body: &Value) -> reqwest::Response {
     let mut request = app

@@ -396,8 +396,8 @@ fn test_sh_runs_every_http_suite_through_the_gateway_front() {
 
 /// `events/env.json` (for `sam local invoke --env-vars`) has a section for every function of the
 /// template and nothing else but `Parameters`, and a function's section names only variables the
-/// template declares for it (its own or `Globals`): SAM applies no other (README, Fixtures and
-/// local invocation). Secrets are named by ARN, as deployed (the fixture test's stand-in Secrets
+/// template declares for it (its own or `Globals`): SAM applies no other (docs/local.md,
+/// "Fixtures and local invocation"). Secrets are named by ARN, as deployed (the fixture test's stand-in Secrets
 /// Manager holds them).
 #[test]
 fn env_json_covers_every_function_with_variables_sam_applies() {

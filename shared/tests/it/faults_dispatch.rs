@@ -4,7 +4,7 @@
 //! (`koe_testkit::push`) answering as APNs does when things go wrong. (a2 only ever talks to
 //! Apple, so the stand-in replaces the sender behind the same `PushSender` port.)
 //!
-//! Expected (SPEC "Dispatch", README "Exactly once"): 400 `BadDeviceToken` and 410
+//! Expected (SPEC "Dispatch", docs/dispatch.md, "Exactly once"): 400 `BadDeviceToken` and 410
 //! `Unregistered` remove the device's token and fail the call at once. 429 and 5xx are retried
 //! with backoff within 1 s of the second, then fail (the token is kept). The same event
 //! delivered twice, with an overlapping run on top, still means one push per call. A run killed

@@ -6,7 +6,7 @@
 //! keeps the client it had, so this is the recovery a deployed function sees when DynamoDB comes
 //! back: no restart, no new configuration.
 //!
-//! Expected (SPEC, README "Reliability"): `PUT /devices` and `POST`/`GET`/`DELETE /calls`
+//! Expected (SPEC, docs/reliability.md, "What fails open and what fails closed"): `PUT /devices` and `POST`/`GET`/`DELETE /calls`
 //! answer 503 `SERVICE_UNAVAILABLE` with the error body and an error notification, quickly. The
 //! daily limit of `POST /agent` fails open: the call is answered, not counted, and
 //! `X-RateLimit-Remaining` is left out. A dispatcher run counts store errors and sends nothing.

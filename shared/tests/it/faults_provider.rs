@@ -5,7 +5,7 @@
 //! checked on all three, and each is followed by a 200 once the fault is lifted (nothing stays
 //! broken).
 //!
-//! Expected (SPEC, README "Behaviour where the contract left a choice"): a 500 with the specific
+//! Expected (SPEC, docs/behaviour.md, "Provider errors"): a 500 with the specific
 //! code and the error body, one error notification each, within the provider budget
 //! (`PROVIDER_TIMEOUT_MS`, 1 s here); connect errors, 5xx and rate-limit 429 are retried once;
 //! a quota 429 is final; agent mode asks once more for an unusable output.

@@ -19,6 +19,7 @@ mod dispatch_held_replies;
 mod dispatch_lambda;
 mod dispatch_load;
 mod dispatch_runs;
+mod docs_links;
 mod dynamodb_tables;
 mod faults_dispatch;
 mod faults_dispatch_writes;

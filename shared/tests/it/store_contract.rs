@@ -249,7 +249,7 @@ async fn put_device_again_replaces_token_and_environment(store: DynStore) {
     );
 }
 
-/// PUT /devices' write against the device's secret (README "Device-scoped access").
+/// PUT /devices' write against the device's secret (docs/security.md, "Device-scoped access").
 async fn device_proof_tells_the_secrets_state(store: DynStore) {
     use koe::store::DeviceProof::{Registered, Unregistered};
     let id = new_device_id();
