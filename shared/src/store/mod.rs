@@ -13,6 +13,8 @@ use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 
+mod error;
+pub use error::StoreError;
 pub mod dynamodb;
 pub mod memory;
 
@@ -23,40 +25,6 @@ pub use crate::config::TableNames;
 /// shard as `domain::due::shard_key` writes it; sort `scheduledAtMs`), holding only `scheduled`
 /// and `claimed` reservations (a sparse index) and of them only what [`DueCall`] needs.
 pub const DUE_INDEX: &str = "byDueShard";
-
-/// The store could not answer (outage, throttling, bad data). Handlers answer 503.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError {
-    pub message: String,
-    /// The store refused for want of capacity (DynamoDB's throttling answers): counted in the
-    /// dispatcher's `StoreThrottles` metric.
-    pub throttled: bool,
-}
-
-impl StoreError {
-    pub fn new(message: impl Into<String>) -> StoreError {
-        StoreError {
-            message: message.into(),
-            throttled: false,
-        }
-    }
-
-    /// A refusal for want of capacity.
-    pub fn throttled(message: impl Into<String>) -> StoreError {
-        StoreError {
-            message: message.into(),
-            throttled: true,
-        }
-    }
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for StoreError {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateError {
