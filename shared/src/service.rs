@@ -44,6 +44,19 @@ pub struct Edge {
     pub api_keys: LiveApiKeys,
 }
 
+impl Edge {
+    /// A request's record: its latency and whether it answered 5xx or 4xx.
+    pub fn measure(&self, latency_ms: i64, status: http::StatusCode) {
+        self.metrics.emit(
+            &crate::metrics::Record::new(API, self.clock.now())
+                .dimension("Function", self.metrics.function())
+                .millis("Latency", latency_ms)
+                .count("ServerErrors", u64::from(status.is_server_error()))
+                .count("ClientErrors", u64::from(status.is_client_error())),
+        );
+    }
+}
+
 /// The agent API's keys as their secret holds them now: re-parsed when it changes, and read
 /// again when a request brings a key not among them (a key just added in Secrets Manager is
 /// accepted at once; at most one read per `secrets::MIN_GAP`, however many bad keys come).
@@ -196,14 +209,7 @@ impl<E: Endpoint> Service<E> {
             latency_ms,
             "request"
         );
-        let edge = &self.edge;
-        edge.metrics.emit(
-            &crate::metrics::Record::new(API, edge.clock.now())
-                .dimension("Function", edge.metrics.function())
-                .millis("Latency", latency_ms)
-                .count("ServerErrors", u64::from(status.is_server_error()))
-                .count("ClientErrors", u64::from(status.is_client_error())),
-        );
+        self.edge.measure(latency_ms, status);
         response
     }
 

@@ -60,7 +60,7 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "PushLateness", Milliseconds, F, "per sent push: ms after scheduledAt"),
     m(DISPATCH, "ApnsErrors", Count, &["Function", "Reason"], "APNs errors by reason"),
     // One record per request of every HTTP function, dimension Function.
-    m(API, "Latency", Milliseconds, F, "request to response head"),
+    m(API, "Latency", Milliseconds, F, "to the response head (a stream: its first event)"),
     m(API, "ServerErrors", Count, F, "5xx answers (0 or 1 per request)"),
     m(API, "ClientErrors", Count, F, "4xx answers (0 or 1 per request)"),
     // Model calls and the spend guard (chat, chat-stream: the chat API's ceiling; agent: its own).

@@ -167,5 +167,13 @@ impl Pump {
             latency_ms = self.started.elapsed().as_millis() as u64,
             "request"
         );
+        // A stream's latency is its first event's (the head left at once); an error event that
+        // is the server's counts as a 5xx.
+        let status = match code {
+            Some(code) => code.status(),
+            None => StatusCode::OK,
+        };
+        let latency = first_event_ms.unwrap_or_else(|| self.started.elapsed().as_millis() as u64);
+        self.edge.measure(latency as i64, status);
     }
 }

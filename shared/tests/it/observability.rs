@@ -170,11 +170,34 @@ async fn chat_requests_write_latency_tokens_spend_and_provider_errors() {
     let app = spawn_app(&[("CHAT_DAILY_TOKEN_CEILING", "1000")]).await;
     app.openai.script([Behaviour::complete("こんにちは")]);
     let body = json!({"messages": [{"role": "user", "content": "こんにちは"}]}).to_string();
+    let body = &body;
     assert_eq!(app.post_chat(body.clone()).await.status(), 200);
     app.openai.script([Behaviour::insufficient_quota()]);
-    assert!(app.post_chat(body).await.status().is_server_error());
+    assert!(app.post_chat(body.clone()).await.status().is_server_error());
     assert_eq!(app.get("/health").await.status(), 200);
+    app.openai.script([Behaviour::streamed(
+        "おはよう。今日もがんばろう。",
+        koe_testkit::openai::Pace::INSTANT,
+    )]);
+    let streamed = app.post_chat_stream(body.clone()).await;
+    assert_eq!(streamed.status(), 200);
+    streamed.text().await.unwrap();
 
+    // The stream's record is written when it ends, after its last event reached the client.
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+    while request_metrics(
+        &emf::parse_all(&app.metrics.lines()),
+        "chat-stream",
+        "Latency",
+    )
+    .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record of the stream"
+        );
+        tokio::time::sleep(StdDuration::from_millis(10)).await;
+    }
     let lines = emf::parse_all(&app.metrics.lines());
     for metric in lines.iter().flat_map(|l| &l.metrics) {
         in_catalogue(metric);
@@ -184,11 +207,17 @@ async fn chat_requests_write_latency_tokens_spend_and_provider_errors() {
     assert_eq!(request_metrics(&lines, "chat", "ServerErrors"), [0.0, 1.0]);
     assert_eq!(request_metrics(&lines, "chat", "ClientErrors"), [0.0, 0.0]);
     assert_eq!(request_metrics(&lines, "health", "ServerErrors"), [0.0]);
-    // The completion's usage (40 + 17 tokens), then the failed call: nothing used.
-    assert_eq!(emf::values(&lines, API, "ModelTokens"), [57.0, 0.0]);
+    assert_eq!(
+        request_metrics(&lines, "chat-stream", "ServerErrors"),
+        [0.0]
+    );
+    // The completion's usage (40 + 17 tokens), the failed call (nothing used), the stream's.
+    let tokens = emf::values(&lines, API, "ModelTokens");
+    assert_eq!(tokens[..2], [57.0, 0.0]);
+    assert!(tokens.len() == 3 && tokens[2] > 0.0, "{tokens:?}");
     assert_eq!(emf::total(&lines, API, "ProviderErrors"), 1.0);
     let spend = emf::values(&lines, API, "SpendUsed");
-    assert_eq!(spend.len(), 2, "one per reservation: {spend:?}");
+    assert_eq!(spend.len(), 3, "one per reservation: {spend:?}");
     // The first reservation's estimate of a 1000-token day (prompt plus maxTokens, capped at
     // the ceiling's 100%).
     assert!(spend.iter().all(|p| (0.0..=100.0).contains(p) && *p > 0.0));
