@@ -33,6 +33,7 @@ mod gateway_front;
 mod lambda_fixtures;
 mod layers;
 mod observability;
+mod observability_template;
 mod oidc;
 mod spend_guard;
 mod spend_guard_paths;
