@@ -116,6 +116,15 @@ def style(ax, title):
         ax.spines[side].set_visible(False)
 
 
+def ms_log_axis(ax, top):
+    """A milliseconds axis, linear to 10 and logarithmic above."""
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylim(0, top)
+    ax.set_yticks([0, 5, 10, 100, 1000])
+    ax.set_yticklabels(["0", "5", "10", "100", "1,000"])
+    ax.set_ylabel("ms (log above 10)", fontsize=8)
+
+
 def legend(ax, *others, **kw):
     """One legend for an axes and its twins (so their entries cannot overlap)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -163,11 +172,7 @@ def main():
         if pts:
             ax.plot(*zip(*pts), marker="o", ms=4, label=label, color=colour)
     ax.axhline(1000, color="#2ca02c", linestyle="--", linewidth=1.2, label="promise: 1 s")
-    ax.set_yscale("symlog", linthresh=10)
-    ax.set_ylim(0, 3000)
-    ax.set_yticks([0, 5, 10, 100, 1000])
-    ax.set_yticklabels(["0", "5", "10", "100", "1,000"])
-    ax.set_ylabel("ms (log above 10)", fontsize=8)
+    ms_log_axis(ax, 3000)
     legend(ax, loc="upper left", ncol=4)
 
     # 2. Calls by outcome (stacked bars).
@@ -246,12 +251,9 @@ def main():
     for f in sorted(functions, key=lambda f: -count[f])[:7]:
         ys = recs.per_minute(A, "Latency", minutes, pct(99), f)
         pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
-        ax.plot(*zip(*pts), marker="o", ms=3, label=f)
-    ax.set_yscale("symlog", linthresh=10)
-    ax.set_ylim(0, 5000)
-    ax.set_yticks([0, 5, 10, 100, 1000])
-    ax.set_yticklabels(["0", "5", "10", "100", "1,000"])
-    ax.set_ylabel("ms (log above 10)", fontsize=8)
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=3, label=f)
+    ms_log_axis(ax, 5000)
     legend(ax, loc="upper left", ncol=4)
 
     # 7. Model tokens and provider errors.

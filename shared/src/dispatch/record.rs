@@ -129,12 +129,15 @@ impl Run {
             let recorded = self.finish_once(r, outcome).await;
             let retry_at = self.clock().now() + backoff;
             if recorded != Recorded::StoreError || retry_at >= deadline {
-                if retried && recorded != Recorded::StoreError {
-                    self.tally(|t| t.resolved += 1);
-                }
+                self.tally(|t| match recorded {
+                    Recorded::StoreError => t.unresolved += 1,
+                    _ if retried => t.resolved += 1,
+                    _ => {}
+                });
                 return recorded;
             }
             retried = true;
+            self.tally(|t| t.store_retries += 1);
             wait_until(self.clock(), retry_at).await;
             backoff = backoff * 2;
         }
@@ -167,6 +170,7 @@ impl Run {
                 Recorded::Changed
             }
             Err(e) => {
+                self.tally(|t| t.store_throttles += u32::from(e.throttled));
                 tracing::error!(
                     error = %e,
                     call_id = r.call_id.as_str(),

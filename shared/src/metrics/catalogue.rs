@@ -52,7 +52,7 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "Resolved", Count, F, "store requests answered only when made again"),
     m(DISPATCH, "Unresolved", Count, F, "store requests still unanswered at their deadline"),
     m(DISPATCH, "StoreRetries", Count, F, "store requests made again"),
-    m(DISPATCH, "StoreThrottles", Count, F, "store requests DynamoDB throttled"),
+    m(DISPATCH, "StoreThrottles", Count, F, "store requests DynamoDB refused for capacity (after the client's attempts)"),
     m(DISPATCH, "StoreErrors", Count, F, "store failures the run could not resolve"),
     m(DISPATCH, "TokensRemoved", Count, F, "device tokens APNs called invalid"),
     m(DISPATCH, "PartsHandedOut", Count, F, "parts of a split minute handed to other runs"),

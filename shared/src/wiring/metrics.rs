@@ -3,12 +3,15 @@
 use std::sync::Arc;
 
 use super::{App, Mode};
-use crate::config::LambdaConfig;
+use crate::config::{LambdaConfig, LogConfig, Vars};
 use crate::metrics::{Metrics, MetricsSink, StdoutSink};
 
-/// Stdout (CloudWatch Logs reads a Lambda's; koe-local's are among its logs), or nothing.
-pub(super) fn sink_for(enabled: bool) -> Option<Arc<dyn MetricsSink>> {
-    enabled.then(|| Arc::new(StdoutSink) as Arc<dyn MetricsSink>)
+/// Stdout (CloudWatch Logs reads a Lambda's; koe-local's are among its logs), or nothing
+/// (`METRICS=off`).
+pub(super) fn sink_for(vars: &Vars) -> Option<Arc<dyn MetricsSink>> {
+    LogConfig::from_vars(vars)
+        .metrics
+        .then(|| Arc::new(StdoutSink) as Arc<dyn MetricsSink>)
 }
 
 /// The function koe-local's records outside a request are dimensioned by (its dispatch runs,

@@ -87,6 +87,8 @@ impl App {
 
     fn new(vars: Vars, mode: Mode, load: LoadConfig) -> App {
         App {
+            metrics_sink: metrics::sink_for(&vars),
+            vars,
             mode,
             load,
             clock: Arc::new(SystemClock),
@@ -102,8 +104,6 @@ impl App {
             run_requests: Arc::new(Notify::new()),
             in_flight: InFlight::default(),
             secrets: Secrets::default(),
-            metrics_sink: metrics::sink_for(vars_metrics(&vars)),
-            vars,
         }
     }
 
@@ -381,8 +381,4 @@ impl Adapters for App {
     fn metrics(&self) -> Metrics {
         self.metrics_handle()
     }
-}
-
-fn vars_metrics(vars: &Vars) -> bool {
-    crate::config::LogConfig::from_vars(vars).metrics
 }

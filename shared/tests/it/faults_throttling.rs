@@ -180,6 +180,10 @@ async fn a_finish_throttled_by_index_back_pressure_is_retried_until_recorded() {
     );
     w.pushed_once(&r).await;
     assert_eq!((run.sent, run.store_errors), (1, 0), "{run:?}");
+    // The run's metrics see it: the finish was refused for capacity, made again, answered.
+    assert!(run.store_throttles >= 1, "{run:?}");
+    assert!(run.store_retries >= 1 && run.resolved >= 1, "{run:?}");
+    assert_eq!(run.unresolved, 0, "{run:?}");
     faults::record(
         "DynamoDB: the dispatch finish is throttled by its index partition (GSI back-pressure)",
         "the push went once; the dispatcher retries the finish with backoff until it is recorded",
@@ -270,4 +274,9 @@ async fn a_throttled_shard_leaves_the_other_shards_of_its_minute_on_time() {
         "{report:?}"
     );
     assert!(report.store_errors >= 1, "{report:?}");
+    // DynamoDB's throttling answer, through the SDK, is told apart from other store errors.
+    assert!(
+        (1..=report.store_errors).contains(&report.store_throttles),
+        "{report:?}"
+    );
 }
