@@ -367,11 +367,32 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
-    async fn get_device(&self, _: &DeviceId) -> Result<Option<Device>, StoreError> {
+    async fn get_device(
+        &self,
+        _: &DeviceId,
+        _: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
         Err(Self::error())
     }
 
-    async fn device_proof(&self, _: &DeviceId) -> Result<koe::store::DeviceProof, StoreError> {
+    async fn device_proof(
+        &self,
+        _: &DeviceId,
+        _: DateTime<Utc>,
+    ) -> Result<koe::store::DeviceProof, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn prove_device(
+        &self,
+        _: &DeviceId,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn was_cancelled(&self, _: &CallId, _: DateTime<Utc>) -> Result<bool, StoreError> {
         Err(Self::error())
     }
 
@@ -396,7 +417,12 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
-    async fn cancel_reservation(&self, _: &DeviceId, _: DateTime<Utc>) -> Result<(), CancelError> {
+    async fn cancel_reservation(
+        &self,
+        _: &DeviceId,
+        _: Option<&CallId>,
+        _: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
         Err(CancelError::Store(Self::error()))
     }
 

@@ -23,6 +23,8 @@ pub struct CallsContext<'a> {
     pub now: DateTime<Utc>,
     /// Reservations due before this can no longer be sent: a new POST replaces them.
     pub stale_before: DateTime<Utc>,
+    /// Now minus the grace period: a `scheduled` reservation due before it reads as `missed`.
+    pub missed_before: DateTime<Utc>,
     pub salt: &'a str,
 }
 
@@ -34,14 +36,16 @@ fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
 
 /// Reads the device's secret state and checks the request's `X-Device-Secret` against it:
 /// 403 `DEVICE_SECRET_REQUIRED` if the device's app has proven its secret and the request does
-/// not carry it, or if the request carries another.
+/// not carry it, or if the request carries another. A request that presents the device's
+/// secret proves it, as a `PUT /devices` that presents it does: from then on every request for
+/// the device must carry it.
 async fn admitted(
     cx: &CallsContext<'_>,
     request: &Request,
     device_id: &DeviceId,
 ) -> Result<DeviceProof, ApiError> {
     let presented = presented_secret(request)?;
-    let proof = cx.store.device_proof(device_id).await?;
+    let proof = cx.store.device_proof(device_id, cx.now).await?;
     if !proof.admits(presented.as_deref()) {
         tracing::warn!(
             device = %device_id.log_hash(cx.salt),
@@ -50,7 +54,28 @@ async fn admitted(
         );
         return Err(secret_required());
     }
+    if let (
+        Some(hash),
+        DeviceProof::Registered {
+            secret_hash: Some(_),
+            proven: false,
+            ..
+        },
+    ) = (&presented, &proof)
+        && cx.store.prove_device(device_id, hash, cx.now).await?
+    {
+        tracing::info!(device = %device_id.log_hash(cx.salt), "device secret proven on /calls");
+    }
     Ok(proof)
+}
+
+/// 409 `RESERVATION_GONE`: the reservation a key (and body) made was cancelled or expired.
+fn reservation_gone() -> ApiError {
+    ApiError::new(
+        ErrorCode::ReservationGone,
+        "the reservation this Idempotency-Key made no longer exists (cancelled or expired): \
+         use a new key to reserve again",
+    )
 }
 
 /// The request header that makes `POST /calls` safe to retry.
@@ -139,6 +164,14 @@ pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response,
     {
         return replay(cx, &device_id, answer, &request_hash).await;
     }
+    // Its kept answer may never have been written (the write failed, the function died, the
+    // window passed): a cancelled reservation's tombstone still says it is gone.
+    let call_id = key.as_ref().map(|key| keyed_call_id(key, &request_hash));
+    if let Some(call_id) = &call_id
+        && cx.store.was_cancelled(call_id, cx.now).await?
+    {
+        return Err(reservation_gone());
+    }
     let scheduled_at = scheduled_at?;
     if !proof.has_token() {
         return Err(ApiError::new(
@@ -147,8 +180,8 @@ pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response,
         ));
     }
     let mut reservation = Reservation::new(device_id, scheduled_at, caller_name, cx.now);
-    if let Some(key) = &key {
-        reservation.call_id = keyed_call_id(key, &request_hash);
+    if let Some(call_id) = call_id {
+        reservation.call_id = call_id;
     }
     let created = match cx
         .store
@@ -163,6 +196,7 @@ pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response,
             );
             *stored
         }
+        Err(CreateError::Cancelled) => return Err(reservation_gone()),
         Err(CreateError::Exists) => {
             return Err(ApiError::new(
                 ErrorCode::ReservationExists,
@@ -205,11 +239,7 @@ async fn replay(
         .and_then(|body| body["callId"].as_str().map(str::to_owned));
     let current = cx.store.get_reservation(device_id, cx.now).await?;
     if current.is_none_or(|r| Some(r.call_id.as_str()) != made.as_deref()) {
-        return Err(ApiError::new(
-            ErrorCode::ReservationGone,
-            "the reservation this Idempotency-Key made no longer exists (cancelled or expired): \
-             use a new key to reserve again",
-        ));
+        return Err(reservation_gone());
     }
     tracing::info!("reservation answer replayed for a repeated Idempotency-Key");
     http::Response::builder()
@@ -243,7 +273,7 @@ pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, Ap
     match cx.store.get_reservation(&device_id, cx.now).await? {
         Some(reservation) => Ok(json_response(
             StatusCode::OK,
-            &ReservationView::from(&reservation),
+            &ReservationView::seen(&reservation, cx.missed_before),
         )),
         None => Err(ApiError::new(
             ErrorCode::NotFound,
@@ -252,10 +282,19 @@ pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, Ap
     }
 }
 
+/// DELETE /calls: cancels the device's reservation while it is `scheduled`; with `callId`
+/// (query), only that reservation, so a retried DELETE can never cancel one made since.
 pub async fn cancel(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
     let device_id = device_in_query(&request)?;
+    let call_id = query_param(&request, "callId")
+        .map(|raw| CallId::parse("callId", &raw))
+        .transpose()?;
     admitted(cx, &request, &device_id).await?;
-    match cx.store.cancel_reservation(&device_id, cx.now).await {
+    match cx
+        .store
+        .cancel_reservation(&device_id, call_id.as_ref(), cx.now)
+        .await
+    {
         Ok(()) => {
             tracing::info!(device = %device_id.log_hash(cx.salt), "reservation cancelled");
             Ok(http::Response::builder()

@@ -131,7 +131,8 @@ impl Run {
         let read = self
             .resolved(self.resolve_deadline(at), || async {
                 let _permits = (self.permit().await, self.store_permit().await);
-                self.dispatcher.store.get_device(&r.device_id).await
+                let now = self.clock().now();
+                self.dispatcher.store.get_device(&r.device_id, now).await
             })
             .await;
         match read {

@@ -157,6 +157,19 @@ pub struct Device {
     pub updated_at: DateTime<Utc>,
 }
 
+/// How long a device's record lives after its last `PUT /devices` (its TTL, `expireAt`): the
+/// tokens of abandoned installs do not stay for ever. Past it the record is absent to every
+/// read, and the next `PUT /devices` registers the id anew with a new secret
+/// (docs/security.md, "An expired device record").
+pub const DEVICE_RETENTION: chrono::Duration = chrono::Duration::days(400);
+
+impl Device {
+    /// When the record written now expires (epoch seconds).
+    pub fn expire_at(&self) -> i64 {
+        (self.updated_at + DEVICE_RETENTION).timestamp()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! Call reservations: at most one per device, `scheduled` → `claimed` → `sent` | `failed`,
-//! `scheduled` → `missed`, `scheduled` → deleted by cancel.
+//! `scheduled` → `missed`, `scheduled` → `cancelled` (read as absent: the API's "deleted").
 
 use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, Utc};
 use serde::Serialize;
@@ -35,6 +35,18 @@ impl CallId {
 
     pub fn from_stored(raw: String) -> CallId {
         CallId(raw)
+    }
+
+    /// A `callId` as the API gives it out: 32 lowercase hexadecimal digits.
+    pub fn parse(field: &str, raw: &str) -> Result<CallId, Invalid> {
+        if raw.len() == 32 && raw.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(CallId(raw.to_owned()))
+        } else {
+            Err(Invalid::new(
+                field,
+                "must be a callId as POST /calls answered it (32 lowercase hex digits)",
+            ))
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -74,15 +86,20 @@ pub enum ReservationStatus {
     Sent,
     Failed,
     Missed,
+    /// Cancelled by its device. Kept (with its `callId`) as a tombstone until its TTL, so that a
+    /// retry of the create that made it can never bring it back; every read of the API treats it
+    /// as absent, and a new reservation replaces it.
+    Cancelled,
 }
 
 impl ReservationStatus {
-    pub const ALL: [ReservationStatus; 5] = [
+    pub const ALL: [ReservationStatus; 6] = [
         ReservationStatus::Scheduled,
         ReservationStatus::Claimed,
         ReservationStatus::Sent,
         ReservationStatus::Failed,
         ReservationStatus::Missed,
+        ReservationStatus::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +109,7 @@ impl ReservationStatus {
             ReservationStatus::Sent => "sent",
             ReservationStatus::Failed => "failed",
             ReservationStatus::Missed => "missed",
+            ReservationStatus::Cancelled => "cancelled",
         }
     }
 
@@ -101,11 +119,14 @@ impl ReservationStatus {
             .find(|s| s.as_str() == raw)
     }
 
-    /// Sent, failed and missed records are history: a new POST may replace them.
+    /// Sent, failed, missed and cancelled records are history: a new POST may replace them.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            ReservationStatus::Sent | ReservationStatus::Failed | ReservationStatus::Missed
+            ReservationStatus::Sent
+                | ReservationStatus::Failed
+                | ReservationStatus::Missed
+                | ReservationStatus::Cancelled
         )
     }
 }
@@ -209,6 +230,18 @@ impl Reservation {
     pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
         self.expire_at.is_some_and(|t| t <= now.timestamp())
     }
+
+    /// Its status as the API shows it: a `scheduled` reservation due before `missed_before`
+    /// (now minus the grace period) can no longer ring, so it reads as `missed` whether or not
+    /// a dispatch run has recorded it yet (the next run that selects it does).
+    pub fn status_seen(&self, missed_before: DateTime<Utc>) -> ReservationStatus {
+        match self.status {
+            ReservationStatus::Scheduled if self.scheduled_at.utc() < missed_before => {
+                ReservationStatus::Missed
+            }
+            status => status,
+        }
+    }
 }
 
 /// Expiry (epoch seconds) of a record that became terminal at `at`.
@@ -232,6 +265,16 @@ pub struct ReservationView {
     pub caller_name: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+impl ReservationView {
+    /// The view with the status as the API shows it at a moment ([`Reservation::status_seen`]).
+    pub fn seen(r: &Reservation, missed_before: DateTime<Utc>) -> ReservationView {
+        ReservationView {
+            status: r.status_seen(missed_before),
+            ..ReservationView::from(r)
+        }
+    }
 }
 
 impl From<&Reservation> for ReservationView {

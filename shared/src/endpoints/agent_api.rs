@@ -45,6 +45,8 @@ pub struct CallsPorts {
     /// How long after its second a reservation can still be sent (grace + claim timeout):
     /// older ones are stale, and a new POST replaces them.
     pub stale_after: chrono::Duration,
+    /// The grace period: a `scheduled` reservation this late reads as `missed`.
+    pub grace: chrono::Duration,
 }
 
 impl Ports for AgentPorts {
@@ -91,6 +93,7 @@ impl Ports for CallsPorts {
             salt: adapters.device_hash_salt()?,
             stale_after: chrono::Duration::from_std(dispatch.grace + dispatch.claim_timeout)
                 .unwrap_or(chrono::Duration::MAX),
+            grace: chrono::Duration::from_std(dispatch.grace).unwrap_or(chrono::Duration::MAX),
         })
     }
 }
@@ -102,6 +105,7 @@ impl CallsPorts {
             store: self.store.as_ref(),
             now,
             stale_before: now - self.stale_after,
+            missed_before: now - self.grace,
             salt: &self.salt,
         }
     }

@@ -13,6 +13,11 @@
 //!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
+//!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
+//!   minute, written in the same transaction as each one) and `cancelled#<callId>` (a
+//!   cancelled call's tombstone, `expireAt` only); a cancelled reservation itself stays as
+//!   `status` `cancelled` until replaced or expired.
+//!
 //! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
 //! agent plans' answer counters and the APIs' daily token counts. Times are kept to the
 //! millisecond (RFC 3339 with milliseconds, or epoch milliseconds); `scheduledAt` keeps the
@@ -177,7 +182,11 @@ impl Store for DynamoStore {
         Ok(())
     }
 
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
         // Only the dispatcher reads a device's token.
         let table = &self.tables.devices;
         let out = self
@@ -190,13 +199,26 @@ impl Store for DynamoStore {
             .await
             .map_err(|e| sdk_error("GetItem", table, e))?;
         match out.item() {
-            Some(item) => device_from_item(table, item),
-            None => Ok(None),
+            Some(item) if !devices::expired(item, now.timestamp()) => device_from_item(table, item),
+            _ => Ok(None),
         }
     }
 
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
-        self.device_proof_item(id).await
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        self.device_proof_item(id, now).await
+    }
+
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.prove_device_item(id, secret_hash, now).await
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
@@ -212,6 +234,14 @@ impl Store for DynamoStore {
         self.create_item(reservation, now, stale_before).await
     }
 
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.was_cancelled_item(call_id, now).await
+    }
+
     async fn get_reservation(
         &self,
         id: &DeviceId,
@@ -223,9 +253,10 @@ impl Store for DynamoStore {
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        self.cancel_item(id, now).await
+        self.cancel_item(id, call_id, now).await
     }
 
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {

@@ -32,6 +32,10 @@ struct Tables {
     notices: std::collections::HashSet<(String, String)>,
     /// device → (SHA-256 of its secret, proven)
     device_secrets: HashMap<DeviceId, (String, bool)>,
+    /// device → its record's TTL (epoch seconds), from its last registration
+    device_expiry: HashMap<DeviceId, i64>,
+    /// cancelled call → its tombstone's TTL (epoch seconds)
+    cancelled_calls: HashMap<CallId, i64>,
     /// minute → reservations made for it
     due_counts: HashMap<String, u32>,
     /// The bucket index: shard key → the devices whose reservation is in it while `scheduled`
@@ -57,6 +61,20 @@ impl MemoryStore {
         self.lock().due_keys.get(id).cloned()
     }
 
+    /// Forgets a device record past its TTL at `now` (as DynamoDB's TTL deletion would; the
+    /// DynamoDB adapter reads such a record as absent before then).
+    fn expire_device(tables: &mut Tables, id: &DeviceId, now: DateTime<Utc>) {
+        if tables
+            .device_expiry
+            .get(id)
+            .is_some_and(|t| *t <= now.timestamp())
+        {
+            tables.devices.remove(id);
+            tables.device_secrets.remove(id);
+            tables.device_expiry.remove(id);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
@@ -73,6 +91,9 @@ impl Store for MemoryStore {
             .insert(device.device_id.clone(), device.clone());
         // A plain put replaces the whole record, its secret included (as DynamoDB's PutItem).
         tables.device_secrets.remove(&device.device_id);
+        tables
+            .device_expiry
+            .insert(device.device_id.clone(), device.expire_at());
         Ok(())
     }
 
@@ -84,6 +105,7 @@ impl Store for MemoryStore {
     ) -> Result<DeviceWrite, StoreError> {
         let mut tables = self.lock();
         let id = &device.device_id;
+        MemoryStore::expire_device(&mut tables, id, device.updated_at);
         // A record whose token was removed keeps its secret: it still exists.
         let exists = tables.devices.contains_key(id) || tables.device_secrets.contains_key(id);
         let stored = tables.device_secrets.get(id).cloned();
@@ -98,15 +120,44 @@ impl Store for MemoryStore {
         let proven = secret.1;
         tables.devices.insert(id.clone(), device.clone());
         tables.device_secrets.insert(id.clone(), secret);
+        tables.device_expiry.insert(id.clone(), device.expire_at());
         Ok(DeviceWrite::Written { issued, proven })
     }
 
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
-        Ok(self.lock().devices.get(id).cloned())
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let mut tables = self.lock();
+        MemoryStore::expire_device(&mut tables, id, now);
+        Ok(tables.devices.get(id).cloned())
     }
 
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
-        let tables = self.lock();
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        MemoryStore::expire_device(&mut tables, id, now);
+        match tables.device_secrets.get_mut(id) {
+            Some((hash, proven)) if hash == secret_hash => {
+                *proven = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        let mut tables = self.lock();
+        MemoryStore::expire_device(&mut tables, id, now);
         let has_token = tables.devices.contains_key(id);
         let secret = tables.device_secrets.get(id);
         if !has_token && secret.is_none() {
@@ -142,6 +193,9 @@ impl Store for MemoryStore {
         let mut tables = self.lock();
         if let Some(existing) = tables.reservations.get(&reservation.device_id) {
             if existing.call_id == reservation.call_id && !existing.is_expired(now) {
+                if existing.status == ReservationStatus::Cancelled {
+                    return Err(CreateError::Cancelled);
+                }
                 // This very reservation again (a retry): created already, counted once.
                 return Ok(Created::Already(Box::new(existing.clone())));
             }
@@ -168,28 +222,46 @@ impl Store for MemoryStore {
             .lock()
             .reservations
             .get(id)
-            .filter(|r| !r.is_expired(now))
+            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
             .cloned())
+    }
+
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(self
+            .lock()
+            .cancelled_calls
+            .get(call_id)
+            .is_some_and(|t| *t > now.timestamp()))
     }
 
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
         let mut tables = self.lock();
-        match tables.reservations.get(id) {
-            None => Err(CancelError::NotFound),
-            Some(r) if r.is_expired(now) => Err(CancelError::NotFound),
-            Some(r) if r.status != ReservationStatus::Scheduled => {
-                Err(CancelError::TooLate(r.status))
-            }
-            Some(_) => {
-                tables.reservations.remove(id);
-                tables.unindex(id);
-                Ok(())
-            }
+        let r = match tables.reservations.get_mut(id) {
+            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
+            _ => return Err(CancelError::NotFound),
+        };
+        match r.status {
+            ReservationStatus::Scheduled => {}
+            // Cancelled before: by this cancel (an attempt made again), if it names the call.
+            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
+            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
+            status => return Err(CancelError::TooLate(status)),
         }
+        r.status = ReservationStatus::Cancelled;
+        r.updated_at = now;
+        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
+        tables.unindex(id);
+        tables.cancelled_calls.insert(call, expire_at);
+        Ok(())
     }
 
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {

@@ -30,6 +30,9 @@ pub const DUE_INDEX: &str = "byDueShard";
 pub enum CreateError {
     /// A `scheduled` or `claimed` reservation that is not stale holds the device's slot.
     Exists,
+    /// This very reservation (its `callId`) was made and then cancelled: a retry of its create
+    /// never brings it back.
+    Cancelled,
     Store(StoreError),
 }
 
@@ -188,7 +191,8 @@ pub trait Store: Send + Sync {
     async fn put_device(&self, device: &Device) -> Result<(), StoreError>;
 
     /// PUT /devices' write, atomically against the stored record's secret:
-    /// - no record: written with `new_secret_hash`, not yet proven (`issued`);
+    /// - no record (or an expired one, past `expireAt` at `device.updated_at`): written with
+    ///   `new_secret_hash`, not yet proven (`issued`);
     /// - `presented` equals the stored hash: written, proven from now on;
     /// - `presented` is another hash, or absent while the record is proven: [`DeviceWrite::Refused`];
     /// - absent and the record not proven: written (the app of before secrets); a record with
@@ -200,10 +204,33 @@ pub trait Store: Send + Sync {
         new_secret_hash: &str,
     ) -> Result<DeviceWrite, StoreError>;
 
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError>;
+    /// The device's registration with its token; `None` if it has none, or its record expired
+    /// (past `expireAt` at `now`: every device read treats such a record as absent, even before
+    /// DynamoDB deletes it).
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError>;
 
-    /// The device's registration and secret state (a consistent read), for `/calls`.
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError>;
+    /// The device's registration and secret state (a consistent read), for `/calls`; an
+    /// expired record is [`DeviceProof::Unregistered`].
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError>;
+
+    /// Records that the device's app presented its secret (`secret_hash`, the SHA-256 hex the
+    /// record holds): from now on every request for the device must present it, as after a
+    /// `PUT /devices` that presented it. Only if the record still holds that secret; returns
+    /// whether it does (proven now or before).
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 
     /// Removes the device's token (APNs called it dead) only if it is still `token` (a newer
     /// one wins). The device's secret and its state stay: the device keeps its proof, so the
@@ -213,10 +240,12 @@ pub trait Store: Send + Sync {
 
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
-    /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal or
-    /// expired records), and counts it into its minute. The same reservation (its `callId`)
-    /// made again, as a retry after a lost reply does, is answered as created and changes
-    /// nothing: not written over, not counted again.
+    /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal,
+    /// cancelled or expired records), and counts it into its minute, in one atomic step: a
+    /// refused or failed create leaves the minute's count as it was. The same reservation (its
+    /// `callId`) made again, as a retry after a lost reply does, is answered as created and
+    /// changes nothing: not written over, not counted again; made again after it was
+    /// cancelled, it is [`CreateError::Cancelled`], for as long as it could have rung.
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -224,23 +253,37 @@ pub trait Store: Send + Sync {
         stale_before: DateTime<Utc>,
     ) -> Result<Created, CreateError>;
 
-    /// The device's reservation in any state; `None` if there is none or it has expired.
+    /// Whether `call_id` was cancelled (its tombstone lives as long as the reservation could
+    /// have: its TTL). A keyed create asks before it makes its (derived) `callId` again, so that
+    /// a retry never brings back a cancelled reservation, even after the device's record has
+    /// been replaced by a newer one.
+    async fn was_cancelled(&self, call_id: &CallId, now: DateTime<Utc>)
+    -> Result<bool, StoreError>;
+
+    /// The device's reservation in any state; `None` if there is none, it was cancelled, or it
+    /// has expired.
     async fn get_reservation(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError>;
 
-    /// Deletes the device's reservation if it is still `scheduled`.
+    /// Cancels the device's reservation if it is still `scheduled` (and is `call_id`, when
+    /// given): it becomes `cancelled`, read as absent from then on. Without `call_id` it is the
+    /// reservation the device holds at the first attempt: an attempt made again (its reply
+    /// lost) never cancels a reservation made in between. A cancel made again of one it
+    /// already cancelled answers `Ok`.
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError>;
 
     /// How many reservations were made for the UTC minute `minute` (see
-    /// `domain::reservation::minute_bucket`): at least the number made, never decreasing (a
-    /// cancel does not count down). `domain::due::shards_for` turns it into the minute's shards.
+    /// `domain::reservation::minute_bucket`): exactly the creates that were stored (a refused
+    /// or failed create does not count), never decreasing (a cancel does not count down).
+    /// `domain::due::shards_for` turns it into the minute's shards.
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError>;
 
     /// The `scheduled` and `claimed` reservations in shard `shard` of `minute`'s bucket, in time

@@ -137,7 +137,11 @@ async fn a_refused_request_changes_nothing() {
     assert_unauthorized(response, "PUT /devices with a wrong key").await;
     let id = koe::domain::device::DeviceId::parse("deviceId", "auth-device-1").unwrap();
     assert!(
-        app.store.get_device(&id).await.unwrap().is_none(),
+        app.store
+            .get_device(&id, chrono::Utc::now())
+            .await
+            .unwrap()
+            .is_none(),
         "nothing stored"
     );
 }

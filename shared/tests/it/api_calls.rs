@@ -668,7 +668,7 @@ async fn the_core_flow_works_on_dynamodb_local() {
     register(&app, &device).await;
     let stored = app
         .store
-        .get_device(&device_id(&device))
+        .get_device(&device_id(&device), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -815,7 +815,7 @@ async fn a_device_whose_token_was_removed_still_needs_its_proven_secret() {
     assert_eq!(proven.status().as_u16(), 200);
     let stored = app
         .store
-        .get_device(&device_id(device))
+        .get_device(&device_id(device), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();

@@ -69,7 +69,7 @@ async fn put_registers_the_device_and_answers_without_the_token() {
 
     let stored = app
         .store
-        .get_device(&device_id(DEVICE))
+        .get_device(&device_id(DEVICE), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -93,7 +93,7 @@ async fn environment_sandbox_and_explicit_production_are_kept() {
         assert_eq!(body["environment"], environment);
         let stored = app
             .store
-            .get_device(&device_id(device))
+            .get_device(&device_id(device), chrono::Utc::now())
             .await
             .unwrap()
             .unwrap();
@@ -125,7 +125,7 @@ async fn an_uppercase_hex_token_is_accepted_and_stored_lowercase() {
     assert!(!text.to_lowercase().contains(&token()), "{text}");
     let stored = app
         .store
-        .get_device(&device_id(DEVICE))
+        .get_device(&device_id(DEVICE), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -141,7 +141,7 @@ async fn tokens_of_64_and_200_hex_digits_are_accepted() {
         assert_eq!(response.status().as_u16(), 200, "{len} digits");
         let stored = app
             .store
-            .get_device(&device_id(device))
+            .get_device(&device_id(device), chrono::Utc::now())
             .await
             .unwrap()
             .unwrap();
@@ -181,7 +181,7 @@ async fn a_second_put_replaces_token_environment_and_time() {
     );
     let stored = app
         .store
-        .get_device(&device_id(DEVICE))
+        .get_device(&device_id(DEVICE), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();
@@ -319,7 +319,7 @@ async fn each_invalid_body_is_a_400_naming_its_field() {
     }
     assert!(
         app.store
-            .get_device(&device_id(DEVICE))
+            .get_device(&device_id(DEVICE), chrono::Utc::now())
             .await
             .unwrap()
             .is_none(),
@@ -338,7 +338,7 @@ async fn a_body_over_8_kib_is_a_400_naming_the_body() {
     assert!(body["message"].as_str().unwrap().contains("8192"), "{body}");
     assert!(
         app.store
-            .get_device(&device_id(DEVICE))
+            .get_device(&device_id(DEVICE), chrono::Utc::now())
             .await
             .unwrap()
             .is_none()
@@ -437,7 +437,7 @@ async fn once_the_app_has_presented_its_secret_the_token_cannot_be_replaced_with
     );
     let stored = app
         .store
-        .get_device(&device_id(DEVICE))
+        .get_device(&device_id(DEVICE), chrono::Utc::now())
         .await
         .unwrap()
         .unwrap();

@@ -644,7 +644,10 @@ async fn an_invalid_token_removes_the_device_and_fails_the_call(store: DynStore)
 
     for device in [&bad, &gone] {
         assert_eq!(
-            w.store.get_device(&device.device_id).await.unwrap(),
+            w.store
+                .get_device(&device.device_id, chrono::Utc::now())
+                .await
+                .unwrap(),
             None,
             "the rejected token is removed"
         );
@@ -729,7 +732,7 @@ async fn server_errors_past_the_budget_and_a_hung_push_fail(store: DynStore) {
     );
     assert!(
         w.store
-            .get_device(&erring.device_id)
+            .get_device(&erring.device_id, chrono::Utc::now())
             .await
             .unwrap()
             .is_some(),

@@ -139,7 +139,10 @@ async fn records_read_back_exactly_as_written() {
     };
     store.put_device(&device).await.unwrap();
     assert_eq!(
-        store.get_device(&device.device_id).await.unwrap(),
+        store
+            .get_device(&device.device_id, chrono::Utc::now())
+            .await
+            .unwrap(),
         Some(device.clone())
     );
 
@@ -279,7 +282,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
     let id = device_id("d-cancel");
     let stale_before = now - Duration::minutes(2);
     assert_eq!(
-        store.cancel_reservation(&id, now).await,
+        store.cancel_reservation(&id, None, now).await,
         Err(CancelError::NotFound)
     );
 
@@ -289,7 +292,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
         .create_reservation(&r, now, stale_before)
         .await
         .unwrap();
-    store.cancel_reservation(&id, now).await.unwrap();
+    store.cancel_reservation(&id, None, now).await.unwrap();
     assert_eq!(store.get_reservation(&id, now).await.unwrap(), None);
 
     let r = Reservation::new(id.clone(), at_time, None, now);
@@ -306,7 +309,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store.cancel_reservation(&id, claim_at).await,
+        store.cancel_reservation(&id, None, claim_at).await,
         Err(CancelError::TooLate(ReservationStatus::Claimed))
     );
     assert!(
@@ -323,13 +326,13 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store.cancel_reservation(&id, claim_at).await,
+        store.cancel_reservation(&id, None, claim_at).await,
         Err(CancelError::TooLate(ReservationStatus::Failed))
     );
     // Past its TTL the record counts as gone, even though DynamoDB has not deleted it yet.
     let later = claim_at + Duration::days(7);
     assert_eq!(
-        store.cancel_reservation(&id, later).await,
+        store.cancel_reservation(&id, None, later).await,
         Err(CancelError::NotFound)
     );
     assert_eq!(store.get_reservation(&id, later).await.unwrap(), None);
@@ -381,7 +384,7 @@ async fn corrupted_items_are_store_errors_not_panics() {
         "no item contents in errors: {err}"
     );
     assert!(matches!(
-        store.cancel_reservation(&id, now).await,
+        store.cancel_reservation(&id, None, now).await,
         Err(CancelError::Store(_))
     ));
 
@@ -417,7 +420,10 @@ async fn corrupted_items_are_store_errors_not_panics() {
         ]),
     )
     .await;
-    let err = store.get_device(&device_id("d-env")).await.unwrap_err();
+    let err = store
+        .get_device(&device_id("d-env"), chrono::Utc::now())
+        .await
+        .unwrap_err();
     assert!(err.message.contains("environment"), "{err}");
     assert!(
         !err.message.contains(&token),

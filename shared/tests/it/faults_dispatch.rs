@@ -215,7 +215,7 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
             app.store()
                 .await
                 .unwrap()
-                .get_device(&d.device_id)
+                .get_device(&d.device_id, chrono::Utc::now())
                 .await
                 .unwrap(),
             None
@@ -253,7 +253,7 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
         app.store()
             .await
             .unwrap()
-            .get_device(&failing.device_id)
+            .get_device(&failing.device_id, chrono::Utc::now())
             .await
             .unwrap()
             .is_some()

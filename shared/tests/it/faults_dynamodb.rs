@@ -132,7 +132,7 @@ async fn assert_every_item_whole(ddb: &DynamoDbLocal, store: &DynamoStore) -> us
                 "device {id} lacks {attribute}"
             );
         }
-        let device = store.get_device(&device_id(id)).await;
+        let device = store.get_device(&device_id(id), chrono::Utc::now()).await;
         assert!(
             matches!(device, Ok(Some(_))),
             "device {id} reads back: {device:?}"
@@ -354,11 +354,20 @@ async fn dynamodb_stopped_mid_test_then_restarted_on_the_same_port() {
     let recovered_after = recovered_after.expect("the server recovers once DynamoDB is back");
 
     // Nothing refused during the outage was written...
-    assert_eq!(store.get_device(&device_id("ddb-b")).await.unwrap(), None);
+    assert_eq!(
+        store
+            .get_device(&device_id("ddb-b"), chrono::Utc::now())
+            .await
+            .unwrap(),
+        None
+    );
     error_body(get_call(&app, "ddb-c").await, 404, "NOT_FOUND").await;
     // ...every registration answered 200 is there...
     for (id, status) in &inflight {
-        let stored = store.get_device(&device_id(id)).await.unwrap();
+        let stored = store
+            .get_device(&device_id(id), chrono::Utc::now())
+            .await
+            .unwrap();
         if *status == 200 {
             assert!(stored.is_some(), "{id} was answered 200 and is durable");
         }

@@ -161,7 +161,7 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-reply-create");
     let now = Utc::now();
-    dropper.drop_replies("PutItem", "scheduledAtMs", 1);
+    dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
     store
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
@@ -188,22 +188,24 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     );
 }
 
-/// POST /calls' two writes (the minute's count, then the reservation) with every reply lost:
+/// POST /calls' one transaction (the reservation and its minute's count) with every reply lost:
 /// the create is still answered as created, and counted once (a reservation in a shard the
-/// count does not cover would never ring; one counted twice costs only a shard too many).
+/// count does not cover would never ring).
 #[tokio::test]
 async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-create-all");
     let now = Utc::now();
-    // Every attempt the SDK makes of each write is carried out, its reply lost.
-    dropper.drop_replies("UpdateItem", "lastCallId", 1);
-    dropper.drop_replies("PutItem", "scheduledAtMs", 3);
+    // The first attempt is carried out, its reply lost; the SDK's retries are lost on the way
+    // (answered 500 unsent: a retry sent while the first is still in DynamoDB could otherwise
+    // cancel it as a transaction conflict on a loaded machine).
+    dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
+    dropper.refuse_requests("TransactWriteItems", "scheduledAtMs", 2);
     store
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
         .expect("a create that was written is created, whatever became of its replies");
-    assert_eq!(dropper.dropped(), 4);
+    assert_eq!(dropper.dropped(), 3, "one reply lost, two retries refused");
     let stored = store
         .get_reservation(&r.device_id, now)
         .await
@@ -214,7 +216,7 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     assert_eq!(
         store.due_count(&minute).await.unwrap(),
         1,
-        "the count's retried ADD is recognised by its callId: counted once"
+        "the retried transaction is refused on its own callId: counted once"
     );
     // The same reservation sent again by a client retry: created, still counted once.
     store
@@ -232,8 +234,8 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
         "in a shard the count covers"
     );
     faults::record(
-        "DynamoDB: every reply of POST /calls' count and put is lost (both written)",
-        "the count's ADD is recognised by its callId, the put read back: created, counted once",
+        "DynamoDB: every reply of POST /calls' transaction (put and count) is lost (written)",
+        "the retried transaction is refused on its own callId, the record read back: created, counted once",
         "created; count 1 (also after the same create again); in shard 0",
     );
 }
@@ -247,25 +249,29 @@ async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
         .unwrap();
-    dropper.drop_replies("DeleteItem", "scheduled", 1);
+    dropper.drop_replies("UpdateItem", "cancelled", 1);
     store
-        .cancel_reservation(&r.device_id, now)
+        .cancel_reservation(&r.device_id, None, now)
         .await
         .expect("the retry of a cancel that was carried out is not 'not found'");
     assert_eq!(dropper.dropped(), 1);
-    assert_eq!(updates(&dropper, "DeleteItem"), 2, "one lost, one retried");
+    assert_eq!(
+        updates(&dropper, "UpdateItem"),
+        2,
+        "one lost, one retried (and met its own cancelled record)"
+    );
     assert_eq!(
         store.get_reservation(&r.device_id, now).await.unwrap(),
         None
     );
     // Without a reservation, a cancel is still "not found".
     assert!(matches!(
-        store.cancel_reservation(&r.device_id, now).await,
+        store.cancel_reservation(&r.device_id, None, now).await,
         Err(koe::store::CancelError::NotFound)
     ));
     faults::record(
-        "DynamoDB: the reply to DELETE /calls' delete is lost (the delete happened)",
-        "the retry after an unanswered attempt finds no item and counts it as this cancel: 204, not 404",
+        "DynamoDB: the reply to DELETE /calls' cancel is lost (the cancel happened)",
+        "the retry meets the record it cancelled (same callId, cancelled): 204, not 404",
         "cancelled; a later cancel of nothing still not found",
     );
 }

@@ -27,14 +27,14 @@ use koe::store::{
 };
 use tokio::sync::Barrier;
 
-type DynStore = Arc<dyn Store>;
+pub(super) type DynStore = Arc<dyn Store>;
 
 /// A scheduled reservation this far past its time can no longer be sent (app default 120 s).
-const GRACE: Duration = Duration::seconds(120);
+pub(super) const GRACE: Duration = Duration::seconds(120);
 /// A claim this old counts as abandoned (its run died).
-const CLAIM_TIMEOUT: Duration = Duration::seconds(30);
+pub(super) const CLAIM_TIMEOUT: Duration = Duration::seconds(30);
 /// How far ahead the standard test reservation is made.
-const LEAD: Duration = Duration::seconds(60);
+pub(super) const LEAD: Duration = Duration::seconds(60);
 
 const JST: i32 = 9 * 3600;
 
@@ -42,23 +42,23 @@ const JST: i32 = 9 * 3600;
 // Fixtures
 
 /// The tests' base time: 2035-03-01T00:00:00.123Z.
-fn t0() -> DateTime<Utc> {
+pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2035, 3, 1, 0, 0, 0).unwrap() + Duration::milliseconds(123)
 }
 
-fn secs(n: i64) -> Duration {
+pub(super) fn secs(n: i64) -> Duration {
     Duration::seconds(n)
 }
 
-fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
+pub(super) fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
     now - GRACE
 }
 
-fn abandoned_before(now: DateTime<Utc>) -> DateTime<Utc> {
+pub(super) fn abandoned_before(now: DateTime<Utc>) -> DateTime<Utc> {
     now - CLAIM_TIMEOUT
 }
 
-fn new_device_id() -> DeviceId {
+pub(super) fn new_device_id() -> DeviceId {
     let raw = format!(
         "contract-{:016x}-{:08x}",
         fastrand::u64(..),
@@ -67,14 +67,14 @@ fn new_device_id() -> DeviceId {
     DeviceId::parse("deviceId", &raw).unwrap()
 }
 
-fn new_token() -> VoipToken {
+pub(super) fn new_token() -> VoipToken {
     let hex: String = (0..64)
         .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
         .collect();
     VoipToken::parse("voipToken", &hex).unwrap()
 }
 
-fn device(id: &DeviceId, environment: PushEnvironment, now: DateTime<Utc>) -> Device {
+pub(super) fn device(id: &DeviceId, environment: PushEnvironment, now: DateTime<Utc>) -> Device {
     Device {
         device_id: id.clone(),
         voip_token: new_token(),
@@ -94,7 +94,7 @@ fn scheduled_at(now: DateTime<Utc>, lead: Duration, offset_east_secs: i32) -> Sc
 }
 
 /// A new `scheduled` reservation made at `now`, `lead` ahead, in JST, with a caller name.
-fn reservation(id: &DeviceId, now: DateTime<Utc>, lead: Duration) -> Reservation {
+pub(super) fn reservation(id: &DeviceId, now: DateTime<Utc>, lead: Duration) -> Reservation {
     Reservation::new(
         id.clone(),
         scheduled_at(now, lead, JST),
@@ -103,28 +103,32 @@ fn reservation(id: &DeviceId, now: DateTime<Utc>, lead: Duration) -> Reservation
     )
 }
 
-async fn create(store: &DynStore, r: &Reservation, now: DateTime<Utc>) {
+pub(super) async fn create(store: &DynStore, r: &Reservation, now: DateTime<Utc>) {
     store
         .create_reservation(r, now, stale_before(now))
         .await
         .unwrap_or_else(|e| panic!("create_reservation {}: {e:?}", r.call_id.as_str()));
 }
 
-async fn get(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Option<Reservation> {
+pub(super) async fn get(
+    store: &DynStore,
+    id: &DeviceId,
+    now: DateTime<Utc>,
+) -> Option<Reservation> {
     store
         .get_reservation(id, now)
         .await
         .expect("get_reservation")
 }
 
-async fn get_some(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Reservation {
+pub(super) async fn get_some(store: &DynStore, id: &DeviceId, now: DateTime<Utc>) -> Reservation {
     get(store, id, now)
         .await
         .unwrap_or_else(|| panic!("a reservation for {id:?} at {now}"))
 }
 
 /// A claim by a run of its own (a new token each time).
-async fn claim(store: &DynStore, r: &Reservation, now: DateTime<Utc>) -> bool {
+pub(super) async fn claim(store: &DynStore, r: &Reservation, now: DateTime<Utc>) -> bool {
     claim_as(store, r, &RunToken::generate(), now).await
 }
 
@@ -136,7 +140,12 @@ async fn claim_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTi
 }
 
 /// An outcome recorded by a run of its own (a new token each time).
-async fn finish(store: &DynStore, r: &Reservation, outcome: Outcome, now: DateTime<Utc>) -> bool {
+pub(super) async fn finish(
+    store: &DynStore,
+    r: &Reservation,
+    outcome: Outcome,
+    now: DateTime<Utc>,
+) -> bool {
     finish_as(store, r, outcome, &RunToken::generate(), now).await
 }
 
@@ -177,7 +186,10 @@ async fn release_as(store: &DynStore, r: &Reservation, run: &RunToken, now: Date
 /// A reservation driven into `status` along the dispatcher's path, for a fresh device: made at
 /// [`t0`] for `t0 + LEAD`, claimed at its time, sent/failed a second later, or missed after the
 /// grace period. Returns the record as stored and the time of its last transition.
-async fn seeded(store: &DynStore, status: ReservationStatus) -> (Reservation, DateTime<Utc>) {
+pub(super) async fn seeded(
+    store: &DynStore,
+    status: ReservationStatus,
+) -> (Reservation, DateTime<Utc>) {
     let id = new_device_id();
     let r = reservation(&id, t0(), LEAD);
     create(store, &r, t0()).await;
@@ -206,6 +218,7 @@ async fn seeded(store: &DynStore, status: ReservationStatus) -> (Reservation, Da
             assert!(finish(store, &r, Outcome::Missed, late).await, "seed: miss");
             late
         }
+        ReservationStatus::Cancelled => unreachable!("a cancelled reservation reads as none"),
     };
     let stored = get_some(store, &id, last).await;
     assert_eq!(stored.status, status, "seeded status");
@@ -223,13 +236,19 @@ async fn put_device_then_get_returns_the_same_record(store: DynStore) {
     let id = new_device_id();
     let d = device(&id, PushEnvironment::Sandbox, t0());
     store.put_device(&d).await.expect("put_device");
-    assert_eq!(store.get_device(&id).await.expect("get_device"), Some(d));
+    assert_eq!(
+        store
+            .get_device(&id, chrono::Utc::now())
+            .await
+            .expect("get_device"),
+        Some(d)
+    );
 
     let other = device(&new_device_id(), PushEnvironment::Production, t0());
     store.put_device(&other).await.expect("put_device");
     assert_eq!(
         store
-            .get_device(&other.device_id)
+            .get_device(&other.device_id, chrono::Utc::now())
             .await
             .expect("get_device"),
         Some(other)
@@ -244,7 +263,10 @@ async fn put_device_again_replaces_token_and_environment(store: DynStore) {
     assert_ne!(first.voip_token, second.voip_token);
     store.put_device(&second).await.expect("put_device again");
     assert_eq!(
-        store.get_device(&id).await.expect("get_device"),
+        store
+            .get_device(&id, chrono::Utc::now())
+            .await
+            .expect("get_device"),
         Some(second)
     );
 }
@@ -256,7 +278,7 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     let proof = || {
         let store = store.clone();
         let id = id.clone();
-        async move { store.device_proof(&id).await.unwrap() }
+        async move { store.device_proof(&id, chrono::Utc::now()).await.unwrap() }
     };
     assert_eq!(proof().await, Unregistered);
     let d = device(&id, PushEnvironment::Production, t0());
@@ -299,7 +321,7 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     assert!(!tokenless.has_token());
     assert!(!tokenless.admits(None) && tokenless.admits(Some("h1")));
     assert_eq!(
-        store.get_device(&id).await.unwrap(),
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
         None,
         "nothing to push to"
     );
@@ -308,7 +330,13 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     let old = device(&legacy, PushEnvironment::Production, t0());
     store.put_device(&old).await.unwrap();
     assert!(store.remove_device(&legacy, &old.voip_token).await.unwrap());
-    assert_eq!(store.device_proof(&legacy).await.unwrap(), Unregistered);
+    assert_eq!(
+        store
+            .device_proof(&legacy, chrono::Utc::now())
+            .await
+            .unwrap(),
+        Unregistered
+    );
 }
 
 async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
@@ -329,24 +357,42 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     assert_eq!(register(v(1), None, "h2").await, written(false, false));
     // A wrong secret is refused and changes nothing.
     assert_eq!(register(v(2), Some("h2"), "h3").await, Refused);
-    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(1)));
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        Some(v(1))
+    );
     // The right one: written, and proven from now on.
     assert_eq!(register(v(3), Some("h1"), "h4").await, written(false, true));
-    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(3)));
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        Some(v(3))
+    );
     // Proven: without the secret, or with another, refused; with it, written.
     assert_eq!(register(v(4), None, "h5").await, Refused);
     assert_eq!(register(v(5), Some("h5"), "h6").await, Refused);
-    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(3)));
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        Some(v(3))
+    );
     assert_eq!(register(v(6), Some("h1"), "h7").await, written(false, true));
     // The token removed (APNs called it dead): the proven secret still holds the device, so a
     // new token without it is refused (nobody else can take the device over), with it written.
     store.remove_device(&id, &v(6).voip_token).await.unwrap();
-    assert_eq!(store.get_device(&id).await.unwrap(), None);
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        None
+    );
     assert_eq!(register(v(7), None, "h8").await, Refused);
     assert_eq!(register(v(7), Some("h8"), "h9").await, Refused);
-    assert_eq!(store.get_device(&id).await.unwrap(), None);
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        None
+    );
     assert_eq!(register(v(7), Some("h1"), "h9").await, written(false, true));
-    assert_eq!(store.get_device(&id).await.unwrap(), Some(v(7)));
+    assert_eq!(
+        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
+        Some(v(7))
+    );
     // A record written without a secret (before secrets existed) gets one.
     let legacy = new_device_id();
     let old = device(&legacy, PushEnvironment::Sandbox, t0());
@@ -368,7 +414,7 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
 async fn get_unknown_device_is_none(store: DynStore) {
     assert_eq!(
         store
-            .get_device(&new_device_id())
+            .get_device(&new_device_id(), chrono::Utc::now())
             .await
             .expect("get_device"),
         None
@@ -386,7 +432,13 @@ async fn remove_device_with_the_current_token_deletes_it(store: DynStore) {
             .expect("remove_device"),
         "removed with the current token"
     );
-    assert_eq!(store.get_device(&id).await.expect("get_device"), None);
+    assert_eq!(
+        store
+            .get_device(&id, chrono::Utc::now())
+            .await
+            .expect("get_device"),
+        None
+    );
     assert!(
         !store
             .remove_device(&id, &d.voip_token)
@@ -409,7 +461,13 @@ async fn remove_device_with_a_stale_token_keeps_it(store: DynStore) {
             .expect("remove_device"),
         "a stale token removes nothing"
     );
-    assert_eq!(store.get_device(&id).await.expect("get_device"), Some(new));
+    assert_eq!(
+        store
+            .get_device(&id, chrono::Utc::now())
+            .await
+            .expect("get_device"),
+        Some(new)
+    );
 
     let unknown = new_device_id();
     assert!(
@@ -419,7 +477,13 @@ async fn remove_device_with_a_stale_token_keeps_it(store: DynStore) {
             .expect("remove_device"),
         "an unknown device removes nothing"
     );
-    assert_eq!(store.get_device(&unknown).await.expect("get_device"), None);
+    assert_eq!(
+        store
+            .get_device(&unknown, chrono::Utc::now())
+            .await
+            .expect("get_device"),
+        None
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -625,10 +689,13 @@ async fn an_expired_terminal_record_reads_as_none_and_is_replaceable(store: DynS
 async fn cancel_scheduled_deletes_it(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
     let now = t0() + secs(5);
-    assert_eq!(store.cancel_reservation(&r.device_id, now).await, Ok(()));
+    assert_eq!(
+        store.cancel_reservation(&r.device_id, None, now).await,
+        Ok(())
+    );
     assert_eq!(get(&store, &r.device_id, now).await, None);
     assert_eq!(
-        store.cancel_reservation(&r.device_id, now).await,
+        store.cancel_reservation(&r.device_id, None, now).await,
         Err(CancelError::NotFound),
         "a second cancel finds nothing"
     );
@@ -636,7 +703,7 @@ async fn cancel_scheduled_deletes_it(store: DynStore) {
 
 async fn cancel_without_a_reservation_is_not_found(store: DynStore) {
     assert_eq!(
-        store.cancel_reservation(&new_device_id(), t0()).await,
+        store.cancel_reservation(&new_device_id(), None, t0()).await,
         Err(CancelError::NotFound)
     );
 }
@@ -645,7 +712,7 @@ async fn cancel_claimed_is_too_late_and_keeps_it(store: DynStore) {
     let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
     let now = claimed_at + Duration::milliseconds(10);
     assert_eq!(
-        store.cancel_reservation(&r.device_id, now).await,
+        store.cancel_reservation(&r.device_id, None, now).await,
         Err(CancelError::TooLate(ReservationStatus::Claimed))
     );
     assert_eq!(get(&store, &r.device_id, now).await, Some(r));
@@ -660,7 +727,7 @@ async fn cancel_sent_failed_or_missed_is_too_late_with_its_status(store: DynStor
         let (r, ended) = seeded(&store, status).await;
         let now = ended + secs(60);
         assert_eq!(
-            store.cancel_reservation(&r.device_id, now).await,
+            store.cancel_reservation(&r.device_id, None, now).await,
             Err(CancelError::TooLate(status))
         );
         assert_eq!(get(&store, &r.device_id, now).await, Some(r));
@@ -673,7 +740,7 @@ async fn cancel_expired_is_not_found(store: DynStore) {
         .timestamp_opt(r.expire_at.expect("expireAt"), 0)
         .unwrap();
     assert_eq!(
-        store.cancel_reservation(&r.device_id, expiry).await,
+        store.cancel_reservation(&r.device_id, None, expiry).await,
         Err(CancelError::NotFound)
     );
 }
@@ -1082,7 +1149,10 @@ async fn due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order(store
         "made for the minute"
     );
 
-    assert_eq!(store.cancel_reservation(&k.device_id, now).await, Ok(()));
+    assert_eq!(
+        store.cancel_reservation(&k.device_id, None, now).await,
+        Ok(())
+    );
     assert_eq!(
         store.due_count(&bucket).await.unwrap(),
         7,
@@ -1180,7 +1250,7 @@ async fn cancel_and_claim_race_has_exactly_one_winner(store: DynStore, trials: u
             let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
             async move {
                 barrier.wait().await;
-                store.cancel_reservation(&id, now).await
+                store.cancel_reservation(&id, None, now).await
             }
         };
         let claim_task = {

@@ -39,7 +39,10 @@ async fn one_call(store: &DynamoStore, r: &Reservation) -> [f64; 4] {
     let now = Utc::now();
     let timed = |started: Instant| started.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
-    store.get_device(&r.device_id).await.expect("device read");
+    store
+        .get_device(&r.device_id, now)
+        .await
+        .expect("device read");
     let read = timed(t);
     let t = Instant::now();
     let won = store

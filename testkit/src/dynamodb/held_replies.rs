@@ -201,12 +201,37 @@ impl Store for HeldStore {
             .await
     }
 
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
-        self.once("GetItem", self.inner.get_device(id)).await
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        self.once("GetItem", self.inner.get_device(id, now)).await
     }
 
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
-        self.inner.device_proof(id).await
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        self.inner.device_proof(id, now).await
+    }
+
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.prove_device(id, secret_hash, now).await
+    }
+
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.was_cancelled(call_id, now).await
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
@@ -237,9 +262,10 @@ impl Store for HeldStore {
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        self.inner.cancel_reservation(id, now).await
+        self.inner.cancel_reservation(id, call_id, now).await
     }
 
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
@@ -468,7 +494,7 @@ mod tests {
         let hold = Duration::from_millis(200);
         let store = HeldStore::new(inner, every_reply(hold, Duration::from_secs(1)));
         let started = Instant::now();
-        let device = store.get_device(&r.device_id).await.unwrap();
+        let device = store.get_device(&r.device_id, Utc::now()).await.unwrap();
         assert!(device.is_some());
         assert_eq!(started.elapsed(), hold);
         assert_eq!(
@@ -540,7 +566,13 @@ mod tests {
         };
         for rule in [later, never] {
             let store = HeldStore::new(inner.clone(), rule);
-            assert!(store.get_device(&r.device_id).await.unwrap().is_some());
+            assert!(
+                store
+                    .get_device(&r.device_id, Utc::now())
+                    .await
+                    .unwrap()
+                    .is_some()
+            );
             assert_eq!(now.elapsed(), Duration::ZERO);
             assert_eq!(store.stats(), HeldStats::default());
         }

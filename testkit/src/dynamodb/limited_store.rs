@@ -263,8 +263,12 @@ impl Store for LimitedStore {
     }
 
     /// The dispatcher's device read, 2 s before the second: consistent, on the device's key.
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
-        let device = self.inner.get_device(id).await?;
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let device = self.inner.get_device(id, now).await?;
         let item = device.as_ref().map(|d| {
             Item::from([
                 ("deviceId".to_owned(), s(d.device_id.as_str())),
@@ -281,8 +285,29 @@ impl Store for LimitedStore {
         Ok(device)
     }
 
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
-        self.inner.device_proof(id).await
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        self.inner.device_proof(id, now).await
+    }
+
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.prove_device(id, secret_hash, now).await
+    }
+
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.was_cancelled(call_id, now).await
     }
 
     /// A dead token's removal: one conditional delete on the device's key.
@@ -322,9 +347,10 @@ impl Store for LimitedStore {
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        self.inner.cancel_reservation(id, now).await
+        self.inner.cancel_reservation(id, call_id, now).await
     }
 
     /// A minute's count: consistent, on its own key (`due#<minute>`).

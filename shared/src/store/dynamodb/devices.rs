@@ -15,8 +15,8 @@ use crate::domain::reservation::rfc3339_millis;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
 use std::collections::HashMap;
 
-/// How long a device's record lives after its last `PUT /devices` (its TTL).
-pub const DEVICE_RETENTION: chrono::Duration = chrono::Duration::days(400);
+use chrono::{DateTime, Utc};
+
 const SECRET_HASH: &str = "secretHash";
 const SECRET_PROVEN: &str = "secretProven";
 /// Reads and conditional writes before giving up on a record that keeps changing.
@@ -40,16 +40,20 @@ impl DynamoStore {
                 .table_name(table)
                 .key(DEVICE_ID, s(device.device_id.as_str()))
                 .consistent_read(true)
-                .projection_expression("#deviceId, #secretHash, #secretProven")
+                .projection_expression("#deviceId, #secretHash, #secretProven, #expireAt")
                 .set_expression_attribute_names(Some(names(&[
                     DEVICE_ID,
                     SECRET_HASH,
                     SECRET_PROVEN,
+                    EXPIRE_AT,
                 ])))
                 .send()
                 .await
                 .map_err(|e| sdk_error("GetItem", table, e))?;
-            let stored = read.item().map(|item| {
+            let now = device.updated_at.timestamp();
+            // A record past its TTL is no record (DynamoDB deletes it late): registered anew.
+            let live = read.item().filter(|item| !expired(item, now));
+            let stored = live.map(|item| {
                 let hash = item.get(SECRET_HASH).and_then(|v| v.as_s().ok()).cloned();
                 let proven = item
                     .get(SECRET_PROVEN)
@@ -64,8 +68,8 @@ impl DynamoStore {
                     new_secret_hash.to_owned(),
                     false,
                     true,
-                    "attribute_not_exists(#deviceId)",
-                    vec![],
+                    "attribute_not_exists(#deviceId) OR #expireAt <= :now",
+                    vec![(":now", n(now))],
                 ),
                 (Some((Some(hash), _)), Some(p)) if hash == p => (
                     hash.clone(),
@@ -96,7 +100,7 @@ impl DynamoStore {
             let mut item = device_item(device);
             item.insert(SECRET_HASH.to_owned(), s(hash));
             item.insert(SECRET_PROVEN.to_owned(), AttributeValue::Bool(proven));
-            let used: Vec<&str> = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN]
+            let used: Vec<&str> = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN, EXPIRE_AT]
                 .into_iter()
                 .filter(|name| condition.contains(&format!("#{name}")))
                 .collect();
@@ -123,7 +127,11 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
-    pub(super) async fn device_proof_item(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
+    pub(super) async fn device_proof_item(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
         let table = &self.tables.devices;
         let read = self
             .client
@@ -131,17 +139,18 @@ impl DynamoStore {
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
             .consistent_read(true)
-            .projection_expression("#deviceId, #secretHash, #secretProven, #voipToken")
+            .projection_expression("#deviceId, #secretHash, #secretProven, #voipToken, #expireAt")
             .set_expression_attribute_names(Some(names(&[
                 DEVICE_ID,
                 SECRET_HASH,
                 SECRET_PROVEN,
                 VOIP_TOKEN,
+                EXPIRE_AT,
             ])))
             .send()
             .await
             .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = read.item() else {
+        let Some(item) = read.item().filter(|i| !expired(i, now.timestamp())) else {
             return Ok(DeviceProof::Unregistered);
         };
         let r = Reader { table, item };
@@ -158,6 +167,46 @@ impl DynamoStore {
     }
 }
 
+/// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
+pub(super) fn expired(item: &Item, now: i64) -> bool {
+    matches!(item.get(EXPIRE_AT), Some(AttributeValue::N(t)) if t.parse::<i64>().is_ok_and(|t| t <= now))
+}
+
+impl DynamoStore {
+    /// `secretProven` set on the device's record if it still holds `secret_hash` and has not
+    /// expired; whether it does.
+    pub(super) async fn prove_device_item(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression("SET #secretProven = :true")
+            .condition_expression(
+                "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
+            )
+            .set_expression_attribute_names(Some(names(&[SECRET_PROVEN, SECRET_HASH, EXPIRE_AT])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":true", AttributeValue::Bool(true)),
+                (":hash", s(secret_hash)),
+                (":now", n(now.timestamp())),
+            ])))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+}
+
 /// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
 /// the tokens of abandoned installs do not stay for ever (every PUT /devices renews it).
 pub(super) fn device_item(device: &Device) -> Item {
@@ -166,10 +215,7 @@ pub(super) fn device_item(device: &Device) -> Item {
         (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
         (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
         (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
-        (
-            EXPIRE_AT.to_owned(),
-            n((device.updated_at + DEVICE_RETENTION).timestamp()),
-        ),
+        (EXPIRE_AT.to_owned(), n(device.expire_at())),
     ])
 }
 

@@ -6,7 +6,6 @@ use chrono::{DateTime, Utc};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
-use super::reservations::{DUE_COUNT, DUE_COUNT_PREFIX};
 use super::{
     CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT,
     FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, n,
@@ -45,21 +44,7 @@ const CLAIMED_BY_RUN: &str = "#callId = :callId AND #status = :claimed AND #clai
 impl DynamoStore {
     /// `due#<minute>` in the calls table: the minute's count of reservations made for it.
     pub(super) async fn due_count_item(&self, minute: &str) -> Result<u32, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(0);
-        };
-        let count = Reader { table, item }.opt_i64(DUE_COUNT)?.unwrap_or(0);
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+        self.count_item(minute, true).await
     }
 
     pub(super) async fn due_calls_item(

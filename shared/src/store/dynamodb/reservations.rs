@@ -1,30 +1,39 @@
-//! The DynamoDB adapter's reservation requests for the API: create (with its minute's count),
-//! read and cancel. A create whose replies are lost is resolved, not written twice: the count's
-//! `ADD` carries the reservation's `callId` as its token, and a put refused on, or without an
-//! answer, is read back: a record with its own `callId` is this create's.
+//! The DynamoDB adapter's reservation requests for the API: create (with its minute's count, in
+//! one transaction), read, cancel (to a `cancelled` tombstone) and the cancelled-call look-up.
+//! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
+//! own `callId`, and a put refused on, or without an answer, is read back.
 
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
 use super::{
-    CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, bad_item,
-    condition_failed, n, names, retried, s, sdk_error, values,
+    CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT, n,
+    names, s, sdk_error, values,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, rfc3339_millis};
 use crate::store::{CancelError, CreateError, Created, StoreError};
 
 /// The key prefix (in `deviceId`) of a minute's reservation count, `due#2026-01-01T22:00Z`.
 pub(super) const DUE_COUNT_PREFIX: &str = "due#";
 pub(super) const DUE_COUNT: &str = "count";
-/// The `callId` of the count's last `ADD`: a retry of that very `ADD` adds nothing.
-const LAST_CALL: &str = "lastCallId";
+/// The key prefix of a cancelled call's tombstone, `cancelled#<callId>` (`expireAt` only).
+const CANCELLED_PREFIX: &str = "cancelled#";
+/// Transactions tried before a create gives up on a count item that other creates keep
+/// writing at the same moment (`TransactionConflict`).
+const CREATE_ATTEMPTS: u32 = 4;
 
 impl DynamoStore {
+    /// The reservation and its minute's count in one transaction: both or neither, so a
+    /// refused or failed create leaves the count as it was. The shard comes from the count read
+    /// just before: the count only grows, and by at least this create when the transaction
+    /// commits, so the readers (who take the count when they read) query this shard.
     pub(super) async fn create_item(
         &self,
         reservation: &Reservation,
@@ -32,115 +41,147 @@ impl DynamoStore {
         stale_before: DateTime<Utc>,
     ) -> Result<Created, CreateError> {
         let table = &self.tables.calls;
-        // Counted first: a count a failed create leaves behind only means one shard too many,
-        // while a reservation in a shard the count does not cover would never ring.
         let minute = reservation.scheduled_at.due_minute();
-        let count = self
-            .count_due(
-                &minute,
-                &reservation.call_id,
-                reservation.expire_at.unwrap_or_default(),
-            )
-            .await?;
-        let shard = shard_of(&reservation.call_id, shards_for(count));
-        let result = self
-            .client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(reservation_item(reservation, shard)))
-            // This very reservation (a retry of this write) is never written over: the
-            // condition fails and the read below finds it.
-            .condition_expression(
-                "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
-                 OR (#callId <> :callId \
-                     AND (#status IN (:sent, :failed, :missed) OR #scheduledAtMs < :staleBeforeMs))",
-            )
-            .set_expression_attribute_names(Some(names(&[
-                DEVICE_ID,
-                STATUS,
-                EXPIRE_AT,
-                SCHEDULED_AT_MS,
-                CALL_ID,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(reservation.call_id.as_str())),
-                (":sent", s(ReservationStatus::Sent.as_str())),
-                (":failed", s(ReservationStatus::Failed.as_str())),
-                (":missed", s(ReservationStatus::Missed.as_str())),
-                (":nowSecs", n(now.timestamp())),
-                (":staleBeforeMs", n(stale_before.timestamp_millis())),
-            ])))
-            .send()
-            .await;
-        let err = match result {
-            Ok(_) => return Ok(Created::New),
-            Err(e) if condition_failed(&e) => {
-                return match self.reservation_item(&reservation.device_id, now).await {
-                    // This very reservation (same `callId`): an earlier attempt of this
-                    // create (its reply lost), or a copy of it, wrote it.
-                    Ok(Some(stored)) if stored.call_id == reservation.call_id => {
-                        Ok(Created::Already(Box::new(stored)))
-                    }
-                    Ok(_) => Err(CreateError::Exists),
-                    Err(e) => Err(CreateError::Store(e)),
+        let mut last = None;
+        for attempt in 1..=CREATE_ATTEMPTS {
+            let count = self.count_item(&minute, false).await?;
+            let shard = shard_of(&reservation.call_id, shards_for(count.saturating_add(1)));
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(reservation_item(reservation, shard)))
+                // This very reservation (a retry of this write) is never written over: the
+                // condition fails and the read below finds it.
+                .condition_expression(
+                    "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
+                     OR (#callId <> :callId \
+                         AND (#status IN (:sent, :failed, :missed, :cancelled) \
+                              OR #scheduledAtMs < :staleBeforeMs))",
+                )
+                .set_expression_attribute_names(Some(names(&[
+                    DEVICE_ID,
+                    STATUS,
+                    EXPIRE_AT,
+                    SCHEDULED_AT_MS,
+                    CALL_ID,
+                ])))
+                .set_expression_attribute_values(Some(values(vec![
+                    (":callId", s(reservation.call_id.as_str())),
+                    (":sent", s(ReservationStatus::Sent.as_str())),
+                    (":failed", s(ReservationStatus::Failed.as_str())),
+                    (":missed", s(ReservationStatus::Missed.as_str())),
+                    (":cancelled", s(ReservationStatus::Cancelled.as_str())),
+                    (":nowSecs", n(now.timestamp())),
+                    (":staleBeforeMs", n(stale_before.timestamp_millis())),
+                ])))
+                .build()
+                .map_err(|e| StoreError::new(format!("PutItem on {table}: {e}")))?;
+            let counted = Update::builder()
+                .table_name(table)
+                .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+                .update_expression("ADD #count :one SET #expireAt = :expireAt")
+                .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT])))
+                .set_expression_attribute_values(Some(values(vec![
+                    (":one", n(1)),
+                    (":expireAt", n(reservation.expire_at.unwrap_or_default())),
+                ])))
+                .build()
+                .map_err(|e| StoreError::new(format!("UpdateItem on {table}: {e}")))?;
+            let result = self
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(put).build())
+                .transact_items(TransactWriteItem::builder().update(counted).build())
+                .send()
+                .await;
+            let err = match result {
+                Ok(_) => return Ok(Created::New),
+                Err(e) => e,
+            };
+            let reasons: Vec<Option<String>> = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(c)) => c
+                    .cancellation_reasons()
+                    .iter()
+                    .map(|r| r.code().map(str::to_owned))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if reasons.first().and_then(Option::as_deref) == Some("ConditionalCheckFailed") {
+                // Refused on the device's record: nothing was written, nothing counted.
+                return self.refused_create(reservation, now).await;
+            }
+            let conflict = reasons
+                .iter()
+                .any(|r| r.as_deref() == Some("TransactionConflict"));
+            if !conflict {
+                // No answer (every attempt lost or late) or another failure: the record says
+                // whether the transaction happened (it is all or nothing).
+                return match self.reservation_record(&reservation.device_id, now).await {
+                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Ok(Created::New),
+                    _ => Err(CreateError::Store(sdk_error(
+                        "TransactWriteItems",
+                        table,
+                        err,
+                    ))),
                 };
             }
-            Err(e) => sdk_error("PutItem", table, e),
-        };
-        // No answer (every attempt lost or late): the record says whether the put happened.
-        match self.reservation_item(&reservation.device_id, now).await {
-            // Written by one of this call's attempts: new, as far as the caller is concerned.
-            Ok(Some(stored)) if stored.call_id == reservation.call_id => Ok(Created::New),
-            _ => Err(CreateError::Store(err)),
+            // Another create wrote the minute's count at the same moment: again, shortly.
+            last = Some(sdk_error("TransactWriteItems", table, err));
+            let pause = fastrand::u64(5..=20u64 << attempt);
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        }
+        Err(CreateError::Store(last.unwrap_or_else(|| {
+            StoreError::new(format!("TransactWriteItems on {table}: no attempt made"))
+        })))
+    }
+
+    /// A create refused on the device's record: this very reservation already made (an earlier
+    /// attempt, its reply lost), or made and cancelled, or another one holding the slot.
+    async fn refused_create(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+    ) -> Result<Created, CreateError> {
+        match self.reservation_record(&reservation.device_id, now).await {
+            Ok(Some(stored)) if stored.call_id == reservation.call_id => {
+                if stored.status == ReservationStatus::Cancelled {
+                    Err(CreateError::Cancelled)
+                } else {
+                    Ok(Created::Already(Box::new(stored)))
+                }
+            }
+            Ok(_) => Err(CreateError::Exists),
+            Err(e) => Err(CreateError::Store(e)),
         }
     }
 
-    /// Counts one more reservation (`call_id`) made for `minute` (its TTL `expire_at`); the new
-    /// count. An `ADD` made again for the same call (its reply lost) adds nothing and answers
-    /// the count its first attempt left, unless another call's `ADD` came between (then it
-    /// counts twice: one shard too many, never too few).
-    async fn count_due(
+    /// A minute's count (`due#<minute>`), 0 if none; `consistent` for the dispatcher's readers.
+    pub(super) async fn count_item(
         &self,
         minute: &str,
-        call_id: &CallId,
-        expire_at: i64,
+        consistent: bool,
     ) -> Result<u32, StoreError> {
         let table = &self.tables.calls;
-        let result = self
+        let out = self
             .client
-            .update_item()
+            .get_item()
             .table_name(table)
             .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .update_expression("ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId")
-            .condition_expression("attribute_not_exists(#lastCallId) OR #lastCallId <> :callId")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":one", n(1)),
-                (":expireAt", n(expire_at)),
-                (":callId", s(call_id.as_str())),
-            ])))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .consistent_read(consistent)
+            .projection_expression("#count")
+            .set_expression_attribute_names(Some(names(&[DUE_COUNT])))
             .send()
-            .await;
-        let item = match result {
-            Ok(out) => out.attributes().cloned().unwrap_or_default(),
-            Err(e) => match e.as_service_error() {
-                // This call's own earlier `ADD` (its reply lost): its count stands.
-                Some(UpdateItemError::ConditionalCheckFailedException(f)) => {
-                    f.item().cloned().unwrap_or_default()
-                }
-                _ => return Err(sdk_error("UpdateItem", table, e)),
-            },
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(0);
         };
-        let count = Reader { table, item: &item }
-            .opt_i64(DUE_COUNT)?
-            .ok_or_else(|| bad_item(table, DUE_COUNT))?;
-        u32::try_from(count).map_err(|_| bad_item(table, DUE_COUNT))
+        let count = Reader { table, item }.opt_i64(DUE_COUNT)?.unwrap_or(0);
+        Ok(u32::try_from(count.max(0)).unwrap_or(u32::MAX))
     }
 
-    /// The device's reservation in any state, read consistently; `None` if none or expired.
-    pub(super) async fn reservation_item(
+    /// The device's record in any state, cancelled included, read consistently; `None` if
+    /// none or expired.
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
@@ -162,44 +203,140 @@ impl DynamoStore {
         Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
-    pub(super) async fn cancel_item(
+    /// The device's reservation in any state but cancelled; `None` if none or expired.
+    pub(super) async fn reservation_item(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        Ok(self
+            .reservation_record(id, now)
+            .await?
+            .filter(|r| r.status != ReservationStatus::Cancelled))
+    }
+
+    /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
+    /// the device holds now or `call_id`; then the call's tombstone, so that a keyed retry finds
+    /// it even after a newer reservation replaced this record. Made again after a lost reply,
+    /// the update meets its own `cancelled` record and answers `Ok`.
+    pub(super) async fn cancel_item(
+        &self,
+        id: &DeviceId,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
         let table = &self.tables.calls;
-        let request = self
+        let target = match call_id {
+            Some(call_id) => call_id.clone(),
+            // The reservation there at the first attempt: no attempt made again cancels another.
+            None => match self.reservation_item(id, now).await? {
+                None => return Err(CancelError::NotFound),
+                Some(r) if r.status != ReservationStatus::Scheduled => {
+                    return Err(CancelError::TooLate(r.status));
+                }
+                Some(r) => r.call_id,
+            },
+        };
+        let result = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
+            .update_expression("SET #status = :cancelled, #updatedAt = :now REMOVE #dueShard")
             .condition_expression(
-                "#status = :scheduled AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
+                "#callId = :callId AND #status = :scheduled \
+                 AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
             )
-            .set_expression_attribute_names(Some(names(&[STATUS, EXPIRE_AT])))
+            .set_expression_attribute_names(Some(names(&[
+                STATUS, UPDATED_AT, DUE_SHARD, CALL_ID, EXPIRE_AT,
+            ])))
             .set_expression_attribute_values(Some(values(vec![
+                (":cancelled", s(ReservationStatus::Cancelled.as_str())),
                 (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+                (":now", s(rfc3339_millis(now))),
+                (":callId", s(target.as_str())),
                 (":nowSecs", n(now.timestamp())),
             ])))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        let (result, unanswered) = retried::send_delete(request).await;
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
         let err = match result {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                self.entomb(&target, id, now).await;
+                return Ok(());
+            }
             Err(e) => e,
         };
         let old = match err.as_service_error() {
-            Some(DeleteItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(CancelError::Store(sdk_error("DeleteItem", table, err))),
+            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
+            _ => return Err(CancelError::Store(sdk_error("UpdateItem", table, err))),
         };
-        // No item: there was none, or an earlier attempt whose reply was lost deleted it.
         let Some(old) = old else {
-            return unanswered.then_some(()).ok_or(CancelError::NotFound);
+            return Err(CancelError::NotFound);
         };
         let existing = reservation_from_item(table, old)?;
-        if existing.is_expired(now) {
-            Err(CancelError::NotFound)
-        } else {
-            Err(CancelError::TooLate(existing.status))
+        match existing.status {
+            _ if existing.is_expired(now) || existing.call_id != target => {
+                Err(CancelError::NotFound)
+            }
+            // This cancel's own earlier attempt (its reply lost).
+            ReservationStatus::Cancelled => {
+                self.entomb(&target, id, now).await;
+                Ok(())
+            }
+            status => Err(CancelError::TooLate(status)),
         }
+    }
+
+    /// Writes the tombstone of a cancelled call (`cancelled#<callId>`, with the record's TTL).
+    /// A failure is logged: the record itself stays `cancelled` until it is replaced.
+    async fn entomb(&self, call_id: &CallId, id: &DeviceId, now: DateTime<Utc>) {
+        let table = &self.tables.calls;
+        let expire_at = match self.reservation_record(id, now).await {
+            Ok(Some(r)) => r.expire_at,
+            _ => None,
+        }
+        .unwrap_or((now + crate::domain::reservation::UNFINISHED_EXPIRY).timestamp());
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .item(
+                DEVICE_ID,
+                s(format!("{CANCELLED_PREFIX}{}", call_id.as_str())),
+            )
+            .item(EXPIRE_AT, n(expire_at))
+            .send()
+            .await;
+        if let Err(e) = result {
+            let e = sdk_error("PutItem", table, e);
+            tracing::warn!(error = %e, call_id = call_id.as_str(), "cancelled call's tombstone not written");
+        }
+    }
+
+    /// Whether `call_id` has a live tombstone.
+    pub(super) async fn was_cancelled_item(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(
+                DEVICE_ID,
+                s(format!("{CANCELLED_PREFIX}{}", call_id.as_str())),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(false);
+        };
+        let expire_at = Reader { table, item }.opt_i64(EXPIRE_AT)?;
+        Ok(expire_at.is_none_or(|t| t > now.timestamp()))
     }
 }

@@ -1,0 +1,256 @@
+//! `/calls` when something is refused, cancelled or past: a cancelled keyed reservation never
+//! comes back (its kept answer lost or expired), DELETE names the call it cancels, a reservation
+//! past grace reads `missed`, a secret presented on `/calls` proves the device, and refused
+//! creates leave the minute's count alone (on DynamoDB Local, through the app).
+
+use std::sync::Arc;
+
+use chrono::{Duration, SecondsFormat, Utc};
+use koe_testkit::clock::ManualClock;
+use koe_testkit::dispatching::{ProxiedWorld, run_once, short_run};
+use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_with};
+use serde_json::{Value, json};
+
+use super::api_calls::{AT, NOW, app_at_now, delete, get_ok, post_raw, register, token};
+
+async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
+    send(
+        app.agent(http::Method::POST, "/calls")
+            .header("Idempotency-Key", key)
+            .body(body.to_string()),
+    )
+    .await
+}
+
+async fn delete_call(app: &TestApp, device: &str, call_id: &str) -> reqwest::Response {
+    send(app.agent(
+        http::Method::DELETE,
+        &format!("/calls?deviceId={device}&callId={call_id}"),
+    ))
+    .await
+}
+
+/// A keyed create, cancelled, then retried with the same key and body after its kept answer
+/// is gone (its 24-hour window passed): 409 RESERVATION_GONE, and no reservation comes back.
+async fn a_cancelled_keyed_reservation_stays_cancelled_after_its_window(
+    app: &TestApp,
+    clock: &ManualClock,
+) {
+    let device = format!("gone-{:016x}", fastrand::u64(..));
+    register(app, &device).await;
+    let key = format!("{:032x}", fastrand::u128(..));
+    let body = json!({"deviceId": device, "scheduledAt": "2026-03-03T07:00:00+09:00"});
+    assert_eq!(post_with_key(app, &key, &body).await.status().as_u16(), 201);
+    assert_eq!(delete(app, &device).await.status().as_u16(), 204);
+    clock.advance(Duration::hours(25));
+    error_body(
+        post_with_key(app, &key, &body).await,
+        409,
+        "RESERVATION_GONE",
+    )
+    .await;
+    error_body(
+        send(app.agent(http::Method::GET, &format!("/calls?deviceId={device}"))).await,
+        404,
+        "NOT_FOUND",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_cancelled_keyed_reservation_stays_cancelled_on_the_memory_store() {
+    let (app, clock) = app_at_now().await;
+    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(&app, &clock).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_keyed_reservation_stays_cancelled_on_dynamodb_local() {
+    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
+    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(&app, &clock).await;
+}
+
+/// On DynamoDB Local behind a proxy that refuses the kept answer's write: the keyed create is
+/// 201 (its answer not kept), the app cancels it, the app's retry of the create (same key and
+/// body) is 409 RESERVATION_GONE, and a dispatch run over the call's second pushes nothing.
+#[tokio::test]
+async fn a_cancelled_create_retried_after_its_answer_was_not_kept_never_rings() {
+    let world = ProxiedWorld::new().await;
+    let store = world.store.clone();
+    let app = spawn_app_with(&[], |app| app.with_store(store)).await;
+    let device = format!("gone-ddb-{:016x}", fastrand::u64(..));
+    register(&app, &device).await;
+    let at = (Utc::now() + Duration::seconds(11)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    let body = json!({"deviceId": device, "scheduledAt": at});
+    let key = format!("{:032x}", fastrand::u128(..));
+    world.dropper.refuse_requests("PutItem", "answerBody", 10);
+    assert_eq!(
+        post_with_key(&app, &key, &body).await.status().as_u16(),
+        201
+    );
+    assert_eq!(delete(&app, &device).await.status().as_u16(), 204);
+    error_body(
+        post_with_key(&app, &key, &body).await,
+        409,
+        "RESERVATION_GONE",
+    )
+    .await;
+    world.dropper.clear();
+    let mut settings = short_run();
+    settings.window = std::time::Duration::from_secs(14);
+    let report = run_once(world.store.clone(), world.push.clone(), settings).await;
+    assert_eq!(
+        world.push.sent().len(),
+        0,
+        "no push for a cancelled call: {report:?}"
+    );
+    koe_testkit::faults::record(
+        "DynamoDB: a keyed POST /calls whose kept answer's write fails, then DELETE, then the same POST",
+        "the cancelled reservation never comes back: its tombstone answers the retry",
+        "retry: 409 RESERVATION_GONE; a dispatch run over its second: no push",
+    );
+}
+
+#[tokio::test]
+async fn delete_with_a_call_id_cancels_only_that_reservation() {
+    let (app, _) = app_at_now().await;
+    let device = "delete-by-call";
+    register(&app, device).await;
+    let made: Value = post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let call_id = made["callId"].as_str().unwrap();
+    invalid_field(delete_call(&app, device, "not-a-call").await, "callId").await;
+    error_body(
+        delete_call(&app, device, &format!("{:032x}", 7u128)).await,
+        404,
+        "NOT_FOUND",
+    )
+    .await;
+    assert_eq!(get_ok(&app, device).await["status"], "scheduled");
+    assert_eq!(
+        delete_call(&app, device, call_id).await.status().as_u16(),
+        204
+    );
+    // Made again (its answer lost): the same answer; and it never touches a newer reservation.
+    assert_eq!(
+        delete_call(&app, device, call_id).await.status().as_u16(),
+        204
+    );
+    let newer: Value = post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    error_body(delete_call(&app, device, call_id).await, 404, "NOT_FOUND").await;
+    assert_eq!(get_ok(&app, device).await["callId"], newer["callId"]);
+}
+
+#[tokio::test]
+async fn a_scheduled_reservation_past_grace_reads_missed() {
+    let (app, clock) = app_at_now().await;
+    let device = "past-grace";
+    register(&app, device).await;
+    post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT})).await;
+    // AT is 30 s after NOW; the grace period is 120 s.
+    clock.advance(Duration::seconds(30 + 120));
+    assert_eq!(get_ok(&app, device).await["status"], "scheduled");
+    clock.advance(Duration::seconds(1));
+    assert_eq!(get_ok(&app, device).await["status"], "missed");
+}
+
+/// A device whose app presents its issued secret on `/calls` has proven it, as after a
+/// `PUT /devices` that presented it: from then on a request without it is refused.
+#[tokio::test]
+async fn a_secret_presented_on_calls_proves_the_device() {
+    let (app, _) = app_at_now().await;
+    let device = "proven-on-calls";
+    let issued: Value = send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(json!({"deviceId": device, "voipToken": token()}).to_string()),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let secret = issued["deviceSecret"].as_str().unwrap().to_owned();
+    let get = |secret: Option<&str>| {
+        let mut request = app.agent(http::Method::GET, &format!("/calls?deviceId={device}"));
+        if let Some(secret) = secret {
+            request = request.header("x-device-secret", secret);
+        }
+        send(request)
+    };
+    // Not proven yet: a request without the secret is still admitted.
+    error_body(get(None).await, 404, "NOT_FOUND").await;
+    error_body(get(Some(&secret)).await, 404, "NOT_FOUND").await;
+    error_body(get(None).await, 403, "DEVICE_SECRET_REQUIRED").await;
+    let put = send(
+        app.agent(http::Method::PUT, "/devices")
+            .body(json!({"deviceId": device, "voipToken": token()}).to_string()),
+    )
+    .await;
+    error_body(put, 403, "DEVICE_SECRET_REQUIRED").await;
+}
+
+/// Through the app on DynamoDB Local: 300 creates refused because the device's slot is taken
+/// leave the minute's stored count at the number of reservations.
+#[tokio::test]
+async fn refused_creates_through_the_app_leave_the_minutes_count() {
+    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let counts = store.clone();
+    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
+    let device = "refused-300";
+    register(&app, device).await;
+    let body = json!({"deviceId": device, "scheduledAt": AT});
+    assert_eq!(post_raw(&app, &body).await.status().as_u16(), 201);
+    for _ in 0..300 {
+        error_body(post_raw(&app, &body).await, 409, "RESERVATION_EXISTS").await;
+    }
+    let minute = "2026-03-01T00:00Z";
+    assert_eq!(
+        koe::store::Store::due_count(counts.as_ref(), minute)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+/// What docs/security.md ("An expired device record") tells the app: past its record's TTL a
+/// device is registered anew by its next `PUT /devices`, which answers a new secret even when
+/// the old one is presented; the app keeps the new one, and the old one is refused from then
+/// on.
+#[tokio::test]
+async fn a_device_past_its_ttl_is_registered_anew_with_a_new_secret() {
+    let (app, clock) = app_at_now().await;
+    let device = "expired-device";
+    let put = |secret: Option<String>| {
+        let mut request = app
+            .agent(http::Method::PUT, "/devices")
+            .body(json!({"deviceId": device, "voipToken": token()}).to_string());
+        if let Some(secret) = secret {
+            request = request.header("x-device-secret", secret);
+        }
+        send(request)
+    };
+    let first: Value = put(None).await.json().await.unwrap();
+    let old = first["deviceSecret"].as_str().unwrap().to_owned();
+    assert_eq!(put(Some(old.clone())).await.status().as_u16(), 200);
+    error_body(put(None).await, 403, "DEVICE_SECRET_REQUIRED").await;
+
+    clock.advance(koe::domain::device::DEVICE_RETENTION);
+    let renewed = put(Some(old.clone())).await;
+    assert_eq!(renewed.status().as_u16(), 200);
+    let renewed: Value = renewed.json().await.unwrap();
+    let new = renewed["deviceSecret"]
+        .as_str()
+        .expect("a new registration answers a new secret")
+        .to_owned();
+    assert_ne!(new, old);
+    assert_eq!(put(Some(new)).await.status().as_u16(), 200);
+    error_body(put(Some(old)).await, 403, "DEVICE_SECRET_REQUIRED").await;
+}
