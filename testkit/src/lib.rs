@@ -2,6 +2,7 @@
 //! harness that starts the real local server.
 
 pub mod clock;
+pub mod cloudwatch;
 pub mod dispatching;
 pub mod dynamodb;
 pub mod emf;

@@ -4,6 +4,7 @@
 
 mod agent_auth;
 mod agent_limit;
+mod alarm_evaluation;
 mod api_agent;
 mod api_calls;
 mod api_calls_refusals;
