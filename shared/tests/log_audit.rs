@@ -10,7 +10,13 @@
 //!
 //! Coverage follows the route table: every route's endpoint runs through `exercise` (a route
 //! without a scenario here fails the test), and the
-//! test fails if any route of `ROUTES` left no access-log line in a pass.
+//! test fails if any route of `ROUTES` left no access-log line in a pass. Beyond each route's
+//! success and refusals, the paths that carry a credential or answer from a kept record: requests
+//! sending `X-Device-Secret` (its issued value, and its hash, must never be logged; a made-up
+//! one neither), 403 `DEVICE_SECRET_REQUIRED` on `PUT /devices`, `/calls` and, with
+//! `AGENT_REQUIRE_DEVICE_SECRET` on (a second app on the pass's store), `POST /agent`; and an
+//! `Idempotency-Key` (a sentinel) replayed, reused with another body and replayed once its
+//! reservation is gone.
 //!
 //! Its own test binary, so the capture sees only this binary's runs.
 
@@ -48,6 +54,9 @@ const CALLER: &str = "SENTINEL-CALLER-2597";
 const UPSTREAM: &str = "SENTINEL-UPSTREAM-36a6";
 const ID_TOKEN_JUNK: &str = "SENTINEL-IDTOKEN-47b5";
 const CLAIM_EMAIL: &str = "sentinel-claim-58c4@evil.test";
+/// A made-up `X-Device-Secret` (the issued ones are collected per pass and forbidden too).
+const WRONG_SECRET: &str = "SENTINEL-DEVSECRET-69d7";
+const IDEMPOTENCY_KEY: &str = "SENTINEL-IDEMKEY-7ae8";
 /// VoIP token hex (sent in upper case; stored lower case).
 const TOKEN_HEX: &str = "5e471ae15e471ae1";
 
@@ -58,6 +67,10 @@ struct Devices {
     unregistered: String,
     cancelled: String,
     dispatched: String,
+    /// Registered with its secret proven.
+    secret: String,
+    /// Reserved with an `Idempotency-Key`.
+    idempotent: String,
 }
 
 impl Devices {
@@ -69,16 +82,20 @@ impl Devices {
             unregistered: id("unregistered"),
             cancelled: id("cancelled"),
             dispatched: id("dispatched"),
+            secret: id("secret"),
+            idempotent: id("idempotent"),
         }
     }
 
-    fn all(&self) -> [&str; 5] {
+    fn all(&self) -> [&str; 7] {
         [
             &self.agent,
             &self.registered,
             &self.unregistered,
             &self.cancelled,
             &self.dispatched,
+            &self.secret,
+            &self.idempotent,
         ]
     }
 }
@@ -126,6 +143,12 @@ fn forbidden() -> Vec<String> {
         "DEVICE-unregistered",
         "DEVICE-cancelled",
         "DEVICE-dispatched",
+        "DEVICE-secret",
+        "DEVICE-idempotent",
+        WRONG_SECRET,
+        "DEVSECRET-69d7",
+        IDEMPOTENCY_KEY,
+        "IDEMKEY-7ae8",
         // The sentinels' shared prefix: no sentinel at all, whole or in part.
         "SENTINEL",
         "sentinel",
@@ -140,10 +163,14 @@ fn forbidden() -> Vec<String> {
 struct Pass {
     name: &'static str,
     app: TestApp,
+    /// The same store, with `AGENT_REQUIRE_DEVICE_SECRET=true`.
+    switched: TestApp,
+    /// [`Devices::secret`]'s proven secret, once registered.
+    device_secret: Option<String>,
     /// A store that is down: store-backed routes answer 503, the agent fails open.
     down: bool,
     devices: Devices,
-    /// ID tokens used in this pass: they, and their signatures, must not be logged.
+    /// ID tokens and device secrets (and their hashes) used in this pass: none may be logged.
     tokens: Vec<String>,
     /// Serves the JWKS for POST /internal/dispatch.
     _issuer: StandInIssuer,
@@ -159,15 +186,20 @@ impl Pass {
             ("DEVICE_HASH_SALT", SALT.to_owned()),
             ("AGENT_DAILY_LIMIT", "2".to_owned()),
         ]);
-        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let app = spawn_app_with(&vars, move |app| match store {
             Some(store) => app.with_store(store),
             None => app,
         })
         .await;
+        vars.push(("AGENT_REQUIRE_DEVICE_SECRET", "true"));
+        let shared = app.store.clone();
+        let switched = spawn_app_with(&vars, move |app| app.with_store(shared)).await;
         Pass {
             name,
             app,
+            switched,
+            device_secret: None,
             down,
             devices: Devices::of(name),
             tokens: Vec::new(),
@@ -198,6 +230,50 @@ impl Pass {
         let text = response.text().await.unwrap();
         assert_eq!(status, expected, "{} pass, {what}: {text}", self.name);
         serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    /// Like [`Pass::expect`] for a refusal: also checks the error code (unless the store is down).
+    async fn refused(&self, what: &str, request: reqwest::RequestBuilder, status: u16, code: &str) {
+        let body = self.expect(what, request, status, true).await;
+        if !self.down {
+            assert_eq!(body["code"], code, "{} pass, {what}: {body}", self.name);
+        }
+    }
+
+    /// [`Devices::secret`] registered (`PUT /devices`) and its secret proven (a `PUT` that
+    /// sends it); the secret. While the store is down, both answer 503 and a made-up one stands
+    /// in. The secret and its hash join the forbidden strings.
+    async fn device_secret(&mut self) -> String {
+        if let Some(secret) = &self.device_secret {
+            return secret.clone();
+        }
+        let id = self.devices.secret.clone();
+        let body = json!({"deviceId": id, "voipToken": voip_token()}).to_string();
+        let first = self
+            .expect(
+                "PUT /devices, issues a secret",
+                self.agent(http::Method::PUT, "/devices").body(body.clone()),
+                200,
+                true,
+            )
+            .await;
+        let secret = match first["deviceSecret"].as_str() {
+            Some(secret) => secret.to_owned(),
+            None => WRONG_SECRET.to_owned(),
+        };
+        self.tokens.push(secret.clone());
+        self.tokens.push(koe::domain::device::secret_hash(&secret));
+        self.expect(
+            "PUT /devices, proves the secret",
+            self.agent(http::Method::PUT, "/devices")
+                .header("x-device-secret", &secret)
+                .body(body),
+            200,
+            true,
+        )
+        .await;
+        self.device_secret = Some(secret.clone());
+        secret
     }
 
     async fn store_device(&self, id: &str) -> Device {
@@ -419,6 +495,7 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             )
             .await;
             pass.app.openai.set_default(Behaviour::schema_valid());
+            agent_device_secret(pass).await;
         }
         "put-device" => {
             let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox"});
@@ -449,6 +526,20 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 false,
             )
             .await;
+            // The device secret: issued, proven, then refused with another value or none.
+            pass.device_secret().await;
+            let body = json!({"deviceId": pass.devices.secret, "voipToken": voip_token()});
+            for (what, secret) in [("another secret", Some(WRONG_SECRET)), ("no secret", None)] {
+                let mut request = pass
+                    .agent(http::Method::PUT, "/devices")
+                    .body(body.to_string());
+                if let Some(secret) = secret {
+                    request = request.header("x-device-secret", secret);
+                }
+                let what = format!("PUT /devices, {what}");
+                pass.refused(&what, request, 403, "DEVICE_SECRET_REQUIRED")
+                    .await;
+            }
         }
         "create-call" => {
             pass.store_device(&d.registered).await;
@@ -489,6 +580,8 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 false,
             )
             .await;
+            calls_idempotency(pass).await;
+            calls_device_secret(pass).await;
         }
         "get-call" => {
             let device = pass.store_device(&d.registered).await;
@@ -600,6 +693,137 @@ async fn exercise(pass: &mut Pass, binary: &str) {
         }
         other => panic!("log_audit: no scenario for the `{other}` route; add one to `exercise`"),
     }
+}
+
+/// `POST /agent` with `AGENT_REQUIRE_DEVICE_SECRET` on (the pass's second app): refused for an
+/// unregistered device, with another secret and with none; answered with the proven secret.
+/// With the switch off, the header is ignored.
+async fn agent_device_secret(pass: &mut Pass) {
+    let secret = pass.device_secret().await;
+    let round1 = |device: &str| {
+        json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"], "deviceId": device})
+            .to_string()
+    };
+    let switched = |secret: Option<&str>, device: &str| {
+        let request = pass
+            .switched
+            .agent_with_key(http::Method::POST, "/agent", AGENT_KEY)
+            .body(round1(device));
+        match secret {
+            Some(secret) => request.header("x-device-secret", secret),
+            None => request,
+        }
+    };
+    pass.switched.openai.set_default(Behaviour::schema_valid());
+    let (proven, unregistered) = (&pass.devices.secret, &pass.devices.unregistered);
+    for (what, request) in [
+        ("unregistered", switched(Some(WRONG_SECRET), unregistered)),
+        ("another secret", switched(Some(WRONG_SECRET), proven)),
+        ("no secret", switched(None, proven)),
+    ] {
+        let what = format!("agent round 1, secret required, {what}");
+        pass.refused(&what, request, 403, "DEVICE_SECRET_REQUIRED")
+            .await;
+    }
+    pass.expect(
+        "agent round 1, secret required and sent",
+        switched(Some(&secret), proven),
+        200,
+        true,
+    )
+    .await;
+    pass.expect(
+        "agent round 1, a secret sent while not required",
+        pass.agent(http::Method::POST, "/agent")
+            .header("x-device-secret", &secret)
+            .body(round1(proven)),
+        200,
+        false,
+    )
+    .await;
+}
+
+/// `POST /calls` with an `Idempotency-Key`: the first 201, its replay, the key with another body
+/// (409 `IDEMPOTENCY_KEY_REUSED`), then, the reservation cancelled, its replay (409
+/// `RESERVATION_GONE`).
+async fn calls_idempotency(pass: &mut Pass) {
+    let device = pass.devices.idempotent.clone();
+    pass.store_device(&device).await;
+    let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
+    let body = json!({"deviceId": device, "scheduledAt": at, "callerName": CALLER});
+    let mut other = body.clone();
+    other["callerName"] = json!(format!("{CALLER} 2"));
+    let keyed = |body: &Value| {
+        pass.agent(http::Method::POST, "/calls")
+            .header("idempotency-key", IDEMPOTENCY_KEY)
+            .body(body.to_string())
+    };
+    pass.expect("POST /calls, keyed", keyed(&body), 201, true)
+        .await;
+    pass.expect("POST /calls, keyed, replayed", keyed(&body), 201, true)
+        .await;
+    pass.refused(
+        "POST /calls, key reused with another body",
+        keyed(&other),
+        409,
+        "IDEMPOTENCY_KEY_REUSED",
+    )
+    .await;
+    pass.expect(
+        "DELETE /calls, the keyed reservation",
+        pass.agent(http::Method::DELETE, &format!("/calls?deviceId={device}")),
+        204,
+        true,
+    )
+    .await;
+    pass.refused(
+        "POST /calls, keyed, reservation gone",
+        keyed(&body),
+        409,
+        "RESERVATION_GONE",
+    )
+    .await;
+}
+
+/// `/calls` for the device whose secret is proven: with it, with another, without.
+async fn calls_device_secret(pass: &mut Pass) {
+    let secret = pass.device_secret().await;
+    let device = pass.devices.secret.clone();
+    let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
+    let body = json!({"deviceId": device, "scheduledAt": at, "callerName": CALLER});
+    pass.expect(
+        "POST /calls, with the device secret",
+        pass.agent(http::Method::POST, "/calls")
+            .header("x-device-secret", &secret)
+            .body(body.to_string()),
+        201,
+        true,
+    )
+    .await;
+    let path = format!("/calls?deviceId={device}");
+    pass.expect(
+        "GET /calls, with the device secret",
+        pass.agent(http::Method::GET, &path)
+            .header("x-device-secret", &secret),
+        200,
+        true,
+    )
+    .await;
+    pass.refused(
+        "GET /calls, another secret",
+        pass.agent(http::Method::GET, &path)
+            .header("x-device-secret", WRONG_SECRET),
+        403,
+        "DEVICE_SECRET_REQUIRED",
+    )
+    .await;
+    pass.refused(
+        "DELETE /calls, no secret",
+        pass.agent(http::Method::DELETE, &path),
+        403,
+        "DEVICE_SECRET_REQUIRED",
+    )
+    .await;
 }
 
 fn assert_no_sentinel(capture: &LogCapture, tokens: &[String]) {
@@ -726,6 +950,25 @@ async fn every_route_on_every_store_logs_no_personal_data() {
             .any(|l| l["error"].as_str().is_some_and(|e| e.contains("DynamoDB"))),
         "the DynamoDB SDK's errors were logged, and so audited (positive control)"
     );
+    for code in [
+        "DEVICE_SECRET_REQUIRED",
+        "IDEMPOTENCY_KEY_REUSED",
+        "RESERVATION_GONE",
+    ] {
+        assert!(
+            lines.iter().any(|l| l["code"] == code),
+            "{code} was answered, and so audited (positive control)"
+        );
+    }
+    for message in [
+        "reservation answer replayed for a repeated Idempotency-Key",
+        "agent round 1 refused: the device's proven secret was not presented",
+    ] {
+        assert!(
+            lines.iter().any(|l| l["message"] == message),
+            "\"{message}\" was logged, and so audited (positive control)"
+        );
+    }
     assert_every_request_line_has_its_id(&lines);
     assert_no_sentinel(&capture, &tokens);
 }

@@ -2,11 +2,13 @@
 //! (`AWS_ENDPOINT_URL_SECRETS_MANAGER`): answers `secretsmanager.GetSecretValue` (AWS JSON 1.1)
 //! with the values the test set, `ResourceNotFoundException` for any other id, and counts the
 //! reads and the credentials they were signed with (the access key id, not checked: a stand-in
-//! has no secret to check a signature with).
+//! has no secret to check a signature with). [`StandInSecretsManager::hold_answers`] makes it
+//! take reads and never answer them, as a connection stuck across a Lambda freeze does.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -23,6 +25,8 @@ struct Shared {
     values: Mutex<HashMap<String, String>>,
     /// The `SecretId` of every read, in order.
     reads: Mutex<Vec<String>>,
+    /// Reads are taken (and counted) but never answered.
+    holding: AtomicBool,
 }
 
 pub struct StandInSecretsManager {
@@ -59,6 +63,12 @@ impl StandInSecretsManager {
         values.insert(arn.to_owned(), value.to_owned());
     }
 
+    /// From now on (`true`) reads are taken and counted but never answered: the connection
+    /// stays open and silent. `false`: later reads are answered again (held ones never are).
+    pub fn hold_answers(&self, hold: bool) {
+        self.shared.holding.store(hold, Ordering::SeqCst);
+    }
+
     /// The `SecretId` of every read so far, in order.
     pub fn reads(&self) -> Vec<String> {
         self.shared.reads.lock().unwrap().clone()
@@ -87,7 +97,11 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
                         .await
                         .map(|b| b.to_bytes())
                         .unwrap_or_default();
-                    Ok::<_, Infallible>(answer(&shared, &target, &body))
+                    let answer = answer(&shared, &target, &body);
+                    if shared.holding.load(Ordering::SeqCst) {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, Infallible>(answer)
                 }
             });
             let _ = http1::Builder::new()

@@ -1,5 +1,6 @@
 //! POST /agent: one round of agent mode. Round 1 is counted against the device's daily limit
 //! and answered by the planner (a plan or the answer); round 2 is answered by the responder.
+//! With `AGENT_REQUIRE_DEVICE_SECRET`, round 1 first needs the device's proven secret.
 
 use std::time::Duration;
 
@@ -10,12 +11,14 @@ use super::{Request, Response, json_response};
 use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
+use crate::api::devices::presented_secret;
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
 use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
+use crate::domain::device::DeviceId;
 use crate::model::{ModelProvider, ProviderError};
-use crate::store::{Store, UsageOutcome};
+use crate::store::{DeviceProof, Store, UsageOutcome};
 
 pub const RATE_LIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const RATE_LIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -38,11 +41,50 @@ pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, 
     let round = AgentRequest::parse(&parse_object(request.body())?)?;
     within_budget(cx.budget, async {
         match round {
-            AgentRequest::Round1(round) => round_1(cx, &round).await,
+            AgentRequest::Round1(round) => {
+                if cx.settings.require_device_secret {
+                    device_admitted(cx, &request, &round.device_id).await?;
+                }
+                round_1(cx, &round).await
+            }
             AgentRequest::Round2(round) => round_2(cx, &round).await,
         }
     })
     .await
+}
+
+/// With `AGENT_REQUIRE_DEVICE_SECRET` on, round 1 is served only for a registered device whose
+/// app has proven its secret and that presents it in `X-Device-Secret` (docs/security.md, "The
+/// agent's daily limit and device ids"): the check `/calls` makes ([`DeviceProof::admits`]),
+/// except that an unregistered device, an unproven secret or none presented is refused too,
+/// since otherwise a made-up device id would still pass. 403 `DEVICE_SECRET_REQUIRED` before
+/// the daily limit counts anything; a store that fails answers 503 (closed: a check that
+/// cannot be made does not pass).
+async fn device_admitted(
+    cx: &AgentContext<'_>,
+    request: &Request,
+    device_id: &DeviceId,
+) -> Result<(), ApiError> {
+    let presented = presented_secret(request)?;
+    let proof = cx.store.device_proof(device_id).await?;
+    let refusal = match (&proof, &presented) {
+        (DeviceProof::Unregistered, _) => "device not registered",
+        (DeviceProof::Registered { proven: false, .. }, _) => "device secret not proven",
+        (_, None) => "device secret not presented",
+        (_, Some(_)) if !proof.admits(presented.as_deref()) => "device secret not the device's",
+        (_, Some(_)) => return Ok(()),
+    };
+    tracing::warn!(
+        device = %device_id.log_hash(&cx.settings.device_hash_salt),
+        presented = presented.is_some(),
+        refusal,
+        "agent round 1 refused: the device's proven secret was not presented"
+    );
+    Err(ApiError::new(
+        ErrorCode::DeviceSecretRequired,
+        "X-Device-Secret is missing or not this device's proven secret: agent requests need a \
+         device registered with PUT /devices whose deviceSecret was sent back as X-Device-Secret",
+    ))
 }
 
 fn number(n: impl Into<u64>) -> HeaderValue {

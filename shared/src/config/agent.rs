@@ -1,4 +1,5 @@
-//! The agent API's section: its keys, daily limit, log-hash salt, models and persona.
+//! The agent API's section: its keys, daily limit, device-secret switch, log-hash salt, models
+//! and persona.
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -29,6 +30,10 @@ pub struct AgentConfig {
     pub api_keys: ApiKeys,
     /// Round-1 agent calls per device per JST day.
     pub daily_limit: u32,
+    /// Round 1 only for a registered device presenting its proven `X-Device-Secret`
+    /// (`AGENT_REQUIRE_DEVICE_SECRET`, default false: docs/security.md, "The agent's daily
+    /// limit and device ids").
+    pub require_device_secret: bool,
     /// Salt of the device-id hashes in logs.
     pub device_hash_salt: String,
     /// Model of round 1's planner call (`AGENT_PLANNER_MODEL`).
@@ -43,12 +48,13 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
-    /// `AGENT_API_KEYS`, `AGENT_DAILY_LIMIT` (default 50), `DEVICE_HASH_SALT`,
-    /// `AGENT_PLANNER_MODEL`, `AGENT_RESPONDER_MODEL`, `AGENT_PERSONA` and `AGENT_STEP_KEY`.
+    /// `AGENT_API_KEYS`, `AGENT_DAILY_LIMIT` (default 50), `AGENT_REQUIRE_DEVICE_SECRET`
+    /// (default false), `DEVICE_HASH_SALT`, `AGENT_PLANNER_MODEL`, `AGENT_RESPONDER_MODEL`, `AGENT_PERSONA` and `AGENT_STEP_KEY`.
     pub fn from_vars(vars: &Vars) -> Result<AgentConfig, ConfigError> {
         Ok(AgentConfig {
             api_keys: ApiKeys::parse(vars.get("AGENT_API_KEYS").as_deref()),
             daily_limit: vars.int_or("AGENT_DAILY_LIMIT", 50, 1..=100_000)? as u32,
+            require_device_secret: vars.bool_or("AGENT_REQUIRE_DEVICE_SECRET", false)?,
             device_hash_salt: vars.string_or("DEVICE_HASH_SALT", "koe"),
             planner_model: model_name(vars, "AGENT_PLANNER_MODEL")?,
             responder_model: model_name(vars, "AGENT_RESPONDER_MODEL")?,
@@ -154,6 +160,7 @@ mod tests {
     const OWN: &[&str] = &[
         "AGENT_API_KEYS",
         "AGENT_DAILY_LIMIT",
+        "AGENT_REQUIRE_DEVICE_SECRET",
         "DEVICE_HASH_SALT",
         "AGENT_PLANNER_MODEL",
         "AGENT_RESPONDER_MODEL",
@@ -193,6 +200,25 @@ mod tests {
         for value in ["0", "100001", "many"] {
             let err = from(&[("AGENT_DAILY_LIMIT", value)]).unwrap_err();
             assert_eq!(err.var, "AGENT_DAILY_LIMIT", "{value}");
+        }
+    }
+
+    #[test]
+    fn the_device_secret_switch_is_off_by_default_and_checked() {
+        assert!(!from(&[]).unwrap().require_device_secret);
+        for (value, on) in [
+            ("true", true),
+            ("1", true),
+            ("false", false),
+            (" 0 ", false),
+        ] {
+            let agent = from(&[("AGENT_REQUIRE_DEVICE_SECRET", value)]).unwrap();
+            assert_eq!(agent.require_device_secret, on, "{value}");
+        }
+        for value in ["yes", "on", "enabled"] {
+            let err = from(&[("AGENT_REQUIRE_DEVICE_SECRET", value)]).unwrap_err();
+            assert_eq!(err.var, "AGENT_REQUIRE_DEVICE_SECRET", "{value:?}");
+            assert!(err.to_string().contains("AGENT_REQUIRE_DEVICE_SECRET"));
         }
     }
 

@@ -282,6 +282,7 @@ pub(crate) mod testing {
         ("MINIMUM_VERSION", "v1"),
         ("STORE", "postgres"),
         ("AGENT_DAILY_LIMIT", "0"),
+        ("AGENT_REQUIRE_DEVICE_SECRET", "yes"),
         ("AGENT_PLANNER_MODEL", "gpt 4o"),
         ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
         ("AGENT_STEP_KEY", "short"),

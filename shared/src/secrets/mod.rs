@@ -6,14 +6,18 @@
 //! lays them over the other variables, so the configuration reads `OPENAI_API_KEY` as before.
 //! Each value is a [`LiveSecret`]: read again in the background once it is older than
 //! [`REFRESH_EVERY`], and at once (at most every [`MIN_GAP`]) when a credential it holds was
-//! refused (an unknown `X-Api-Key`, OpenAI's 401), so a rotation needs no deploy. Local runs and
-//! tests set the variables themselves; nothing is read then.
+//! refused (an unknown `X-Api-Key`, OpenAI's 401), so a rotation needs no deploy. Every read has
+//! a deadline ([`START_READ_TIMEOUT`], [`READ_TIMEOUT`]) and holds the one-read-at-a-time slot
+//! only while it runs: a read that fails, times out or is abandoned (a read stuck across a Lambda
+//! freeze, a request that went away) leaves the next one possible. Local runs and tests set the
+//! variables themselves; nothing is read then.
 
 pub mod secretsmanager;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
@@ -38,6 +42,20 @@ pub const REFRESH_EVERY: Duration = Duration::minutes(5);
 /// Reads forced by a refused credential (or an empty value) are at least this far apart, so
 /// a flood of bad keys cannot turn into a flood of Secrets Manager calls.
 pub const MIN_GAP: Duration = Duration::seconds(30);
+/// Deadline of one read once the function serves: a forced read (an unknown `X-Api-Key`) runs
+/// inside the request, before its handler, so this comes on top of the worst cases of
+/// `crate::budgets` for every function behind the agent API's key. The tightest keep 0.5 s of
+/// their timeout past worst case and margin (AgentFunction: 28 s = 25 s provider budget + 2 s
+/// notification + 0.5 s margin; PutDeviceFunction: 15 s = 4 x 3 s store + 2 s + 0.5 s), so
+/// 500 ms, a test in `tests.rs` holds it to `template.yaml`. GetSecretValue answers within tens
+/// of milliseconds in-region: one that takes this long has failed (the value in hand stays in
+/// use, and the next read is due as after any failure).
+pub const READ_TIMEOUT: StdDuration = StdDuration::from_millis(500);
+/// Deadline of the cold start's reads (all at once, before the first request, so outside every
+/// request's budget): within Lambda's 10 s init phase with room for the rest of the init, and
+/// above the SDK's 3.1 s connect timeout, so a slow first connection is retried once rather
+/// than failing the start. A start that cannot read its secrets stops, naming the variable.
+pub const START_READ_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 
 /// Reading a secret failed (names the secret's variable, never its value).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +84,44 @@ struct Inner {
     managed: Option<(String, Arc<dyn SecretSource>)>,
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    /// Whether a read is in flight (one at a time): held only through a [`Slot`].
     reading: AtomicBool,
+    /// Deadline of each read ([`READ_TIMEOUT`]; shorter in tests against a real socket).
+    read_timeout: StdDuration,
+}
+
+/// The one read in flight. Given back when dropped, so a read that fails, times out or is
+/// abandoned half-way (its future dropped) never keeps it.
+struct Slot<'a>(&'a AtomicBool);
+
+impl<'a> Slot<'a> {
+    /// The slot, unless a read holds it.
+    fn take(reading: &'a AtomicBool) -> Option<Slot<'a>> {
+        (!reading.swap(true, Ordering::SeqCst)).then_some(Slot(reading))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// One read of `arn`, failed if it takes longer than `timeout` (the read is dropped: a request
+/// the SDK still had in flight is abandoned, its connection closed).
+async fn read_within(
+    source: &dyn SecretSource,
+    arn: &str,
+    timeout: StdDuration,
+) -> Result<String, SecretError> {
+    tokio::time::timeout(timeout, source.read(arn))
+        .await
+        .unwrap_or_else(|_| {
+            Err(SecretError(format!(
+                "GetSecretValue gave no answer within {} ms",
+                timeout.as_millis()
+            )))
+        })
 }
 
 struct State {
@@ -98,6 +153,7 @@ impl LiveSecret {
                 forced_at: None,
             }),
             reading: AtomicBool::new(false),
+            read_timeout: READ_TIMEOUT,
         }))
     }
 
@@ -129,12 +185,17 @@ impl LiveSecret {
         value
     }
 
-    /// A credential from this secret was refused: reads it again now, unless a forced read
-    /// happened in the last [`MIN_GAP`]. Whether the value changed.
+    /// A credential from this secret was refused: reads it again now (within [`READ_TIMEOUT`]),
+    /// unless a read is in flight or a forced read began in the last [`MIN_GAP`] (whatever
+    /// became of it: during an outage, a flood of bad keys costs one read per gap). Whether the
+    /// value changed.
     pub async fn refused(&self) -> bool {
         if self.0.managed.is_none() {
             return false;
         }
+        let Some(slot) = Slot::take(&self.0.reading) else {
+            return false;
+        };
         {
             let mut state = self.state();
             let now = self.0.clock.now();
@@ -143,19 +204,23 @@ impl LiveSecret {
             }
             state.forced_at = Some(now);
         }
-        self.read_again().await
+        self.read_holding(slot).await
     }
 
-    /// One read at a time; whether the value changed.
+    /// A read in the background, unless one is in flight; whether the value changed.
     async fn read_again(&self) -> bool {
+        match Slot::take(&self.0.reading) {
+            Some(slot) => self.read_holding(slot).await,
+            None => false,
+        }
+    }
+
+    /// One read, `_slot` held until it ends (or is dropped); whether the value changed.
+    async fn read_holding(&self, _slot: Slot<'_>) -> bool {
         let Some((arn, source)) = &self.0.managed else {
             return false;
         };
-        if self.0.reading.swap(true, Ordering::SeqCst) {
-            return false;
-        }
-        let read = source.read(arn).await;
-        self.0.reading.store(false, Ordering::SeqCst);
+        let read = read_within(source.as_ref(), arn, self.0.read_timeout).await;
         let mut state = self.state();
         state.read_at = self.0.clock.now();
         match read {
@@ -201,7 +266,9 @@ impl Secrets {
             .into_iter()
             .filter_map(|(var, arn_var)| vars.get(arn_var).map(|arn| (var, arn_var, arn)))
             .collect();
-        let reads = named.iter().map(|(_, _, arn)| source.read(arn));
+        let reads = named
+            .iter()
+            .map(|(_, _, arn)| read_within(source.as_ref(), arn, START_READ_TIMEOUT));
         let values = futures_util::future::join_all(reads).await;
         let mut secrets = HashMap::new();
         for ((var, arn_var, arn), value) in named.into_iter().zip(values) {

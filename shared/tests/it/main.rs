@@ -3,6 +3,7 @@
 //! global subscriber, are binaries of their own beside this folder.
 
 mod agent_auth;
+mod agent_device_secret;
 mod agent_limit;
 mod alarm_evaluation;
 mod api_agent;
