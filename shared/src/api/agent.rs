@@ -66,7 +66,7 @@ async fn device_admitted(
     device_id: &DeviceId,
 ) -> Result<(), ApiError> {
     let presented = presented_secret(request)?;
-    let proof = cx.store.device_proof(device_id).await?;
+    let proof = cx.store.device_proof(device_id, cx.now).await?;
     let refusal = match (&proof, &presented) {
         (DeviceProof::Unregistered, _) => "device not registered",
         (DeviceProof::Registered { proven: false, .. }, _) => "device secret not proven",
