@@ -14,6 +14,7 @@ use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 
+mod devices;
 mod dispatch;
 mod due;
 
@@ -61,20 +62,6 @@ impl MemoryStore {
         self.lock().due_keys.get(id).cloned()
     }
 
-    /// Forgets a device record past its TTL at `now` (as DynamoDB's TTL deletion would; the
-    /// DynamoDB adapter reads such a record as absent before then).
-    fn expire_device(tables: &mut Tables, id: &DeviceId, now: DateTime<Utc>) {
-        if tables
-            .device_expiry
-            .get(id)
-            .is_some_and(|t| *t <= now.timestamp())
-        {
-            tables.devices.remove(id);
-            tables.device_secrets.remove(id);
-            tables.device_expiry.remove(id);
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
@@ -103,25 +90,7 @@ impl Store for MemoryStore {
         presented: Option<&str>,
         new_secret_hash: &str,
     ) -> Result<DeviceWrite, StoreError> {
-        let mut tables = self.lock();
-        let id = &device.device_id;
-        MemoryStore::expire_device(&mut tables, id, device.updated_at);
-        // A record whose token was removed keeps its secret: it still exists.
-        let exists = tables.devices.contains_key(id) || tables.device_secrets.contains_key(id);
-        let stored = tables.device_secrets.get(id).cloned();
-        let (secret, issued) = match (exists, stored, presented) {
-            (false, _, _) => ((new_secret_hash.to_owned(), false), true),
-            (true, Some((hash, _)), Some(p)) if hash == p => ((hash, true), false),
-            (true, _, Some(_)) => return Ok(DeviceWrite::Refused),
-            (true, Some((_, true)), None) => return Ok(DeviceWrite::Refused),
-            (true, Some((hash, false)), None) => ((hash, false), false),
-            (true, None, None) => ((new_secret_hash.to_owned(), false), true),
-        };
-        let proven = secret.1;
-        tables.devices.insert(id.clone(), device.clone());
-        tables.device_secrets.insert(id.clone(), secret);
-        tables.device_expiry.insert(id.clone(), device.expire_at());
-        Ok(DeviceWrite::Written { issued, proven })
+        Ok(self.lock().register(device, presented, new_secret_hash))
     }
 
     async fn get_device(
@@ -130,7 +99,7 @@ impl Store for MemoryStore {
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
         let mut tables = self.lock();
-        MemoryStore::expire_device(&mut tables, id, now);
+        tables.expire_device(id, now);
         Ok(tables.devices.get(id).cloned())
     }
 
@@ -140,15 +109,7 @@ impl Store for MemoryStore {
         secret_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        MemoryStore::expire_device(&mut tables, id, now);
-        match tables.device_secrets.get_mut(id) {
-            Some((hash, proven)) if hash == secret_hash => {
-                *proven = true;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        Ok(self.lock().prove(id, secret_hash, now))
     }
 
     async fn device_proof(
@@ -156,18 +117,7 @@ impl Store for MemoryStore {
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<DeviceProof, StoreError> {
-        let mut tables = self.lock();
-        MemoryStore::expire_device(&mut tables, id, now);
-        let has_token = tables.devices.contains_key(id);
-        let secret = tables.device_secrets.get(id);
-        if !has_token && secret.is_none() {
-            return Ok(DeviceProof::Unregistered);
-        }
-        Ok(DeviceProof::Registered {
-            secret_hash: secret.map(|(hash, _)| hash.clone()),
-            proven: secret.is_some_and(|(_, proven)| *proven),
-            has_token,
-        })
+        Ok(self.lock().proof(id, now))
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {

@@ -88,3 +88,35 @@ fn code_and_template_agree_on_the_provider_budget() {
         "PROVIDER_TIMEOUT_MS"
     );
 }
+
+/// A forced Secrets Manager read (`koe::secrets::READ_TIMEOUT`) comes on top of the worst case of every function behind the agent API's
+/// key (a forced read runs before the handler): together they fit its timeout in
+/// `template.yaml`, and API Gateway's, with the margin `koe::budgets` keeps.
+#[test]
+fn a_forced_read_fits_every_api_key_functions_time_budget() {
+    let template = load_yaml("template.yaml");
+    let budgets = at_the_limits();
+    let keyed = koe::ROUTES
+        .iter()
+        .filter(|r| r.auth == koe::endpoints::Auth::ApiKey);
+    let mut checked = 0;
+    for route in keyed {
+        let budget = budgets
+            .iter()
+            .find(|b| b.function == route.function)
+            .unwrap_or_else(|| panic!("{} has a budget", route.function));
+        let secs = template["Resources"][route.function]["Properties"]["Timeout"]
+            .as_u64()
+            .or_else(|| template["Globals"]["Function"]["Timeout"].as_u64())
+            .unwrap_or_else(|| panic!("{} has a timeout", route.function));
+        let limit = Duration::from_secs(secs).min(GATEWAY_TIMEOUT);
+        let worst = budget.total() + koe::secrets::READ_TIMEOUT + MARGIN;
+        assert!(
+            worst <= limit,
+            "{}: {worst:?} with a forced secret read > {limit:?}",
+            route.function
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "every agent API route is checked");
+}
