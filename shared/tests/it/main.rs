@@ -16,6 +16,7 @@ mod contract_files;
 mod deploy_commands;
 mod dispatch_fan_out;
 mod dispatch_held_replies;
+mod dispatch_inflated_count;
 mod dispatch_lambda;
 mod dispatch_load;
 mod dispatch_runs;
