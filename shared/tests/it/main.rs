@@ -18,6 +18,7 @@ mod dispatch_fan_out;
 mod dispatch_held_replies;
 mod dispatch_inflated_count;
 mod dispatch_lambda;
+mod dispatch_late_push;
 mod dispatch_load;
 mod dispatch_runs;
 mod docs_links;
