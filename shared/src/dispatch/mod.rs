@@ -27,9 +27,11 @@
 //! started (`Store::mark_push_started`, conditional on its own claim) and pushes only if that
 //! write succeeded. A run that dies between claim and mark leaves a `claimed` record without
 //! the mark; once the claim is older than `claim_timeout` a later run re-claims it and sends it
-//! (within grace). A marked claim is never taken over: if its run dies after the mark, a later
-//! run records the call `failed` (push state unknown) and never pushes it again. Outcome writes
-//! are retried with backoff (10 s), so a store hiccup does not leave a sent call to that fate.
+//! (within grace). A push starts only while the claim is surely the run's (checked before each
+//! attempt: it may wait long for its permit); otherwise the claim is given back. A marked claim
+//! is never taken over: if its run dies after the mark, a later run records the call `failed`
+//! (push state unknown) and never pushes it again. Outcome writes are retried with backoff
+//! (10 s), so a store hiccup does not leave a sent call to that fate.
 //!
 //! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
 //! `select` (the selection's requests), `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
