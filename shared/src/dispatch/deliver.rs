@@ -32,6 +32,9 @@ enum Delivery {
     /// Accepted by APNs at this time.
     Sent(DateTime<Utc>),
     NotSent(PushError),
+    /// Not attempted (again): the claim might no longer be this run's, or the call is past
+    /// grace ([`Run::may_push`]). Nothing left for it that may have been delivered.
+    GivenUp,
 }
 
 impl Run {
@@ -196,8 +199,9 @@ impl Run {
     /// (or as soon as the mark is answered, if that is later) pushes, retrying within the push
     /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
     /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. A claim
-    /// held so long that another run could take it over is given back unpushed instead. The
-    /// permit goes on with the outcome, to record it.
+    /// held so long that another run could take it over is given back unpushed instead, also
+    /// when that happens while the push waits for its permit or between its attempts
+    /// ([`Run::may_push`]). The permit goes on with the outcome, to record it.
     async fn push(
         &self,
         r: &DueCall,
@@ -248,8 +252,21 @@ impl Run {
         wait_until(self.clock(), at).await;
         let permit = self.permit().await;
         let start = self.clock().now();
-        let (delivery, attempts) = self.push_within_budget(r, &device, at, start).await;
+        let (delivery, attempts) = self
+            .push_within_budget(r, &device, at, claimed_at, start)
+            .await;
         let pushed = match delivery {
+            Delivery::GivenUp => {
+                // Its own permit first: giving back takes one, and there may be only one.
+                drop(permit);
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    held_ms = (self.clock().now() - claimed_at).num_milliseconds(),
+                    attempts,
+                    "dispatch push not started while the claim was surely this run's; given back"
+                );
+                return Push::GivenBack(self.give_back(r, claimed_at).await);
+            }
             Delivery::Sent(sent_at) => Pushed::Sent {
                 late_ms: (sent_at - at).num_milliseconds(),
                 attempts,
@@ -261,6 +278,25 @@ impl Run {
             },
         };
         Push::Ended(pushed, permit)
+    }
+
+    /// Whether this run may still start a push of its claim made at `claimed_at` on the call
+    /// due at `at`: checked right before each attempt, once its permit is held, since waiting
+    /// for the permit (a crowded second, `concurrency`) or between attempts can take any time.
+    /// Until half the claim timeout after the claim, as for the mark: the attempt (cut off at
+    /// the push budget, under the shortest timeout's half) ends before any other run counts
+    /// the claim abandoned and records the call `failed`, so a push never leaves once the
+    /// claim may be someone else's. And not past grace (never before the push budget has
+    /// passed: that is how late any push may leave): too late to ring.
+    ///
+    /// A call given up here is given back (`claimed` → `scheduled`, mark removed), not
+    /// recorded: this run knows its push did not leave, so `failed` would be wrong (SPEC), and
+    /// `scheduled` again a later run sends it within grace, once (or records it `missed`). If
+    /// another run has recorded it `failed` meanwhile (push state unknown), the give-back is
+    /// refused and the call stays so: never pushed twice, its loss on record.
+    fn may_push(&self, at: DateTime<Utc>, claimed_at: DateTime<Utc>) -> bool {
+        let now = self.clock().now();
+        now < claimed_at + self.claim_timeout / 2 && now <= at + self.grace.max(self.push_budget)
     }
 
     /// Gives back this run's claim of a call it did not push (`Store::release_claim`), made
@@ -291,18 +327,22 @@ impl Run {
     /// no answer in time) is not, since the phone could ring twice; the call is then recorded
     /// `failed`, push state unknown (docs/reliability.md, "Push retries", weighs this against a
     /// call that never rings). Each attempt is cut off at the deadline too: such an attempt may
-    /// have been delivered.
+    /// have been delivered. No attempt starts unless [`Run::may_push`].
     async fn push_within_budget(
         &self,
         r: &DueCall,
         device: &Device,
         at: DateTime<Utc>,
+        claimed_at: DateTime<Utc>,
         start: DateTime<Utc>,
     ) -> (Delivery, u32) {
         let deadline = at.max(start) + self.push_budget;
         let mut backoff = FIRST_BACKOFF;
         let mut attempts = 0;
         loop {
+            if !self.may_push(at, claimed_at) {
+                return (Delivery::GivenUp, attempts);
+            }
             attempts += 1;
             let now = self.clock().now();
             let push = VoipPush::for_call(r, now);

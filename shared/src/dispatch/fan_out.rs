@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::dispatcher::Dispatcher;
 use super::report::{RunCause, RunReport};
-use super::run::buckets;
+use super::run::{buckets, query_buckets};
 use super::trigger::DispatchTrigger;
 use crate::domain::due::Part;
 
@@ -61,14 +61,21 @@ impl Dispatcher {
     }
 
     /// How many parts this window needs: the calls made for the minutes it covers (a store
-    /// error counts as none: the run then does all, as before any split).
+    /// error counts as none: the run then does all, as before any split). Its two or three
+    /// counts are read at once; the parts' shard queries are each run's own (`select`).
     async fn workers_needed(&self) -> u32 {
         let now = self.clock.now();
         let settings = self.settings();
         let end = now + chrono::Duration::from_std(settings.window).expect("small");
+        let store = self.store.clone();
+        let counts = query_buckets(buckets(now, end), move |minute| {
+            let store = store.clone();
+            async move { store.due_count(&minute).await }
+        })
+        .await;
         let mut calls = 0u64;
-        for minute in buckets(now, end) {
-            match self.store.due_count(&minute).await {
+        for (minute, count) in counts {
+            match count {
                 Ok(count) => calls += u64::from(count),
                 Err(e) => tracing::warn!(error = %e, minute, "dispatch could not count a minute"),
             }

@@ -8,7 +8,9 @@
 //!    at the start from `grace` + [`MISSED_LOOKBACK`] back (overdue ones, and claims abandoned
 //!    by a run that died), then every `reselect_every` (5 s) again from the current minute, so a
 //!    reservation made after the run started (always at least 10 s ahead) is seen at least 5 s
-//!    before its second.
+//!    before its second. At most [`SELECTION_QUERIES_IN_FLIGHT`] of a run's counts and shard
+//!    queries are out at once, every minute's first shards before any minute's later ones, and
+//!    the run takes each answer on as it comes while it keeps starting the calls it has.
 //! 2. Each reservation gets a task that sleeps (on the `Clock`), reads the device's token 2 s
 //!    before its second, claims it `claim_lead` (500 ms) before its second with one conditional
 //!    write (`scheduled` → `claimed`, or an abandoned claim), marks the push as started 200 ms
@@ -25,12 +27,14 @@
 //! started (`Store::mark_push_started`, conditional on its own claim) and pushes only if that
 //! write succeeded. A run that dies between claim and mark leaves a `claimed` record without
 //! the mark; once the claim is older than `claim_timeout` a later run re-claims it and sends it
-//! (within grace). A marked claim is never taken over: if its run dies after the mark, a later
-//! run records the call `failed` (push state unknown) and never pushes it again. Outcome writes
-//! are retried with backoff (10 s), so a store hiccup does not leave a sent call to that fate.
+//! (within grace). A push starts only while the claim is surely the run's (checked before each
+//! attempt: it may wait long for its permit); otherwise the claim is given back. A marked claim
+//! is never taken over: if its run dies after the mark, a later run records the call `failed`
+//! (push state unknown) and never pushes it again. Outcome writes are retried with backoff
+//! (10 s), so a store hiccup does not leave a sent call to that fate.
 //!
 //! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
-//! `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
+//! `select` (the selection's requests), `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
 //! reservation: read device → claim → mark and push), `record` (its outcome), `outcome` (those steps' outcomes and how
 //! each is counted), `report` ([`RunCause`], [`RunReport`]), `fan_out` (a big minute split into
 //! parts for other invocations), [`metrics`] and [`trigger`].
@@ -47,6 +51,7 @@ mod pending;
 mod record;
 mod report;
 mod run;
+mod select;
 mod state;
 mod timing;
 
@@ -57,4 +62,5 @@ pub use in_flight::InFlight;
 pub use record::FINISH_BUDGET;
 pub use report::{RunCause, RunReport};
 pub use run::{MISSED_LOOKBACK, buckets};
+pub use select::SELECTION_QUERIES_IN_FLIGHT;
 pub use timing::RESOLVE_BUDGET;

@@ -37,8 +37,8 @@ pub(super) enum Claim {
 
 /// Step 3: the push, at the second.
 pub(super) enum Push<'a> {
-    /// Not pushed: the mark could not be resolved while the claim was surely this run's. The
-    /// claim given back (`Ok(true)`: `scheduled` again, a later selection sends it), found no
+    /// Not pushed: the mark could not be resolved, or the push not started, while the claim
+    /// was surely this run's. The claim given back (`Ok(true)`: `scheduled` again, a later selection sends it), found no
     /// longer this run's (`Ok(false)`), or left to a later run (`Err`: the store did not
     /// answer).
     GivenBack(Result<bool, StoreError>),

@@ -12,9 +12,10 @@ use super::deliver::Again;
 use super::dispatcher::Dispatcher;
 use super::pending::{Pending, Task};
 use super::report::{RunCause, RunReport};
+use super::select::{Answer, Found, Selection};
 use super::state::{Run, chrono_duration};
 use super::timing::{DEVICE_READ_LEAD, TASK_LEAD, wait_until};
-use crate::domain::due::{DueCall, Part, shards_for};
+use crate::domain::due::{DueCall, Part};
 use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
 use crate::store::StoreError;
 
@@ -33,7 +34,7 @@ impl Dispatcher {
     /// One run over `part` of every minute's shards (a worker's share of a fanned-out minute).
     pub async fn run_part(&self, cause: RunCause, part: Part) -> RunReport {
         let started = self.clock.now();
-        let run = Arc::new(Run::new(self.clone(), cause, started, part));
+        let run = Arc::new(Run::new(self.clone(), cause, started));
         tracing::info!(
             cause = cause.as_str(),
             run = run.token.as_str(),
@@ -45,26 +46,42 @@ impl Dispatcher {
         let mut known = HashSet::new();
         let mut pending = Pending::default();
         let mut tasks = JoinSet::new();
-        run.select(
-            started - run.grace - MISSED_LOOKBACK,
-            &mut known,
-            &mut pending,
-        )
-        .await;
+        let mut selection = Selection::of_store(self.store.clone(), part);
+        selection.cover(buckets(started - run.grace - MISSED_LOOKBACK, run.end));
         let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
+        // The selection's answers are taken on as they come, while the calls already selected
+        // keep starting on time: a minute whose queries take long delays no other call.
         loop {
             run.start_due(&mut pending, &mut tasks);
-            let next_start = pending.next_start();
-            let wake = match (tick < run.end, next_start) {
-                (true, Some(start)) => tick.min(start),
-                (true, None) => tick,
-                (false, Some(start)) => start,
+            if self.clock.now() >= run.end {
+                selection.stop();
+            }
+            let selecting = !selection.is_idle();
+            let wake = match (tick < run.end, pending.next_start()) {
+                (true, Some(start)) => Some(tick.min(start)),
+                (true, None) => Some(tick),
+                (false, Some(start)) => Some(start),
+                (false, None) if selecting => None,
                 (false, None) => break,
             };
-            wait_until(self.clock.as_ref(), wake).await;
+            let clock = self.clock.clone();
+            tokio::select! {
+                answer = selection.next(), if selecting => {
+                    run.take_answer(answer, &mut known, &mut pending);
+                    if selection.is_idle() {
+                        run.prepare_pushes(&pending);
+                    }
+                }
+                () = async move {
+                    match wake {
+                        Some(wake) => wait_until(clock.as_ref(), wake).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
             if tick < run.end && self.clock.now() >= tick {
-                run.select(self.clock.now(), &mut known, &mut pending).await;
+                selection.cover(buckets(self.clock.now(), run.end));
                 tick += every;
             }
         }
@@ -104,66 +121,43 @@ impl Dispatcher {
 }
 
 impl Run {
-    /// Queries this run's part of every minute bucket from `from`'s to the window's end and takes
-    /// on what is new: each minute's count first (none made: nothing to query), then its shards.
-    async fn select(
-        self: &Arc<Self>,
-        from: DateTime<Utc>,
+    /// Takes on what one selection request found: a count only counts (the selection queues
+    /// the minute's shards), a shard's calls are taken on. One that failed (throttled, say) is
+    /// made again by the next re-selection.
+    fn take_answer(
+        &self,
+        (query, answer): Answer,
         known: &mut HashSet<CallId>,
         pending: &mut Pending,
     ) {
-        let now = self.clock().now();
-        let store = self.dispatcher.store.clone();
-        let part = self.part;
-        let answers = query_buckets(buckets(from, self.end), move |minute| {
-            let store = store.clone();
-            async move {
-                let count = store.due_count(&minute).await?;
-                if count == 0 {
-                    return Ok(Vec::new());
+        self.tally(|t| t.queries += 1);
+        match answer {
+            Ok(Found::Count(_)) => {}
+            Ok(Found::Calls(due)) => {
+                let now = self.clock().now();
+                for call in due {
+                    self.take_on(call, now, known, pending);
                 }
-                let shards = part.shards(shards_for(count));
-                // Each shard's answer on its own: one that fails (throttled, say) leaves the
-                // others' calls taken on, and is read again at the next re-selection.
-                Ok(futures_util::future::join_all(
-                    shards.map(|shard| store.due_calls(&minute, shard)),
-                )
-                .await)
             }
-        })
-        .await;
-        for (minute, shards) in answers {
-            let shards = match shards {
-                Ok(shards) => shards,
-                Err(e) => {
-                    self.tally(|t| {
-                        t.store_errors += 1;
-                        t.store_throttles += u32::from(e.throttled);
-                    });
-                    tracing::error!(error = %e, minute, "dispatch selection failed");
-                    continue;
-                }
-            };
-            self.tally(|t| t.queries += 1 + shards.len() as u32);
-            for answer in shards {
-                match answer {
-                    Ok(due) => {
-                        for call in due {
-                            self.take_on(call, now, known, pending);
-                        }
-                    }
-                    Err(e) => {
-                        self.tally(|t| {
-                            t.store_errors += 1;
-                            t.store_throttles += u32::from(e.throttled);
-                        });
-                        tracing::error!(error = %e, minute, "dispatch shard query failed");
+            Err(e) => {
+                self.tally(|t| {
+                    t.store_errors += 1;
+                    t.store_throttles += u32::from(e.throttled);
+                });
+                let minute = query.minute.as_str();
+                match query.shard_index() {
+                    None => tracing::error!(error = %e, minute, "dispatch selection failed"),
+                    Some(shard) => {
+                        tracing::error!(error = %e, minute, shard, "dispatch shard query failed");
                     }
                 }
             }
         }
-        // APNs connections for the busiest second ahead, opened before it (a pool's; a no-op
-        // for a single sender).
+    }
+
+    /// Opens APNs connections for the busiest second ahead, before it (a pool's; a no-op for a
+    /// single sender).
+    fn prepare_pushes(&self, pending: &Pending) {
         let busiest = pending.busiest_second();
         if busiest > 0 {
             let push = self.dispatcher.push.clone();
@@ -221,8 +215,8 @@ impl Run {
 }
 
 /// Queries every bucket at once and answers in bucket order. At once, so that a store outage
-/// costs one store timeout per selection, not one per bucket (a run's first selection covers
-/// about ten buckets: one after the other they would take 30 s to fail).
+/// costs one store timeout, not one per bucket (the fan-out's counts; a run's selection sends
+/// its counts at once too, `select`).
 pub async fn query_buckets<F, Fut, T>(
     minutes: Vec<String>,
     query: F,

@@ -10,7 +10,7 @@ use super::outcome::Counted;
 use super::report::{RunCause, RunReport};
 use super::timing::RESOLVE_BUDGET;
 use crate::clock::Clock;
-use crate::domain::due::{DueCall, Part};
+use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
 
 pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
@@ -26,19 +26,13 @@ pub(super) struct Run {
     pub(super) claim_lead: chrono::Duration,
     pub(super) push_budget: chrono::Duration,
     pub(super) end: DateTime<Utc>,
-    pub(super) part: Part,
     limit: Semaphore,
     store_limit: Semaphore,
     report: Mutex<RunReport>,
 }
 
 impl Run {
-    pub(super) fn new(
-        dispatcher: Dispatcher,
-        cause: RunCause,
-        started: DateTime<Utc>,
-        part: Part,
-    ) -> Run {
+    pub(super) fn new(dispatcher: Dispatcher, cause: RunCause, started: DateTime<Utc>) -> Run {
         let s = dispatcher.settings();
         Run {
             token: RunToken::generate(),
@@ -47,7 +41,6 @@ impl Run {
             claim_lead: chrono_duration(s.claim_lead),
             push_budget: chrono_duration(s.push_budget),
             end: started + chrono_duration(s.window),
-            part,
             limit: Semaphore::new(s.concurrency.max(1)),
             store_limit: Semaphore::new(s.store_concurrency.max(1)),
             report: Mutex::new(RunReport {

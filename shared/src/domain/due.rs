@@ -7,9 +7,11 @@
 //! then; the count only grows, so the readers, who take the count when they read, always query
 //! every shard a reservation can be in. The price of fixing shards early: the first shards
 //! collect the first reservations, so shard 0 ends with about `CALLS_PER_SHARD * (1 + ln(n /
-//! CALLS_PER_SHARD))` of a minute's `n` (about 290 of 100,000, 360 of 1,000,000), not
-//! `CALLS_PER_SHARD`; hence the small target. Workers take every `of`-th shard ([`Part`]), so
-//! the crowded first shards are spread over all of them.
+//! CALLS_PER_SHARD))` of a minute's `n` (about 290 of 100,000), not `CALLS_PER_SHARD`; hence
+//! the small target. The shard count stops growing at [`MAX_CALLS_PER_MINUTE`], so a count
+//! inflated past what a minute can really hold costs each selection at most [`MAX_SHARDS`]
+//! queries. Workers take every `of`-th shard ([`Part`]), so the crowded first shards are spread
+//! over all of them.
 
 use std::iter::StepBy;
 use std::ops::Range;
@@ -21,12 +23,28 @@ use super::reservation::{CallId, Reservation, ScheduledAt};
 /// finished call removes its index entry (one index write), so even if every call of the minute
 /// is due in the same second its busiest shard takes a few hundred writes in it (see above).
 pub const CALLS_PER_SHARD: u32 = 32;
-/// At most this many shards per minute (a million calls in one minute at [`CALLS_PER_SHARD`]).
-pub const MAX_SHARDS: u32 = 32_768;
+/// The most reservations a minute's shard count grows with: what the stack, as deployed by
+/// default, sends in one window at full speed (`DispatchMaxWorkers` 32 parts of
+/// `DispatchCallsPerWorker` 5,000 calls). A count beyond it (a minute that really holds more, or
+/// one inflated by creates that were cancelled, or by a write straight into the table) adds no
+/// shard: the writer spreads further reservations over the same shards (about 470 in the
+/// busiest of a million, still under half a partition's 1,000 writes a second; docs/scale.md),
+/// and each selection of the minute stays at [`MAX_SHARDS`] queries. A constant, not a
+/// setting: the API's create and the dispatcher's selection must agree on it (a reader with a
+/// lower ceiling than the writer would never query some reservations' shards).
+pub const MAX_CALLS_PER_MINUTE: u32 = 160_000;
+/// At most this many shards per minute: [`MAX_CALLS_PER_MINUTE`] at [`CALLS_PER_SHARD`].
+pub const MAX_SHARDS: u32 = MAX_CALLS_PER_MINUTE / CALLS_PER_SHARD;
 
-/// How many shards a minute with `count` reservations made for it has.
+/// How many shards a minute with `count` reservations made for it has, for the writer choosing
+/// a new reservation's shard and the readers querying alike: one per [`CALLS_PER_SHARD`] of the
+/// count capped at [`MAX_CALLS_PER_MINUTE`]. It never shrinks as the count grows, so every
+/// reservation is in a shard that a later reader queries.
 pub fn shards_for(count: u32) -> u32 {
-    count.div_ceil(CALLS_PER_SHARD).clamp(1, MAX_SHARDS)
+    count
+        .min(MAX_CALLS_PER_MINUTE)
+        .div_ceil(CALLS_PER_SHARD)
+        .max(1)
 }
 
 /// The shard of `call_id` among `shards` (FNV-1a of the call id: stable across processes and
@@ -102,6 +120,48 @@ mod tests {
         assert_eq!(shards_for(33), 2);
         assert_eq!(shards_for(100_000), 3_125);
         assert_eq!(shards_for(u32::MAX), MAX_SHARDS);
+    }
+
+    #[test]
+    fn a_minutes_shards_stop_growing_at_the_ceiling_and_still_cover_every_reservation() {
+        assert_eq!(MAX_SHARDS, 5_000);
+        assert_eq!(shards_for(MAX_CALLS_PER_MINUTE), MAX_SHARDS);
+        assert_eq!(shards_for(MAX_CALLS_PER_MINUTE + 1), MAX_SHARDS);
+        assert_eq!(shards_for(1_000_000), MAX_SHARDS);
+        assert_eq!(shards_for(u32::MAX), MAX_SHARDS, "an inflated count");
+        // A reservation made at any count lies in a shard of every later (larger) count.
+        let counts = [
+            1,
+            32,
+            33,
+            10_000,
+            159_999,
+            160_000,
+            160_001,
+            1_000_000,
+            u32::MAX,
+        ];
+        for (i, &made) in counts.iter().enumerate() {
+            let call = CallId::generate();
+            for &read in &counts[i..] {
+                assert!(shards_for(made) <= shards_for(read), "{made} then {read}");
+                assert!(shard_of(&call, shards_for(made)) < shards_for(read));
+            }
+        }
+    }
+
+    /// Past the ceiling further calls spread evenly over its shards: the busiest one of a
+    /// minute made call by call grows by about one per [`MAX_SHARDS`] calls more.
+    #[test]
+    fn calls_beyond_the_ceiling_spread_over_its_shards() {
+        let n = MAX_CALLS_PER_MINUTE + 100_000;
+        let mut per = vec![0u32; MAX_SHARDS as usize];
+        for count in 1..=n {
+            per[shard_of(&CallId::generate(), shards_for(count)) as usize] += 1;
+        }
+        let max = *per.iter().max().unwrap();
+        // About 32 × (1 + ln 5,000) ≈ 305 by the ceiling, plus 100,000 / 5,000 = 20.
+        assert!(max < 400, "busiest shard {max}");
     }
 
     /// A minute's calls made one after the other, each into a shard of the count then: the
