@@ -219,12 +219,37 @@ impl Store for Counted {
             .await
     }
 
-    async fn get_device(&self, id: &DeviceId) -> Result<Option<Device>, StoreError> {
-        self.inner.get_device(id).await
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        self.inner.get_device(id, now).await
     }
 
-    async fn device_proof(&self, id: &DeviceId) -> Result<DeviceProof, StoreError> {
-        self.inner.device_proof(id).await
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        self.inner.device_proof(id, now).await
+    }
+
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.prove_device(id, secret_hash, now).await
+    }
+
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.was_cancelled(call_id, now).await
     }
 
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
@@ -253,9 +278,10 @@ impl Store for Counted {
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
+        call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        self.inner.cancel_reservation(id, now).await
+        self.inner.cancel_reservation(id, call_id, now).await
     }
 
     async fn claim_due(
