@@ -99,13 +99,10 @@ impl World {
                         continue;
                     }
                     let call = CallId::from_stored(p.call_id.clone());
-                    loop {
-                        match store.confirm_call(device, &call, Utc::now()).await {
-                            Ok(ConfirmAnswer::PushInFlight) | Err(_) => {
-                                tokio::time::sleep(StdDuration::from_millis(20)).await;
-                            }
-                            Ok(_) => break,
-                        }
+                    while let Ok(ConfirmAnswer::PushInFlight) | Err(_) =
+                        store.confirm_call(device, &call, Utc::now()).await
+                    {
+                        tokio::time::sleep(StdDuration::from_millis(20)).await;
                     }
                 }
                 tokio::time::sleep(StdDuration::from_millis(10)).await;
