@@ -337,3 +337,66 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
         "2 pushes then rang; 3 pushes then unconfirmed; no attempt twice",
     );
 }
+
+/// The run that pushed first stops right after its push mark (its push may have left): once
+/// its claim is abandoned, a later run counts that push and pushes again, attempt 2 then 3,
+/// within grace, and the call ends `unconfirmed`.
+async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
+    let mut w = World::new(store.clone());
+    let never = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: None,
+            },
+            300,
+        )
+        .await;
+    let due = never.scheduled_at.utc();
+    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
+    let dead = koe::domain::reservation::RunToken::generate();
+    let now = Utc::now();
+    let claim = store
+        .claim_due(
+            &never.device_id,
+            &never.call_id,
+            &dead,
+            now,
+            now - Duration::seconds(30),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
+    assert!(
+        store
+            .mark_push_started(&never.device_id, &never.call_id, &dead, now, true)
+            .await
+            .unwrap()
+    );
+    // The next run starts once the claim is abandoned (the claim timeout, 1 s here).
+    tokio::time::sleep(StdDuration::from_millis(1200)).await;
+    let mut s = settings(StdDuration::from_millis(3500));
+    s.claim_timeout = StdDuration::from_secs(1);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let report = Dispatcher::new(store, w.push.clone(), clock, s, "t")
+        .run(RunCause::Local)
+        .await;
+    let attempts: Vec<u64> = w.pushes(&never).iter().map(|(a, _)| *a).collect();
+    assert_eq!(attempts, vec![2, 3], "{report:?}");
+    let stored = w.stored(&never).await;
+    assert_eq!(
+        (stored.status, stored.pushes),
+        (ReservationStatus::Unconfirmed, 3)
+    );
+    w.each_attempt_pushed_once(&never).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_whose_run_died_goes_again_on_the_memory_store() {
+    a_push_whose_run_died_goes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_whose_run_died_goes_again_on_dynamodb_local() {
+    a_push_whose_run_died_goes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
+}
