@@ -11,7 +11,13 @@ use koe_testkit::dispatching::{ProxiedWorld, run_once, short_run};
 use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_with};
 use serde_json::{Value, json};
 
-use super::api_calls::{AT, NOW, app_at_now, delete, get_ok, post_raw, register, token};
+use super::api_calls::{AT, app_at_now, delete, get_ok, post_raw, register, token};
+
+/// The DynamoDB Local tests' time: in 2035, so that no TTL they write has passed by the wall
+/// clock (DynamoDB Local deletes expired items, at moments of its own).
+const NOW_2035: &str = "2035-03-01T00:00:00Z";
+/// 30 s after [`NOW_2035`], in JST.
+const AT_2035: &str = "2035-03-01T09:00:30+09:00";
 
 async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
     send(
@@ -35,11 +41,12 @@ async fn delete_call(app: &TestApp, device: &str, call_id: &str) -> reqwest::Res
 async fn a_cancelled_keyed_reservation_stays_cancelled_after_its_window(
     app: &TestApp,
     clock: &ManualClock,
+    scheduled_at: &str,
 ) {
     let device = format!("gone-{:016x}", fastrand::u64(..));
     register(app, &device).await;
     let key = format!("{:032x}", fastrand::u128(..));
-    let body = json!({"deviceId": device, "scheduledAt": "2026-03-03T07:00:00+09:00"});
+    let body = json!({"deviceId": device, "scheduledAt": scheduled_at});
     assert_eq!(post_with_key(app, &key, &body).await.status().as_u16(), 201);
     assert_eq!(delete(app, &device).await.status().as_u16(), 204);
     clock.advance(Duration::hours(25));
@@ -60,15 +67,25 @@ async fn a_cancelled_keyed_reservation_stays_cancelled_after_its_window(
 #[tokio::test]
 async fn a_cancelled_keyed_reservation_stays_cancelled_on_the_memory_store() {
     let (app, clock) = app_at_now().await;
-    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(&app, &clock).await;
+    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(
+        &app,
+        &clock,
+        "2026-03-03T07:00:00+09:00",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_cancelled_keyed_reservation_stays_cancelled_on_dynamodb_local() {
     let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW_2035));
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
-    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(&app, &clock).await;
+    a_cancelled_keyed_reservation_stays_cancelled_after_its_window(
+        &app,
+        &clock,
+        "2035-03-03T07:00:00+09:00",
+    )
+    .await;
 }
 
 /// On DynamoDB Local behind a proxy that refuses the kept answer's write: the keyed create is
@@ -201,17 +218,17 @@ async fn a_secret_presented_on_calls_proves_the_device() {
 #[tokio::test]
 async fn refused_creates_through_the_app_leave_the_minutes_count() {
     let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW_2035));
     let counts = store.clone();
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
     let device = "refused-300";
     register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
+    let body = json!({"deviceId": device, "scheduledAt": AT_2035});
     assert_eq!(post_raw(&app, &body).await.status().as_u16(), 201);
     for _ in 0..300 {
         error_body(post_raw(&app, &body).await, 409, "RESERVATION_EXISTS").await;
     }
-    let minute = "2026-03-01T00:00Z";
+    let minute = "2035-03-01T00:00Z";
     assert_eq!(
         koe::store::Store::due_count(counts.as_ref(), minute)
             .await

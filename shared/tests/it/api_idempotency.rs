@@ -253,8 +253,7 @@ async fn an_idempotency_key_is_the_devices_own_and_its_replay_needs_the_devices_
     assert_eq!(replayed.json::<Value>().await.unwrap(), first);
 }
 
-/// On DynamoDB Local behind a proxy: the reservation's transaction (put and count) is written
-/// but every reply is lost,
+/// On DynamoDB Local behind a proxy: the reservation's put is written but every reply is lost,
 /// and so is the read that would have found it, so the app gets a 503. Its retry with the same
 /// key makes the same reservation (201, the first one's id) and the minute is counted once;
 /// without a key, a retry is told the slot is taken (409) and where to look.
@@ -267,14 +266,9 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     let calls = world.tables.calls.clone();
     let lose_the_create = |device: &str| {
         // The first attempt is carried out and its reply lost; the SDK's retries are lost
-        // on the way (a retry sent while the first is still in DynamoDB could otherwise
-        // cancel it as a transaction conflict on a loaded machine).
-        world
-            .dropper
-            .drop_replies("TransactWriteItems", "scheduledAtMs", 1);
-        world
-            .dropper
-            .refuse_requests("TransactWriteItems", "scheduledAtMs", 2);
+        // on the way.
+        world.dropper.drop_replies("PutItem", "scheduledAtMs", 1);
+        world.dropper.refuse_requests("PutItem", "scheduledAtMs", 2);
         let read_back = format!(r#""TableName":"{calls}","Key":{{"deviceId":{{"S":"{device}""#);
         world.dropper.refuse_requests("GetItem", &read_back, 3);
     };

@@ -161,7 +161,7 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-reply-create");
     let now = Utc::now();
-    dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
+    dropper.drop_replies("PutItem", "scheduledAtMs", 1);
     store
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
@@ -188,7 +188,7 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     );
 }
 
-/// POST /calls' one transaction (the reservation and its minute's count) with every reply lost:
+/// POST /calls' two writes (the reservation, then its minute's count) with every reply lost:
 /// the create is still answered as created, and counted once (a reservation in a shard the
 /// count does not cover would never ring).
 #[tokio::test]
@@ -196,16 +196,16 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-create-all");
     let now = Utc::now();
-    // The first attempt is carried out, its reply lost; the SDK's retries are lost on the way
-    // (answered 500 unsent: a retry sent while the first is still in DynamoDB could otherwise
-    // cancel it as a transaction conflict on a loaded machine).
-    dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
-    dropper.refuse_requests("TransactWriteItems", "scheduledAtMs", 2);
+    // The put's first attempt is carried out, its reply lost, the SDK's retries lost on the way;
+    // the count's reply is lost too (its retry meets its own token).
+    dropper.drop_replies("PutItem", "scheduledAtMs", 1);
+    dropper.refuse_requests("PutItem", "scheduledAtMs", 2);
+    dropper.drop_replies("UpdateItem", "lastCallId", 1);
     store
         .create_reservation(&r, now, now - Duration::minutes(5))
         .await
         .expect("a create that was written is created, whatever became of its replies");
-    assert_eq!(dropper.dropped(), 3, "one reply lost, two retries refused");
+    assert_eq!(dropper.dropped(), 4);
     let stored = store
         .get_reservation(&r.device_id, now)
         .await
@@ -216,7 +216,7 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     assert_eq!(
         store.due_count(&minute).await.unwrap(),
         1,
-        "the retried transaction is refused on its own callId: counted once"
+        "the count's retried ADD is recognised by its callId: counted once"
     );
     // The same reservation sent again by a client retry: created, still counted once.
     store
@@ -234,8 +234,8 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
         "in a shard the count covers"
     );
     faults::record(
-        "DynamoDB: every reply of POST /calls' transaction (put and count) is lost (written)",
-        "the retried transaction is refused on its own callId, the record read back: created, counted once",
+        "DynamoDB: every reply of POST /calls' put and count is lost (both written)",
+        "the put read back, the count's ADD recognised by its callId: created, counted once",
         "created; count 1 (also after the same create again); in shard 0",
     );
 }

@@ -3,17 +3,14 @@
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
 use super::{
     CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, PUSHES, SCHEDULED_AT_MS, STATUS,
-    UPDATED_AT, n, names, s, sdk_error, values,
+    UPDATED_AT, condition_failed, n, names, s, sdk_error, values,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
@@ -25,15 +22,16 @@ pub(super) const DUE_COUNT_PREFIX: &str = "due#";
 pub(super) const DUE_COUNT: &str = "count";
 /// The key prefix of a cancelled call's tombstone, `cancelled#<callId>` (`expireAt` only).
 const CANCELLED_PREFIX: &str = "cancelled#";
-/// Transactions tried before a create gives up on a count item that other creates keep
-/// writing at the same moment (`TransactionConflict`).
-const CREATE_ATTEMPTS: u32 = 4;
+/// The `callId` of the count's last `ADD`: a retry of that very `ADD` adds nothing.
+const LAST_CALL: &str = "lastCallId";
 
 impl DynamoStore {
-    /// The reservation and its minute's count in one transaction: both or neither, so a
-    /// refused or failed create leaves the count as it was. The shard comes from the count read
-    /// just before: the count only grows, and by at least this create when the transaction
-    /// commits, so the readers (who take the count when they read) query this shard.
+    /// The reservation (a conditional put), then its minute's count (`ADD 1`), so a refused or
+    /// failed create leaves the count as it was. The shard comes from the count read just
+    /// before: the count only grows, and by this create right after its put, so the readers
+    /// (who take the count when they read) query this shard. A put whose count cannot be
+    /// written is taken back (503): a reservation in a shard the count might not cover could
+    /// never ring.
     pub(super) async fn create_item(
         &self,
         reservation: &Reservation,
@@ -42,96 +40,117 @@ impl DynamoStore {
     ) -> Result<Created, CreateError> {
         let table = &self.tables.calls;
         let minute = reservation.scheduled_at.due_minute();
-        let mut last = None;
-        for attempt in 1..=CREATE_ATTEMPTS {
-            let count = self.count_item(&minute, false).await?;
-            let shard = shard_of(&reservation.call_id, shards_for(count.saturating_add(1)));
-            let put = Put::builder()
-                .table_name(table)
-                .set_item(Some(reservation_item(reservation, shard)))
-                // This very reservation (a retry of this write) is never written over: the
-                // condition fails and the read below finds it.
-                .condition_expression(
-                    "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
-                     OR (#callId <> :callId \
-                         AND (#status IN (:sent, :failed, :missed, :cancelled) \
-                              OR #scheduledAtMs < :staleBeforeMs))",
-                )
-                .set_expression_attribute_names(Some(names(&[
-                    DEVICE_ID,
-                    STATUS,
-                    EXPIRE_AT,
-                    SCHEDULED_AT_MS,
-                    CALL_ID,
-                ])))
-                .set_expression_attribute_values(Some(values(vec![
-                    (":callId", s(reservation.call_id.as_str())),
-                    (":sent", s(ReservationStatus::Sent.as_str())),
-                    (":failed", s(ReservationStatus::Failed.as_str())),
-                    (":missed", s(ReservationStatus::Missed.as_str())),
-                    (":cancelled", s(ReservationStatus::Cancelled.as_str())),
-                    (":nowSecs", n(now.timestamp())),
-                    (":staleBeforeMs", n(stale_before.timestamp_millis())),
-                ])))
-                .build()
-                .map_err(|e| StoreError::new(format!("PutItem on {table}: {e}")))?;
-            let counted = Update::builder()
-                .table_name(table)
-                .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-                .update_expression("ADD #count :one SET #expireAt = :expireAt")
-                .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT])))
-                .set_expression_attribute_values(Some(values(vec![
-                    (":one", n(1)),
-                    (":expireAt", n(reservation.expire_at.unwrap_or_default())),
-                ])))
-                .build()
-                .map_err(|e| StoreError::new(format!("UpdateItem on {table}: {e}")))?;
-            let result = self
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(put).build())
-                .transact_items(TransactWriteItem::builder().update(counted).build())
-                .send()
-                .await;
-            let err = match result {
-                Ok(_) => return Ok(Created::New),
-                Err(e) => e,
-            };
-            let reasons: Vec<Option<String>> = match err.as_service_error() {
-                Some(TransactWriteItemsError::TransactionCanceledException(c)) => c
-                    .cancellation_reasons()
-                    .iter()
-                    .map(|r| r.code().map(str::to_owned))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            if reasons.first().and_then(Option::as_deref) == Some("ConditionalCheckFailed") {
-                // Refused on the device's record: nothing was written, nothing counted.
-                return self.refused_create(reservation, now).await;
+        let count = self.count_item(&minute, false).await?;
+        let shard = shard_of(&reservation.call_id, shards_for(count.saturating_add(1)));
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(reservation_item(reservation, shard)))
+            // This very reservation (a retry of this write) is never written over: the
+            // condition fails and the read below finds it.
+            .condition_expression(
+                "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
+                 OR (#callId <> :callId \
+                     AND (#status IN (:sent, :failed, :missed, :cancelled, :rang, :unconfirmed) \
+                          OR #scheduledAtMs < :staleBeforeMs))",
+            )
+            .set_expression_attribute_names(Some(names(&[
+                DEVICE_ID,
+                STATUS,
+                EXPIRE_AT,
+                SCHEDULED_AT_MS,
+                CALL_ID,
+            ])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":callId", s(reservation.call_id.as_str())),
+                (":sent", s(ReservationStatus::Sent.as_str())),
+                (":failed", s(ReservationStatus::Failed.as_str())),
+                (":missed", s(ReservationStatus::Missed.as_str())),
+                (":cancelled", s(ReservationStatus::Cancelled.as_str())),
+                (":rang", s(ReservationStatus::Rang.as_str())),
+                (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
+                (":nowSecs", n(now.timestamp())),
+                (":staleBeforeMs", n(stale_before.timestamp_millis())),
+            ])))
+            .send()
+            .await;
+        let created = match result {
+            Ok(_) => Created::New,
+            // Refused on the device's record: nothing written, nothing counted; unless it is
+            // this very reservation (an earlier attempt), whose count is made sure of below.
+            Err(e) if condition_failed(&e) => self.refused_create(reservation, now).await?,
+            Err(e) => {
+                // No answer (every attempt lost or late): the record says whether it happened.
+                let err = sdk_error("PutItem", table, e);
+                match self.reservation_record(&reservation.device_id, now).await {
+                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Created::New,
+                    _ => return Err(CreateError::Store(err)),
+                }
             }
-            let conflict = reasons
-                .iter()
-                .any(|r| r.as_deref() == Some("TransactionConflict"));
-            if !conflict {
-                // No answer (every attempt lost or late) or another failure: the record says
-                // whether the transaction happened (it is all or nothing).
-                return match self.reservation_record(&reservation.device_id, now).await {
-                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Ok(Created::New),
-                    _ => Err(CreateError::Store(sdk_error(
-                        "TransactWriteItems",
-                        table,
-                        err,
-                    ))),
-                };
-            }
-            // Another create wrote the minute's count at the same moment: again, shortly.
-            last = Some(sdk_error("TransactWriteItems", table, err));
-            let pause = fastrand::u64(5..=20u64 << attempt);
-            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        };
+        if let Err(e) = self.count_due(&minute, reservation).await {
+            self.take_back(reservation, now).await;
+            return Err(CreateError::Store(e));
         }
-        Err(CreateError::Store(last.unwrap_or_else(|| {
-            StoreError::new(format!("TransactWriteItems on {table}: no attempt made"))
-        })))
+        Ok(created)
+    }
+
+    /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
+    /// after a lost reply, or by a retry of the same create, it adds nothing unless another
+    /// create's `ADD` came between: then once too many, never too few).
+    async fn count_due(&self, minute: &str, reservation: &Reservation) -> Result<(), StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+            .update_expression("ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId")
+            .condition_expression("attribute_not_exists(#lastCallId) OR #lastCallId <> :callId")
+            .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":one", n(1)),
+                (":expireAt", n(reservation.expire_at.unwrap_or_default())),
+                (":callId", s(reservation.call_id.as_str())),
+            ])))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // This create's own earlier `ADD` (its reply lost): counted.
+            Err(e) if condition_failed(&e) => Ok(()),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    /// A put whose count could not be written is deleted again (while no run has claimed it),
+    /// so the app's retry makes it anew. If that fails too, the reservation stays in a shard the
+    /// count covers unless its count crossed a shard boundary (one in 32).
+    async fn take_back(&self, reservation: &Reservation, now: DateTime<Utc>) {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .delete_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(reservation.device_id.as_str()))
+            .condition_expression("#callId = :callId AND #status = :scheduled")
+            .set_expression_attribute_names(Some(names(&[CALL_ID, STATUS])))
+            .set_expression_attribute_values(Some(values(vec![
+                (":callId", s(reservation.call_id.as_str())),
+                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+            ])))
+            .send()
+            .await;
+        if let Err(e) = result {
+            let e = sdk_error("DeleteItem", table, e);
+            tracing::error!(
+                error = %e,
+                call_id = reservation.call_id.as_str(),
+                at = %now,
+                "a reservation whose count was not written was not taken back"
+            );
+        }
     }
 
     /// A create refused on the device's record: this very reservation already made (an earlier
