@@ -118,8 +118,8 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
                 notification,
             ],
         ),
-        // The device's secret state and its proof; the confirmation (a conditional write and
-        // a read of the record), asked again for at most `IN_FLIGHT_WAIT` while a push of the
+        // The device's secret state and its proof; the confirmation (one conditional write),
+        // asked again for at most `IN_FLIGHT_WAIT` while a push of the
         // call leaves, the last ask starting just before that wait ends.
         http(
             "ConfirmCallFunction",
@@ -133,8 +133,8 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
                     crate::api::confirm::IN_FLIGHT_WAIT,
                 ),
                 (
-                    "the last ask: UpdateItem + GetItem scheduledCalls",
-                    store_ops(2),
+                    "the last ask: conditional UpdateItem scheduledCalls",
+                    store_ops(1),
                 ),
                 notification,
             ],

@@ -56,7 +56,9 @@ pub async fn confirm(cx: &ConfirmContext<'_>, request: Request) -> Result<Respon
     admitted(&calls, &request, &device_id).await?;
     let (reservation, now) = recorded(cx, &device_id, &call_id).await?;
     let device = device_id.log_hash(cx.salt);
-    if reservation.rang_at == Some(now) {
+    // This ask stored it (the store keeps milliseconds), or an earlier one did.
+    let first = reservation.rang_at.map(|at| at.timestamp_millis()) == Some(now.timestamp_millis());
+    if first {
         let latency_ms = (now - reservation.scheduled_at.utc())
             .num_milliseconds()
             .max(0);
