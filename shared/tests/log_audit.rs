@@ -906,8 +906,10 @@ async fn pushed_call(pass: &Pass, device: &str) -> CallId {
             .await
             .unwrap()
     );
+    // Its first push.
     let pushed = Outcome::Pushed {
         next_at: now + Duration::seconds(5),
+        pushes: 1,
     };
     let recorded = store.finish_reservation(&id, call, pushed, &run, now, before);
     assert!(recorded.await.unwrap(), "{} pass: pushed", pass.name);

@@ -76,29 +76,40 @@ fn millis(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// A push leaving: the run that claimed and marked it, and the call's pushes with it.
+struct Leaving {
+    run: RunToken,
+    pushes: u32,
+}
+
 /// As a dispatch run does: claims the call and writes its push mark (to a device that confirms
-/// its calls); the run's token.
-async fn push_leaves(app: &TestApp, device: &str, call: &str) -> RunToken {
+/// its calls).
+async fn push_leaves(app: &TestApp, device: &str, call: &str) -> Leaving {
     let (id, call) = (device_id(device), CallId::from_stored(call.to_owned()));
     let (run, now) = (RunToken::generate(), app.clock.now());
     let claim = app
         .store
         .claim_due(&id, &call, &run, now, now - Duration::seconds(30));
-    assert!(
-        matches!(claim.await.unwrap(), ClaimAnswer::Won { .. }),
-        "claimed {device}"
-    );
+    let ClaimAnswer::Won { pushes } = claim.await.unwrap() else {
+        panic!("claimed {device}");
+    };
     let marked = app.store.mark_push_started(&id, &call, &run, now, true);
     assert!(marked.await.unwrap(), "push mark of {device}");
-    run
+    Leaving {
+        run,
+        pushes: pushes + 1,
+    }
 }
 
-/// The push `run` made is recorded: the call is due again after the wait.
-async fn push_recorded(app: &TestApp, device: &str, call: &str, run: &RunToken) {
+/// The push is recorded: the call is due again after the wait.
+async fn push_recorded(app: &TestApp, device: &str, call: &str, leaving: &Leaving) {
     let (id, call) = (device_id(device), CallId::from_stored(call.to_owned()));
-    let now = app.clock.now();
+    let (run, now) = (&leaving.run, app.clock.now());
     let next_at = now + WAIT;
-    let outcome = Outcome::Pushed { next_at };
+    let outcome = Outcome::Pushed {
+        next_at,
+        pushes: leaving.pushes,
+    };
     let done = app
         .store
         .finish_reservation(&id, &call, outcome, run, now, now - Duration::seconds(30))
@@ -110,8 +121,8 @@ async fn push_recorded(app: &TestApp, device: &str, call: &str, run: &RunToken) 
 /// A push of the call left and was recorded, as the dispatcher does it at the call's second.
 async fn pushed(app: &TestApp, clock: &ManualClock, device: &str, call: &str) {
     clock.set(at());
-    let run = push_leaves(app, device, call).await;
-    push_recorded(app, device, call, &run).await;
+    let leaving = push_leaves(app, device, call).await;
+    push_recorded(app, device, call, &leaving).await;
 }
 
 /// The `Confirmed` records the app wrote, as (ConfirmLatency, Function).
@@ -134,7 +145,7 @@ fn confirmed_records(app: &TestApp) -> Vec<(i64, String)> {
 // ---------------------------------------------------------------------------------------------
 // The flows, run on each store.
 
-async fn confirms_calls_round_trips_on_put_devices(app: &TestApp) {
+async fn confirms_calls_round_trips_on_put_devices(app: &TestApp, _: &ManualClock) {
     let device = "confirm-flag";
     let base = json!({"deviceId": device, "voipToken": token()});
     for (flag, shown) in [
@@ -227,8 +238,8 @@ async fn calls_that_are_not_the_devices_pushed_call_are_404(app: &TestApp, clock
     assert!(confirmed_records(app).is_empty());
 }
 
-async fn bad_bodies_are_400_naming_the_field(app: &TestApp) {
-    let call = format!("{:032x}", 7_u128);
+async fn bad_bodies_are_400_naming_the_field(app: &TestApp, _: &ManualClock) {
+    let call = format!("{:032x}", 0xabc_u128);
     for (body, field) in [
         (String::new(), "body"),
         ("[]".to_owned(), "body"),
@@ -294,19 +305,17 @@ async fn a_proven_secret_is_required(app: &TestApp, clock: &ManualClock) {
 }
 
 macro_rules! on_both_stores {
-    ($($flow:ident($($arg:ident),*) => $memory:ident, $dynamodb:ident;)+) => {$(
+    ($($flow:ident => $memory:ident, $dynamodb:ident;)+) => {$(
         #[tokio::test]
         async fn $memory() {
-            #[allow(unused_variables)]
             let (app, clock) = app_at_now().await;
-            $flow(&app $(, &$arg)*).await;
+            $flow(&app, &clock).await;
         }
 
         #[tokio::test]
         async fn $dynamodb() {
-            #[allow(unused_variables)]
             let (app, clock) = app_on_dynamodb_local().await;
-            $flow(&app $(, &$arg)*).await;
+            $flow(&app, &clock).await;
         }
     )+};
 }
@@ -319,22 +328,22 @@ async fn app_on_dynamodb_local() -> (TestApp, Arc<ManualClock>) {
 }
 
 on_both_stores! {
-    confirms_calls_round_trips_on_put_devices() =>
+    confirms_calls_round_trips_on_put_devices =>
         confirms_calls_round_trips_on_the_memory_store,
         confirms_calls_round_trips_on_dynamodb_local;
-    a_confirmed_call_is_rang_and_a_repeat_answers_the_same(clock) =>
+    a_confirmed_call_is_rang_and_a_repeat_answers_the_same =>
         a_confirmed_call_is_rang_on_the_memory_store,
         a_confirmed_call_is_rang_on_dynamodb_local;
-    a_confirmation_before_the_first_outcome_counts(clock) =>
+    a_confirmation_before_the_first_outcome_counts =>
         an_early_confirmation_counts_on_the_memory_store,
         an_early_confirmation_counts_on_dynamodb_local;
-    calls_that_are_not_the_devices_pushed_call_are_404(clock) =>
+    calls_that_are_not_the_devices_pushed_call_are_404 =>
         other_calls_are_404_on_the_memory_store,
         other_calls_are_404_on_dynamodb_local;
-    bad_bodies_are_400_naming_the_field() =>
+    bad_bodies_are_400_naming_the_field =>
         bad_bodies_are_400_on_the_memory_store,
         bad_bodies_are_400_on_dynamodb_local;
-    a_proven_secret_is_required(clock) =>
+    a_proven_secret_is_required =>
         a_proven_secret_is_required_on_the_memory_store,
         a_proven_secret_is_required_on_dynamodb_local;
 }
@@ -347,7 +356,7 @@ async fn second_push_leaving(
     app: &TestApp,
     clock: &ManualClock,
     device: &str,
-) -> (String, RunToken) {
+) -> (String, Leaving) {
     register_confirming(app, device).await;
     let call = reserve(app, device).await;
     pushed(app, clock, device, &call).await;
