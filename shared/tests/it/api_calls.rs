@@ -176,6 +176,7 @@ async fn post_creates_a_scheduled_reservation_keeping_the_clients_offset() {
         ]),
         "{body}"
     );
+    assert_eq!(body["pushes"], 0, "{body}");
     assert!(
         body["callId"].as_str().is_some_and(|id| !id.is_empty()),
         "{body}"
