@@ -187,7 +187,6 @@ async fn post_creates_a_scheduled_reservation_keeping_the_clients_offset() {
     assert_eq!(body["createdAt"], NOW_MILLIS);
     assert_eq!(body["updatedAt"], NOW_MILLIS);
     assert_eq!(body["callerName"], "ミク");
-    assert_eq!(body["pushes"], 0);
 
     let stored = app
         .store
