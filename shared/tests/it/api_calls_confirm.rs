@@ -211,6 +211,7 @@ async fn a_confirmation_before_the_first_outcome_counts(app: &TestApp, clock: &M
     let body = confirm_ok(app, device, &call).await;
     assert_eq!(body["status"], "rang", "{body}");
     assert_eq!(body["rangAt"], millis(clock.now()), "{body}");
+    assert_eq!(body["pushes"], 1, "its push counted: {body}");
 }
 
 async fn calls_that_are_not_the_devices_pushed_call_are_404(app: &TestApp, clock: &ManualClock) {
