@@ -46,6 +46,7 @@ pub async fn confirm(cx: &ConfirmContext<'_>, request: Request) -> Result<Respon
     let device_id = DeviceId::parse("deviceId", fields.required_str("deviceId")?)?;
     let call_id = CallId::parse("callId", fields.required_str("callId")?)?;
     let now = cx.clock.now();
+    // The secret check reads the store, the time and the salt only.
     let calls = CallsContext {
         store: cx.store,
         now,
