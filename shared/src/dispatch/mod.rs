@@ -42,6 +42,7 @@
 pub mod metrics;
 pub mod trigger;
 
+mod attempts;
 mod confirming;
 mod deliver;
 mod dispatcher;

@@ -274,6 +274,7 @@ mod tests {
             serde_json::json!({
                 "aps": {},
                 "callId": "c0ffee",
+                "attempt": 1,
                 "callerName": "Mika",
                 "scheduledAt": "2026-01-01T09:00:30+09:00",
             })

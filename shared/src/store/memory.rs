@@ -194,28 +194,7 @@ impl Store for MemoryStore {
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        let mut tables = self.lock();
-        let r = match tables.reservations.get_mut(id) {
-            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
-            _ => return Err(CancelError::NotFound),
-        };
-        match r.status {
-            // A push left already: it waits for its device's confirmation.
-            ReservationStatus::Scheduled if r.pushes > 0 => {
-                return Err(CancelError::TooLate(ReservationStatus::Sent));
-            }
-            ReservationStatus::Scheduled => {}
-            // Cancelled before: by this cancel (an attempt made again), if it names the call.
-            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
-            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            status => return Err(CancelError::TooLate(status)),
-        }
-        r.status = ReservationStatus::Cancelled;
-        r.updated_at = now;
-        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
-        tables.unindex(id);
-        tables.cancelled_calls.insert(call, expire_at);
-        Ok(())
+        self.lock().cancel(id, call_id, now)
     }
 
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {

@@ -209,6 +209,7 @@ async fn records_read_back_exactly_as_written() {
             .unwrap()
     );
     reservation.status = ReservationStatus::Sent;
+    reservation.pushes = 1;
     reservation.finished_by = Some(run);
     reservation.updated_at = done;
     reservation.expire_at = Some((done + Duration::days(7)).timestamp());

@@ -1004,6 +1004,8 @@ async fn finish_sent_or_failed_from_claimed_sets_status_and_expiry(store: DynSto
             updated_at: now,
             expire_at: Some(terminal_expiry(now)),
             finished_by: Some(run),
+            // A push that left counts.
+            pushes: u32::from(outcome == Outcome::Sent),
             ..r
         };
         assert_eq!(stored, expected, "{outcome:?} keeps claimed_at");

@@ -28,9 +28,7 @@ fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
         device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
         scheduled_at: ScheduledAt::from_stored(scheduled_at),
         // The index's sort key: when the next push is due.
-        due_at: r
-            .opt_time_ms(SCHEDULED_AT_MS)?
-            .unwrap_or_else(|| scheduled_at.with_timezone(&chrono::Utc)),
+        due_at: super::items::due_at(&r, scheduled_at)?,
         caller_name: r.opt_s(CALLER_NAME)?.map(str::to_owned),
     })
 }

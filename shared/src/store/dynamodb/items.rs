@@ -129,13 +129,25 @@ pub(super) fn reservation_from_item(table: &str, item: &Item) -> Result<Reservat
         finished_by: r
             .opt_s(FINISH_TOKEN)?
             .map(|t| RunToken::from_stored(t.to_owned())),
-        due_at: r
-            .opt_time_ms(SCHEDULED_AT_MS)?
-            .unwrap_or_else(|| scheduled_at.with_timezone(&Utc)),
+        due_at: due_at(&r, scheduled_at)?,
         pushes: u32::try_from(r.opt_i64(PUSHES)?.unwrap_or(0))
             .map_err(|_| bad_item(table, PUSHES))?,
         confirms: matches!(item.get(CONFIRMS), Some(AttributeValue::Bool(true))),
         rang_at: r.opt_time_ms(RANG_AT_MS)?,
         expire_at: r.opt_i64(EXPIRE_AT)?,
+    })
+}
+
+/// When the call's next push is due: `scheduledAtMs`, the bucket index's sort key; its
+/// reserved second itself (to the nanosecond, as the client wrote it) while they are the same
+/// millisecond, so that a first push is never a fraction of a millisecond early.
+pub(super) fn due_at(
+    r: &Reader<'_>,
+    scheduled_at: DateTime<chrono::FixedOffset>,
+) -> Result<DateTime<Utc>, StoreError> {
+    let scheduled = scheduled_at.with_timezone(&Utc);
+    Ok(match r.opt_time_ms(SCHEDULED_AT_MS)? {
+        Some(due) if due.timestamp_millis() != scheduled.timestamp_millis() => due,
+        _ => scheduled,
     })
 }

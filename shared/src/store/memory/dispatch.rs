@@ -8,7 +8,7 @@ use crate::domain::device::DeviceId;
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
-use crate::store::{ClaimAnswer, ConfirmAnswer, Outcome};
+use crate::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -151,9 +151,43 @@ impl Tables {
             r.confirms = false;
             return true;
         }
+        if outcome == Outcome::Sent {
+            r.pushes = r.pushes.max(1);
+        }
         r.expire_at = Some(terminal_expiry(now));
         self.unindex(id);
         true
+    }
+
+    /// `Store::cancel_reservation`: `scheduled` (no push left) → `cancelled`, kept as the call's
+    /// tombstone; its `callId` remembered until its TTL.
+    pub(super) fn cancel(
+        &mut self,
+        id: &DeviceId,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        let r = match self.reservations.get_mut(id) {
+            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
+            _ => return Err(CancelError::NotFound),
+        };
+        match r.status {
+            // A push left already: it waits for its device's confirmation.
+            ReservationStatus::Scheduled if r.pushes > 0 => {
+                return Err(CancelError::TooLate(ReservationStatus::Sent));
+            }
+            ReservationStatus::Scheduled => {}
+            // Cancelled before: by this cancel (an attempt made again), if it names the call.
+            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
+            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
+            status => return Err(CancelError::TooLate(status)),
+        }
+        r.status = ReservationStatus::Cancelled;
+        r.updated_at = now;
+        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
+        self.unindex(id);
+        self.cancelled_calls.insert(call, expire_at);
+        Ok(())
     }
 
     /// `Store::confirm_call`: see its rules there.
