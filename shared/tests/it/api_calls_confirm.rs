@@ -67,9 +67,7 @@ async fn reserve(app: &TestApp, device: &str) -> String {
 
 /// The reserved second, [`AT`].
 fn at() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(AT)
-        .unwrap()
-        .with_timezone(&Utc)
+    AT.parse().unwrap()
 }
 
 fn millis(at: DateTime<Utc>) -> String {
@@ -353,17 +351,13 @@ on_both_stores! {
 // A push again of the call leaving while the confirmation comes.
 
 /// The call's first push left and was recorded; its second is claimed and marked now.
-async fn second_push_leaving(
-    app: &TestApp,
-    clock: &ManualClock,
-    device: &str,
-) -> (String, Leaving) {
-    register_confirming(app, device).await;
-    let call = reserve(app, device).await;
-    pushed(app, clock, device, &call).await;
+async fn second_push_leaving(app: &TestApp, clock: &ManualClock, dev: &str) -> (String, Leaving) {
+    register_confirming(app, dev).await;
+    let call = reserve(app, dev).await;
+    pushed(app, clock, dev, &call).await;
     clock.advance(WAIT);
-    let run = push_leaves(app, device, &call).await;
-    (call, run)
+    let leaving = push_leaves(app, dev, &call).await;
+    (call, leaving)
 }
 
 #[tokio::test]
@@ -392,10 +386,7 @@ async fn a_push_still_leaving_after_the_wait_is_503_with_retry_after() {
     let (call, run) = second_push_leaving(&app, &clock, device).await;
     let started = std::time::Instant::now();
     let response = confirm(&app, device, &call).await;
-    assert!(
-        started.elapsed() >= std::time::Duration::from_secs(2),
-        "it waited"
-    );
+    assert!(started.elapsed().as_secs() >= 2, "it waited");
     assert_eq!(header(&response, "retry-after").as_deref(), Some("1"));
     error_body(response, 503, "SERVICE_UNAVAILABLE").await;
     assert!(app.events.published().is_empty(), "no error notification");
@@ -403,7 +394,7 @@ async fn a_push_still_leaving_after_the_wait_is_503_with_retry_after() {
     push_recorded(&app, device, &call, &run).await;
     let body = confirm_ok(&app, device, &call).await;
     assert_eq!(
-        (body["status"].clone(), body["pushes"].clone()),
-        (json!("rang"), json!(2))
+        (&body["status"], &body["pushes"]),
+        (&json!("rang"), &json!(2))
     );
 }
