@@ -211,7 +211,7 @@ def by_arn(env: dict) -> dict:
     return env
 
 
-AGENT_API = {"agent", "put-device", "create-call", "get-call", "cancel-call"}
+AGENT_API = {"agent", "put-device", "create-call", "get-call", "cancel-call", "confirm-call"}
 OPENAI = {"chat", "chat-stream", "agent"}
 STORE = AGENT_API | {"dispatch", "chat", "chat-stream"}
 EXTRA_ENV: dict = {}

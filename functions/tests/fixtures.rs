@@ -165,6 +165,7 @@ fn binary_path(binary: &str) -> PathBuf {
         "create-call" => env!("CARGO_BIN_EXE_create-call"),
         "get-call" => env!("CARGO_BIN_EXE_get-call"),
         "cancel-call" => env!("CARGO_BIN_EXE_cancel-call"),
+        "confirm-call" => env!("CARGO_BIN_EXE_confirm-call"),
         "agent" => env!("CARGO_BIN_EXE_agent"),
         "health" => env!("CARGO_BIN_EXE_health"),
         "info" => env!("CARGO_BIN_EXE_info"),
@@ -379,6 +380,15 @@ async fn pass(
     let r = run("get-call", &committed("get-call")).await;
     let got = check("get-call", &r, status_of("get-call"), &scheduled_at);
     assert!(got.contains(r#""callerName":"こえ""#), "get-call: {got}");
+
+    // No push of the reservation has left (and the fixture's callId is not its): 404.
+    let r = run("confirm-call", &committed("confirm-call")).await;
+    check(
+        "confirm-call",
+        &r,
+        status_of("confirm-call"),
+        r#""code":"NOT_FOUND""#,
+    );
 
     let r = run("cancel-call", &committed("cancel-call")).await;
     check("cancel-call", &r, status_of("cancel-call"), "");

@@ -118,6 +118,27 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
                 notification,
             ],
         ),
+        // The device's secret state and its proof; the confirmation (one conditional write),
+        // asked again for at most `IN_FLIGHT_WAIT` while a push of the
+        // call leaves, the last ask starting just before that wait ends.
+        http(
+            "ConfirmCallFunction",
+            vec![
+                (
+                    "GetItem + UpdateItem devices (the secret's proof)",
+                    store_ops(2),
+                ),
+                (
+                    "asked again while a push leaves",
+                    crate::api::confirm::IN_FLIGHT_WAIT,
+                ),
+                (
+                    "the last ask: conditional UpdateItem scheduledCalls",
+                    store_ops(1),
+                ),
+                notification,
+            ],
+        ),
         // A scheduled run: its window, then the last re-selection (every bucket at once) and
         // the last reservation's task (device read, claim, push, outcome). The HTTP route has
         // a function of its own (`dispatch_request`).

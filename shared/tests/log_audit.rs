@@ -13,7 +13,7 @@
 //! test fails if any route of `ROUTES` left no access-log line in a pass. Beyond each route's
 //! success and refusals, the paths that carry a credential or answer from a kept record: requests
 //! sending `X-Device-Secret` (its issued value, and its hash, must never be logged; a made-up
-//! one neither), 403 `DEVICE_SECRET_REQUIRED` on `PUT /devices`, `/calls` and, with
+//! one neither), 403 `DEVICE_SECRET_REQUIRED` on `PUT /devices`, `/calls`, `/calls/confirm` and, with
 //! `AGENT_REQUIRE_DEVICE_SECRET` on (a second app on the pass's store), `POST /agent`; and an
 //! `Idempotency-Key` (a sentinel) replayed, reused with another body and replayed once its
 //! reservation is gone.
@@ -28,9 +28,9 @@ use koe::ROUTES;
 use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ScheduledAt};
-use koe::store::Store;
+use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::dynamodb::DynamoStore;
+use koe::store::{Outcome, Store};
 use koe_testkit::dynamodb;
 use koe_testkit::harness::{TestApp, issued_step_ids_with, send, spawn_app_with};
 use koe_testkit::logs::{self, LogCapture};
@@ -692,6 +692,7 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 assert_eq!(report.sent, 1, "{} pass: {report:?}", pass.name);
             }
         }
+        "confirm-call" => calls_confirm(pass).await,
         other => panic!("log_audit: no scenario for the `{other}` route; add one to `exercise`"),
     }
 }
@@ -825,6 +826,94 @@ async fn calls_device_secret(pass: &mut Pass) {
         "DEVICE_SECRET_REQUIRED",
     )
     .await;
+}
+
+/// `POST /calls/confirm` for the device whose secret is proven, once a push of its call left
+/// (made through the store, as the dispatcher makes it): with the secret (200), again (200),
+/// with another secret (403); a call the device does not hold (404); a malformed `callId`
+/// carrying a sentinel (400).
+async fn calls_confirm(pass: &mut Pass) {
+    let secret = pass.device_secret().await;
+    let device = pass.devices.secret.clone();
+    let call_id = if pass.down {
+        CallId::generate()
+    } else {
+        pushed_call(pass, &device).await
+    };
+    let body = json!({"deviceId": device, "callId": call_id.as_str()}).to_string();
+    let confirm = |secret: &str, body: &str| {
+        pass.agent(http::Method::POST, "/calls/confirm")
+            .header("x-device-secret", secret)
+            .body(body.to_owned())
+    };
+    let what = "POST /calls/confirm, with the device secret";
+    pass.expect(what, confirm(&secret, &body), 200, true).await;
+    let what = "POST /calls/confirm, again";
+    pass.expect(what, confirm(&secret, &body), 200, true).await;
+    let what = "POST /calls/confirm, another secret";
+    let refused = confirm(WRONG_SECRET, &body);
+    pass.refused(what, refused, 403, "DEVICE_SECRET_REQUIRED")
+        .await;
+    let other = json!({"deviceId": pass.devices.registered, "callId": CallId::generate().as_str()});
+    let request = pass
+        .agent(http::Method::POST, "/calls/confirm")
+        .body(other.to_string());
+    pass.refused(
+        "POST /calls/confirm, no such call",
+        request,
+        404,
+        "NOT_FOUND",
+    )
+    .await;
+    let bad = json!({"deviceId": device, "callId": CALLER}).to_string();
+    let what = "POST /calls/confirm, invalid";
+    pass.expect(what, confirm(&secret, &bad), 400, false).await;
+}
+
+/// The device's scheduled call (made if it has none), claimed, marked and recorded pushed to a
+/// device that confirms its calls, as a dispatch run does.
+async fn pushed_call(pass: &Pass, device: &str) -> CallId {
+    let store = &pass.app.store;
+    let id = DeviceId::parse("deviceId", device).unwrap();
+    let now = Utc::now();
+    let reservation = match store.get_reservation(&id, now).await.unwrap() {
+        Some(r) if r.status == ReservationStatus::Scheduled => r,
+        _ => {
+            let jst = FixedOffset::east_opt(9 * 3600).unwrap();
+            let at = ScheduledAt::from_stored((now + Duration::hours(1)).with_timezone(&jst));
+            let r = Reservation::new(id.clone(), at, Some(CALLER.into()), now);
+            store
+                .create_reservation(&r, now, now - Duration::seconds(150))
+                .await
+                .unwrap();
+            r
+        }
+    };
+    let (call, run, before) = (
+        &reservation.call_id,
+        RunToken::generate(),
+        now - Duration::seconds(30),
+    );
+    assert!(
+        store
+            .claim_reservation(&id, call, &run, now, before)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .mark_push_started(&id, call, &run, now, true)
+            .await
+            .unwrap()
+    );
+    // Its first push.
+    let pushed = Outcome::Pushed {
+        next_at: now + Duration::seconds(5),
+        pushes: 1,
+    };
+    let recorded = store.finish_reservation(&id, call, pushed, &run, now, before);
+    assert!(recorded.await.unwrap(), "{} pass: pushed", pass.name);
+    reservation.call_id.clone()
 }
 
 fn assert_no_sentinel(capture: &LogCapture, tokens: &[String]) {

@@ -39,7 +39,7 @@ fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
 /// not carry it, or if the request carries another. A request that presents the device's
 /// secret proves it, as a `PUT /devices` that presents it does: from then on every request for
 /// the device must carry it.
-async fn admitted(
+pub(super) async fn admitted(
     cx: &CallsContext<'_>,
     request: &Request,
     device_id: &DeviceId,

@@ -54,6 +54,8 @@ struct DeviceView<'a> {
     device_id: &'a str,
     environment: PushEnvironment,
     updated_at: String,
+    /// The app confirms each call push (`POST /calls/confirm`).
+    confirms_calls: bool,
     /// Only when this request issued it: the app keeps it and sends it as `X-Device-Secret`.
     #[serde(skip_serializing_if = "Option::is_none")]
     device_secret: Option<&'a str>,
@@ -115,6 +117,7 @@ pub async fn put_device(
             device_id: device.device_id.as_str(),
             environment: device.environment,
             updated_at: rfc3339_millis(device.updated_at),
+            confirms_calls: device.confirms_calls,
             device_secret: issued.then(|| secret.expose()),
         },
     ))

@@ -10,6 +10,7 @@ pub mod body;
 pub mod calls;
 pub mod chat;
 pub mod chat_stream;
+pub mod confirm;
 pub mod devices;
 pub mod dispatch;
 pub mod error;

@@ -1,5 +1,5 @@
 //! The agent API's endpoints (`{agent_url}`, `X-Api-Key`): the agent, devices, call
-//! reservations, and POST /internal/dispatch (an OIDC ID token instead of the key).
+//! reservations and their confirmations, and POST /internal/dispatch (an OIDC ID token instead of the key).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use crate::clock::Clock;
 use crate::config::{AgentConfig, ConfigError};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
+use crate::metrics::Metrics;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
 use crate::spend_guard::{GuardedModel, SpendApi, SpendGuard};
@@ -108,6 +109,21 @@ impl CallsPorts {
             missed_before: now - self.grace,
             salt: &self.salt,
         }
+    }
+}
+
+pub struct ConfirmPorts {
+    pub calls: CallsPorts,
+    /// Its `Confirmed` and `ConfirmLatency` records, dimensioned as its requests' records.
+    pub metrics: Metrics,
+}
+
+impl Ports for ConfirmPorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(ConfirmPorts {
+            calls: CallsPorts::build(adapters).await?,
+            metrics: adapters.route_metrics(&ConfirmCall::ROUTE),
+        })
     }
 }
 
@@ -228,6 +244,31 @@ impl Endpoint for CancelCall {
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
         api::calls::cancel(&ports.context(), request).await
+    }
+}
+
+/// POST /calls/confirm: the device confirms that a call's push reached it.
+pub struct ConfirmCall;
+
+impl Endpoint for ConfirmCall {
+    const ROUTE: Route = agent_route(
+        Method::POST,
+        "/calls/confirm",
+        "ConfirmCallFunction",
+        "confirm-call",
+    );
+    type Ports = ConfirmPorts;
+
+    async fn handle(ports: &ConfirmPorts, request: Request) -> Result<Response, ApiError> {
+        let calls = &ports.calls;
+        let cx = api::confirm::ConfirmContext {
+            store: calls.store.as_ref(),
+            clock: calls.clock.as_ref(),
+            grace: calls.grace,
+            salt: &calls.salt,
+            metrics: &ports.metrics,
+        };
+        api::confirm::confirm(&cx, request).await
     }
 }
 

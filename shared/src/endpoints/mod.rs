@@ -19,8 +19,8 @@ mod chat_api;
 pub mod ports;
 
 pub use agent_api::{
-    Agent, AgentPorts, CallsPorts, CancelCall, CreateCall, DevicePorts, Dispatch, DispatchPorts,
-    GetCall, PutDevice,
+    Agent, AgentPorts, CallsPorts, CancelCall, ConfirmCall, ConfirmPorts, CreateCall, DevicePorts,
+    Dispatch, DispatchPorts, GetCall, PutDevice,
 };
 pub use chat_api::{
     Chat, ChatPorts, ChatStream, ChatStreamPorts, ErrorTest, Health, Info, InfoPorts, NoPorts,
@@ -163,7 +163,17 @@ macro_rules! endpoints {
 }
 
 endpoints!(
-    Chat, Info, Health, ErrorTest, Agent, PutDevice, CreateCall, GetCall, CancelCall, Dispatch,
+    Chat,
+    Info,
+    Health,
+    ErrorTest,
+    Agent,
+    PutDevice,
+    CreateCall,
+    GetCall,
+    CancelCall,
+    ConfirmCall,
+    Dispatch,
 );
 
 /// An endpoint of the route table served streamed by a function of its own, behind that

@@ -11,6 +11,7 @@ use crate::config::{
 };
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
+use crate::endpoints::Route;
 use crate::metrics::Metrics;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
@@ -43,4 +44,7 @@ pub trait Adapters: Sync {
     fn device_hash_salt(&self) -> Result<String, ConfigError>;
     /// Where the process's metrics go, dimensioned by its function.
     fn metrics(&self) -> Metrics;
+    /// The metrics of requests to `route`, dimensioned as the service's own request records
+    /// are: by the Lambda's function name, in koe-local by the route's binary.
+    fn route_metrics(&self, route: &Route) -> Metrics;
 }

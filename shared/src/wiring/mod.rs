@@ -31,7 +31,7 @@ use crate::config::{
 };
 use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
 use crate::dispatch::{Dispatcher, InFlight};
-use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Visit};
+use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
@@ -206,16 +206,12 @@ impl App {
             Auth::ApiKey => LiveApiKeys::new(self.secrets.live("AGENT_API_KEYS", &self.vars)),
             Auth::None | Auth::Bearer => LiveApiKeys::none(),
         };
-        let function = match self.mode {
-            Mode::Lambda => LambdaConfig::from_vars(&self.vars).function_name,
-            Mode::Local => None,
-        }
-        .unwrap_or_else(|| route.binary.to_owned());
+        let metrics = self.route_metrics(&route);
         let edge = Edge {
             events: self.events()?,
             clock: self.clock.clone(),
-            metrics: self.metrics().for_function(&function),
-            function,
+            function: metrics.function().to_owned(),
+            metrics,
             api_keys,
         };
         Ok(Service::new(edge, E::Ports::build(self).await?))
@@ -380,5 +376,14 @@ impl Adapters for App {
 
     fn metrics(&self) -> Metrics {
         self.metrics_handle()
+    }
+
+    fn route_metrics(&self, route: &Route) -> Metrics {
+        let function = match self.mode {
+            Mode::Lambda => LambdaConfig::from_vars(&self.vars).function_name,
+            Mode::Local => None,
+        }
+        .unwrap_or_else(|| route.binary.to_owned());
+        self.metrics().for_function(&function)
     }
 }

@@ -64,7 +64,7 @@ async fn put_registers_the_device_and_answers_without_the_token() {
     assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()));
     assert_eq!(
         body,
-        json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS})
+        json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS, "confirmsCalls": false})
     );
 
     let stored = app
@@ -177,7 +177,7 @@ async fn a_second_put_replaces_token_environment_and_time() {
     let body: Value = second.json().await.unwrap();
     assert_eq!(
         body,
-        json!({"deviceId": DEVICE, "environment": "sandbox", "updatedAt": "2026-03-01T00:01:30.000Z"})
+        json!({"deviceId": DEVICE, "environment": "sandbox", "updatedAt": "2026-03-01T00:01:30.000Z", "confirmsCalls": false})
     );
     let stored = app
         .store

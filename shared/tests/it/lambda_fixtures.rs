@@ -30,6 +30,8 @@ fn expected(binary: &str) -> (u16, &'static str) {
         "create-call" => (201, r#""status":"scheduled""#),
         "get-call" => (200, r#""callerName":"こえ""#),
         "cancel-call" => (204, ""),
+        // Its call was never pushed (and is cancelled by now): nothing to confirm.
+        "confirm-call" => (404, r#""code":"NOT_FOUND""#),
         // The fixture's Bearer token is a placeholder that no issuer signed (and this app trusts
         // no issuer): the honest answer is 401. `dispatch_lambda.rs` covers the accepted path.
         "dispatch" => (401, r#""code":"UNAUTHORIZED""#),

@@ -8,6 +8,7 @@ mod agent_limit;
 mod alarm_evaluation;
 mod api_agent;
 mod api_calls;
+mod api_calls_confirm;
 mod api_calls_refusals;
 mod api_chat;
 mod api_chat_stream;

@@ -6,7 +6,7 @@
 use koe::App;
 use koe::config::Vars;
 use koe::endpoints::{
-    CancelCall, CreateCall, Dispatch, Endpoint, GetCall, Health, Info, PutDevice,
+    CancelCall, ConfirmCall, CreateCall, Dispatch, Endpoint, GetCall, Health, Info, PutDevice,
 };
 
 fn vars(pairs: &[(&str, &str)]) -> Vars {
@@ -39,6 +39,7 @@ async fn a_lambda_that_stores_data_refuses_the_memory_store() {
         assert_eq!(lambda_refusal::<CreateCall>(&pairs).await, Some("STORE"));
         assert_eq!(lambda_refusal::<GetCall>(&pairs).await, Some("STORE"));
         assert_eq!(lambda_refusal::<CancelCall>(&pairs).await, Some("STORE"));
+        assert_eq!(lambda_refusal::<ConfirmCall>(&pairs).await, Some("STORE"));
         assert!(
             local_starts::<CreateCall>(&pairs).await,
             "koe-local keeps memory"
