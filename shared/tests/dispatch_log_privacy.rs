@@ -86,6 +86,7 @@ async fn reserve(store: &MemoryStore, id: &str, token: &str, at: DateTime<Utc>) 
         voip_token: VoipToken::parse("voipToken", token).unwrap(),
         environment: PushEnvironment::Sandbox,
         updated_at: now,
+        confirms_calls: false,
     };
     store.put_device(&device).await.unwrap();
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();

@@ -282,6 +282,7 @@ impl Pass {
             voip_token: VoipToken::parse("voipToken", &voip_token()).unwrap(),
             environment: PushEnvironment::Sandbox,
             updated_at: Utc::now(),
+            confirms_calls: false,
         };
         if !self.down {
             self.app.store.put_device(&device).await.unwrap();

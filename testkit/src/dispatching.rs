@@ -17,6 +17,7 @@ pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservat
         voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
         environment: PushEnvironment::Production,
         updated_at: now,
+        confirms_calls: false,
     };
     store.put_device(&device).await.expect("put_device");
     let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();

@@ -455,7 +455,17 @@ impl Store for FailingStore {
         _: &CallId,
         _: &RunToken,
         _: DateTime<Utc>,
+        _: bool,
     ) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+
+    async fn confirm_call(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: DateTime<Utc>,
+    ) -> Result<koe::store::ConfirmAnswer, StoreError> {
         Err(Self::error())
     }
 

@@ -70,6 +70,7 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Device, ApiError> {
             Some(raw) => PushEnvironment::parse("environment", raw)?,
         },
         updated_at: now,
+        confirms_calls: fields.optional_bool("confirmsCalls")?.unwrap_or(false),
     })
 }
 

@@ -34,6 +34,12 @@ pub struct DispatchConfig {
     pub calls_per_worker: u32,
     /// The most parts a minute is split into (`DISPATCH_MAX_WORKERS`).
     pub max_workers: u32,
+    /// How long a push to a device that confirms its calls waits for the confirmation before the
+    /// call is pushed again (`CALL_CONFIRM_WAIT_MS`, default 5000).
+    pub confirm_wait: Duration,
+    /// The most pushes of one call to such a device, the first included (`CALL_MAX_PUSHES`,
+    /// default 3).
+    pub max_pushes: u32,
 }
 
 pub const DEFAULT_DISPATCH_WINDOW: Duration = Duration::from_secs(70);
@@ -82,6 +88,12 @@ impl DispatchConfig {
             },
             calls_per_worker: vars.int_or("DISPATCH_CALLS_PER_WORKER", 5000, 100..=5000)? as u32,
             max_workers: vars.int_or("DISPATCH_MAX_WORKERS", 32, 1..=256)? as u32,
+            confirm_wait: Duration::from_millis(vars.int_or(
+                "CALL_CONFIRM_WAIT_MS",
+                5000,
+                1000..=60_000,
+            )?),
+            max_pushes: vars.int_or("CALL_MAX_PUSHES", 3, 1..=10)? as u32,
         })
     }
 }
@@ -99,6 +111,8 @@ mod tests {
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
         "DISPATCH_CALLS_PER_WORKER",
         "DISPATCH_MAX_WORKERS",
+        "CALL_CONFIRM_WAIT_MS",
+        "CALL_MAX_PUSHES",
     ];
 
     #[test]
@@ -113,6 +127,7 @@ mod tests {
         assert_eq!(d.concurrency, 500);
         assert_eq!(d.store_concurrency, 1_400, "one vCPU's outside Lambda");
         assert_eq!((d.calls_per_worker, d.max_workers), (5000, 32));
+        assert_eq!((d.confirm_wait, d.max_pushes), (Duration::from_secs(5), 3));
     }
 
     #[test]
@@ -127,6 +142,8 @@ mod tests {
             ("DISPATCH_CALLS_PER_WORKER", "99"),
             ("DISPATCH_MAX_WORKERS", "0"),
             ("DISPATCH_MAX_WORKERS", "257"),
+            ("CALL_CONFIRM_WAIT_MS", "999"),
+            ("CALL_MAX_PUSHES", "0"),
         ] {
             let err = DispatchConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
             assert_eq!(err.var, var, "{var}={value}");

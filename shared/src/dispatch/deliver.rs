@@ -27,6 +27,13 @@ pub(super) enum Again {
     Later,
 }
 
+/// How one push of a delivery ended: finished for this run, or due again at a time (its
+/// device confirms its calls and has not confirmed yet).
+pub(super) enum Delivered {
+    Done(Again),
+    DueAgain(DateTime<Utc>),
+}
+
 /// How a push attempt series ended.
 enum Delivery {
     /// Accepted by APNs at this time.
@@ -38,46 +45,67 @@ enum Delivery {
 }
 
 impl Run {
-    /// Delivers one reservation in four steps, each waiting for its moment: read the device,
-    /// claim, push, record. Each step's outcome is counted into the report as soon as it is
-    /// known; an outcome that ends the delivery ends it here, saying whether the call is left
-    /// for a later selection.
-    pub(super) async fn deliver(&self, r: &DueCall) -> Again {
-        let at = r.scheduled_at.utc();
+    /// Delivers one push of a reservation in four steps, each waiting for its moment: read the
+    /// device, claim, push, record. Each step's outcome is counted into the report as soon as it
+    /// is known; an outcome that ends the delivery ends it here, saying whether the call is left
+    /// for a later selection, or when it is due again (a device that confirms its calls and has
+    /// not yet: `confirming.rs`).
+    pub(super) async fn deliver_once(&self, r: &DueCall) -> Delivered {
+        let at = r.due_at;
         let device = match self.counted(self.read_device(r, at).await) {
             DeviceRead::Read(device) => device,
-            DeviceRead::StoreError => return Again::Later,
+            DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
-        let claimed_at = match self.counted(self.claim(r, at).await) {
-            Claim::Won { claimed_at } => claimed_at,
+        let (claimed_at, pushes) = match self.counted(self.claim(r, at).await) {
+            Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
-            Claim::StoreError | Claim::Lost => return Again::Later,
-            Claim::TooLate(_) | Claim::PushUnknown(_) => return Again::No,
+            Claim::StoreError | Claim::Lost => return Delivered::Done(Again::Later),
+            Claim::TooLate(_) | Claim::PushUnknown(_) => return Delivered::Done(Again::No),
+            Claim::PushedBefore(due) => return due,
         };
-        let (pushed, _permit) = match self.counted(self.push(r, at, claimed_at, device).await) {
-            Push::Ended(pushed, permit) => (pushed, permit),
-            Push::GivenBack(_) | Push::Unmarked => return Again::Later,
-        };
+        if pushes > 0 && !self.may_push_again(r, pushes) {
+            self.counted(self.record_unconfirmed(r).await);
+            return Delivered::Done(Again::No);
+        }
+        let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
+        let (pushed, _permit) =
+            match self.counted(self.push(r, at, claimed_at, device, pushes, confirms).await) {
+                Push::Ended(pushed, permit) => (pushed, permit),
+                Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
+            };
         // Still under the push's permit.
-        self.counted(self.record(r, pushed).await);
-        Again::No
+        let (record, due) = self.record(r, pushed, pushes, confirms).await;
+        self.counted(record);
+        due
     }
 
     /// A reservation already beyond grace when its task starts: marked `missed`, no push.
     pub(super) async fn miss(&self, r: &DueCall) {
         let missed = self.record_missed(r).await;
         if missed.0 == super::outcome::Recorded::Changed {
-            // Refused: a claim abandoned after its push started is not missed but failed.
+            // Refused: a claim abandoned after its push started is not missed but failed; a
+            // call whose push left (its device confirms its calls) ends unconfirmed.
             let now = self.clock().now();
             if let Ok(current) = self
                 .dispatcher
                 .store
                 .get_reservation(&r.device_id, now)
                 .await
-                && started_then_abandoned(current.as_ref(), r, now - self.claim_timeout)
             {
-                self.counted(self.push_state_unknown(r).await);
-                return;
+                let abandoned =
+                    started_then_abandoned(current.as_ref(), r, now - self.claim_timeout);
+                if current.as_ref().is_some_and(|c| {
+                    c.call_id == r.call_id
+                        && ((c.status == ReservationStatus::Scheduled && c.pushes > 0)
+                            || (abandoned && c.confirms))
+                }) {
+                    self.counted(self.record_unconfirmed(r).await);
+                    return;
+                }
+                if abandoned {
+                    self.counted(self.push_state_unknown(r).await);
+                    return;
+                }
             }
         }
         self.counted(missed);
@@ -153,7 +181,7 @@ impl Run {
     async fn claim(&self, r: &DueCall, at: DateTime<Utc>) -> Claim {
         wait_until(self.clock(), at - self.claim_lead).await;
         let mut claimed_at = self.clock().now();
-        if at < claimed_at - self.grace {
+        if r.due_at == r.scheduled_at.utc() && at < claimed_at - self.grace {
             // Only if this run fell far behind: too late to ring.
             return Claim::TooLate(self.record_missed(r).await);
         }
@@ -174,11 +202,15 @@ impl Run {
             })
             .await;
         match answer {
-            Ok((ClaimAnswer::Won, _)) => Claim::Won { claimed_at },
+            Ok((ClaimAnswer::Won { pushes }, _)) => Claim::Won { claimed_at, pushes },
             Ok((ClaimAnswer::Refused(current), abandoned_before))
                 if started_then_abandoned(current.as_deref(), r, abandoned_before) =>
             {
-                Claim::PushUnknown(self.push_state_unknown(r).await)
+                match current.filter(|c| c.confirms) {
+                    // Its device confirms its calls: the push counts, and the call goes again.
+                    Some(c) => Claim::PushedBefore(self.count_abandoned_push(r, c.pushes).await),
+                    None => Claim::PushUnknown(self.push_state_unknown(r).await),
+                }
             }
             Ok((ClaimAnswer::Refused(_), _)) => {
                 tracing::info!(
@@ -208,6 +240,8 @@ impl Run {
         at: DateTime<Utc>,
         claimed_at: DateTime<Utc>,
         device: Option<Device>,
+        pushes: u32,
+        confirms: bool,
     ) -> Push<'_> {
         wait_until(self.clock(), at - MARK_LEAD).await;
         let Some(device) = device else {
@@ -221,7 +255,7 @@ impl Run {
                 let now = self.clock().now();
                 self.dispatcher
                     .store
-                    .mark_push_started(&r.device_id, &r.call_id, &self.token, now)
+                    .mark_push_started(&r.device_id, &r.call_id, &self.token, now, confirms)
                     .await
             })
             .await;
@@ -253,7 +287,7 @@ impl Run {
         let permit = self.permit().await;
         let start = self.clock().now();
         let (delivery, attempts) = self
-            .push_within_budget(r, &device, at, claimed_at, start)
+            .push_within_budget(r, &device, (at, claimed_at, start), pushes + 1)
             .await;
         let pushed = match delivery {
             Delivery::GivenUp => {
@@ -270,6 +304,8 @@ impl Run {
             Delivery::Sent(sent_at) => Pushed::Sent {
                 late_ms: (sent_at - at).num_milliseconds(),
                 attempts,
+                sent_at,
+                again: pushes > 0,
             },
             Delivery::NotSent(error) => Pushed::NotSent {
                 error,
@@ -294,9 +330,11 @@ impl Run {
     /// `scheduled` again a later run sends it within grace, once (or records it `missed`). If
     /// another run has recorded it `failed` meanwhile (push state unknown), the give-back is
     /// refused and the call stays so: never pushed twice, its loss on record.
-    fn may_push(&self, at: DateTime<Utc>, claimed_at: DateTime<Utc>) -> bool {
+    fn may_push(&self, r: &DueCall, at: DateTime<Utc>, claimed_at: DateTime<Utc>) -> bool {
         let now = self.clock().now();
-        now < claimed_at + self.claim_timeout / 2 && now <= at + self.grace.max(self.push_budget)
+        // Grace runs from the reserved second; a push again is due inside it (`due_at`).
+        let last = (r.scheduled_at.utc() + self.grace).max(at + self.push_budget);
+        now < claimed_at + self.claim_timeout / 2 && now <= last
     }
 
     /// Gives back this run's claim of a call it did not push (`Store::release_claim`), made
@@ -332,20 +370,19 @@ impl Run {
         &self,
         r: &DueCall,
         device: &Device,
-        at: DateTime<Utc>,
-        claimed_at: DateTime<Utc>,
-        start: DateTime<Utc>,
+        (at, claimed_at, start): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>),
+        attempt: u32,
     ) -> (Delivery, u32) {
         let deadline = at.max(start) + self.push_budget;
         let mut backoff = FIRST_BACKOFF;
         let mut attempts = 0;
         loop {
-            if !self.may_push(at, claimed_at) {
+            if !self.may_push(r, at, claimed_at) {
                 return (Delivery::GivenUp, attempts);
             }
             attempts += 1;
             let now = self.clock().now();
-            let push = VoipPush::for_call(r, now);
+            let push = VoipPush::for_call(r, now, attempt);
             let result = tokio::select! {
                 result = self.dispatcher.push.send(&push, device) => result,
                 () = wait_until(self.clock(), deadline) => Err(PushError::MaybeDelivered {

@@ -29,8 +29,16 @@ pub fn records(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<Rec
         ("TokensRemoved", report.tokens_removed),
         ("PartsHandedOut", report.handed_out),
     ];
+    // Published only in the runs that have them: most stacks have no device that confirms.
+    let confirming = [
+        ("RePushed", report.re_pushed),
+        ("Unconfirmed", report.unconfirmed),
+    ]
+    .into_iter()
+    .filter(|(_, value)| *value > 0);
     let run = counts
         .into_iter()
+        .chain(confirming)
         .fold(
             Record::new(DISPATCH, at).dimension("Function", function),
             |record, (name, value)| record.count(name, u64::from(value)),

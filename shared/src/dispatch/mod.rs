@@ -42,6 +42,7 @@
 pub mod metrics;
 pub mod trigger;
 
+mod confirming;
 mod deliver;
 mod dispatcher;
 mod fan_out;

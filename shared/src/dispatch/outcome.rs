@@ -23,9 +23,14 @@ pub(super) enum DeviceRead {
 
 /// Step 2: the claim, `claim_lead` before the second.
 pub(super) enum Claim {
+    /// `pushes`: how many pushes of the call left before this claim.
     Won {
         claimed_at: DateTime<Utc>,
+        pushes: u32,
     },
+    /// Refused on a claim abandoned after its push started, to a device that confirms its
+    /// calls: that push counted (it may have left) and the call is due again, at once.
+    PushedBefore(super::deliver::Delivered),
     /// Refused: cancelled, or another run has it.
     Lost,
     StoreError,
@@ -50,8 +55,14 @@ pub(super) enum Push<'a> {
 
 /// How a claimed call's push ended.
 pub(super) enum Pushed {
-    /// Accepted by APNs `late_ms` after its second.
-    Sent { late_ms: i64, attempts: u32 },
+    /// Accepted by APNs at `sent_at`, `late_ms` after it was due; `again`: a push again of a
+    /// call whose device had not confirmed the earlier one.
+    Sent {
+        late_ms: i64,
+        attempts: u32,
+        sent_at: DateTime<Utc>,
+        again: bool,
+    },
     NotSent {
         error: PushError,
         attempts: u32,
@@ -64,6 +75,8 @@ pub(super) enum Pushed {
 /// Step 4: the push's outcome, recorded on the reservation.
 pub(super) enum Record {
     Sent(Recorded),
+    /// Every push of a call to a device that confirms its calls left, none confirmed.
+    Unconfirmed(Recorded),
     /// The push may have left and nothing says whether it did: a claim found abandoned after
     /// its push had started, or this run's push that got no answer after it was sent. Recorded
     /// `failed`, never pushed (again).
@@ -123,6 +136,7 @@ impl Counted for Claim {
             Claim::Lost => t.lost += 1,
             Claim::StoreError => t.store_errors += 1,
             Claim::TooLate(missed) => missed.count(t),
+            Claim::PushedBefore(_) => {}
             Claim::PushUnknown(record) => record.count(t),
         }
     }
@@ -135,8 +149,9 @@ impl Counted for Push<'_> {
             Push::GivenBack(Ok(false)) | Push::Unmarked => t.lost += 1,
             Push::GivenBack(Err(_)) => t.abandoned += 1,
             // Counted as sent even if recording it fails: the push went out.
-            Push::Ended(Pushed::Sent { late_ms, .. }, _) => {
+            Push::Ended(Pushed::Sent { late_ms, again, .. }, _) => {
                 t.sent += 1;
+                t.re_pushed += u32::from(*again);
                 t.lateness_ms.push(*late_ms);
             }
             Push::Ended(Pushed::NotSent { .. } | Pushed::NoDevice, _) => {}
@@ -148,6 +163,7 @@ impl Counted for Record {
     fn count(&self, t: &mut RunReport) {
         match self {
             Record::Sent(recorded) => recorded.count_as(t, |_| {}),
+            Record::Unconfirmed(recorded) => recorded.count_as(t, |t| t.unconfirmed += 1),
             Record::PushUnknown(recorded) => recorded.count_as(t, |t| {
                 t.failed += 1;
                 t.push_unknown += 1;
@@ -190,6 +206,7 @@ mod tests {
         let read = DeviceRead::Read(None);
         let won = Claim::Won {
             claimed_at: DateTime::UNIX_EPOCH,
+            pushes: 0,
         };
         let sent = || {
             let permit = limit.try_acquire().expect("free");
@@ -197,6 +214,8 @@ mod tests {
                 Pushed::Sent {
                     late_ms: 12,
                     attempts: 1,
+                    sent_at: Utc::now(),
+                    again: false,
                 },
                 permit,
             )

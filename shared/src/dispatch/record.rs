@@ -1,6 +1,7 @@
 //! A delivery's last step: recording its outcome (`sent`, `failed`, `missed`), retried on store
 //! errors, and removing a token APNs called invalid.
 
+use super::deliver::{Again, Delivered};
 use super::outcome::{Missed, Pushed, Record, Recorded, TokenRemoval};
 use super::state::Run;
 use super::timing::{FIRST_BACKOFF, wait_until};
@@ -15,10 +16,24 @@ use crate::store::Outcome;
 pub const FINISH_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Run {
-    /// Step 4: records `sent` or `failed`; a token APNs called invalid is removed first.
-    pub(super) async fn record(&self, r: &DueCall, pushed: Pushed) -> Record {
-        match pushed {
-            Pushed::Sent { late_ms, attempts } => {
+    /// Step 4: records `sent` or `failed` (a token APNs called invalid is removed first); for a
+    /// device that confirms its calls, a push that left counts and the call is due again at the
+    /// end of the confirmation wait (`pushes`: those before this one).
+    pub(super) async fn record(
+        &self,
+        r: &DueCall,
+        pushed: Pushed,
+        pushes: u32,
+        confirms: bool,
+    ) -> (Record, Delivered) {
+        let done = Delivered::Done(Again::No);
+        let record = match pushed {
+            Pushed::Sent { sent_at, .. } if confirms => {
+                return self.record_pushed(r, sent_at, pushes).await;
+            }
+            Pushed::Sent {
+                late_ms, attempts, ..
+            } => {
                 let recorded = self.finish(r, Outcome::Sent).await;
                 tracing::info!(
                     call_id = r.call_id.as_str(),
@@ -60,7 +75,8 @@ impl Run {
                     .fail(r, None, 0, "the device is no longer registered")
                     .await,
             },
-        }
+        };
+        (record, done)
     }
 
     /// Removes a device whose token APNs called invalid, unless it has a newer token by now.
@@ -120,7 +136,7 @@ impl Run {
     /// retrying store errors with backoff within [`FINISH_BUDGET`]: a call left `claimed` after
     /// its push would be recorded `failed` by a later run. An attempt made again after one whose
     /// reply was lost meets this run's own outcome and is answered as written.
-    async fn finish(&self, r: &DueCall, outcome: Outcome) -> Recorded {
+    pub(super) async fn finish(&self, r: &DueCall, outcome: Outcome) -> Recorded {
         let deadline =
             self.clock().now() + chrono::Duration::from_std(FINISH_BUDGET).expect("small");
         let mut backoff = FIRST_BACKOFF;

@@ -69,6 +69,11 @@ pub struct RunReport {
     pub lateness_ms: Vec<i64>,
     /// Parts of a split window this (coordinating) run handed out instead of running it.
     pub handed_out: u32,
+    /// Of `sent`: pushes again (attempt 2 or later) of calls whose device confirms its calls and
+    /// had not confirmed the earlier push within the wait.
+    pub re_pushed: u32,
+    /// Calls to such devices ended `unconfirmed`: every push left, none confirmed in time.
+    pub unconfirmed: u32,
     /// The run's wall time, from its start to its report.
     pub duration_ms: i64,
 }

@@ -172,7 +172,8 @@ impl Run {
         known: &mut HashSet<CallId>,
         pending: &mut Pending,
     ) {
-        let at = call.scheduled_at.utc();
+        // Its next push: the reserved second, or the end of a confirmation wait.
+        let at = call.due_at;
         if known.contains(&call.call_id) || at >= self.end {
             return;
         }

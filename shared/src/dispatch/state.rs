@@ -25,6 +25,10 @@ pub(super) struct Run {
     pub(super) claim_timeout: chrono::Duration,
     pub(super) claim_lead: chrono::Duration,
     pub(super) push_budget: chrono::Duration,
+    /// How long a push to a device that confirms its calls waits for the confirmation.
+    pub(super) confirm_wait: chrono::Duration,
+    /// The most pushes of one call to such a device.
+    pub(super) max_pushes: u32,
     pub(super) end: DateTime<Utc>,
     limit: Semaphore,
     store_limit: Semaphore,
@@ -40,6 +44,8 @@ impl Run {
             claim_timeout: chrono_duration(s.claim_timeout),
             claim_lead: chrono_duration(s.claim_lead),
             push_budget: chrono_duration(s.push_budget),
+            confirm_wait: chrono_duration(s.confirm_wait),
+            max_pushes: s.max_pushes,
             end: started + chrono_duration(s.window),
             limit: Semaphore::new(s.concurrency.max(1)),
             store_limit: Semaphore::new(s.store_concurrency.max(1)),

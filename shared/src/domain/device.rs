@@ -155,6 +155,9 @@ pub struct Device {
     pub voip_token: VoipToken,
     pub environment: PushEnvironment,
     pub updated_at: DateTime<Utc>,
+    /// The app confirms each call push (`POST /calls/confirm`) and drops a repeated `callId`:
+    /// a push it does not confirm within the wait goes again (docs/app.md). `false`: one push.
+    pub confirms_calls: bool,
 }
 
 /// How long a device's record lives after its last `PUT /devices` (its TTL, `expireAt`): the

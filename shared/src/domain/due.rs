@@ -95,6 +95,9 @@ pub struct DueCall {
     pub call_id: CallId,
     pub device_id: DeviceId,
     pub scheduled_at: ScheduledAt,
+    /// When its next push is due (`Reservation::due_at`): `scheduled_at`, or the end of a
+    /// confirmation wait.
+    pub due_at: chrono::DateTime<chrono::Utc>,
     pub caller_name: Option<String>,
 }
 
@@ -104,6 +107,7 @@ impl From<&Reservation> for DueCall {
             call_id: r.call_id.clone(),
             device_id: r.device_id.clone(),
             scheduled_at: r.scheduled_at,
+            due_at: r.due_at,
             caller_name: r.caller_name.clone(),
         }
     }

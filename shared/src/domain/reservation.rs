@@ -90,16 +90,23 @@ pub enum ReservationStatus {
     /// retry of the create that made it can never bring it back; every read of the API treats it
     /// as absent, and a new reservation replaces it.
     Cancelled,
+    /// Its device (one that confirms its call pushes) confirmed a push: the phone rang.
+    Rang,
+    /// Every push left (or the grace period ended), and none was confirmed by the end of the
+    /// last wait.
+    Unconfirmed,
 }
 
 impl ReservationStatus {
-    pub const ALL: [ReservationStatus; 6] = [
+    pub const ALL: [ReservationStatus; 8] = [
         ReservationStatus::Scheduled,
         ReservationStatus::Claimed,
         ReservationStatus::Sent,
         ReservationStatus::Failed,
         ReservationStatus::Missed,
         ReservationStatus::Cancelled,
+        ReservationStatus::Rang,
+        ReservationStatus::Unconfirmed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +117,8 @@ impl ReservationStatus {
             ReservationStatus::Failed => "failed",
             ReservationStatus::Missed => "missed",
             ReservationStatus::Cancelled => "cancelled",
+            ReservationStatus::Rang => "rang",
+            ReservationStatus::Unconfirmed => "unconfirmed",
         }
     }
 
@@ -127,6 +136,8 @@ impl ReservationStatus {
                 | ReservationStatus::Failed
                 | ReservationStatus::Missed
                 | ReservationStatus::Cancelled
+                | ReservationStatus::Rang
+                | ReservationStatus::Unconfirmed
         )
     }
 }
@@ -197,6 +208,17 @@ pub struct Reservation {
     pub claimed_by: Option<RunToken>,
     /// The token of the run that recorded its outcome (`finishToken`), once terminal.
     pub finished_by: Option<RunToken>,
+    /// When its next push is due: `scheduled_at` for the first, the end of the confirmation wait
+    /// for a push again (a device that confirms its calls). The bucket index's sort key
+    /// (`scheduledAtMs`).
+    pub due_at: DateTime<Utc>,
+    /// How many pushes left for it (or may have: a push whose run stopped after its mark).
+    pub pushes: u32,
+    /// The push being made now is to a device that confirms its calls (set with the push mark):
+    /// if its run stops, the push counts as left and a later run pushes again.
+    pub confirms: bool,
+    /// When its device confirmed a push (`rang`).
+    pub rang_at: Option<DateTime<Utc>>,
     /// TTL (epoch seconds) after which the record is gone: from creation
     /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
     /// after that. `None` only on records written before every reservation had one.
@@ -222,6 +244,10 @@ impl Reservation {
             push_started_at: None,
             claimed_by: None,
             finished_by: None,
+            due_at: scheduled_at.utc(),
+            pushes: 0,
+            confirms: false,
+            rang_at: None,
             expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }
@@ -236,6 +262,10 @@ impl Reservation {
     /// a dispatch run has recorded it yet (the next run that selects it does).
     pub fn status_seen(&self, missed_before: DateTime<Utc>) -> ReservationStatus {
         match self.status {
+            // A push left and the next waits for the device's confirmation.
+            ReservationStatus::Scheduled | ReservationStatus::Claimed if self.pushes > 0 => {
+                ReservationStatus::Sent
+            }
             ReservationStatus::Scheduled if self.scheduled_at.utc() < missed_before => {
                 ReservationStatus::Missed
             }
@@ -265,6 +295,11 @@ pub struct ReservationView {
     pub caller_name: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// How many pushes left for it.
+    pub pushes: u32,
+    /// When its device confirmed a push (status `rang`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rang_at: Option<String>,
 }
 
 impl ReservationView {
@@ -290,6 +325,8 @@ impl From<&Reservation> for ReservationView {
             caller_name: r.caller_name.clone(),
             created_at: rfc3339_millis(r.created_at),
             updated_at: rfc3339_millis(r.updated_at),
+            pushes: r.pushes,
+            rang_at: r.rang_at.map(rfc3339_millis),
         }
     }
 }

@@ -236,6 +236,7 @@ mod tests {
         VoipPush {
             aps: Default::default(),
             call_id: "c0ffee".into(),
+            attempt: 1,
             caller_name: Some("Mika".into()),
             scheduled_at: "2026-01-01T09:00:30+09:00".into(),
             expires_at: DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z")

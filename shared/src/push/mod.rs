@@ -30,6 +30,9 @@ pub const CALL_PUSH_LIFETIME: chrono::Duration = chrono::Duration::seconds(30);
 pub struct VoipPush {
     pub aps: Aps,
     pub call_id: String,
+    /// Which push of the call this is: 1, then 2, 3 for a device that confirms its calls and
+    /// had not confirmed the earlier one (the app drops a repeated `callId`).
+    pub attempt: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caller_name: Option<String>,
     /// The reservation's `scheduledAt`, with the client's offset.
@@ -44,11 +47,12 @@ pub struct VoipPush {
 pub struct Aps {}
 
 impl VoipPush {
-    /// The push for `reservation`, sent at `now`.
-    pub fn for_call(reservation: &DueCall, now: DateTime<Utc>) -> VoipPush {
+    /// The push `attempt` (1, 2, ...) for `reservation`, sent at `now`.
+    pub fn for_call(reservation: &DueCall, now: DateTime<Utc>, attempt: u32) -> VoipPush {
         VoipPush {
             aps: Aps {},
             call_id: reservation.call_id.as_str().to_owned(),
+            attempt,
             caller_name: reservation.caller_name.clone(),
             scheduled_at: reservation
                 .scheduled_at
@@ -154,13 +158,14 @@ mod tests {
         let at = ScheduledAt::parse("scheduledAt", "2026-01-01T09:00:30+09:00", now).unwrap();
         let device = DeviceId::parse("deviceId", "d1").unwrap();
         let mut reservation = Reservation::new(device, at, Some("こえ".into()), now);
-        let push = VoipPush::for_call(&DueCall::from(&reservation), at.utc());
+        let push = VoipPush::for_call(&DueCall::from(&reservation), at.utc(), 2);
         let json: serde_json::Value = serde_json::from_str(&push.to_json()).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
                 "aps": {},
                 "callId": reservation.call_id.as_str(),
+                "attempt": 2,
                 "callerName": "こえ",
                 "scheduledAt": "2026-01-01T09:00:30+09:00",
             })
@@ -168,9 +173,10 @@ mod tests {
         assert_eq!(push.expires_at, at.utc() + chrono::Duration::seconds(30));
 
         reservation.caller_name = None;
-        let json: serde_json::Value =
-            serde_json::from_str(&VoipPush::for_call(&DueCall::from(&reservation), now).to_json())
-                .unwrap();
+        let json: serde_json::Value = serde_json::from_str(
+            &VoipPush::for_call(&DueCall::from(&reservation), now, 1).to_json(),
+        )
+        .unwrap();
         assert!(json.get("callerName").is_none(), "{json}");
         assert!(
             json.get("deviceId").is_none(),

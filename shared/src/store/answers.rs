@@ -2,6 +2,8 @@
 //! counters and device writes, and their errors.
 
 use super::StoreError;
+use chrono::{DateTime, Utc};
+
 use crate::domain::reservation::{Reservation, ReservationStatus};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +49,8 @@ pub enum Created {
 /// What a claim ([`Store::claim_due`]) answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimAnswer {
-    Won,
+    /// Won; `pushes`: how many pushes already left for the call (0 for its first push).
+    Won { pushes: u32 },
     /// Refused; the device's record as it is now (`None`: none, or expired).
     Refused(Option<Box<Reservation>>),
 }
@@ -57,7 +60,17 @@ pub enum ClaimAnswer {
 pub enum Outcome {
     Sent,
     Failed,
+    /// Past grace without a push (or, for one whose push left already, [`Outcome::Unconfirmed`]).
     Missed,
+    /// A push to a device that confirms its calls left (or may have, from a run that stopped
+    /// after its mark): counted, and the call is due again at `next_at` unless confirmed first.
+    /// `pushes` is the call's count with this push (the count before it, plus one).
+    Pushed {
+        next_at: DateTime<Utc>,
+        pushes: u32,
+    },
+    /// Every push left and none was confirmed by the end of the last wait (or grace ended).
+    Unconfirmed,
 }
 
 impl Outcome {
@@ -66,8 +79,24 @@ impl Outcome {
             Outcome::Sent => ReservationStatus::Sent,
             Outcome::Failed => ReservationStatus::Failed,
             Outcome::Missed => ReservationStatus::Missed,
+            Outcome::Pushed { .. } => ReservationStatus::Scheduled,
+            Outcome::Unconfirmed => ReservationStatus::Unconfirmed,
         }
     }
+}
+
+/// What a device's confirmation of a call push ([`Store::confirm_call`](super::Store)) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfirmAnswer {
+    /// Recorded (`rang`, now or by an earlier confirmation): the record as it is now.
+    Rang(Box<Reservation>),
+    /// A push again of this call is leaving right now (claimed, marked, after an earlier push):
+    /// the confirmation is not stored until it has left, so that no push follows a stored
+    /// confirmation. Ask again in a moment.
+    PushInFlight,
+    /// The device holds no such reservation with a push that left (none, another call, not
+    /// pushed yet, cancelled, failed, missed or expired).
+    NotFound,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,8 +33,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, IdempotentAnswer, Outcome,
-    SpendOutcome, Store, StoreError, TableNames, UsageOutcome,
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, IdempotentAnswer,
+    Outcome, SpendOutcome, Store, StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -67,6 +67,12 @@ const CREATED_AT: &str = "createdAt";
 const CLAIMED_AT_MS: &str = "claimedAtMs";
 const PUSH_STARTED_AT_MS: &str = "pushStartedAtMs";
 const EXPIRE_AT: &str = "expireAt";
+/// N, absent while 0: the pushes that left for a reservation.
+const PUSHES: &str = "pushes";
+/// BOOL, present only when true: the push being made is to a device that confirms its calls.
+const CONFIRMS: &str = "confirms";
+/// N: when the device confirmed a push (`rang`).
+const RANG_AT_MS: &str = "rangAtMs";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 
@@ -77,6 +83,7 @@ mod dispatch;
 mod errors;
 mod items;
 mod keyed;
+mod outcome;
 mod reservations;
 mod retried;
 use devices::{WriteResult, device_from_item, device_item};
@@ -285,8 +292,9 @@ impl Store for DynamoStore {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
-        self.mark_item(id, call_id, run, now).await
+        self.mark_item(id, call_id, run, now, confirms).await
     }
 
     async fn release_claim(
@@ -310,6 +318,15 @@ impl Store for DynamoStore {
     ) -> Result<bool, StoreError> {
         self.finish_item(id, call_id, outcome, run, now, abandoned_before)
             .await
+    }
+
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.confirm_item(id, call_id, now).await
     }
 
     async fn count_agent_use(

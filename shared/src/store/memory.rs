@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
-    Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -200,6 +200,10 @@ impl Store for MemoryStore {
             _ => return Err(CancelError::NotFound),
         };
         match r.status {
+            // A push left already: it waits for its device's confirmation.
+            ReservationStatus::Scheduled if r.pushes > 0 => {
+                return Err(CancelError::TooLate(ReservationStatus::Sent));
+            }
             ReservationStatus::Scheduled => {}
             // Cancelled before: by this cancel (an attempt made again), if it names the call.
             ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
@@ -239,8 +243,9 @@ impl Store for MemoryStore {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
-        Ok(self.lock().mark(id, call_id, run, now))
+        Ok(self.lock().mark(id, call_id, run, now, confirms))
     }
 
     async fn release_claim(
@@ -265,6 +270,15 @@ impl Store for MemoryStore {
         Ok(self
             .lock()
             .finish(id, call_id, outcome, run, now, abandoned_before))
+    }
+
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        Ok(self.lock().confirm(id, call_id, now))
     }
 
     async fn count_agent_use(

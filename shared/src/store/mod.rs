@@ -16,8 +16,8 @@ use crate::domain::reservation::{CallId, Reservation, RunToken};
 mod answers;
 mod error;
 pub use answers::{
-    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
-    Outcome, SpendOutcome, UsageOutcome,
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
 };
 pub use error::StoreError;
 pub mod dynamodb;
@@ -30,6 +30,11 @@ pub use crate::config::TableNames;
 /// shard as `domain::due::shard_key` writes it; sort `scheduledAtMs`), holding only `scheduled`
 /// and `claimed` reservations (a sparse index) and of them only what [`DueCall`] needs.
 pub const DUE_INDEX: &str = "byDueShard";
+
+/// How long before its due time a call waiting for its push again may be claimed, at most (a
+/// run claims it `claim_lead` before): a run that selected it before its last push cannot push
+/// again before the confirmation wait is over.
+pub const PUSH_AGAIN_CLAIM_LEAD: chrono::Duration = chrono::Duration::seconds(1);
 
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -137,7 +142,8 @@ pub trait Store: Send + Sync {
     /// order. A query on the bucket index, never a scan.
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError>;
 
-    /// `scheduled` → `claimed` by `run` for this call, or re-claims a claim made before
+    /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
+    /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).
     /// A claim `run` already holds is won again (its reply may have been lost): `claimed_at`
     /// becomes `now`. A refusal carries the record as it is (if there is one), so the caller
@@ -163,11 +169,13 @@ pub trait Store: Send + Sync {
         let answer = self
             .claim_due(id, call_id, run, now, abandoned_before)
             .await?;
-        Ok(answer == ClaimAnswer::Won)
+        Ok(matches!(answer, ClaimAnswer::Won { .. }))
     }
 
     /// Marks that `run`, whose claim the reservation holds, is about to push (sets
-    /// `push_started_at` to `now`, unless this run's earlier mark already set it). Only a
+    /// `push_started_at` to `now`, unless this run's earlier mark already set it, and
+    /// `confirms`: the device confirms its calls, so if this run stops the push counts as left
+    /// and is made again). Only a
     /// marked claim may push; a marked claim is never re-claimed nor marked `missed`, so a run
     /// that dies after marking leaves the call to be recorded `failed` (push state unknown),
     /// never pushed twice. Returns whether the claim is still `run`'s (made again after a lost
@@ -178,6 +186,7 @@ pub trait Store: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError>;
 
     /// Gives a claim `run` holds back (`claimed` → `scheduled`, its claim and mark removed), for
@@ -194,9 +203,15 @@ pub trait Store: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Records how the call ended, by `run`: `claimed` → `sent`/`failed`, or `scheduled` (or a
-    /// claim made before `abandoned_before` whose push never started) → `missed`. Terminal
-    /// records get `expireAt`. Returns whether the transition happened; a record `run` already
-    /// ended with this outcome answers true (the reply to the first write was lost).
+    /// claim made before `abandoned_before` whose push never started) → `missed` (a call with
+    /// `pushes` > 0 is never `missed`). For a device that confirms its calls:
+    /// [`Outcome::Pushed`] counts the push (`pushes` + 1) and makes the call `scheduled` again,
+    /// due at `next_at`, its claim and mark removed (from its own claim, or from a claim made
+    /// before `abandoned_before` whose push started, with `confirms`: that push may have left);
+    /// [`Outcome::Unconfirmed`] ends it from its own claim, from `scheduled` with `pushes` > 0,
+    /// or from such an abandoned claim. Terminal records get `expireAt` and leave the bucket
+    /// index. Returns whether the transition happened; a record `run` already wrote with this
+    /// outcome answers true (the reply to the first write was lost).
     async fn finish_reservation(
         &self,
         id: &DeviceId,
@@ -206,6 +221,21 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+
+    /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the
+    /// reservation becomes `rang` at `now` (out of the bucket index, terminal expiry), if it is
+    /// the device's with a push that left: `sent`, `unconfirmed`, waiting for its next push
+    /// (`scheduled` with `pushes` > 0), or `claimed` for its first push (mark written or not: a
+    /// confirmation before the outcome counts) or for a push again whose mark is not written
+    /// (that push then never leaves: its mark is refused). A `claimed` push again whose mark is
+    /// written is [`ConfirmAnswer::PushInFlight`]. Made again, it answers the same record (the
+    /// first `rangAt` kept).
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError>;
 
     /// Counts one agent use for the device on `day` unless `limit` is already reached; one
     /// atomic conditional update. `expire_at` (epoch seconds) is the counter's TTL.

@@ -51,6 +51,7 @@ impl World {
                 voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
                 environment: PushEnvironment::Production,
                 updated_at: now,
+                confirms_calls: false,
             };
             store.put_device(&device).await.unwrap();
             let at = now + Duration::milliseconds(2_500 + (i as i64 * 7) % 1_000);

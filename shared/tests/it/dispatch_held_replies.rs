@@ -36,6 +36,7 @@ async fn crowd(store: &MemoryStore, second: DateTime<Utc>) -> Vec<Reservation> {
             voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
             environment: PushEnvironment::Production,
             updated_at: made,
+            confirms_calls: false,
         };
         store.put_device(&device).await.unwrap();
         let at = second + Duration::milliseconds((i * 1000 / CALLS) as i64);

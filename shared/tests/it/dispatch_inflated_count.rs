@@ -137,6 +137,7 @@ async fn reserve(store: &Counted, clock: &dyn Clock, name: &str, at: &str) -> Re
         voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
         environment: PushEnvironment::Production,
         updated_at: clock.now(),
+        confirms_calls: false,
     };
     store.put_device(&device).await.unwrap();
     let at = DateTime::parse_from_rfc3339(at).unwrap();
@@ -303,8 +304,11 @@ impl Store for Counted {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
-        self.inner.mark_push_started(id, call_id, run, now).await
+        self.inner
+            .mark_push_started(id, call_id, run, now, confirms)
+            .await
     }
 
     async fn release_claim(
@@ -329,6 +333,15 @@ impl Store for Counted {
         self.inner
             .finish_reservation(id, call_id, outcome, run, now, abandoned_before)
             .await
+    }
+
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<koe::store::ConfirmAnswer, StoreError> {
+        self.inner.confirm_call(id, call_id, now).await
     }
 
     async fn count_agent_use(

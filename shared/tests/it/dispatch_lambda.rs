@@ -71,6 +71,7 @@ async fn the_schedule_fixture_runs_a_dispatch() {
         voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
         environment: PushEnvironment::Production,
         updated_at: now,
+        confirms_calls: false,
     };
     app.store()
         .await

@@ -76,6 +76,7 @@ impl World {
                 .unwrap(),
             environment: PushEnvironment::Production,
             updated_at: self.clock.now(),
+            confirms_calls: false,
         };
         self.store.put_device(&device).await.unwrap();
         let jst = FixedOffset::east_opt(9 * 3600).unwrap();

@@ -44,6 +44,7 @@ async fn all_due_in_one_second_leave_within_it(
                     voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
                     environment: PushEnvironment::Production,
                     updated_at: now,
+                    confirms_calls: false,
                 };
                 store.put_device(&device).await.unwrap();
                 let r = Reservation::new(

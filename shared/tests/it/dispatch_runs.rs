@@ -131,6 +131,7 @@ impl World {
             voip_token: token(),
             environment,
             updated_at: self.clock.now(),
+            confirms_calls: false,
         };
         self.store.put_device(&device).await.expect("put_device");
         device
@@ -597,7 +598,7 @@ async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_a
     w.step_to(at_ms(29_800)).await;
     assert!(
         w.store
-            .mark_push_started(&r.device_id, &r.call_id, &dead_run, w.clock.now())
+            .mark_push_started(&r.device_id, &r.call_id, &dead_run, w.clock.now(), false)
             .await
             .unwrap()
     );

@@ -136,6 +136,7 @@ async fn records_read_back_exactly_as_written() {
         voip_token: VoipToken::parse("voipToken", &"ab".repeat(40)).unwrap(),
         environment: PushEnvironment::Sandbox,
         updated_at: now,
+        confirms_calls: false,
     };
     store.put_device(&device).await.unwrap();
     assert_eq!(
@@ -243,6 +244,7 @@ async fn a_device_expires_400_days_after_its_last_registration() {
         voip_token: VoipToken::parse("voipToken", &"cd".repeat(40)).unwrap(),
         environment: PushEnvironment::Production,
         updated_at,
+        confirms_calls: false,
     };
     store
         .register_device(&device(first), None, "h1")

@@ -75,6 +75,7 @@ async fn device(app: &App, name: &str) -> Device {
         voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
         environment: PushEnvironment::Production,
         updated_at: Utc::now(),
+        confirms_calls: false,
     };
     app.store()
         .await

@@ -52,6 +52,7 @@ async fn reserve(store: &Arc<dyn Store>, clock: &ManualClock, name: &str, when: 
         voip_token: token(),
         environment: PushEnvironment::Production,
         updated_at: clock.now(),
+        confirms_calls: false,
     };
     store.put_device(&device).await.unwrap();
     let now = clock.now();

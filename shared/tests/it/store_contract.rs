@@ -80,6 +80,7 @@ pub(super) fn device(id: &DeviceId, environment: PushEnvironment, now: DateTime<
         voip_token: new_token(),
         environment,
         updated_at: now,
+        confirms_calls: false,
     }
 }
 
@@ -171,7 +172,7 @@ async fn finish_as(
 
 async fn mark_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
     store
-        .mark_push_started(&r.device_id, &r.call_id, run, now)
+        .mark_push_started(&r.device_id, &r.call_id, run, now, false)
         .await
         .expect("mark_push_started")
 }
@@ -218,7 +219,9 @@ pub(super) async fn seeded(
             assert!(finish(store, &r, Outcome::Missed, late).await, "seed: miss");
             late
         }
-        ReservationStatus::Cancelled => unreachable!("a cancelled reservation reads as none"),
+        ReservationStatus::Cancelled | ReservationStatus::Rang | ReservationStatus::Unconfirmed => {
+            unreachable!("seeded along a device's path that does not confirm its calls")
+        }
     };
     let stored = get_some(store, &id, last).await;
     assert_eq!(stored.status, status, "seeded status");
@@ -866,7 +869,7 @@ async fn the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over(
     );
     assert!(
         !store
-            .mark_push_started(&r.device_id, &CallId::generate(), &run, now)
+            .mark_push_started(&r.device_id, &CallId::generate(), &run, now, false)
             .await
             .expect("mark_push_started"),
         "another call's mark"

@@ -68,6 +68,7 @@ fn push_and_device() -> (VoipPush, Device) {
     let push = VoipPush {
         aps: Default::default(),
         call_id: "bench".into(),
+        attempt: 1,
         caller_name: None,
         scheduled_at: "2026-01-01T07:00:00+09:00".into(),
         expires_at: now,
@@ -77,6 +78,7 @@ fn push_and_device() -> (VoipPush, Device) {
         voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
         environment: PushEnvironment::Production,
         updated_at: now,
+        confirms_calls: false,
     };
     (push, device)
 }

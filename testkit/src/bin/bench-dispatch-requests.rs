@@ -59,7 +59,7 @@ async fn one_call(store: &DynamoStore, r: &Reservation) -> [f64; 4] {
     let claim = timed(t);
     let t = Instant::now();
     store
-        .mark_push_started(&r.device_id, &r.call_id, &run, now)
+        .mark_push_started(&r.device_id, &r.call_id, &run, now, false)
         .await
         .expect("mark");
     let mark = timed(t);

@@ -160,6 +160,7 @@ async fn seed(store: &MemoryStore, args: &Args, t0: DateTime<Utc>) -> HashMap<u6
             voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
             environment: PushEnvironment::Production,
             updated_at: made,
+            confirms_calls: false,
         };
         store.put_device(&device).await.unwrap();
         let at = due(t0, i, args.calls, args.spike);

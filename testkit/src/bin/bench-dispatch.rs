@@ -146,6 +146,7 @@ async fn main() -> ExitCode {
                     voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
                     environment: PushEnvironment::Production,
                     updated_at: now,
+                    confirms_calls: false,
                 };
                 store.put_device(&device).await.expect("put device");
             }

@@ -34,8 +34,8 @@ use koe::domain::due::DueCall;
 use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::store::dynamodb::{ATTEMPT_TIMEOUT, DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
 use koe::store::{
-    CancelError, ClaimAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
-    Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use tokio::time::{Instant, sleep, sleep_until};
 
@@ -298,8 +298,11 @@ impl Store for HeldStore {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
-        let mark = self.inner.mark_push_started(id, call_id, run, now);
+        let mark = self
+            .inner
+            .mark_push_started(id, call_id, run, now, confirms);
         self.once("UpdateItem", mark).await
     }
 
@@ -327,6 +330,16 @@ impl Store for HeldStore {
             self.inner
                 .finish_reservation(id, call_id, outcome, run, now, abandoned_before);
         self.once("UpdateItem", finish).await
+    }
+
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.retried("UpdateItem", || self.inner.confirm_call(id, call_id, now))
+            .await
     }
 
     async fn count_agent_use(
@@ -422,6 +435,7 @@ mod tests {
             voip_token: VoipToken::parse("voipToken", &"a".repeat(64)).unwrap(),
             environment: PushEnvironment::Production,
             updated_at: made,
+            confirms_calls: false,
         };
         store.put_device(&device).await.unwrap();
         let at = t("2026-01-01T07:00:00Z").fixed_offset();
@@ -483,7 +497,7 @@ mod tests {
         let again = store
             .claim_due(&r.device_id, &r.call_id, &run, now, now)
             .await;
-        assert_eq!(again.unwrap(), ClaimAnswer::Won);
+        assert!(matches!(again.unwrap(), ClaimAnswer::Won { .. }));
         assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(store.stats().held, 1);
     }

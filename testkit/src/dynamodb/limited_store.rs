@@ -24,8 +24,8 @@ use koe::domain::due::{DueCall, shard_key};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, terminal_expiry};
 use koe::store::memory::MemoryStore;
 use koe::store::{
-    CancelError, ClaimAnswer, CreateError, Created, DUE_INDEX, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DUE_INDEX, DeviceProof,
+    DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use serde_json::{Value, json};
 
@@ -447,6 +447,7 @@ impl Store for LimitedStore {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().map(|(r, key)| {
@@ -460,7 +461,9 @@ impl Store for LimitedStore {
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
         self.update(id, usual.then_some("mark"), before.as_ref(), after_ref)
             .await?;
-        self.inner.mark_push_started(id, call_id, run, now).await
+        self.inner
+            .mark_push_started(id, call_id, run, now, confirms)
+            .await
     }
 
     async fn release_claim(
@@ -493,11 +496,20 @@ impl Store for LimitedStore {
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let before = self.current(id, now).await?;
-        let after = before.as_ref().map(|(r, _)| {
+        let after = before.as_ref().map(|(r, key)| {
             let mut finished = r.clone();
             finished.status = outcome.status();
+            if let Outcome::Pushed { next_at, pushes } = outcome {
+                // Due again: its index entry stays, its sort key moves.
+                finished.pushes = pushes;
+                finished.due_at = next_at;
+                finished.claimed_at = None;
+                finished.claimed_by = None;
+                finished.push_started_at = None;
+                return (finished, key.clone());
+            }
             finished.expire_at = Some(terminal_expiry(now));
-            finished
+            (finished, None)
         });
         let usual = before.as_ref().is_some_and(|(r, _)| {
             r.status == ReservationStatus::Claimed && r.push_started_at.is_some()
@@ -506,13 +518,35 @@ impl Store for LimitedStore {
             Outcome::Sent => "finish sent",
             Outcome::Failed => "finish failed",
             Outcome::Missed => "finish missed",
+            Outcome::Pushed { .. } => "finish pushed",
+            Outcome::Unconfirmed => "finish unconfirmed",
         };
-        let after_ref = after.as_ref().map(|r| (r, None));
+        let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
         self.update(id, usual.then_some(name), before.as_ref(), after_ref)
             .await?;
         self.inner
             .finish_reservation(id, call_id, outcome, run, now, abandoned_before)
             .await
+    }
+
+    /// A confirmation: one conditional update on the device's key, out of the index.
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, _)| {
+            let mut rang = r.clone();
+            rang.status = ReservationStatus::Rang;
+            rang.rang_at = Some(now);
+            rang.expire_at = Some(terminal_expiry(now));
+            rang
+        });
+        let after_ref = after.as_ref().map(|r| (r, None));
+        self.update(id, None, before.as_ref(), after_ref).await?;
+        self.inner.confirm_call(id, call_id, now).await
     }
 
     async fn count_agent_use(

@@ -356,6 +356,7 @@ mod tests {
         let push = VoipPush {
             aps: Default::default(),
             call_id: "c1".into(),
+            attempt: 1,
             caller_name: None,
             scheduled_at: "2026-01-01T07:00:00+09:00".into(),
             expires_at: now,
@@ -365,6 +366,7 @@ mod tests {
             voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
             environment: PushEnvironment::Production,
             updated_at: now,
+            confirms_calls: false,
         };
         (push, device)
     }

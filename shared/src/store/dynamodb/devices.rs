@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 const SECRET_HASH: &str = "secretHash";
+/// BOOL, present only when true: the device's app confirms its call pushes.
+const CONFIRMS_CALLS: &str = "confirmsCalls";
 const SECRET_PROVEN: &str = "secretProven";
 /// Reads and conditional writes before giving up on a record that keeps changing.
 pub const ATTEMPTS: u32 = 2;
@@ -210,13 +212,17 @@ impl DynamoStore {
 /// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
 /// the tokens of abandoned installs do not stay for ever (every PUT /devices renews it).
 pub(super) fn device_item(device: &Device) -> Item {
-    HashMap::from([
+    let mut item = HashMap::from([
         (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
         (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
         (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
         (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
         (EXPIRE_AT.to_owned(), n(device.expire_at())),
-    ])
+    ]);
+    if device.confirms_calls {
+        item.insert(CONFIRMS_CALLS.to_owned(), AttributeValue::Bool(true));
+    }
+    item
 }
 
 /// The device, if its item has a token (`None` once APNs called it dead and it was removed).
@@ -231,6 +237,7 @@ pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device
         environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
             .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
         updated_at: r.time(UPDATED_AT)?,
+        confirms_calls: matches!(item.get(CONFIRMS_CALLS), Some(AttributeValue::Bool(true))),
     }))
 }
 

@@ -4,19 +4,20 @@
 use chrono::{DateTime, Utc};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
+use super::outcome::finish_request;
 use super::{
-    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT,
-    FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, Reader, SCHEDULED_AT, STATUS, UPDATED_AT, bad_item, n,
-    names, reservation_from_item, s, sdk_error, values, written,
+    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, DEVICE_ID, DUE_SHARD, DynamoStore,
+    Item, PUSH_STARTED_AT_MS, PUSHES, Reader, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
+    bad_item, n, names, reservation_from_item, s, sdk_error, values, written,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{
-    CallId, ReservationStatus, RunToken, ScheduledAt, rfc3339_millis, terminal_expiry,
+    CallId, ReservationStatus, RunToken, ScheduledAt, rfc3339_millis,
 };
-use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, StoreError};
+use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
     let r = Reader { table, item };
@@ -26,6 +27,10 @@ fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
         call_id: CallId::from_stored(r.s(CALL_ID)?.to_owned()),
         device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
         scheduled_at: ScheduledAt::from_stored(scheduled_at),
+        // The index's sort key: when the next push is due.
+        due_at: r
+            .opt_time_ms(SCHEDULED_AT_MS)?
+            .unwrap_or_else(|| scheduled_at.with_timezone(&chrono::Utc)),
         caller_name: r.opt_s(CALLER_NAME)?.map(str::to_owned),
     })
 }
@@ -33,13 +38,24 @@ fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
 /// The condition under which a reservation may be claimed (or marked missed): still
 /// `scheduled`, or `claimed` before `:abandonedBeforeMs` (the claiming run died) and its push
 /// never started (no `pushStartedAtMs`: a started push may have left).
-const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
+pub(super) const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
      (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs \
       AND attribute_not_exists(#pushStartedAtMs)))";
 
+/// A claim's extra condition: a call waiting for its push again (`pushes` set) is not claimed
+/// before `:dueByMs` (its due time less `PUSH_AGAIN_CLAIM_LEAD`).
+const NOT_EARLY: &str = "(attribute_not_exists(#pushes) OR #scheduledAtMs <= :dueByMs)";
+
+/// A claim made before `:abandonedBeforeMs` whose push started, to a device that confirms its
+/// calls: the push may have left; it counts, and the call goes again.
+pub(super) const PUSHED_THEN_ABANDONED: &str = "#callId = :callId AND #status = :claimed \
+     AND #claimedAtMs < :abandonedBeforeMs AND attribute_exists(#pushStartedAtMs) \
+     AND #confirms = :true";
+
 /// The reservation is claimed by the run whose token is `:run` (its own claim, whatever became
 /// of the reply that said so).
-const CLAIMED_BY_RUN: &str = "#callId = :callId AND #status = :claimed AND #claimToken = :run";
+pub(super) const CLAIMED_BY_RUN: &str =
+    "#callId = :callId AND #status = :claimed AND #claimToken = :run";
 
 impl DynamoStore {
     /// `due#<minute>` in the calls table: the minute's count of reservations made for it.
@@ -101,7 +117,9 @@ impl DynamoStore {
                 "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
                  #claimToken = :run",
             )
-            .condition_expression(format!("({CLAIMABLE}) OR ({CLAIMED_BY_RUN})"))
+            .condition_expression(format!(
+                "(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"
+            ))
             .set_expression_attribute_names(Some(names(&[
                 CALL_ID,
                 STATUS,
@@ -109,6 +127,8 @@ impl DynamoStore {
                 UPDATED_AT,
                 CLAIM_TOKEN,
                 PUSH_STARTED_AT_MS,
+                PUSHES,
+                SCHEDULED_AT_MS,
             ])))
             .set_expression_attribute_values(Some(values(vec![
                 (":callId", s(call_id.as_str())),
@@ -118,12 +138,22 @@ impl DynamoStore {
                 (":nowMs", n(now.timestamp_millis())),
                 (":updatedAt", s(rfc3339_millis(now))),
                 (":run", s(run.as_str())),
+                (
+                    ":dueByMs",
+                    n((now + PUSH_AGAIN_CLAIM_LEAD).timestamp_millis()),
+                ),
             ])))
+            .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         let err = match result {
-            Ok(_) => return Ok(ClaimAnswer::Won),
+            Ok(out) => {
+                let item = out.attributes().cloned().unwrap_or_default();
+                let pushes = Reader { table, item: &item }.opt_i64(PUSHES)?.unwrap_or(0);
+                let pushes = u32::try_from(pushes).map_err(|_| bad_item(table, PUSHES))?;
+                return Ok(ClaimAnswer::Won { pushes });
+            }
             Err(err) => err,
         };
         let current = match err.as_service_error() {
@@ -145,28 +175,35 @@ impl DynamoStore {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
         // Made again after a lost reply, it meets its own claim and keeps the first time.
+        let update = if confirms {
+            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs), #confirms = :true"
+        } else {
+            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)"
+        };
+        let mut vals = vec![
+            (":callId", s(call_id.as_str())),
+            (":claimed", s(ReservationStatus::Claimed.as_str())),
+            (":run", s(run.as_str())),
+            (":nowMs", n(now.timestamp_millis())),
+        ];
+        let mut attribute_names = vec![CALL_ID, STATUS, CLAIM_TOKEN, PUSH_STARTED_AT_MS];
+        if confirms {
+            vals.push((":true", AttributeValue::Bool(true)));
+            attribute_names.push(CONFIRMS);
+        }
         let result = self
             .dispatch
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)")
+            .update_expression(update)
             .condition_expression(CLAIMED_BY_RUN)
-            .set_expression_attribute_names(Some(names(&[
-                CALL_ID,
-                STATUS,
-                CLAIM_TOKEN,
-                PUSH_STARTED_AT_MS,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(call_id.as_str())),
-                (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":run", s(run.as_str())),
-                (":nowMs", n(now.timestamp_millis())),
-            ])))
+            .set_expression_attribute_names(Some(names(&attribute_names)))
+            .set_expression_attribute_values(Some(values(vals)))
             .send()
             .await;
         written("UpdateItem", table, result)
@@ -223,41 +260,16 @@ impl DynamoStore {
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        let mut vals = vec![
-            (":callId", s(call_id.as_str())),
-            (":claimed", s(ReservationStatus::Claimed.as_str())),
-            (":outcome", s(outcome.status().as_str())),
-            (":updatedAt", s(rfc3339_millis(now))),
-            (":expireAt", n(terminal_expiry(now))),
-            (":run", s(run.as_str())),
-        ];
-        let mut attribute_names = vec![CALL_ID, STATUS, UPDATED_AT, EXPIRE_AT, DUE_SHARD];
-        attribute_names.push(FINISH_TOKEN);
-        let first = match outcome {
-            Outcome::Sent | Outcome::Failed => "#callId = :callId AND #status = :claimed",
-            Outcome::Missed => {
-                vals.push((":scheduled", s(ReservationStatus::Scheduled.as_str())));
-                vals.push((":abandonedBeforeMs", n(abandoned_before.timestamp_millis())));
-                attribute_names.extend([CLAIMED_AT_MS, PUSH_STARTED_AT_MS]);
-                CLAIMABLE
-            }
-        };
-        // The second branch: this run's own outcome, written by an attempt whose reply was lost.
-        let condition = format!(
-            "({first}) OR (#callId = :callId AND #status = :outcome AND #finishToken = :run)"
-        );
+        let finished = finish_request(outcome, call_id, run, now, abandoned_before);
         let result = self
             .dispatch
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
-                 #finishToken = :run REMOVE #dueShard",
-            )
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&attribute_names)))
-            .set_expression_attribute_values(Some(values(vals)))
+            .update_expression(finished.update)
+            .condition_expression(finished.condition)
+            .set_expression_attribute_names(Some(names(&finished.names)))
+            .set_expression_attribute_values(Some(values(finished.values)))
             .send()
             .await;
         written("UpdateItem", table, result)

@@ -7,9 +7,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
-    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CREATED_AT, DEVICE_ID, DUE_SHARD, EXPIRE_AT,
-    FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
-    bad_item, n, s,
+    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, CREATED_AT, DEVICE_ID, DUE_SHARD,
+    EXPIRE_AT, FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT,
+    SCHEDULED_AT_MS, STATUS, UPDATED_AT, bad_item, n, s,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::shard_key;
@@ -72,10 +72,7 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
                 .with_offset()
                 .to_rfc3339_opts(SecondsFormat::AutoSi, true)),
         ),
-        (
-            SCHEDULED_AT_MS.to_owned(),
-            n(r.scheduled_at.utc().timestamp_millis()),
-        ),
+        (SCHEDULED_AT_MS.to_owned(), n(r.due_at.timestamp_millis())),
         (STATUS.to_owned(), s(r.status.as_str())),
         (CREATED_AT.to_owned(), s(rfc3339_millis(r.created_at))),
         (UPDATED_AT.to_owned(), s(rfc3339_millis(r.updated_at))),
@@ -93,6 +90,15 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
     }
     if let Some(expire_at) = r.expire_at {
         item.insert(EXPIRE_AT.to_owned(), n(expire_at));
+    }
+    if r.pushes > 0 {
+        item.insert(PUSHES.to_owned(), n(r.pushes));
+    }
+    if r.confirms {
+        item.insert(CONFIRMS.to_owned(), AttributeValue::Bool(true));
+    }
+    if let Some(rang_at) = r.rang_at {
+        item.insert(RANG_AT_MS.to_owned(), n(rang_at.timestamp_millis()));
     }
     for (name, token) in [(CLAIM_TOKEN, &r.claimed_by), (FINISH_TOKEN, &r.finished_by)] {
         if let Some(token) = token {
@@ -123,6 +129,13 @@ pub(super) fn reservation_from_item(table: &str, item: &Item) -> Result<Reservat
         finished_by: r
             .opt_s(FINISH_TOKEN)?
             .map(|t| RunToken::from_stored(t.to_owned())),
+        due_at: r
+            .opt_time_ms(SCHEDULED_AT_MS)?
+            .unwrap_or_else(|| scheduled_at.with_timezone(&Utc)),
+        pushes: u32::try_from(r.opt_i64(PUSHES)?.unwrap_or(0))
+            .map_err(|_| bad_item(table, PUSHES))?,
+        confirms: matches!(item.get(CONFIRMS), Some(AttributeValue::Bool(true))),
+        rang_at: r.opt_time_ms(RANG_AT_MS)?,
         expire_at: r.opt_i64(EXPIRE_AT)?,
     })
 }

@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
 use super::{
-    CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT, n,
-    names, s, sdk_error, values,
+    CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, PUSHES, SCHEDULED_AT_MS, STATUS,
+    UPDATED_AT, n, names, s, sdk_error, values,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
@@ -231,8 +231,8 @@ impl DynamoStore {
             // The reservation there at the first attempt: no attempt made again cancels another.
             None => match self.reservation_item(id, now).await? {
                 None => return Err(CancelError::NotFound),
-                Some(r) if r.status != ReservationStatus::Scheduled => {
-                    return Err(CancelError::TooLate(r.status));
+                Some(r) if r.status != ReservationStatus::Scheduled || r.pushes > 0 => {
+                    return Err(CancelError::TooLate(r.status_seen(now)));
                 }
                 Some(r) => r.call_id,
             },
@@ -244,11 +244,11 @@ impl DynamoStore {
             .key(DEVICE_ID, s(id.as_str()))
             .update_expression("SET #status = :cancelled, #updatedAt = :now REMOVE #dueShard")
             .condition_expression(
-                "#callId = :callId AND #status = :scheduled \
+                "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
                  AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
             )
             .set_expression_attribute_names(Some(names(&[
-                STATUS, UPDATED_AT, DUE_SHARD, CALL_ID, EXPIRE_AT,
+                STATUS, UPDATED_AT, DUE_SHARD, CALL_ID, EXPIRE_AT, PUSHES,
             ])))
             .set_expression_attribute_values(Some(values(vec![
                 (":cancelled", s(ReservationStatus::Cancelled.as_str())),
@@ -284,7 +284,8 @@ impl DynamoStore {
                 self.entomb(&target, id, now).await;
                 Ok(())
             }
-            status => Err(CancelError::TooLate(status)),
+            // A push left already (it waits for its device's confirmation): `sent`.
+            _ => Err(CancelError::TooLate(existing.status_seen(now))),
         }
     }
 

@@ -8,7 +8,7 @@ use crate::domain::device::DeviceId;
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
-use crate::store::{ClaimAnswer, Outcome};
+use crate::store::{ClaimAnswer, ConfirmAnswer, Outcome};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -46,7 +46,13 @@ impl Tables {
         let Some(r) = self.reservations.get_mut(id) else {
             return ClaimAnswer::Refused(None);
         };
-        if &r.call_id != call_id || !(is_claimable(r, abandoned_before) || claimed_by(r, run)) {
+        let early = r.status == ReservationStatus::Scheduled
+            && r.pushes > 0
+            && r.due_at > now + crate::store::PUSH_AGAIN_CLAIM_LEAD;
+        if &r.call_id != call_id
+            || early
+            || !(is_claimable(r, abandoned_before) || claimed_by(r, run))
+        {
             let current = (!r.is_expired(now)).then(|| Box::new(r.clone()));
             return ClaimAnswer::Refused(current);
         }
@@ -54,7 +60,7 @@ impl Tables {
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
-        ClaimAnswer::Won
+        ClaimAnswer::Won { pushes: r.pushes }
     }
 
     pub(super) fn mark(
@@ -63,10 +69,12 @@ impl Tables {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
+        confirms: bool,
     ) -> bool {
         match self.call_mut(id, call_id) {
             Some(r) if claimed_by(r, run) => {
                 r.push_started_at.get_or_insert(now);
+                r.confirms |= confirms;
                 true
             }
             _ => false,
@@ -107,11 +115,25 @@ impl Tables {
             return false;
         };
         // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
-        let own = r.status == outcome.status() && r.finished_by.as_ref() == Some(run);
+        let own = r.status == outcome.status()
+            && r.finished_by.as_ref() == Some(run)
+            && match outcome {
+                Outcome::Pushed { next_at, pushes } => r.due_at == next_at && r.pushes == pushes,
+                _ => true,
+            };
         let allowed = own
             || match outcome {
                 Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
-                Outcome::Missed => is_claimable(r, abandoned_before),
+                Outcome::Missed => is_claimable(r, abandoned_before) && r.pushes == 0,
+                Outcome::Pushed { pushes, .. } => {
+                    r.pushes + 1 == pushes
+                        && (claimed_by(r, run) || pushed_then_abandoned(r, abandoned_before))
+                }
+                Outcome::Unconfirmed => {
+                    claimed_by(r, run)
+                        || pushed_then_abandoned(r, abandoned_before)
+                        || (r.status == ReservationStatus::Scheduled && r.pushes > 0)
+                }
             };
         if !allowed {
             return false;
@@ -119,8 +141,60 @@ impl Tables {
         r.status = outcome.status();
         r.finished_by = Some(run.clone());
         r.updated_at = now;
+        if let Outcome::Pushed { next_at, pushes } = outcome {
+            // Due again, in the same bucket-index entry (its sort key moves).
+            r.pushes = pushes;
+            r.due_at = next_at;
+            r.claimed_at = None;
+            r.claimed_by = None;
+            r.push_started_at = None;
+            r.confirms = false;
+            return true;
+        }
         r.expire_at = Some(terminal_expiry(now));
         self.unindex(id);
         true
     }
+
+    /// `Store::confirm_call`: see its rules there.
+    pub(super) fn confirm(
+        &mut self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> ConfirmAnswer {
+        let Some(r) = self.call_mut(id, call_id).filter(|r| !r.is_expired(now)) else {
+            return ConfirmAnswer::NotFound;
+        };
+        let marked = r.push_started_at.is_some();
+        let confirmable = match r.status {
+            ReservationStatus::Rang => return ConfirmAnswer::Rang(Box::new(r.clone())),
+            ReservationStatus::Sent | ReservationStatus::Unconfirmed => true,
+            ReservationStatus::Scheduled => r.pushes > 0,
+            ReservationStatus::Claimed if r.pushes > 0 && marked => {
+                return ConfirmAnswer::PushInFlight;
+            }
+            ReservationStatus::Claimed => r.pushes > 0 || marked,
+            _ => false,
+        };
+        if !confirmable {
+            return ConfirmAnswer::NotFound;
+        }
+        r.status = ReservationStatus::Rang;
+        r.rang_at = Some(now);
+        r.updated_at = now;
+        r.expire_at = Some(terminal_expiry(now));
+        let rang = Box::new(r.clone());
+        self.unindex(id);
+        ConfirmAnswer::Rang(rang)
+    }
+}
+
+/// A claim made before `abandoned_before` whose push started, to a device that confirms its
+/// calls: its run stopped and the push may have left, so it counts and goes again.
+fn pushed_then_abandoned(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
+    r.status == ReservationStatus::Claimed
+        && r.confirms
+        && r.push_started_at.is_some()
+        && r.claimed_at.is_some_and(|c| c < abandoned_before)
 }
