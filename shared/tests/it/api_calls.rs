@@ -171,10 +171,12 @@ async fn post_creates_a_scheduled_reservation_keeping_the_clients_offset() {
             "status",
             "createdAt",
             "updatedAt",
-            "callerName"
+            "callerName",
+            "pushes"
         ]),
         "{body}"
     );
+    assert_eq!(body["pushes"], 0, "{body}");
     assert!(
         body["callId"].as_str().is_some_and(|id| !id.is_empty()),
         "{body}"

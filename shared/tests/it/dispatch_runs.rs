@@ -303,6 +303,7 @@ async fn pushes_leave_at_their_second_and_never_early(store: DynStore) {
         serde_json::json!({
             "aps": {},
             "callId": rb.call_id.as_str(),
+            "attempt": 1,
             "callerName": "Mika",
             "scheduledAt": "2035-03-01T09:00:15+09:00",
         })

@@ -43,6 +43,7 @@ mod oidc;
 mod spend_guard;
 mod spend_guard_paths;
 mod store_contract;
+mod store_contract_confirm;
 mod store_contract_refusals;
 mod template_secrets;
 mod time_budgets;

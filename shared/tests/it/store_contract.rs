@@ -133,7 +133,12 @@ pub(super) async fn claim(store: &DynStore, r: &Reservation, now: DateTime<Utc>)
     claim_as(store, r, &RunToken::generate(), now).await
 }
 
-async fn claim_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
+pub(super) async fn claim_as(
+    store: &DynStore,
+    r: &Reservation,
+    run: &RunToken,
+    now: DateTime<Utc>,
+) -> bool {
     store
         .claim_reservation(&r.device_id, &r.call_id, run, now, abandoned_before(now))
         .await
@@ -150,7 +155,7 @@ pub(super) async fn finish(
     finish_as(store, r, outcome, &RunToken::generate(), now).await
 }
 
-async fn finish_as(
+pub(super) async fn finish_as(
     store: &DynStore,
     r: &Reservation,
     outcome: Outcome,
@@ -170,14 +175,24 @@ async fn finish_as(
         .expect("finish_reservation")
 }
 
-async fn mark_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
+pub(super) async fn mark_as(
+    store: &DynStore,
+    r: &Reservation,
+    run: &RunToken,
+    now: DateTime<Utc>,
+) -> bool {
     store
         .mark_push_started(&r.device_id, &r.call_id, run, now, false)
         .await
         .expect("mark_push_started")
 }
 
-async fn release_as(store: &DynStore, r: &Reservation, run: &RunToken, now: DateTime<Utc>) -> bool {
+pub(super) async fn release_as(
+    store: &DynStore,
+    r: &Reservation,
+    run: &RunToken,
+    now: DateTime<Utc>,
+) -> bool {
     store
         .release_claim(&r.device_id, &r.call_id, run, now)
         .await

@@ -78,7 +78,8 @@ pub(super) fn finish_request(
             ),
             names: attribute_names,
             values: vals,
-        };
+        }
+        .used();
     }
     vals.push((":expireAt", n(terminal_expiry(now))));
     attribute_names.extend([EXPIRE_AT, DUE_SHARD]);
@@ -99,6 +100,23 @@ pub(super) fn finish_request(
         names: attribute_names,
         values: vals,
     }
+    .used()
+}
+
+impl FinishRequest {
+    /// Only the names and values its expressions use (DynamoDB refuses unused ones).
+    fn used(mut self) -> FinishRequest {
+        let text = format!("{} {}", self.update, self.condition);
+        let mentions = |token: &str| {
+            text.match_indices(token).any(|(at, _)| {
+                !text[at + token.len()..]
+                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        };
+        self.names.retain(|name| mentions(&format!("#{name}")));
+        self.values.retain(|(key, _)| mentions(key));
+        self
+    }
 }
 
 impl DynamoStore {
@@ -110,24 +128,66 @@ impl DynamoStore {
         call_id: &CallId,
         now: DateTime<Utc>,
     ) -> Result<ConfirmAnswer, StoreError> {
+        // Mostly after its run recorded the push; else a first push confirmed before that, which
+        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
+        // by which branch held.
+        let recorded = self.confirm_update(id, call_id, now, false).await?;
+        if recorded != ConfirmAnswer::NotFound {
+            return Ok(recorded);
+        }
+        self.confirm_update(id, call_id, now, true).await
+    }
+
+    async fn confirm_update(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+        first_push: bool,
+    ) -> Result<ConfirmAnswer, StoreError> {
         let table = &self.tables.calls;
+        let (update, condition) = if first_push {
+            (
+                "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
+                 #expireAt = :expireAt, #pushes = :one REMOVE #dueShard",
+                "#callId = :callId AND #expireAt > :nowSecs AND #status = :claimed \
+                 AND attribute_not_exists(#pushes) AND attribute_exists(#pushStartedAtMs)",
+            )
+        } else {
+            (
+                "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
+                 #expireAt = :expireAt REMOVE #dueShard",
+                "#callId = :callId AND #expireAt > :nowSecs AND (#status IN (:sent, :unconfirmed) \
+                 OR (#status = :scheduled AND attribute_exists(#pushes)) \
+                 OR (#status = :claimed AND attribute_exists(#pushes) \
+                     AND attribute_not_exists(#pushStartedAtMs)))",
+            )
+        };
+        let mut vals = vec![
+            (":callId", s(call_id.as_str())),
+            (":rang", s(ReservationStatus::Rang.as_str())),
+            (":claimed", s(ReservationStatus::Claimed.as_str())),
+            (":nowMs", n(now.timestamp_millis())),
+            (":nowSecs", n(now.timestamp())),
+            (":updatedAt", s(rfc3339_millis(now))),
+            (":expireAt", n(terminal_expiry(now))),
+        ];
+        if first_push {
+            vals.push((":one", n(1)));
+        } else {
+            vals.extend([
+                (":sent", s(ReservationStatus::Sent.as_str())),
+                (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
+                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
+            ]);
+        }
         let result = self
             .client
             .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #expireAt = :expireAt REMOVE #dueShard",
-            )
-            .condition_expression(
-                "#callId = :callId AND #expireAt > :nowSecs AND (#status IN (:sent, :unconfirmed) \
-                 OR (#status = :scheduled AND attribute_exists(#pushes)) \
-                 OR (#status = :claimed AND attribute_not_exists(#pushes) \
-                     AND attribute_exists(#pushStartedAtMs)) \
-                 OR (#status = :claimed AND attribute_exists(#pushes) \
-                     AND attribute_not_exists(#pushStartedAtMs)))",
-            )
+            .update_expression(update)
+            .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&[
                 CALL_ID,
                 STATUS,
@@ -138,18 +198,7 @@ impl DynamoStore {
                 PUSHES,
                 PUSH_STARTED_AT_MS,
             ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(call_id.as_str())),
-                (":rang", s(ReservationStatus::Rang.as_str())),
-                (":sent", s(ReservationStatus::Sent.as_str())),
-                (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":nowMs", n(now.timestamp_millis())),
-                (":nowSecs", n(now.timestamp())),
-                (":updatedAt", s(rfc3339_millis(now))),
-                (":expireAt", n(terminal_expiry(now))),
-            ])))
+            .set_expression_attribute_values(Some(values(vals)))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()

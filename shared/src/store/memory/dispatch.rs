@@ -180,6 +180,10 @@ impl Tables {
         if !confirmable {
             return ConfirmAnswer::NotFound;
         }
+        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
+            // Its first push, confirmed before its run recorded it: it left.
+            r.pushes = 1;
+        }
         r.status = ReservationStatus::Rang;
         r.rang_at = Some(now);
         r.updated_at = now;
