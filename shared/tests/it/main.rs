@@ -17,6 +17,7 @@ mod api_meta;
 mod apns_errors;
 mod contract_files;
 mod deploy_commands;
+mod dispatch_confirm;
 mod dispatch_fan_out;
 mod dispatch_held_replies;
 mod dispatch_inflated_count;

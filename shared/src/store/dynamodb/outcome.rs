@@ -93,9 +93,17 @@ pub(super) fn finish_request(
         ),
         Outcome::Pushed { .. } => unreachable!("handled above"),
     };
+    let update = if outcome == Outcome::Sent {
+        // The push left: counted (at least one; kept if a confirming device's pushes came first).
+        vals.push((":one", n(1)));
+        "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
+         #finishToken = :run, #pushes = if_not_exists(#pushes, :one) REMOVE #dueShard"
+    } else {
+        "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
+         #finishToken = :run REMOVE #dueShard"
+    };
     FinishRequest {
-        update: "SET #status = :outcome, #updatedAt = :updatedAt, #expireAt = :expireAt, \
-                 #finishToken = :run REMOVE #dueShard",
+        update,
         condition: format!("({first}) OR ({own})"),
         names: attribute_names,
         values: vals,

@@ -151,6 +151,9 @@ impl Tables {
             r.confirms = false;
             return true;
         }
+        if outcome == Outcome::Sent {
+            r.pushes = r.pushes.max(1);
+        }
         r.expire_at = Some(terminal_expiry(now));
         self.unindex(id);
         true

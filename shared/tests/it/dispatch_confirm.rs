@@ -1,0 +1,339 @@
+//! Dispatch runs for devices that confirm their call pushes, on the real clock with a short
+//! confirmation wait and simulated phones: confirmed at once → one push, `rang`; never → exactly
+//! `CALL_MAX_PUSHES` pushes at least the wait apart, then `unconfirmed`; the second confirmed →
+//! two pushes, `rang`; a device without `confirmsCalls` → one push, `sent`. A later run pushes
+//! again when the run that pushed first ended. Both stores; DynamoDB Local also with lost
+//! replies on the confirmation and the pushes' writes: no attempt ever pushed twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use koe::clock::{Clock, SystemClock};
+use koe::config::{Config, DispatchConfig, Vars};
+use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
+use koe::store::{ConfirmAnswer, Store};
+use koe_testkit::push::RecordingPushSender;
+
+const WAIT: StdDuration = StdDuration::from_millis(400);
+
+fn settings(window: StdDuration) -> DispatchConfig {
+    let mut s = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
+    s.window = window;
+    s.reselect_every = StdDuration::from_millis(300);
+    s.confirm_wait = WAIT;
+    s.max_pushes = 3;
+    s
+}
+
+/// What a simulated phone does with the pushes of its call: confirm the one of this attempt
+/// (`None`: never).
+#[derive(Clone, Copy)]
+struct Phone {
+    confirms_attempt: Option<u64>,
+}
+
+struct World {
+    store: Arc<dyn Store>,
+    push: Arc<RecordingPushSender>,
+    phones: HashMap<String, (DeviceId, Phone)>,
+}
+
+impl World {
+    fn new(store: Arc<dyn Store>) -> World {
+        World {
+            store,
+            push: Arc::new(RecordingPushSender::new(Arc::new(SystemClock))),
+            phones: HashMap::new(),
+        }
+    }
+
+    /// A device (confirming or not) with a call due `in_ms` from now.
+    async fn call(&mut self, confirms: bool, phone: Phone, in_ms: i64) -> Reservation {
+        let now = Utc::now();
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", &format!("c-{:016x}", fastrand::u64(..)))
+                .unwrap(),
+            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
+                .unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: now,
+            confirms_calls: confirms,
+        };
+        self.store.put_device(&device).await.unwrap();
+        let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
+        let r = Reservation::new(
+            device.device_id.clone(),
+            ScheduledAt::from_stored(at),
+            None,
+            now,
+        );
+        self.store
+            .create_reservation(&r, now, now - Duration::minutes(5))
+            .await
+            .unwrap();
+        self.phones
+            .insert(r.call_id.as_str().to_owned(), (device.device_id, phone));
+        r
+    }
+
+    /// The phones: each push is seen 50 ms after it left; a phone confirms the attempt it is
+    /// told to (asking again while a push again is leaving), until `until`.
+    fn start_phones(&self, until: DateTime<Utc>) -> tokio::task::JoinHandle<()> {
+        let (store, push, phones) = (self.store.clone(), self.push.clone(), self.phones.clone());
+        tokio::spawn(async move {
+            let mut done = HashSet::new();
+            while Utc::now() < until {
+                for p in push.sent() {
+                    let attempt = p.payload["attempt"].as_u64().unwrap();
+                    let Some((device, phone)) = phones.get(&p.call_id) else {
+                        continue;
+                    };
+                    if phone.confirms_attempt != Some(attempt)
+                        || Utc::now() < p.at + Duration::milliseconds(50)
+                        || !done.insert(p.call_id.clone())
+                    {
+                        continue;
+                    }
+                    let call = CallId::from_stored(p.call_id.clone());
+                    while let Ok(ConfirmAnswer::PushInFlight) | Err(_) =
+                        store.confirm_call(device, &call, Utc::now()).await
+                    {
+                        tokio::time::sleep(StdDuration::from_millis(20)).await;
+                    }
+                }
+                tokio::time::sleep(StdDuration::from_millis(10)).await;
+            }
+        })
+    }
+
+    async fn run(&self, window: StdDuration) -> RunReport {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        Dispatcher::new(
+            self.store.clone(),
+            self.push.clone(),
+            clock,
+            settings(window),
+            "t",
+        )
+        .run(RunCause::Local)
+        .await
+    }
+
+    /// The accepted pushes of `r`'s call: their attempts and times, in order.
+    fn pushes(&self, r: &Reservation) -> Vec<(u64, DateTime<Utc>)> {
+        let mut pushes: Vec<_> = self
+            .push
+            .sent_for_call(r.call_id.as_str())
+            .iter()
+            .map(|p| (p.payload["attempt"].as_u64().unwrap(), p.at))
+            .collect();
+        pushes.sort_by_key(|(attempt, _)| *attempt);
+        pushes
+    }
+
+    async fn stored(&self, r: &Reservation) -> Reservation {
+        self.store
+            .get_reservation(&r.device_id, Utc::now())
+            .await
+            .unwrap()
+            .expect("the reservation")
+    }
+
+    /// Never two pushes of one attempt, never a push after its call's confirmation was stored.
+    async fn each_attempt_pushed_once(&self, r: &Reservation) {
+        let pushes = self.pushes(r);
+        let attempts: HashSet<u64> = pushes.iter().map(|(a, _)| *a).collect();
+        assert_eq!(
+            attempts.len(),
+            pushes.len(),
+            "an attempt pushed twice: {pushes:?}"
+        );
+        let stored = self.stored(r).await;
+        if let Some(rang_at) = stored.rang_at {
+            assert!(
+                pushes.iter().all(|(_, at)| *at <= rang_at),
+                "a push after the confirmation was stored: {pushes:?}, rang {rang_at}"
+            );
+        }
+    }
+}
+
+async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
+    let mut w = World::new(store);
+    let at_once = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: Some(1),
+            },
+            1500,
+        )
+        .await;
+    let never = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: None,
+            },
+            1500,
+        )
+        .await;
+    let second = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: Some(2),
+            },
+            1500,
+        )
+        .await;
+    let plain = w
+        .call(
+            false,
+            Phone {
+                confirms_attempt: None,
+            },
+            1500,
+        )
+        .await;
+    let phones = w.start_phones(Utc::now() + Duration::seconds(5));
+    let report = w.run(StdDuration::from_millis(4500)).await;
+    phones.await.unwrap();
+
+    let expect = [
+        (&at_once, 1, ReservationStatus::Rang),
+        (&never, 3, ReservationStatus::Unconfirmed),
+        (&second, 2, ReservationStatus::Rang),
+        (&plain, 1, ReservationStatus::Sent),
+    ];
+    for (r, pushes, status) in expect {
+        let stored = w.stored(r).await;
+        assert_eq!(
+            (w.pushes(r).len(), stored.status, stored.pushes),
+            (pushes, status, pushes as u32),
+            "{:?} {report:?}",
+            w.pushes(r)
+        );
+        w.each_attempt_pushed_once(r).await;
+    }
+    let never_pushes = w.pushes(&never);
+    for pair in never_pushes.windows(2) {
+        assert!(
+            pair[1].1 - pair[0].1 >= Duration::from_std(WAIT).unwrap(),
+            "pushed again before the wait ended: {never_pushes:?}"
+        );
+    }
+    assert!(w.stored(&at_once).await.rang_at.is_some());
+    assert_eq!((report.re_pushed, report.unconfirmed), (3, 1), "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_phone_gets_the_pushes_it_needs_on_the_memory_store() {
+    each_phone_gets_the_pushes_it_needs(Arc::new(koe::store::memory::MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_phone_gets_the_pushes_it_needs_on_dynamodb_local() {
+    each_phone_gets_the_pushes_it_needs(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
+}
+
+/// The run that pushed first ends (its window) before the wait does: a later run's selection
+/// finds the call due again and pushes it (late, within grace), once per attempt.
+async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
+    let mut w = World::new(store);
+    let never = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: None,
+            },
+            1100,
+        )
+        .await;
+    // Ends 0.2 s after the call's second, before the wait after its push does (0.4 s).
+    let window = never.scheduled_at.utc() + Duration::milliseconds(200) - Utc::now();
+    w.run(window.to_std().unwrap()).await;
+    assert_eq!(
+        w.pushes(&never).len(),
+        1,
+        "the first run pushed once: {:?} due {}",
+        w.pushes(&never),
+        never.scheduled_at.utc()
+    );
+    assert_eq!(w.stored(&never).await.pushes, 1);
+    tokio::time::sleep(StdDuration::from_millis(600)).await;
+    let later = w.run(StdDuration::from_millis(2000)).await;
+    let pushes = w.pushes(&never);
+    assert_eq!(pushes.len(), 3, "{pushes:?} {later:?}");
+    assert_eq!(
+        w.stored(&never).await.status,
+        ReservationStatus::Unconfirmed
+    );
+    w.each_attempt_pushed_once(&never).await;
+    assert!(later.re_pushed >= 2 && later.lateness_ms.iter().any(|ms| *ms > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_run_pushes_again_on_the_memory_store() {
+    a_later_run_pushes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_run_pushes_again_on_dynamodb_local() {
+    a_later_run_pushes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
+}
+
+/// DynamoDB Local behind a proxy that loses replies (after the write happened) of the
+/// confirmation and of the pushes' outcomes, and holds others back: each attempt still pushed
+/// once, a confirmed call never pushed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_and_slow_replies_never_push_an_attempt_twice() {
+    let world = koe_testkit::dispatching::ProxiedWorld::new().await;
+    let mut w = World::new(world.store.clone());
+    w.push = world.push.clone();
+    let second = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: Some(2),
+            },
+            1500,
+        )
+        .await;
+    let never = w
+        .call(
+            true,
+            Phone {
+                confirms_attempt: None,
+            },
+            1500,
+        )
+        .await;
+    world.dropper.drop_replies("UpdateItem", ":rang", 1);
+    world.dropper.drop_replies("UpdateItem", ":nextAtMs", 2);
+    world
+        .dropper
+        .hold_replies("UpdateItem", ":claimed", 2, StdDuration::from_millis(700));
+    let phones = w.start_phones(Utc::now() + Duration::seconds(6));
+    let report = w.run(StdDuration::from_millis(5000)).await;
+    phones.await.unwrap();
+    assert!(world.dropper.dropped() >= 3, "the faults happened");
+    for (r, status) in [
+        (&second, ReservationStatus::Rang),
+        (&never, ReservationStatus::Unconfirmed),
+    ] {
+        w.each_attempt_pushed_once(r).await;
+        assert_eq!(w.stored(r).await.status, status, "{report:?}");
+    }
+    assert_eq!(w.pushes(&second).len(), 2);
+    assert_eq!(w.pushes(&never).len(), 3);
+    koe_testkit::faults::record(
+        "DynamoDB: replies lost of a confirmation and of pushes' outcomes, claims held 0.7 s",
+        "each push attempt is made once; a confirmed call is never pushed again",
+        "2 pushes then rang; 3 pushes then unconfirmed; no attempt twice",
+    );
+}
