@@ -12,7 +12,19 @@ use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, error_body, header, invalid_field, send, spawn_app_with};
 use serde_json::{Value, json};
 
-use super::api_calls::{AT, NOW, app_at_now, device_id, get_ok, post_raw, token};
+use super::api_calls::{device_id, get_ok, post_raw, token};
+
+/// The tests' time: in 2035, so that no TTL they write on DynamoDB Local has passed by the wall
+/// clock (it deletes expired items at moments of its own: docs/testing.md).
+const NOW: &str = "2035-03-01T00:00:00Z";
+/// 30 s after [`NOW`], in JST.
+const AT: &str = "2035-03-01T09:00:30+09:00";
+
+async fn app_at_now() -> (TestApp, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone())).await;
+    (app, clock)
+}
 
 /// How long the dispatcher waits for a confirmation before it pushes again (its default).
 const WAIT: Duration = Duration::seconds(5);

@@ -319,7 +319,8 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     );
     let first = get_ok(&app, device).await;
     assert_eq!(first["status"], "scheduled");
-    // The refused retry counted nothing: one reservation each.
+    // Its put's fate unknown, the 503 counted it (a reservation the count does not cover could
+    // never ring); the refused retry counted nothing: one each.
     assert_eq!(world.store.due_count(minute).await.unwrap(), 2);
     koe_testkit::faults::record(
         "DynamoDB: POST /calls' put is written, every reply and the read-back lost (503)",

@@ -85,7 +85,13 @@ impl DynamoStore {
                 let err = sdk_error("PutItem", table, e);
                 match self.reservation_record(&reservation.device_id, now).await {
                     Ok(Some(stored)) if stored.call_id == reservation.call_id => Created::New,
-                    _ => return Err(CreateError::Store(err)),
+                    Ok(_) => return Err(CreateError::Store(err)),
+                    // Unknown: it may be stored, so it is counted (once too many if it is not;
+                    // a stored reservation the count did not cover could never ring).
+                    Err(_) => {
+                        let _ = self.count_due(&minute, reservation).await;
+                        return Err(CreateError::Store(err));
+                    }
                 }
             }
         };
