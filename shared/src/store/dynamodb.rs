@@ -14,7 +14,7 @@
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
-//!   minute, written in the same transaction as each one) and `cancelled#<callId>` (a
+//!   minute, added once each one's put is stored) and `cancelled#<callId>` (a
 //!   cancelled call's tombstone, `expireAt` only); a cancelled reservation itself stays as
 //!   `status` `cancelled` until replaced or expired.
 //!

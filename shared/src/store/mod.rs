@@ -93,8 +93,9 @@ pub trait Store: Send + Sync {
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
     /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal,
-    /// cancelled or expired records), and counts it into its minute, in one atomic step: a
-    /// refused or failed create leaves the minute's count as it was. The same reservation (its
+    /// cancelled or expired records), and then counts it into its minute: a refused or failed
+    /// create leaves the minute's count as it was (one whose put's fate is unknown is counted:
+    /// one too many costs a shard query, one too few could hide a call). The same reservation (its
     /// `callId`) made again, as a retry after a lost reply does, is answered as created and
     /// changes nothing: not written over, not counted again; made again after it was
     /// cancelled, it is [`CreateError::Cancelled`], for as long as it could have rung.

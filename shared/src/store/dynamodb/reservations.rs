@@ -1,5 +1,5 @@
-//! The DynamoDB adapter's reservation requests for the API: create (with its minute's count, in
-//! one transaction), read, cancel (to a `cancelled` tombstone) and the cancelled-call look-up.
+//! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then its
+//! minute's count), read, cancel (to a `cancelled` tombstone) and the cancelled-call look-up.
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
