@@ -5,10 +5,12 @@
 //! edge, go through one handler that talks only to ports, and leave as `http::Response<Bytes>`
 //! with the contract's JSON.
 //!
-//! Layers, lowest first; a module imports only from layers below it (`tests/layers.rs` checks):
-//! `clock`, `config`, `domain`, `metrics`, `telemetry` → `https`, `aws_http`, `aws` → `store`, `model`,
-//! `push`, `event_bus`, `oidc` → `agent`, `dispatch` → `api` → `endpoints` → `service` →
-//! `wiring` → `entrypoints`.
+//! The top-level modules import one another one way: none imports one that imports it back,
+//! directly or through others (`shared/tests/it/layers.rs` checks that, not an order). Today,
+//! lowest first, each importing only from those before it: `clock`, `config`, `domain`,
+//! `https`, `metrics` → `aws_http`, `oidc`, `push`, `telemetry` → `aws`, `store` → `event_bus`,
+//! `secrets` → `dispatch`, `model` → `agent` → `api`, `spend_guard` → `endpoints` → `service`
+//! → `budgets`, `wiring` → `entrypoints`.
 
 pub mod agent;
 pub mod api;

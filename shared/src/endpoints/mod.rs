@@ -3,9 +3,10 @@
 //! are held to.
 //!
 //! Adding an endpoint: a unit struct with an `impl Endpoint` (here, in the file of its API), its
-//! name in [`endpoints!`] below, a one-line bin in `functions/src/bin/`, a `wiring::Wire` impl if
-//! its ports are new, and the function, route and fixture in `template.yaml`, `openapi.yaml` and
-//! `events/` (`tests/contract_files.rs` checks each of these against the list).
+//! name in [`endpoints!`] below, a one-line bin in `functions/src/bin/`, a `ports::Ports` impl if
+//! its ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter
+//! is), and the function, route and fixture in `template.yaml`, `openapi.yaml` and `events/`
+//! (`shared/tests/it/contract_files.rs` checks each of these against the list).
 
 use std::future::Future;
 

@@ -26,6 +26,7 @@ mod dispatch_lambda;
 mod dispatch_late_push;
 mod dispatch_load;
 mod dispatch_runs;
+mod docs_facts;
 mod docs_links;
 mod dynamodb_tables;
 mod faults_dispatch;
