@@ -17,7 +17,26 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CACHE"
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+STEP="start"
+step() { STEP="$*"; printf '\n==> %s\n' "$*" >&2; }
+# Every test's output goes into LOG; scripts/summary.sh turns it into the closing lines (failed
+# names, then `Summary: N passed, N failed, N skipped`). A failing test step is recorded in
+# FAILED and the run goes on, so the summary covers every test; any other failing step stops the
+# run at once (set -e), and the EXIT trap then names that step and prints the summary so far.
+LOG="$(mktemp)"
+FAILED=()
+SUMMARY_PRINTED=""
+summary() { SUMMARY_PRINTED=1; scripts/summary.sh "$LOG"; }
+CLEANUP=("rm -f '$LOG'")
+cleanup() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ -z "$SUMMARY_PRINTED" ]; then
+    echo "scripts/test.sh: stopped: step \"$STEP\" failed (exit $rc); the tests run so far:" >&2
+    summary || true
+  fi
+  for c in "${CLEANUP[@]}"; do eval "$c"; done
+}
+trap cleanup EXIT
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
 claim_build_cache
@@ -25,6 +44,9 @@ claim_build_cache
 step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version >&2
+
+step "scripts/summary-test.sh (the closing summary on fake logs)"
+scripts/summary-test.sh >&2
 
 step "java (for DynamoDB Local)"
 if ! java -version >/dev/null 2>&1; then
@@ -57,9 +79,7 @@ LAMBDA_LOG="$(mktemp)"
 setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
 LAMBDA_PID=$!
 # (its own process group: stopping it stops cargo and the linkers too)
-CLEANUP=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
-cleanup() { for c in "${CLEANUP[@]}"; do eval "$c"; done; }
-trap cleanup EXIT
+CLEANUP+=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -77,11 +97,10 @@ step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
 step "cargo test"
-LOG="$(mktemp)"
-CLEANUP+=("rm -f '$LOG'")
 # The function binaries (koe-functions) have no unit tests, only a `main` each: their ten empty
 # test harnesses are not linked; their one integration test runs next.
-cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee "$LOG"
+cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee -a "$LOG" ||
+  FAILED+=("cargo test --workspace")
 # Every events/ fixture through its function's real built binary under a Lambda Runtime API
 # emulator, with events/env.json (functions/tests/fixtures.rs), today and a year later: builds
 # the bins, not their empty unit-test harnesses. It mostly waits (two dispatch runs of 70 s
@@ -98,12 +117,12 @@ FIXTURES_PID=$!
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_calls_confirm:: api_calls_refusals:: api_chat:: api_chat_stream:: api_devices:: api_idempotency:: api_meta:: agent_auth:: agent_limit:: agent_device_secret:: oidc:: \
   faults_dynamodb:: faults_oversized_bodies:: faults_provider:: observability:: spend_guard:: spend_guard_paths:: a_cancel_racing_the_claim \
-  --skip dispatch_load:: 2>&1 | tee -a "$LOG"
+  --skip dispatch_load:: 2>&1 | tee -a "$LOG" || FAILED+=("cargo test (KOE_TEST_FRONT=lambda)")
 step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures.rs)"
 FIXTURES_OK=0
 wait "$FIXTURES_PID" || FIXTURES_OK=$?
 tee -a "$LOG" <"$FIXTURES_LOG"
-[ "$FIXTURES_OK" -eq 0 ] || { echo "scripts/test.sh: the fixture test failed (above)" >&2; exit 1; }
+[ "$FIXTURES_OK" -eq 0 ] || FAILED+=("cargo test -p koe-functions --test fixtures")
 # Proof under fire: both APIs of koe-local against openapi.yaml (Schemathesis, pinned, seeded),
 # then the table of the faults that shared/tests/it/faults_*.rs injected (rows in the test output).
 # On a DynamoDB Local of testkit's (`dynamodb-local` prints its URL once it answers and takes the
@@ -125,8 +144,11 @@ cat "$LAMBDA_LOG" >&2
 # The timed load test (every push of 10,000 within its second) runs last and alone, once the
 # build above is done, so nothing shares its 2 cores.
 step "cargo test: dispatch_load (alone)"
-cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG"
+cargo test -p koe-shared --test it --locked -- dispatch_load:: --test-threads=1 2>&1 | tee -a "$LOG" ||
+  FAILED+=("cargo test dispatch_load")
 step "fault table"
-scripts/fault-table.sh "$LOG"
-# One closing line for the whole run (cargo's own last lines are per-binary, often doc tests).
-awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "\nSummary: %d passed, %d failed, %d skipped\n", p, f, i }' "$LOG"
+scripts/fault-table.sh "$LOG" || FAILED+=("fault table")
+# The closing lines for the whole run (cargo's own last lines are per-binary, often doc tests).
+[ "${#FAILED[@]}" -eq 0 ] || printf 'scripts/test.sh: FAILED: %s\n' "${FAILED[@]}" >&2
+summary
+[ "${#FAILED[@]}" -eq 0 ] || exit 1

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::config::Credentials;
 use chrono::Utc;
 use koe_testkit::eventbridge::StandInEventBridge;
+use koe_testkit::fixtures::env_json;
 use koe_testkit::oidc::StandInIssuer;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::runtime_api::{Outcome, RuntimeApi};
@@ -35,12 +36,6 @@ use serde_json::Value;
 /// its 70 s window.
 const WITHIN: Duration = Duration::from_secs(30);
 const RUN_WITHIN: Duration = Duration::from_secs(100);
-
-/// `events/env.json`, as `sam local invoke --env-vars` reads it.
-fn env_json() -> BTreeMap<String, BTreeMap<String, String>> {
-    let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();
-    serde_json::from_str(&text).expect("events/env.json: sections of string variables")
-}
 
 /// The template's logical id of a binary's function: `put-device` → `PutDeviceFunction`.
 fn logical_id(binary: &str) -> String {
@@ -67,20 +62,6 @@ struct Outside {
     secretsmanager: String,
     /// The binaries' clock offset in days (`KOE_TEST_CLOCK_OFFSET_DAYS`), or the real clock.
     clock_offset_days: Option<i64>,
-}
-
-/// The value the stand-in Secrets Manager gives each secret `events/env.json` names by ARN: what
-/// the fixtures send (the agent key) or use, and "not-set" for the APNs key (the dispatcher's
-/// `PUSH_SENDER=auto` then logs its pushes).
-fn fixture_secret(arn_var: &str) -> &'static str {
-    match arn_var {
-        "OPENAI_API_KEY_SECRET_ARN" => "sk-local",
-        "AGENT_API_KEYS_SECRET_ARN" => "example-agent-key",
-        "DEVICE_HASH_SALT_SECRET_ARN" => "koe-local",
-        "AGENT_STEP_KEY_SECRET_ARN" => "example-step-key-for-local-invocation-0123",
-        "APNS_KEY_P8_SECRET_ARN" => koe::secrets::NOT_SET,
-        other => panic!("events/env.json names a secret the fixture test does not know: {other}"),
-    }
 }
 
 /// The template function an event of `binary` goes to: the binary's own, except that the
@@ -310,15 +291,10 @@ async fn pass(
     let openai = StandInOpenAi::start().await;
     openai.set_default(Behaviour::complete("フィクスチャの返事"));
     let eventbridge = StandInEventBridge::start().await;
-    let secrets = StandInSecretsManager::start().await;
-    for section in env_json.values() {
-        for (var, arn) in section
-            .iter()
-            .filter(|(var, _)| var.ends_with("_SECRET_ARN"))
-        {
-            secrets.set(arn, fixture_secret(var));
-        }
-    }
+    // The same stand-in and secrets as `secrets-manager-local` (docs/local.md), on a free port.
+    let secrets = StandInSecretsManager::start_with_fixture_secrets("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("bind stand-in Secrets Manager");
     let outside = Outside {
         dynamodb: dynamodb.to_owned(),
         tables: BTreeMap::from([

@@ -43,7 +43,9 @@ pub fn lambda_environment() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>> {
 /// The SDK's default connect timeout (what the default chain would set).
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
 
-fn lambda_config(config: &AwsConfig) -> SdkConfig {
+/// [`lambda_environment`]'s configuration from `config` (tests build it from other variables
+/// than the process's: `shared/tests/it/local_secrets.rs`).
+pub fn lambda_config(config: &AwsConfig) -> SdkConfig {
     let credentials = aws_config::environment::EnvironmentVariableCredentialsProvider::new();
     let mut builder = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())

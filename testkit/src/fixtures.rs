@@ -14,10 +14,57 @@
 //! cargo run -q -p koe-testkit --bin fixture -- agent-round2 < /tmp/round1-answer.json
 //! ```
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, FixedOffset, NaiveTime, SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::template::repo_root;
+
+/// `events/env.json` (sections of variables), as `sam local invoke --env-vars` reads it.
+pub fn env_json() -> BTreeMap<String, BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();
+    serde_json::from_str(&text).expect("events/env.json: sections of string variables")
+}
+
+/// The value the fixtures expect for the secret behind each `<VAR>_SECRET_ARN`: what they send
+/// (the agent key) or use, and "not-set" for the APNs key (the dispatcher's `PUSH_SENDER=auto`
+/// then logs its pushes). The same values docs/local.md sets as plain variables for
+/// cargo-lambda.
+pub fn secret_value(arn_var: &str) -> &'static str {
+    match arn_var {
+        "OPENAI_API_KEY_SECRET_ARN" => "sk-local",
+        "AGENT_API_KEYS_SECRET_ARN" => "example-agent-key",
+        "DEVICE_HASH_SALT_SECRET_ARN" => "koe-local",
+        "AGENT_STEP_KEY_SECRET_ARN" => "example-step-key-for-local-invocation-0123",
+        "APNS_KEY_P8_SECRET_ARN" => koe::secrets::NOT_SET,
+        other => panic!("events/env.json names a secret the fixtures do not know: {other}"),
+    }
+}
+
+/// Every secret `events/env.json` names by ARN (in any section), with its [`secret_value`].
+pub fn secrets() -> BTreeMap<String, &'static str> {
+    let mut secrets = BTreeMap::new();
+    for section in env_json().values() {
+        for (var, arn) in section.iter().filter(|(v, _)| v.ends_with("_SECRET_ARN")) {
+            let value = secret_value(var);
+            let held = secrets.insert(arn.clone(), value);
+            assert!(
+                held.is_none_or(|held| held == value),
+                "events/env.json names {arn} for two different secrets"
+            );
+        }
+    }
+    secrets
+}
+
+/// The port of `events/env.json`'s `AWS_ENDPOINT_URL_SECRETS_MANAGER` (`http://host:port`).
+pub fn secrets_manager_port() -> u16 {
+    let url = &env_json()["Parameters"]["AWS_ENDPOINT_URL_SECRETS_MANAGER"];
+    url.rsplit_once(':')
+        .and_then(|(_, port)| port.trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("events/env.json: no port in {url:?}"))
+}
 
 /// The fixtures `fixture` knows how to make: `create-call` (for now) and `agent-round2` (from
 /// a round 1 answer on stdin).

@@ -43,13 +43,30 @@ impl Drop for StandInSecretsManager {
 
 impl StandInSecretsManager {
     pub async fn start() -> StandInSecretsManager {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        StandInSecretsManager::start_on("127.0.0.1:0".parse().unwrap())
             .await
-            .expect("bind stand-in Secrets Manager");
-        let addr = listener.local_addr().unwrap();
+            .expect("bind stand-in Secrets Manager")
+    }
+
+    /// Starts on `addr` (port 0: a free port), holding no secret yet.
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<StandInSecretsManager> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::default());
         let task = tokio::spawn(serve(listener, shared.clone()));
-        StandInSecretsManager { addr, shared, task }
+        Ok(StandInSecretsManager { addr, shared, task })
+    }
+
+    /// Starts on `addr` holding exactly the secrets `events/env.json` names, with the values the
+    /// fixtures expect ([`crate::fixtures::secrets`]): `secrets-manager-local` and the tests.
+    pub async fn start_with_fixture_secrets(
+        addr: SocketAddr,
+    ) -> std::io::Result<StandInSecretsManager> {
+        let standin = StandInSecretsManager::start_on(addr).await?;
+        for (arn, value) in crate::fixtures::secrets() {
+            standin.set(&arn, value);
+        }
+        Ok(standin)
     }
 
     /// The value for `AWS_ENDPOINT_URL_SECRETS_MANAGER`.
