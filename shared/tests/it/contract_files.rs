@@ -371,7 +371,15 @@ fn test_sh_runs_every_http_suite_through_the_gateway_front() {
     for entry in std::fs::read_dir(root.join("shared/tests/it")).unwrap() {
         let path = entry.unwrap().path();
         let module = path.file_stem().unwrap().to_str().unwrap().to_owned();
-        let source = std::fs::read_to_string(&path).unwrap();
+        // A module folder (`docs_facts/`): its files together.
+        let source = if path.is_dir() {
+            std::fs::read_dir(&path)
+                .unwrap()
+                .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+                .collect::<String>()
+        } else {
+            std::fs::read_to_string(&path).unwrap()
+        };
         let starts_app = ["spawn_app(", "spawn_app_with(", "spawn_app_on("]
             .iter()
             .any(|call| source.contains(call));
