@@ -12,21 +12,13 @@ use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_w
 use serde_json::{Value, json};
 
 use super::api_calls::{AT, app_at_now, delete, get_ok, post_raw, register, token};
+use super::api_idempotency::post_with_key;
 
 /// The DynamoDB Local tests' time: in 2035, so that no TTL they write has passed by the wall
 /// clock (DynamoDB Local deletes expired items, at moments of its own).
 const NOW_2035: &str = "2035-03-01T00:00:00Z";
 /// 30 s after [`NOW_2035`], in JST.
 const AT_2035: &str = "2035-03-01T09:00:30+09:00";
-
-async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
-    send(
-        app.agent(http::Method::POST, "/calls")
-            .header("Idempotency-Key", key)
-            .body(body.to_string()),
-    )
-    .await
-}
 
 async fn delete_call(app: &TestApp, device: &str, call_id: &str) -> reqwest::Response {
     send(app.agent(

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::api_calls::{AT, NOW, app_at_now, delete, device_id, get_ok, post_raw, register, token};
 
-async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
+/// POST /calls with an `Idempotency-Key`.
+pub(super) async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
     send(
         app.agent(http::Method::POST, "/calls")
             .header("Idempotency-Key", key)

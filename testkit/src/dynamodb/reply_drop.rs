@@ -7,7 +7,8 @@
 //! (DynamoDB's 500 `InternalServerError`, nothing carried out), for a store error that is not
 //! a lost write, and hold replies back (the write happens at once, its answer comes late), as
 //! a slow network or a busy DynamoDB front end would: past the client's attempt timeout, the
-//! answer is as good as lost.
+//! answer is as good as lost. It also watches requests ([`Watch`]): how many of a kind are out
+//! at once, as DynamoDB sees them, and when each was answered.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,6 +50,65 @@ struct Shared {
     dropped: AtomicUsize,
     /// Requests of each rule's operation seen (the SDK's retries included).
     seen: Mutex<Vec<String>>,
+    watches: Mutex<Vec<Arc<Watch>>>,
+}
+
+/// The forwarded requests that match any of its (operation, piece of the body) pairs: how many
+/// were in flight at once at most, and when each was answered (or its reply lost).
+pub struct Watch {
+    matches: Vec<(String, String)>,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    answered: Mutex<Vec<Instant>>,
+}
+
+impl Watch {
+    /// The most matching requests in flight at once.
+    pub fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+
+    /// When each matching request was answered, in order.
+    pub fn answered(&self) -> Vec<Instant> {
+        self.answered.lock().unwrap().clone()
+    }
+
+    fn matches(&self, operation: &str, body: &str) -> bool {
+        self.matches
+            .iter()
+            .any(|(op, needle)| (op.is_empty() || op == operation) && body.contains(needle))
+    }
+}
+
+/// One watched request in flight: counted out when dropped (answered, refused or lost).
+struct Watched(Vec<Arc<Watch>>);
+
+impl Watched {
+    fn start(shared: &Shared, operation: &str, body: &[u8]) -> Watched {
+        let text = String::from_utf8_lossy(body);
+        let watches: Vec<_> = shared
+            .watches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.matches(operation, &text))
+            .cloned()
+            .collect();
+        for w in &watches {
+            let now = w.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            w.most.fetch_max(now, Ordering::SeqCst);
+        }
+        Watched(watches)
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        for w in &self.0 {
+            w.in_flight.fetch_sub(1, Ordering::SeqCst);
+            w.answered.lock().unwrap().push(Instant::now());
+        }
+    }
 }
 
 pub struct ReplyDropper {
@@ -76,6 +136,7 @@ impl ReplyDropper {
             rules: Mutex::new(Vec::new()),
             dropped: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
+            watches: Mutex::new(Vec::new()),
         });
         let served = shared.clone();
         let task = tokio::spawn(front::serve(listener, move |request| {
@@ -153,6 +214,22 @@ impl ReplyDropper {
         self.shared.dropped.load(Ordering::SeqCst)
     }
 
+    /// Watches the requests from now on that match any of `matches` (operation, empty: any; a
+    /// piece of the JSON body).
+    pub fn watch(&self, matches: &[(&str, &str)]) -> Arc<Watch> {
+        let watch = Arc::new(Watch {
+            matches: matches
+                .iter()
+                .map(|(op, needle)| ((*op).to_owned(), (*needle).to_owned()))
+                .collect(),
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            answered: Mutex::new(Vec::new()),
+        });
+        self.shared.watches.lock().unwrap().push(watch.clone());
+        watch
+    }
+
     /// The operations of every request forwarded so far, in order (`UpdateItem`, ...).
     pub fn operations(&self) -> Vec<String> {
         self.shared.seen.lock().unwrap().clone()
@@ -169,6 +246,7 @@ async fn forward(
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
     let operation = front::operation(&parts.headers);
     shared.seen.lock().unwrap().push(operation.clone());
+    let _watched = Watched::start(shared, &operation, &body);
     let received = Instant::now();
     let action = take_rule(shared, &operation, &body, received);
     if action == Some(Action::Refuse) {
