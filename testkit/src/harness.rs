@@ -438,6 +438,14 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
+    async fn watch_minute(&self, _: &str, _: DateTime<Utc>) -> Result<(), StoreError> {
+        Err(Self::error())
+    }
+
+    async fn watched_until(&self, _: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Err(Self::error())
+    }
+
     async fn claim_due(
         &self,
         _: &DeviceId,

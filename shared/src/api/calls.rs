@@ -10,6 +10,8 @@ use super::devices::{presented_secret, secret_required};
 use super::{Request, Response, json_response, query_param};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::json::parse_object;
+use crate::dispatch::trigger::DispatchTrigger;
+use crate::dispatch::wake::{Wake, wake_for};
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{
@@ -140,7 +142,11 @@ fn keyed_call_id(scoped_key: &str, request_hash: &str) -> CallId {
 /// another body is 409 `IDEMPOTENCY_KEY_REUSED`. Only a 201 is kept: an error answer can be
 /// retried and is judged again, and a retry after an answer that never came makes the same
 /// reservation (201, counted once).
-pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
+pub async fn create(
+    cx: &CallsContext<'_>,
+    waker: &dyn DispatchTrigger,
+    request: Request,
+) -> Result<Response, ApiError> {
     let idempotency = idempotency_key(&request)?;
     let request_hash = sha256_hex(request.body());
     let map = parse_object(request.body())?;
@@ -211,11 +217,29 @@ pub async fn create(cx: &CallsContext<'_>, request: Request) -> Result<Response,
         call_id = created.call_id.as_str(),
         "reservation created"
     );
+    woken(cx, waker, &created).await;
     let response = json_response(StatusCode::CREATED, &ReservationView::from(&created));
     if let Some(key) = key {
         keep(cx, key, request_hash, &response).await;
     }
     Ok(response)
+}
+
+/// Wakes a dispatcher for a reservation no run is sure to take on in time (`dispatch::wake`).
+/// A wake that fails is logged, not answered: the reservation is made, and the schedule's next
+/// run sends it, late within grace.
+async fn woken(cx: &CallsContext<'_>, waker: &dyn DispatchTrigger, created: &Reservation) {
+    let call_id = created.call_id.as_str();
+    match wake_for(cx.store, waker, cx.now, created.due_at).await {
+        Wake::NotNeeded => {}
+        Wake::Watched => tracing::info!(call_id, "reservation due soon: a run watches its minute"),
+        Wake::Sent => tracing::info!(call_id, "reservation due soon: a dispatch run woken"),
+        Wake::Failed(error) => tracing::error!(
+            call_id,
+            error,
+            "reservation due soon: no dispatch run woken; the next scheduled run sends it late"
+        ),
+    }
 }
 
 /// A kept first answer, for what is true now: the same 201 again while the reservation it

@@ -41,6 +41,7 @@
 
 pub mod metrics;
 pub mod trigger;
+pub mod wake;
 
 mod attempts;
 mod confirming;
@@ -55,6 +56,7 @@ mod report;
 mod run;
 mod select;
 mod state;
+mod stay;
 mod timing;
 
 pub use deliver::GIVE_BACK;

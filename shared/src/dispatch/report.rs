@@ -11,6 +11,8 @@ pub enum RunCause {
     Local,
     /// A part of a split minute, handed out by a coordinating run.
     Part,
+    /// A reservation made for a second no run was sure to cover (`dispatch::wake`).
+    Wake,
 }
 
 impl RunCause {
@@ -20,6 +22,7 @@ impl RunCause {
             RunCause::Request => "request",
             RunCause::Local => "local",
             RunCause::Part => "part",
+            RunCause::Wake => "wake",
         }
     }
 }

@@ -14,6 +14,7 @@ use super::pending::{Pending, Task};
 use super::report::{RunCause, RunReport};
 use super::select::{Answer, Found, Selection};
 use super::state::{Run, chrono_duration};
+use super::stay::Stay;
 use super::timing::{DEVICE_READ_LEAD, TASK_LEAD, wait_until};
 use crate::domain::due::{DueCall, Part};
 use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
@@ -50,6 +51,9 @@ impl Dispatcher {
         selection.cover(buckets(started - run.grace - MISSED_LOOKBACK, run.end));
         let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
+        // Until when the run stays and selects again: the latest second it has taken on (none
+        // yet: it ends once its first selection is done), and what it promised to watch.
+        let mut stay = Stay::from(started);
         // The selection's answers are taken on as they come, while the calls already selected
         // keep starting on time: a minute whose queries take long delays no other call.
         loop {
@@ -58,7 +62,8 @@ impl Dispatcher {
                 selection.stop();
             }
             let selecting = !selection.is_idle();
-            let wake = match (tick < run.end, pending.next_start()) {
+            let horizon = stay.until.min(run.end);
+            let wake = match (tick < horizon, pending.next_start()) {
                 (true, Some(start)) => Some(tick.min(start)),
                 (true, None) => Some(tick),
                 (false, Some(start)) => Some(start),
@@ -68,9 +73,11 @@ impl Dispatcher {
             let clock = self.clock.clone();
             tokio::select! {
                 answer = selection.next(), if selecting => {
-                    run.take_answer(answer, &mut known, &mut pending);
+                    let latest = run.take_answer(answer, &mut known, &mut pending);
+                    stay.until = stay.until.max(latest.unwrap_or(stay.until));
                     if selection.is_idle() {
                         run.prepare_pushes(&pending);
+                        stay.promise(&run, &mut tasks);
                     }
                 }
                 () = async move {
@@ -80,7 +87,7 @@ impl Dispatcher {
                     }
                 } => {}
             }
-            if tick < run.end && self.clock.now() >= tick {
+            if tick < stay.until.min(run.end) && self.clock.now() >= tick {
                 selection.cover(buckets(self.clock.now(), run.end));
                 tick += every;
             }
@@ -124,20 +131,21 @@ impl Run {
     /// Takes on what one selection request found: a count only counts (the selection queues
     /// the minute's shards), a shard's calls are taken on. One that failed (throttled, say) is
     /// made again by the next re-selection.
+    /// Returns the latest second of the calls it took on.
     fn take_answer(
         &self,
         (query, answer): Answer,
         known: &mut HashSet<CallId>,
         pending: &mut Pending,
-    ) {
+    ) -> Option<DateTime<Utc>> {
         self.tally(|t| t.queries += 1);
         match answer {
-            Ok(Found::Count(_)) => {}
+            Ok(Found::Count(_)) => None,
             Ok(Found::Calls(due)) => {
                 let now = self.clock().now();
-                for call in due {
-                    self.take_on(call, now, known, pending);
-                }
+                due.into_iter()
+                    .filter_map(|call| self.take_on(call, now, known, pending))
+                    .max()
             }
             Err(e) => {
                 self.tally(|t| {
@@ -151,6 +159,7 @@ impl Run {
                         tracing::error!(error = %e, minute, shard, "dispatch shard query failed");
                     }
                 }
+                None
             }
         }
     }
@@ -165,23 +174,22 @@ impl Run {
         }
     }
 
+    /// Takes a selected call on (its second, if it did).
     fn take_on(
         &self,
         call: DueCall,
         now: DateTime<Utc>,
         known: &mut HashSet<CallId>,
         pending: &mut Pending,
-    ) {
+    ) -> Option<DateTime<Utc>> {
         // Its next push: the reserved second, or the end of a confirmation wait.
         let at = call.due_at;
         if known.contains(&call.call_id) || at >= self.end {
-            return;
+            return None;
         }
         // Another run of this process has it (and would win its claim anyway). Not `known`:
         // should that run give it up, a re-selection here takes it on.
-        let Some(held) = self.dispatcher.in_flight.take(&call.call_id) else {
-            return;
-        };
+        let held = self.dispatcher.in_flight.take(&call.call_id)?;
         known.insert(call.call_id.clone());
         self.tally(|t| t.selected += 1);
         let task = if at < now - self.grace {
@@ -191,6 +199,7 @@ impl Run {
         };
         let start = at - self.claim_lead - DEVICE_READ_LEAD - TASK_LEAD;
         pending.add(start, task, call, held);
+        Some(at)
     }
 
     /// Gives every pending reservation whose start has come its task.

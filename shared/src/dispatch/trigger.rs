@@ -1,6 +1,6 @@
-//! How POST /internal/dispatch starts a run without making its caller wait for it.
+//! How POST /internal/dispatch and a wake (`dispatch::wake`) start a run without waiting for it.
 //!
-//! A run lasts about 70 s, longer than API Gateway's 30 s integration timeout, so the HTTP
+//! A run may last up to about 70 s, longer than API Gateway's 30 s integration timeout, so the HTTP
 //! route answers 202 and hands the run on: in a Lambda, by publishing a "dispatch requested"
 //! event to the stack's EventBridge bus, whose rule invokes the dispatch function
 //! asynchronously (the same function that the every-minute schedule invokes); in koe-local, by
@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
 use crate::domain::due::Part;
@@ -19,6 +20,8 @@ use crate::event_bus::eventbridge::Publisher;
 pub const SOURCE: &str = "koe.dispatch";
 /// EventBridge `detail-type` of a requested run.
 pub const DETAIL_TYPE: &str = "Koe Dispatch Requested";
+/// EventBridge `detail-type` of a wake (`dispatch::wake`), detail `{"dueAt"}`.
+pub const WAKE_DETAIL_TYPE: &str = "Koe Dispatch Wake";
 /// EventBridge `detail-type` of a part of a split minute (`fan_out`), detail `{"part", "of"}`.
 pub const PART_DETAIL_TYPE: &str = "Koe Dispatch Part";
 
@@ -38,6 +41,12 @@ impl std::fmt::Display for TriggerError {
 pub trait DispatchTrigger: Send + Sync {
     /// Asks for one dispatch run soon; returns once the request is handed on.
     async fn request_run(&self) -> Result<(), TriggerError>;
+
+    /// Asks for one run soon because a call is due at `due_at` and no run is sure to cover it
+    /// (`dispatch::wake`); returns once the request is handed on. By default a requested run.
+    async fn wake(&self, _due_at: DateTime<Utc>) -> Result<(), TriggerError> {
+        self.request_run().await
+    }
 
     /// Asks for one run of each of `parts` at once, each in an invocation of its own; returns
     /// once all are handed on (an error if any is not). By default it cannot: the coordinating
@@ -87,6 +96,14 @@ impl DispatchTrigger for EventBridgeTrigger {
         let detail = serde_json::json!({ "requestedAt": rfc3339_millis(chrono::Utc::now()) });
         self.publisher
             .put(SOURCE, DETAIL_TYPE, detail.to_string())
+            .await
+            .map_err(|e| TriggerError(e.0))
+    }
+
+    async fn wake(&self, due_at: DateTime<Utc>) -> Result<(), TriggerError> {
+        let detail = serde_json::json!({ "dueAt": rfc3339_millis(due_at) });
+        self.publisher
+            .put(SOURCE, WAKE_DETAIL_TYPE, detail.to_string())
             .await
             .map_err(|e| TriggerError(e.0))
     }

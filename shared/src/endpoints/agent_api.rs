@@ -112,6 +112,21 @@ impl CallsPorts {
     }
 }
 
+pub struct CreatePorts {
+    pub calls: CallsPorts,
+    /// Wakes a dispatch run for a call no run is sure to take on in time (`dispatch::wake`).
+    pub waker: Arc<dyn DispatchTrigger>,
+}
+
+impl Ports for CreatePorts {
+    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        Ok(CreatePorts {
+            calls: CallsPorts::build(adapters).await?,
+            waker: adapters.dispatch_trigger()?,
+        })
+    }
+}
+
 pub struct ConfirmPorts {
     pub calls: CallsPorts,
     /// Its `Confirmed` and `ConfirmLatency` records, dimensioned as its requests' records.
@@ -211,10 +226,10 @@ pub struct CreateCall;
 
 impl Endpoint for CreateCall {
     const ROUTE: Route = agent_route(Method::POST, "/calls", "CreateCallFunction", "create-call");
-    type Ports = CallsPorts;
+    type Ports = CreatePorts;
 
-    async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
-        api::calls::create(&ports.context(), request).await
+    async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {
+        api::calls::create(&ports.calls.context(), ports.waker.as_ref(), request).await
     }
 }
 

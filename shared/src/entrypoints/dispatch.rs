@@ -1,8 +1,10 @@
-//! The dispatch Lambda: one function for three kinds of event.
+//! The dispatch Lambda: one function for every kind of dispatch event.
 //!
 //! - The every-minute EventBridge schedule (`source: aws.events`): one dispatch run.
 //! - A requested run (`source: koe.dispatch`, published by POST /internal/dispatch): one run.
-//!   These two coordinate: a minute too big for one invocation is split into parts
+//! - A wake (`source: koe.dispatch`, detail-type "Koe Dispatch Wake", published by POST /calls
+//!   for a call no run is sure to cover, `dispatch::wake`): one run.
+//!   These three coordinate: a minute too big for one invocation is split into parts
 //!   (`dispatch::fan_out`), the others handed out as events.
 //! - A part of a split minute (`source: koe.dispatch`, detail-type "Koe Dispatch Part").
 //! - API Gateway HTTP API (payload v2, has `requestContext`): POST /internal/dispatch through
@@ -48,6 +50,7 @@ pub fn classify(payload: &Value) -> Invocation {
     ) {
         (Some("aws.events"), Some("Scheduled Event")) => Invocation::Run(RunCause::Schedule),
         (Some(trigger::SOURCE), Some(trigger::DETAIL_TYPE)) => Invocation::Run(RunCause::Request),
+        (Some(trigger::SOURCE), Some(trigger::WAKE_DETAIL_TYPE)) => Invocation::Run(RunCause::Wake),
         (Some(trigger::SOURCE), Some(trigger::PART_DETAIL_TYPE)) => payload
             .get("detail")
             .and_then(trigger::part_of)
@@ -156,6 +159,11 @@ mod tests {
         assert_eq!(
             classify(&json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Requested"})),
             Invocation::Run(RunCause::Request)
+        );
+        assert_eq!(
+            classify(&json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Wake",
+                "detail": {"dueAt": "2026-01-01T07:00:00.000Z"}})),
+            Invocation::Run(RunCause::Wake)
         );
         assert_eq!(
             classify(

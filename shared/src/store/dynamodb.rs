@@ -14,14 +14,12 @@
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
-//!   minute, added once each one's put is stored) and `cancelled#<callId>` (a
-//!   cancelled call's tombstone, `expireAt` only); a cancelled reservation itself stays as
-//!   `status` `cancelled` until replaced or expired.
+//!   minute; `watchedUntil` N: a run's promise to select the minute until then, `watch`) and
+//!   `cancelled#<callId>` (a cancelled call's tombstone, `expireAt` only).
 //!
-//! Both of the last also hold items under prefixed keys (`keyed`): kept idempotent answers,
-//! agent plans' answer counters and the APIs' daily token counts. Times are kept to the
-//! millisecond (RFC 3339 with milliseconds, or epoch milliseconds); `scheduledAt` keeps the
-//! client's text. Error messages carry the SDK's error context, never item contents.
+//! Both of the last also hold `keyed` items: kept idempotent answers, agent plans' answer
+//! counters, the APIs' daily token counts. Times are kept to the millisecond; `scheduledAt`
+//! keeps the client's text. Error messages carry the SDK's error context, never item contents.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -86,7 +84,8 @@ mod keyed;
 mod outcome;
 mod reservations;
 mod retried;
-use devices::{WriteResult, device_from_item, device_item};
+mod watch;
+use devices::WriteResult;
 use errors::{bad_item, condition_failed, sdk_error, written};
 use items::{Reader, reservation_from_item};
 use retried::{CLAIM_TOKEN, FINISH_TOKEN};
@@ -178,15 +177,7 @@ impl Store for DynamoStore {
     }
 
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        let table = &self.tables.devices;
-        self.client
-            .put_item()
-            .table_name(table)
-            .set_item(Some(device_item(device)))
-            .send()
-            .await
-            .map_err(|e| sdk_error("PutItem", table, e))?;
-        Ok(())
+        self.put_device_item(device).await
     }
 
     async fn get_device(
@@ -194,21 +185,7 @@ impl Store for DynamoStore {
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
-        // Only the dispatcher reads a device's token.
-        let table = &self.tables.devices;
-        let out = self
-            .dispatch
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        match out.item() {
-            Some(item) if !devices::expired(item, now.timestamp()) => device_from_item(table, item),
-            _ => Ok(None),
-        }
+        self.get_device_item(id, now).await
     }
 
     async fn device_proof(
@@ -272,6 +249,14 @@ impl Store for DynamoStore {
 
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
         self.due_calls_item(minute, shard).await
+    }
+
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        self.watch_item(minute, until).await
+    }
+
+    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.watched_until_item(minute).await
     }
 
     async fn claim_due(

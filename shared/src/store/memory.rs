@@ -39,6 +39,8 @@ struct Tables {
     cancelled_calls: HashMap<CallId, i64>,
     /// minute → reservations made for it
     due_counts: HashMap<String, u32>,
+    /// minute → until when a run promised to select it again
+    watches: HashMap<String, DateTime<Utc>>,
     /// The bucket index: shard key → the devices whose reservation is in it while `scheduled`
     /// or `claimed`, and each such device's shard key.
     due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
@@ -203,6 +205,17 @@ impl Store for MemoryStore {
 
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
         Ok(self.lock().due_calls(minute, shard))
+    }
+
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        let watch = tables.watches.entry(minute.to_owned()).or_insert(until);
+        *watch = (*watch).max(until);
+        Ok(())
+    }
+
+    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.lock().watches.get(minute).copied())
     }
 
     async fn claim_due(

@@ -143,6 +143,14 @@ pub trait Store: Send + Sync {
     /// order. A query on the bucket index, never a scan.
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError>;
 
+    /// A run's promise to select `minute` again, every few seconds, until `until`
+    /// (`dispatch::wake`): raises the minute's watch to `until`, never lowers it.
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Until when a run has promised to select `minute` again (`None`: no promise). May be
+    /// stale, never later than a promise made.
+    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).

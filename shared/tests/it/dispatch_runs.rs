@@ -1,10 +1,6 @@
 //! The dispatcher against both store adapters (memory, and DynamoDB Local via
-//! `koe_testkit::dynamodb::fresh_store`), with a manual clock and a recording push sender.
-//!
-//! Time only moves when a test moves it ([`World::step_to`] walks the clock in 100 ms steps, so
-//! every sleeping task wakes at each instant it waits for). A test holds the clock at a
-//! reservation's second and waits (real time) for its push: the push is then recorded at exactly
-//! that second if and only if the dispatcher was ready for it, and never before it. Runs use the
+//! `koe_testkit::dynamodb::fresh_store`), in the manual-clock [`World`] of `dispatch_world`.
+//! Runs use the
 //! production timing from `Config` (70 s window, 5 s re-selection, 500 ms claim lead, 1 s push
 //! budget, 120 s grace, 30 s claim timeout), so no test waits in real time for any of it.
 //!
@@ -12,231 +8,18 @@
 //! them once per adapter.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration as StdDuration, Instant};
+use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Duration, FixedOffset, Utc};
+use chrono::{Duration, FixedOffset};
 use koe::clock::Clock;
-use koe::config::{Config, DispatchConfig, Vars};
-use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
-use koe::push::PushSender;
-use koe::store::Store;
-use koe_testkit::clock::ManualClock;
+use koe::dispatch::InFlight;
+use koe::domain::device::PushEnvironment;
+use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe_testkit::harness::{send, spawn_app_with};
+use koe_testkit::push::Scripted;
 use koe_testkit::push::limited::{Answer, ApnsLimits, LimitedApns, call_key};
-use koe_testkit::push::{RecordingPushSender, Scripted};
-use tokio::task::JoinHandle;
 
-type DynStore = Arc<dyn Store>;
-
-/// The tests' start: a minute boundary, far enough ahead that no TTL set here ever lapses.
-const T0: &str = "2035-03-01T00:00:00Z";
-const STEP: Duration = Duration::milliseconds(100);
-const PATIENCE: StdDuration = StdDuration::from_secs(15);
-
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(T0)
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
-/// `T0` plus `ms` milliseconds.
-fn at_ms(ms: i64) -> DateTime<Utc> {
-    t0() + Duration::milliseconds(ms)
-}
-
-/// `T0` plus `s` seconds.
-fn at(s: i64) -> DateTime<Utc> {
-    at_ms(s * 1000)
-}
-
-fn production_timing() -> DispatchConfig {
-    Config::from_vars(&Vars::from_pairs(&[]))
-        .expect("defaults are valid")
-        .dispatch
-}
-
-fn token() -> VoipToken {
-    let hex: String = (0..64)
-        .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
-        .collect();
-    VoipToken::parse("voipToken", &hex).unwrap()
-}
-
-struct World {
-    store: DynStore,
-    clock: Arc<ManualClock>,
-    push: Arc<RecordingPushSender>,
-    settings: DispatchConfig,
-}
-
-impl World {
-    fn new(store: DynStore) -> World {
-        let clock = Arc::new(ManualClock::at(t0()));
-        let push = Arc::new(RecordingPushSender::new(clock.clone()));
-        World {
-            store,
-            clock,
-            push,
-            settings: production_timing(),
-        }
-    }
-
-    fn dispatcher(&self) -> Dispatcher {
-        self.dispatcher_with(self.push.clone())
-    }
-
-    fn dispatcher_with(&self, push: Arc<dyn PushSender>) -> Dispatcher {
-        Dispatcher::new(
-            self.store.clone(),
-            push,
-            self.clock.clone(),
-            self.settings.clone(),
-            "test-salt",
-        )
-    }
-
-    /// Starts a run at the clock's current time.
-    fn start_run(&self) -> JoinHandle<RunReport> {
-        let dispatcher = self.dispatcher();
-        tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
-    }
-
-    /// Starts a run at the clock's current time that pushes through `push`.
-    fn start_run_with(&self, push: Arc<dyn PushSender>) -> JoinHandle<RunReport> {
-        let dispatcher = self.dispatcher_with(push);
-        tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
-    }
-
-    /// Walks the clock to `t` in 10 ms steps (push backoffs wait on it).
-    async fn walk_finely_to(&self, t: DateTime<Utc>) {
-        while self.clock.now() < t {
-            let next = (self.clock.now() + Duration::milliseconds(10)).min(t);
-            self.clock.set(next);
-            tokio::time::sleep(StdDuration::from_millis(1)).await;
-        }
-    }
-
-    /// Starts a run that shares `in_flight` with other runs (one process's runs).
-    fn start_run_sharing(&self, in_flight: &InFlight) -> JoinHandle<RunReport> {
-        let dispatcher = self.dispatcher().sharing(in_flight.clone());
-        tokio::spawn(async move { dispatcher.run(RunCause::Local).await })
-    }
-
-    async fn device(&self, name: &str, environment: PushEnvironment) -> Device {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", name).unwrap(),
-            voip_token: token(),
-            environment,
-            updated_at: self.clock.now(),
-            confirms_calls: false,
-        };
-        self.store.put_device(&device).await.expect("put_device");
-        device
-    }
-
-    /// A `scheduled` reservation for `device` at `when` (written in JST), stored directly so
-    /// that overdue ones can be made too.
-    async fn reserve(&self, device: &Device, when: DateTime<Utc>) -> Reservation {
-        let jst = FixedOffset::east_opt(9 * 3600).unwrap();
-        let now = self.clock.now();
-        let r = Reservation::new(
-            device.device_id.clone(),
-            ScheduledAt::from_stored(when.with_timezone(&jst)),
-            Some("Mika".into()),
-            now.min(when - Duration::seconds(10)),
-        );
-        self.store
-            .create_reservation(&r, now, now - Duration::seconds(150))
-            .await
-            .expect("create_reservation");
-        r
-    }
-
-    /// Walks the clock to `t` in [`STEP`]s, letting woken tasks run after each.
-    async fn step_to(&self, t: DateTime<Utc>) {
-        while self.clock.now() < t {
-            let next = (self.clock.now() + STEP).min(t);
-            self.clock.set(next);
-            tokio::time::sleep(StdDuration::from_millis(2)).await;
-        }
-    }
-
-    async fn stored(&self, r: &Reservation) -> Option<Reservation> {
-        self.store
-            .get_reservation(&r.device_id, self.clock.now())
-            .await
-            .expect("get_reservation")
-    }
-
-    /// Waits (real time) until the reservation has `status`; returns it.
-    async fn wait_status(&self, r: &Reservation, status: ReservationStatus) -> Reservation {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let stored = self.stored(r).await;
-            if let Some(stored) = stored.clone().filter(|s| s.status == status) {
-                return stored;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} never became {status:?}: {stored:?}",
-                r.call_id.as_str()
-            );
-            tokio::time::sleep(StdDuration::from_millis(2)).await;
-        }
-    }
-
-    /// Holds the clock at `r`'s second and waits for its accepted push; asserts it left exactly
-    /// then, and nothing of it before.
-    async fn expect_push_at_its_second(&self, r: &Reservation) {
-        let second = r.scheduled_at.utc();
-        self.step_to(second - STEP).await;
-        tokio::time::sleep(StdDuration::from_millis(20)).await;
-        assert!(
-            self.push
-                .attempts()
-                .iter()
-                .all(|p| p.call_id != r.call_id.as_str() || p.at >= second),
-            "{} was pushed before its second",
-            r.call_id.as_str()
-        );
-        self.step_to(second).await;
-        let call = r.call_id.as_str().to_owned();
-        let attempts = self
-            .push
-            .wait_for(&format!("the push of {call}"), PATIENCE, |a| {
-                a.iter().any(|p| p.call_id == call && p.accepted)
-            })
-            .await;
-        let pushes: Vec<_> = attempts.iter().filter(|p| p.call_id == call).collect();
-        assert_eq!(pushes.len(), 1, "one push for {call}: {pushes:#?}");
-        assert_eq!(pushes[0].at, second, "{call} left at its second");
-    }
-
-    /// Walks the clock to `until`, then waits for the runs to end.
-    async fn finish(
-        &self,
-        runs: Vec<JoinHandle<RunReport>>,
-        until: DateTime<Utc>,
-    ) -> Vec<RunReport> {
-        self.step_to(until).await;
-        let mut reports = Vec::new();
-        for run in runs {
-            let report = tokio::time::timeout(PATIENCE, run)
-                .await
-                .expect("the run ends once its window has passed")
-                .expect("the run does not panic");
-            reports.push(report);
-        }
-        reports
-    }
-
-    fn window(&self) -> Duration {
-        Duration::from_std(self.settings.window).unwrap()
-    }
-}
+use crate::dispatch_world::{DynStore, PATIENCE, STEP, World, at, at_ms, t0};
 
 // ---------------------------------------------------------------------------------------------
 // On time
@@ -312,6 +95,9 @@ async fn pushes_leave_at_their_second_and_never_early(store: DynStore) {
 
 async fn a_reservation_made_mid_run_still_leaves_on_time(store: DynStore) {
     let w = World::new(store);
+    // A call at 65 s keeps the run until then: it selects again every 5 s meanwhile.
+    let anchor = w.device("mid-run-anchor", PushEnvironment::Production).await;
+    let anchored = w.reserve(&anchor, at(65)).await;
     let run = w.start_run();
     let early = w.device("mid-run-early", PushEnvironment::Production).await;
     let late = w.device("mid-run-late", PushEnvironment::Production).await;
@@ -325,13 +111,14 @@ async fn a_reservation_made_mid_run_still_leaves_on_time(store: DynStore) {
     assert!(claimed.claimed_at.unwrap() < at(30));
     w.expect_push_at_its_second(&r).await;
 
-    // Near the window's end too (10 s ahead, due just before the end).
-    w.step_to(at_ms(58_700)).await;
-    let r2 = w.reserve(&late, at_ms(68_700)).await;
+    // Near the end of its stay too (10 s ahead, due just before the anchor).
+    w.step_to(at_ms(54_700)).await;
+    let r2 = w.reserve(&late, at_ms(64_700)).await;
     w.expect_push_at_its_second(&r2).await;
+    w.expect_push_at_its_second(&anchored).await;
 
-    let [report] = w.finish(vec![run], at(72)).await.try_into().unwrap();
-    assert_eq!(report.sent, 2);
+    let [report] = w.finish(vec![run], at(66)).await.try_into().unwrap();
+    assert_eq!(report.sent, 3);
     assert!(report.queries >= 12, "re-selected every 5 s: {report:?}");
 }
 

@@ -26,6 +26,8 @@ mod dispatch_lambda;
 mod dispatch_late_push;
 mod dispatch_load;
 mod dispatch_runs;
+mod dispatch_wake;
+mod dispatch_world;
 mod docs_facts;
 mod docs_links;
 mod dynamodb_tables;

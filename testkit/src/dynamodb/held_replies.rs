@@ -278,6 +278,16 @@ impl Store for HeldStore {
             .await
     }
 
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        self.retried("UpdateItem", || self.inner.watch_minute(minute, until))
+            .await
+    }
+
+    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        self.retried("GetItem", || self.inner.watched_until(minute))
+            .await
+    }
+
     async fn claim_due(
         &self,
         id: &DeviceId,

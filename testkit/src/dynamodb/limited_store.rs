@@ -367,6 +367,23 @@ impl Store for LimitedStore {
         Ok(count)
     }
 
+    /// A run's watch: one small conditional update of the minute's count item.
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
+        let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
+        self.charged("UpdateItem", &charges).await?;
+        self.inner.watch_minute(minute, until).await
+    }
+
+    /// A create's look at the minute's watch: eventually consistent, on the count item.
+    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let key = format!("due#{minute}");
+        let item = Item::from([("deviceId".to_owned(), s(&key))]);
+        let charge = read_charge(&self.calls, None, &key, Some(&item), false);
+        self.charged("GetItem", &[charge]).await?;
+        self.inner.watched_until(minute).await
+    }
+
     /// A shard's query: eventually consistent, on the index partition, for every entry in it.
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
         let calls = self.inner.due_calls(minute, shard).await?;

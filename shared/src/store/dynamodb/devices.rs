@@ -129,6 +129,40 @@ impl DynamoStore {
 }
 
 impl DynamoStore {
+    pub(super) async fn put_device_item(&self, device: &Device) -> Result<(), StoreError> {
+        let table = &self.tables.devices;
+        self.client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(device_item(device)))
+            .send()
+            .await
+            .map_err(|e| sdk_error("PutItem", table, e))?;
+        Ok(())
+    }
+
+    pub(super) async fn get_device_item(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        // Only the dispatcher reads a device's token.
+        let table = &self.tables.devices;
+        let out = self
+            .dispatch
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        match out.item() {
+            Some(item) if !expired(item, now.timestamp()) => device_from_item(table, item),
+            _ => Ok(None),
+        }
+    }
+
     pub(super) async fn device_proof_item(
         &self,
         id: &DeviceId,

@@ -1,0 +1,50 @@
+//! How long a run stays: until the latest second it has taken on, selecting again meanwhile, and
+//! its promise of that to the creates (the minute's watch, `dispatch::wake`).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::task::JoinSet;
+
+use super::run::buckets;
+use super::state::Run;
+
+/// Until when a run stays and selects again, and until when it has promised to.
+pub(super) struct Stay {
+    /// The latest second the run has taken on (its start while it has taken on none: a run
+    /// whose first selection finds nothing due in its window ends there).
+    pub(super) until: DateTime<Utc>,
+    promised: DateTime<Utc>,
+}
+
+impl From<DateTime<Utc>> for Stay {
+    fn from(started: DateTime<Utc>) -> Stay {
+        Stay {
+            until: started,
+            promised: started,
+        }
+    }
+}
+
+impl Stay {
+    /// Promises, on the count item of each minute from now to `until`, that the run selects
+    /// them again until `until` (if that is later than its last promise), so that a create for
+    /// a second before then wakes no other run. Among the run's tasks, so the run ends after
+    /// it. A promise not written costs wakes, never a call: the run stays until `until` anyway.
+    pub(super) fn promise(&mut self, run: &Arc<Run>, tasks: &mut JoinSet<()>) {
+        if self.until <= self.promised {
+            return;
+        }
+        self.promised = self.until;
+        let until = self.until;
+        let minutes = buckets(run.clock().now(), until + chrono::Duration::milliseconds(1));
+        let store = run.dispatcher.store.clone();
+        tasks.spawn(async move {
+            for minute in minutes {
+                if let Err(e) = store.watch_minute(&minute, until).await {
+                    tracing::warn!(error = %e, minute, "dispatch watch not written: creates wake runs");
+                }
+            }
+        });
+    }
+}

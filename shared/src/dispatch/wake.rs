@@ -1,0 +1,99 @@
+//! When a new reservation wakes a dispatcher: its second comes before the minute schedule's next
+//! run can take it on, and no run that is alive has promised to watch its minute until then.
+//!
+//! A run ends as soon as nothing is due in its window (`run`), so a reservation made after a
+//! run's selection is seen by no one until the schedule's next run, up to a minute later. The
+//! create answers that by waking a run ([`DispatchTrigger::wake`]: in a Lambda, one "Koe
+//! Dispatch Wake" event that the stack's rule delivers to the dispatch function, as a
+//! requested run's is) unless a run that is alive has promised, on the minute's count item, to
+//! select that minute again until at least the call's second ([`Store::watch_minute`]). A lost
+//! or refused wake costs lateness within grace: the schedule's next run still sends the call.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::trigger::DispatchTrigger;
+use crate::domain::reservation::minute_bucket;
+use crate::store::Store;
+
+/// How late past its minute the schedule's run may start (EventBridge's delivery, a cold start,
+/// its selection) and still take on a call due then before its claim: calls due earlier in the
+/// minute wake a run.
+pub const SCHEDULE_SLACK: Duration = Duration::seconds(15);
+/// How long after a create the bucket index may not show it yet (the index is eventually
+/// consistent): a run whose selection starts within this of the create may not see it.
+pub const INDEX_LAG: Duration = Duration::seconds(1);
+/// The most a create waits for its wake to be handed on (one EventBridge PutEvents).
+pub const WAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether the minute schedule alone may be late for a call due at `due_at` made at `now`: the
+/// schedule's next run that surely sees it starts at the first minute after `now + INDEX_LAG`,
+/// and takes on in time only calls due [`SCHEDULE_SLACK`] or more after that.
+pub fn schedule_may_be_late(now: DateTime<Utc>, due_at: DateTime<Utc>) -> bool {
+    let seen_from = (now + INDEX_LAG).timestamp();
+    let next_run = DateTime::from_timestamp((seen_from.div_euclid(60) + 1) * 60, 0)
+        .expect("a representable minute");
+    due_at < next_run + SCHEDULE_SLACK
+}
+
+/// What a create's wake did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wake {
+    /// The schedule's next run takes it on in time.
+    NotNeeded,
+    /// A run that is alive promised to select its minute until its second.
+    Watched,
+    /// A run was asked for.
+    Sent,
+    /// The wake could not be handed on (or the watch not read and the wake failed): the
+    /// schedule's next run sends the call, late within grace.
+    Failed(String),
+}
+
+/// Wakes a run for a call due at `due_at`, made at `now`, if no run is sure to take it on in
+/// time. The watch is read only for a call the schedule may be late for; a watch that cannot be
+/// read counts as none (one wake too many costs a short run, one too few a late call).
+pub async fn wake_for(
+    store: &dyn Store,
+    trigger: &dyn DispatchTrigger,
+    now: DateTime<Utc>,
+    due_at: DateTime<Utc>,
+) -> Wake {
+    if !schedule_may_be_late(now, due_at) {
+        return Wake::NotNeeded;
+    }
+    let watched = store.watched_until(&minute_bucket(due_at)).await;
+    if let Ok(Some(until)) = watched
+        && until >= due_at
+    {
+        return Wake::Watched;
+    }
+    match tokio::time::timeout(WAKE_TIMEOUT, trigger.wake(due_at)).await {
+        Ok(Ok(())) => Wake::Sent,
+        Ok(Err(e)) => Wake::Failed(e.0),
+        Err(_) => Wake::Failed(format!("no answer within {WAKE_TIMEOUT:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_call_the_next_scheduled_run_takes_on_in_time_needs_no_wake() {
+        let now = t("2026-01-01T00:00:20Z");
+        // The next run starts at 00:01:00 and takes on calls due from 00:01:15.
+        assert!(schedule_may_be_late(now, t("2026-01-01T00:00:30Z")));
+        assert!(schedule_may_be_late(now, t("2026-01-01T00:01:14.999Z")));
+        assert!(!schedule_may_be_late(now, t("2026-01-01T00:01:15Z")));
+        assert!(!schedule_may_be_late(now, t("2026-01-01T07:00:00Z")));
+        // Made within a second of the minute: that run's selection may not see it yet.
+        let late = t("2026-01-01T00:00:59.500Z");
+        assert!(schedule_may_be_late(late, t("2026-01-01T00:01:30Z")));
+        assert!(schedule_may_be_late(late, t("2026-01-01T00:02:14Z")));
+        assert!(!schedule_may_be_late(late, t("2026-01-01T00:02:15Z")));
+    }
+}

@@ -1,0 +1,67 @@
+//! The DynamoDB adapter's watch of a minute: a run's promise, on the minute's count item
+//! (`due#<minute>`, attribute `watchedUntil`), to select that minute again until then.
+
+use chrono::{DateTime, Utc};
+
+use super::reservations::DUE_COUNT_PREFIX;
+use super::{DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, condition_failed, n, names, s, sdk_error};
+use crate::store::StoreError;
+
+const WATCHED_UNTIL: &str = "watchedUntil";
+/// How long a count item made by a watch alone (no reservation for its minute) lives.
+const WATCH_TTL: chrono::Duration = chrono::Duration::days(1);
+
+impl DynamoStore {
+    /// Raises the minute's `watchedUntil` to `until` (never lowers it: of overlapping runs the
+    /// latest promise stands). One write unit, on the dispatcher's client.
+    pub(super) async fn watch_item(
+        &self,
+        minute: &str,
+        until: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .dispatch
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+            .update_expression(
+                "SET #watchedUntil = :until, #expireAt = if_not_exists(#expireAt, :expireAt)",
+            )
+            .condition_expression("attribute_not_exists(#watchedUntil) OR #watchedUntil < :until")
+            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL, EXPIRE_AT])))
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":expireAt", n((until + WATCH_TTL).timestamp()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Another run promised as long or longer.
+            Err(e) if condition_failed(&e) => Ok(()),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    /// The minute's `watchedUntil`, read eventually consistent (a stale read is an older, so
+    /// shorter, promise: at worst one wake too many).
+    pub(super) async fn watched_until_item(
+        &self,
+        minute: &str,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let table = &self.tables.calls;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+            .projection_expression("#watchedUntil")
+            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL])))
+            .send()
+            .await
+            .map_err(|e| sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item() else {
+            return Ok(None);
+        };
+        Reader { table, item }.opt_time_ms(WATCHED_UNTIL)
+    }
+}

@@ -1,0 +1,288 @@
+//! A run ends as soon as nothing is due in its window, and a reservation made after it wakes a
+//! run (`koe::dispatch::wake`), on both stores, in the manual-clock [`World`]. The schedule is
+//! simulated (a run at every minute, as the deployed rule starts one); the wake goes to a
+//! stand-in of what the create calls (in a Lambda, an EventBridge event that the stack's rule
+//! delivers to the dispatch function): it starts a run with cause `wake`, or loses the event,
+//! or refuses it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use koe::clock::Clock;
+use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
+use koe::dispatch::wake::{Wake, wake_for};
+use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::domain::device::PushEnvironment;
+use koe::domain::reservation::{Reservation, ReservationStatus, minute_bucket};
+use koe::metrics::{MemorySink, Metrics};
+use koe::metrics::catalogue::DISPATCH;
+use koe_testkit::emf;
+use tokio::task::JoinHandle;
+
+use crate::dispatch_world::{DynStore, PATIENCE, World, at, t0};
+
+type Runs = Arc<Mutex<Vec<JoinHandle<RunReport>>>>;
+
+/// What becomes of a wake.
+#[derive(Clone, Copy)]
+enum Fate {
+    /// The rule invokes the dispatch function: a run starts.
+    Delivered,
+    /// Handed on, then lost (an event the rule never delivers, a throttled invocation).
+    Lost,
+    /// Refused (EventBridge down): the create learns it.
+    Refused,
+}
+
+/// The stand-in of the bus and its rule.
+struct StandInBus {
+    dispatcher: Dispatcher,
+    fate: Fate,
+    wakes: AtomicUsize,
+    runs: Runs,
+}
+
+#[async_trait]
+impl DispatchTrigger for StandInBus {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        Err(TriggerError("only wakes here".into()))
+    }
+
+    async fn wake(&self, _due_at: DateTime<Utc>) -> Result<(), TriggerError> {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        match self.fate {
+            Fate::Delivered => {
+                let dispatcher = self.dispatcher.clone();
+                let run = tokio::spawn(async move { dispatcher.coordinate(RunCause::Wake).await });
+                self.runs.lock().unwrap().push(run);
+                Ok(())
+            }
+            Fate::Lost => Ok(()),
+            Fate::Refused => Err(TriggerError("EventBridge: service unavailable".into())),
+        }
+    }
+}
+
+/// The world, its metrics, the bus, and every run started (by the schedule or a wake).
+struct Stack {
+    w: World,
+    sink: MemorySink,
+    bus: StandInBus,
+    runs: Runs,
+}
+
+impl Stack {
+    fn new(store: DynStore, fate: Fate) -> Stack {
+        let w = World::new(store);
+        let sink = MemorySink::default();
+        let runs: Runs = Arc::default();
+        let bus = StandInBus {
+            dispatcher: Stack::dispatcher_of(&w, &sink),
+            fate,
+            wakes: AtomicUsize::new(0),
+            runs: runs.clone(),
+        };
+        Stack { w, sink, bus, runs }
+    }
+
+    /// One invocation's dispatcher (its own process: nothing in flight shared).
+    fn dispatcher_of(w: &World, sink: &MemorySink) -> Dispatcher {
+        w.dispatcher()
+            .measured_by(Metrics::new(Arc::new(sink.clone()), "koe-dispatch"))
+    }
+
+    /// The every-minute schedule from now on: a run at each minute, the first one now.
+    fn schedule(&self) -> JoinHandle<()> {
+        let (clock, runs) = (self.w.clock.clone(), self.runs.clone());
+        let dispatcher = Stack::dispatcher_of(&self.w, &self.sink);
+        tokio::spawn(async move {
+            let mut next = clock.now();
+            loop {
+                while clock.now() < next {
+                    clock.sleep_until(next).await;
+                }
+                let dispatcher = dispatcher.clone();
+                let run = tokio::spawn(async move { dispatcher.run(RunCause::Schedule).await });
+                runs.lock().unwrap().push(run);
+                next += Duration::minutes(1);
+            }
+        })
+    }
+
+    /// A reservation made now for `due` through the create's wake, as `POST /calls` makes it.
+    async fn create(&self, name: &str, due: DateTime<Utc>) -> (Reservation, Wake) {
+        let device = self.w.device(name, PushEnvironment::Production).await;
+        let r = self.w.reserve(&device, due).await;
+        let now = self.w.clock.now();
+        (r, wake_for(self.w.store.as_ref(), &self.bus, now, due).await)
+    }
+
+    /// Walks to `until` and collects every run's report (all must have ended by then).
+    async fn reports(&self, until: DateTime<Utc>) -> Vec<RunReport> {
+        self.w.step_to(until).await;
+        let runs: Vec<_> = std::mem::take(&mut *self.runs.lock().unwrap());
+        let mut reports = Vec::new();
+        for run in runs {
+            let report = tokio::time::timeout(PATIENCE, run)
+                .await
+                .expect("every run ends once nothing is due")
+                .expect("no run panics");
+            reports.push(report);
+        }
+        reports
+    }
+
+    fn pushes_of(&self, r: &Reservation) -> usize {
+        let call = r.call_id.as_str();
+        self.w
+            .push
+            .sent()
+            .iter()
+            .filter(|p| p.call_id == call)
+            .count()
+    }
+}
+
+async fn an_idle_run_is_one_selection_and_an_exit(store: DynStore) {
+    let w = World::new(store);
+    let report = tokio::time::timeout(PATIENCE, w.start_run())
+        .await
+        .expect("an idle run ends without the clock moving")
+        .unwrap();
+    assert_eq!(report.duration_ms, 0, "{report:?}");
+    assert_eq!(report.selected, 0);
+    // The counts of the 9 minutes from grace + 5 min back to the window's end, nothing more.
+    assert_eq!(report.queries, 9, "{report:?}");
+    assert_eq!(w.store.watched_until(&minute_bucket(t0())).await.unwrap(), None);
+}
+
+async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store: DynStore) {
+    let w = World::new(store);
+    let device = w.device("stay", PushEnvironment::Production).await;
+    let r = w.reserve(&device, at(40)).await;
+    let run = w.start_run();
+    let minute = minute_bucket(t0());
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while w.store.watched_until(&minute).await.unwrap() != Some(at(40)) {
+        assert!(std::time::Instant::now() < deadline, "no watch of {minute}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    w.expect_push_at_its_second(&r).await;
+    let [report] = w.finish(vec![run], at(41)).await.try_into().unwrap();
+    assert_eq!(report.sent, 1);
+    assert!(report.duration_ms <= 41_000, "ends after its last call: {report:?}");
+}
+
+async fn a_call_made_after_the_minutes_run_ended_rings_at_its_second(store: DynStore) {
+    let s = Stack::new(store, Fate::Delivered);
+    let schedule = s.schedule();
+    // The 00:00 run finds nothing and ends; the calls are made at 20 s, 10 to 70 s ahead.
+    s.w.step_to(at(20)).await;
+    let mut made = Vec::new();
+    for lead in [10, 30, 45, 70] {
+        made.push(s.create(&format!("wake-{lead}"), at(20 + lead)).await);
+    }
+    let wakes: Vec<&Wake> = made.iter().map(|(_, wake)| wake).collect();
+    // The last is the 00:01 run's (due after 00:01:15); a run woken for 00:00:30 that stays
+    // until then does not cover 00:00:50 or 00:01:05.
+    assert_eq!(
+        wakes,
+        [&Wake::Sent, &Wake::Sent, &Wake::Sent, &Wake::NotNeeded]
+    );
+    for (r, _) in &made {
+        s.w.expect_push_at_its_second(r).await;
+    }
+    let reports = s.reports(at(95)).await;
+    schedule.abort();
+    for (r, _) in &made {
+        assert_eq!(s.pushes_of(r), 1, "{}", r.call_id.as_str());
+    }
+    let woken = reports.iter().filter(|r| r.cause == "wake").count();
+    assert_eq!(woken, 3, "{reports:?}");
+    let lateness = emf::values(&emf::parse_all(&s.sink.lines()), DISPATCH, "PushLateness");
+    assert_eq!(lateness, [0.0; 4]);
+}
+
+async fn a_lost_wake_costs_lateness_within_grace_never_the_call(store: DynStore) {
+    for fate in [Fate::Lost, Fate::Refused] {
+        let s = Stack::new(store.clone(), fate);
+        let schedule = s.schedule();
+        s.w.step_to(at(20)).await;
+        let (r, wake) = s.create(&format!("lost-{}", fate as u8), at(50)).await;
+        match fate {
+            Fate::Lost => assert_eq!(wake, Wake::Sent),
+            _ => assert!(matches!(wake, Wake::Failed(_)), "{wake:?}"),
+        }
+        // Nobody takes it at its second: the 00:01 run sends it, 10 s late, once.
+        s.w.step_to(at(59)).await;
+        assert_eq!(s.pushes_of(&r), 0);
+        s.w.step_to(at(61)).await;
+        s.w.wait_status(&r, ReservationStatus::Sent).await;
+        let reports = s.reports(at(62)).await;
+        schedule.abort();
+        assert_eq!(s.pushes_of(&r), 1);
+        let sent: Vec<&RunReport> = reports.iter().filter(|r| r.sent == 1).collect();
+        assert_eq!(sent.len(), 1, "{reports:?}");
+        assert!(sent[0].lateness_ms[0] >= 10_000, "{:?}", sent[0]);
+        let lines = emf::parse_all(&s.sink.lines());
+        let lateness = emf::values(&lines, DISPATCH, "PushLateness");
+        assert_eq!(lateness.len(), 1);
+        assert!(lateness[0] >= 10_000.0, "the metrics show it: {lateness:?}");
+    }
+}
+
+async fn a_run_that_watches_the_minute_spares_the_wake(store: DynStore) {
+    let s = Stack::new(store, Fate::Delivered);
+    let anchor = s.w.device("watched-anchor", PushEnvironment::Production).await;
+    let anchored = s.w.reserve(&anchor, at(50)).await;
+    let schedule = s.schedule();
+    s.w.step_to(at(20)).await;
+    let (r, wake) = s.create("watched", at(40)).await;
+    assert_eq!(wake, Wake::Watched);
+    s.w.expect_push_at_its_second(&r).await;
+    s.w.expect_push_at_its_second(&anchored).await;
+    let reports = s.reports(at(61)).await;
+    schedule.abort();
+    assert_eq!(s.bus.wakes.load(Ordering::SeqCst), 0);
+    assert_eq!(s.pushes_of(&r), 1);
+    assert!(reports.iter().all(|r| r.cause == "schedule"), "{reports:?}");
+}
+
+macro_rules! wake_suite {
+    ($store:expr) => {
+        use std::sync::Arc;
+
+        use koe::store::Store;
+
+        async fn store() -> Arc<dyn Store> {
+            Arc::new($store)
+        }
+
+        wake_suite!(@tests
+            an_idle_run_is_one_selection_and_an_exit,
+            a_run_stays_until_its_last_call_and_promises_to_watch_until_then,
+            a_call_made_after_the_minutes_run_ended_rings_at_its_second,
+            a_lost_wake_costs_lateness_within_grace_never_the_call,
+            a_run_that_watches_the_minute_spares_the_wake,
+        );
+    };
+    (@tests $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(store().await).await;
+            }
+        )*
+    };
+}
+
+mod memory {
+    wake_suite!(koe::store::memory::MemoryStore::new());
+}
+
+/// DynamoDB Local, fresh tables from `template.yaml` per test.
+mod dynamodb {
+    wake_suite!(koe_testkit::dynamodb::fresh_store().await);
+}
