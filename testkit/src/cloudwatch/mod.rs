@@ -17,6 +17,7 @@
 
 mod definition;
 mod expression;
+mod published;
 #[cfg(test)]
 mod tests;
 
