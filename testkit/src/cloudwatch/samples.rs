@@ -1,24 +1,68 @@
-//! Samples from EMF lines: what CloudWatch Logs would turn a function's lines into.
+//! Samples: the raw values each metric received, minute by minute, put one by one or read from
+//! EMF lines as CloudWatch Logs turns a function's lines into metrics.
 
-use super::{MetricId, Samples};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use super::MetricId;
 use crate::emf;
 
-impl MetricId {
-    /// The metrics an EMF metric is published as: one per dimension set of its directive.
-    pub fn of_emf(metric: &emf::Metric) -> Vec<MetricId> {
-        metric
-            .dimensions
-            .iter()
-            .map(|set| {
-                let dimensions: Vec<(&str, &str)> =
-                    set.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-                MetricId::new(&metric.namespace, &metric.name, &dimensions)
-            })
-            .collect()
-    }
+/// The raw values each metric received, minute by minute.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    by_metric: HashMap<MetricId, BTreeMap<u32, Vec<f64>>>,
 }
 
 impl Samples {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One value (one EMF record's figure, one request's latency, one API Gateway minute's count).
+    pub fn put(&mut self, metric: &MetricId, minute: u32, value: f64) {
+        self.put_all(metric, minute, [value]);
+    }
+
+    pub fn put_all(
+        &mut self,
+        metric: &MetricId,
+        minute: u32,
+        values: impl IntoIterator<Item = f64>,
+    ) {
+        self.by_metric
+            .entry(metric.clone())
+            .or_default()
+            .entry(minute)
+            .or_default()
+            .extend(values);
+    }
+
+    /// Forgets what the metric received in these minutes (a stopped publisher).
+    pub fn remove(&mut self, metric: &MetricId, minutes: Range<u32>) {
+        if let Some(series) = self.by_metric.get_mut(metric) {
+            series.retain(|minute, _| !minutes.contains(minute));
+        }
+    }
+
+    /// Whether the metric received anything at all.
+    pub fn has(&self, metric: &MetricId) -> bool {
+        self.by_metric
+            .get(metric)
+            .is_some_and(|series| series.values().any(|v| !v.is_empty()))
+    }
+
+    pub(super) fn values(&self, metric: &MetricId, minutes: Range<u32>) -> Vec<f64> {
+        self.by_metric
+            .get(metric)
+            .map(|series| {
+                series
+                    .range(minutes)
+                    .flat_map(|(_, v)| v.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Every metric that received a value.
     pub fn metrics(&self) -> Vec<&MetricId> {
         let mut metrics: Vec<&MetricId> = self
@@ -40,6 +84,21 @@ impl Samples {
                 self.put_all(&id, minute, metric.values.iter().copied());
             }
         }
+    }
+}
+
+impl MetricId {
+    /// The metrics an EMF metric is published as: one per dimension set of its directive.
+    pub fn of_emf(metric: &emf::Metric) -> Vec<MetricId> {
+        metric
+            .dimensions
+            .iter()
+            .map(|set| {
+                let dimensions: Vec<(&str, &str)> =
+                    set.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                MetricId::new(&metric.namespace, &metric.name, &dimensions)
+            })
+            .collect()
     }
 }
 
