@@ -45,15 +45,35 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// A request's record: its latency and whether it answered 5xx or 4xx.
+    /// A request's record ([`request_record`]).
     pub fn measure(&self, latency_ms: i64, status: http::StatusCode) {
-        self.metrics.emit(
-            &crate::metrics::Record::new(API, self.clock.now())
-                .dimension("Function", self.metrics.function())
-                .millis("Latency", latency_ms)
-                .count("ServerErrors", u64::from(status.is_server_error()))
-                .count("ClientErrors", u64::from(status.is_client_error())),
-        );
+        self.metrics.emit(&request_record(
+            self.metrics.function(),
+            self.clock.now(),
+            latency_ms,
+            status,
+        ));
+    }
+}
+
+/// A request's `Koe/Api` record: its latency, and `ServerErrors` or `ClientErrors` 1 when it
+/// answered 5xx or 4xx (nothing for a success: the alarms read a period without one as 0, and
+/// a zero would cost a metric-hour).
+pub fn request_record(
+    function: &str,
+    at: chrono::DateTime<chrono::Utc>,
+    latency_ms: i64,
+    status: http::StatusCode,
+) -> crate::metrics::Record {
+    let record = crate::metrics::Record::new(API, at)
+        .dimension("Function", function)
+        .millis("Latency", latency_ms);
+    if status.is_server_error() {
+        record.count("ServerErrors", 1)
+    } else if status.is_client_error() {
+        record.count("ClientErrors", 1)
+    } else {
+        record
     }
 }
 
@@ -270,5 +290,45 @@ impl<E: Endpoint> Answer for Service<E> {
         request: http::Request<BoxBody>,
     ) -> Pin<Box<dyn Future<Output = Response> + Send + 'a>> {
         Box::pin(self.handle(request_id, request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The record's one line, and the metric names its directive declares.
+    fn line(status: u16) -> (Value, Vec<String>) {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let status = StatusCode::from_u16(status).unwrap();
+        let lines = request_record("koe-chat", at, 42, status).lines();
+        assert_eq!(lines.len(), 1);
+        let line: Value = serde_json::from_str(&lines[0]).unwrap();
+        let names = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap().to_owned())
+            .collect();
+        (line, names)
+    }
+
+    #[test]
+    fn a_request_writes_its_latency_and_an_error_count_only_when_it_failed() {
+        let (ok, names) = line(200);
+        assert_eq!(names, ["Latency"]);
+        assert_eq!(ok["Latency"], 42);
+        assert_eq!(ok["Function"], "koe-chat");
+        assert!(ok.get("ServerErrors").is_none() && ok.get("ClientErrors").is_none());
+        let (server, names) = line(503);
+        assert_eq!(names, ["Latency", "ServerErrors"]);
+        assert_eq!(server["ServerErrors"], 1);
+        let (client, names) = line(404);
+        assert_eq!(names, ["Latency", "ClientErrors"]);
+        assert_eq!(client["ClientErrors"], 1);
+        assert_eq!(line(302).1, ["Latency"], "a redirect is no error");
     }
 }

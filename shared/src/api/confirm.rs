@@ -63,12 +63,8 @@ pub async fn confirm(cx: &ConfirmContext<'_>, request: Request) -> Result<Respon
         let latency_ms = (now - reservation.scheduled_at.utc())
             .num_milliseconds()
             .max(0);
-        cx.metrics.emit(
-            &Record::new(DISPATCH, now)
-                .dimension("Function", cx.metrics.function())
-                .count("Confirmed", 1)
-                .millis("ConfirmLatency", latency_ms),
-        );
+        cx.metrics
+            .emit(&confirmed_record(cx.metrics.function(), now, latency_ms));
         tracing::info!(
             device = %device,
             call_id = call_id.as_str(),
@@ -87,6 +83,15 @@ pub async fn confirm(cx: &ConfirmContext<'_>, request: Request) -> Result<Respon
         StatusCode::OK,
         &ReservationView::seen(&reservation, now - cx.grace),
     ))
+}
+
+/// A call's first confirmation's record (`Koe/Dispatch`, dimension `Function`): `Confirmed` 1
+/// and its `ConfirmLatency` from the reserved second. A repeated confirmation writes none.
+pub fn confirmed_record(function: &str, at: DateTime<Utc>, latency_ms: i64) -> Record {
+    Record::new(DISPATCH, at)
+        .dimension("Function", function)
+        .count("Confirmed", 1)
+        .millis("ConfirmLatency", latency_ms)
 }
 
 /// Stores the confirmation, asking again with growing pauses while a push of the call is

@@ -39,7 +39,8 @@ use Unit::{Count, Milliseconds, Percent};
 
 #[rustfmt::skip]
 pub const ALL: &[Metric] = &[
-    // One record per dispatch run (or part), dimension Function.
+    // One record per dispatch run (or part), dimension Function: RunDuration always, each count
+    // only when it is not 0.
     m(DISPATCH, "Selected", Count, F, "reservations the run took on"),
     m(DISPATCH, "Claimed", Count, F, "claims made"),
     m(DISPATCH, "Sent", Count, F, "pushes APNs accepted"),
@@ -65,8 +66,8 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "ApnsErrors", Count, &["Function", "Reason"], "APNs errors by reason"),
     // One record per request of every HTTP function, dimension Function.
     m(API, "Latency", Milliseconds, F, "to the response head (a stream: its first event)"),
-    m(API, "ServerErrors", Count, F, "5xx answers (0 or 1 per request)"),
-    m(API, "ClientErrors", Count, F, "4xx answers (0 or 1 per request)"),
+    m(API, "ServerErrors", Count, F, "5xx answers (1 per request that answered 5xx, none written for others)"),
+    m(API, "ClientErrors", Count, F, "4xx answers (1 per request that answered 4xx, none written for others)"),
     // Model calls and the spend guard (chat, chat-stream: the chat API's ceiling; agent: its own).
     m(API, "ModelTokens", Count, F, "tokens a model call counted (its usage, or the estimate)"),
     m(API, "ProviderErrors", Count, F, "model calls that failed"),

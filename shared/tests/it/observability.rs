@@ -130,8 +130,10 @@ async fn a_dispatch_runs_metrics_are_emf_with_its_counts_and_lateness() {
     assert_eq!(total("Failed"), 1.0);
     assert_eq!(total("Missed"), 1.0);
     assert_eq!(total("TokensRemoved"), 1.0);
-    assert_eq!(total("PushUnknown"), 0.0);
-    assert_eq!(total("StoreErrors"), 0.0);
+    // A count the run does not have is not written (a metric costs in each hour it has data).
+    for zero in ["PushUnknown", "StoreErrors", "Unresolved", "PartsHandedOut"] {
+        assert!(metrics(&lines, DISPATCH, zero).is_empty(), "{zero} written");
+    }
     let mut lateness = emf::values(&lines, DISPATCH, "PushLateness");
     lateness.sort_by(f64::total_cmp);
     let mut expected: Vec<f64> = report.lateness_ms.iter().map(|&ms| ms as f64).collect();
@@ -174,6 +176,9 @@ fn in_catalogue(metric: &emf::Metric) {
     expected.sort_unstable();
     assert_eq!(names, expected, "{}", metric.name);
 }
+
+/// No value at all (a metric the line does not carry).
+const NONE: [f64; 0] = [];
 
 /// The request line of `function` in `lines`.
 fn request_metrics(lines: &[Emf], function: &str, name: &str) -> Vec<f64> {
@@ -223,13 +228,12 @@ async fn chat_requests_write_latency_tokens_spend_and_provider_errors() {
     }
     let latency = request_metrics(&lines, "chat", "Latency");
     assert_eq!(latency.len(), 2, "one latency per chat request");
-    assert_eq!(request_metrics(&lines, "chat", "ServerErrors"), [0.0, 1.0]);
-    assert_eq!(request_metrics(&lines, "chat", "ClientErrors"), [0.0, 0.0]);
-    assert_eq!(request_metrics(&lines, "health", "ServerErrors"), [0.0]);
-    assert_eq!(
-        request_metrics(&lines, "chat-stream", "ServerErrors"),
-        [0.0]
-    );
+    // An error count only for the request that failed: a success writes none (not 0).
+    assert_eq!(request_metrics(&lines, "chat", "ServerErrors"), [1.0]);
+    assert_eq!(request_metrics(&lines, "chat", "ClientErrors"), NONE);
+    assert_eq!(request_metrics(&lines, "health", "Latency").len(), 1);
+    assert_eq!(request_metrics(&lines, "health", "ServerErrors"), NONE);
+    assert_eq!(request_metrics(&lines, "chat-stream", "ServerErrors"), NONE);
     // The completion's usage (40 + 17 tokens), the failed call (nothing used), the stream's.
     let tokens = emf::values(&lines, API, "ModelTokens");
     assert_eq!(tokens[..2], [57.0, 0.0]);
@@ -261,7 +265,9 @@ async fn the_agent_writes_its_tokens_and_a_client_error_is_counted() {
     assert_eq!(refused.status(), 400);
 
     let lines = emf::parse_all(&app.metrics.lines());
-    assert_eq!(request_metrics(&lines, "agent", "ClientErrors"), [0.0, 1.0]);
+    assert_eq!(request_metrics(&lines, "agent", "Latency").len(), 2);
+    assert_eq!(request_metrics(&lines, "agent", "ClientErrors"), [1.0]);
+    assert_eq!(request_metrics(&lines, "agent", "ServerErrors"), NONE);
     assert!(emf::total(&lines, API, "ModelTokens") > 0.0);
     assert_eq!(emf::values(&lines, API, "SpendUsed").len(), 1);
 }

@@ -17,14 +17,16 @@
 
 mod definition;
 mod expression;
+mod samples;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 pub use definition::{Resolve, alarm_from_properties};
 pub use expression::Expression;
+pub use samples::Samples;
 
 /// A metric: namespace, name and dimensions (kept sorted by name, as CloudWatch matches them).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,63 +58,6 @@ impl std::fmt::Display for MetricId {
             write!(f, " {name}={value}")?;
         }
         Ok(())
-    }
-}
-
-/// The raw values each metric received, minute by minute.
-#[derive(Clone, Debug, Default)]
-pub struct Samples {
-    by_metric: HashMap<MetricId, BTreeMap<u32, Vec<f64>>>,
-}
-
-impl Samples {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// One value (one EMF record's figure, one request's latency, one API Gateway minute's count).
-    pub fn put(&mut self, metric: &MetricId, minute: u32, value: f64) {
-        self.put_all(metric, minute, [value]);
-    }
-
-    pub fn put_all(
-        &mut self,
-        metric: &MetricId,
-        minute: u32,
-        values: impl IntoIterator<Item = f64>,
-    ) {
-        self.by_metric
-            .entry(metric.clone())
-            .or_default()
-            .entry(minute)
-            .or_default()
-            .extend(values);
-    }
-
-    /// Forgets what the metric received in these minutes (a stopped publisher).
-    pub fn remove(&mut self, metric: &MetricId, minutes: Range<u32>) {
-        if let Some(series) = self.by_metric.get_mut(metric) {
-            series.retain(|minute, _| !minutes.contains(minute));
-        }
-    }
-
-    /// Whether the metric received anything at all.
-    pub fn has(&self, metric: &MetricId) -> bool {
-        self.by_metric
-            .get(metric)
-            .is_some_and(|series| series.values().any(|v| !v.is_empty()))
-    }
-
-    fn values(&self, metric: &MetricId, minutes: Range<u32>) -> Vec<f64> {
-        self.by_metric
-            .get(metric)
-            .map(|series| {
-                series
-                    .range(minutes)
-                    .flat_map(|(_, v)| v.iter().copied())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 }
 

@@ -5,7 +5,7 @@
 //! path named exists (in the library's doc comments too); every `cargo ... -p NAME` names a
 //! package of the workspace; and a few figures stated in prose agree with the code or with the
 //! table beside them (`figures`). The runbook's alarm table is held to the template by
-//! `alarm_evaluation.rs`.
+//! `alarm_evaluation/`.
 
 mod extract;
 mod figures;

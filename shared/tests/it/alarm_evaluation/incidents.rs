@@ -1,0 +1,384 @@
+//! Incidents per row of the runbook, written as what the code then reports (a run's report, a
+//! request's status).
+
+use koe::dispatch::RunReport;
+use koe_testkit::cloudwatch::Samples;
+
+use super::HOURS;
+use super::published::{
+    api, confirm, confirmations, coordinator_run, dead_letters, gateway, lambda, on_time, part_run,
+    quiet, remove_runs, replace_run, requests, sending,
+};
+
+/// The stack an incident happens on.
+#[derive(Clone, Copy, Debug)]
+pub enum Stack {
+    Healthy,
+    /// Only the dispatcher's idle runs: no count, no request, for hours.
+    Idle,
+}
+
+pub struct Incident {
+    pub alarm: &'static str,
+    pub on: Stack,
+    pub what: &'static str,
+    /// The minute in which the runbook's condition is met.
+    pub met_in: u32,
+    /// A minute by which it is over and the alarm is OK again (none: it lasts to the end).
+    pub cleared_by: Option<u32>,
+    pub inject: fn(&mut Samples),
+}
+
+fn every_other_minute(from: u32, to: u32) -> impl Iterator<Item = u32> {
+    (from..to).step_by(2)
+}
+
+/// The healthy coordinator's run of `minute`, changed by `change`, as it reports instead.
+fn coordinator(samples: &mut Samples, minute: u32, change: fn(&mut RunReport)) {
+    let mut run = coordinator_run(minute);
+    change(&mut run);
+    replace_run(samples, "dispatch", minute, &run);
+}
+
+/// A part's run in `minute` (the healthy stack's, or one more), changed by `change`.
+fn part(samples: &mut Samples, minute: u32, change: fn(&mut RunReport)) {
+    let mut run = part_run(minute).unwrap_or_else(|| quiet(minute));
+    change(&mut run);
+    replace_run(samples, "dispatch-part", minute, &run);
+}
+
+/// An idle stack's run of `minute`, changed by `change`.
+fn idle_run(samples: &mut Samples, minute: u32, change: fn(&mut RunReport)) {
+    let mut run = quiet(minute);
+    change(&mut run);
+    replace_run(samples, "dispatch", minute, &run);
+}
+
+fn missed(run: &mut RunReport) {
+    run.selected += 1;
+    run.missed += 1;
+}
+
+fn failed(run: &mut RunReport) {
+    run.selected += 1;
+    run.claimed += 1;
+    run.failed += 1;
+    run.apns_errors.insert("BadDeviceToken".into(), 1);
+}
+
+fn push_unknown(run: &mut RunReport) {
+    run.selected += 1;
+    run.claimed += 1;
+    run.failed += 1;
+    run.push_unknown += 1;
+    run.apns_errors.insert("NoAnswer".into(), 1);
+}
+
+pub fn incidents() -> Vec<Incident> {
+    use Stack::{Healthy, Idle};
+    vec![
+        Incident {
+            alarm: "dispatch-missed",
+            on: Healthy,
+            what: "one missed call in minute 67 of an otherwise quiet hour",
+            met_in: 67,
+            cleared_by: Some(80),
+            inject: |s| coordinator(s, 67, missed),
+        },
+        Incident {
+            alarm: "dispatch-missed",
+            on: Healthy,
+            what: "a part records a missed call every other minute for 20 minutes",
+            met_in: 100,
+            cleared_by: Some(130),
+            inject: |s| every_other_minute(100, 120).for_each(|m| part(s, m, missed)),
+        },
+        Incident {
+            alarm: "dispatch-missed",
+            on: Idle,
+            what: "after hours of idle runs (no Missed published at all), one missed call in \
+                   minute 300",
+            met_in: 300,
+            cleared_by: Some(315),
+            inject: |s| idle_run(s, 300, missed),
+        },
+        Incident {
+            alarm: "dispatch-failed",
+            on: Healthy,
+            what: "one failed call in minute 7",
+            met_in: 7,
+            cleared_by: Some(20),
+            inject: |s| coordinator(s, 7, failed),
+        },
+        Incident {
+            alarm: "dispatch-failed",
+            on: Healthy,
+            what: "one failed call every other minute for 20 minutes, by the coordinator and \
+                   a part in turn",
+            met_in: 40,
+            cleared_by: Some(70),
+            inject: |s| {
+                for minute in every_other_minute(40, 60) {
+                    match minute % 4 {
+                        0 => coordinator(s, minute, failed),
+                        _ => part(s, minute, failed),
+                    }
+                }
+            },
+        },
+        Incident {
+            alarm: "dispatch-failed",
+            on: Idle,
+            what: "after hours of idle runs, one failed call in minute 250",
+            met_in: 250,
+            cleared_by: Some(265),
+            inject: |s| idle_run(s, 250, failed),
+        },
+        Incident {
+            alarm: "dispatch-push-unknown",
+            on: Healthy,
+            what: "one push in an unknown state (recorded failed too) in a part, minute 7",
+            met_in: 7,
+            cleared_by: Some(20),
+            inject: |s| part(s, 7, push_unknown),
+        },
+        Incident {
+            alarm: "dispatch-push-unknown",
+            on: Healthy,
+            what: "one push in an unknown state every other minute for 20 minutes",
+            met_in: 200,
+            cleared_by: Some(230),
+            inject: |s| every_other_minute(200, 220).for_each(|m| coordinator(s, m, push_unknown)),
+        },
+        Incident {
+            alarm: "dispatch-lateness",
+            on: Healthy,
+            what: "the coordinator's p99 over 1 s in minutes 40 and 42 (2 of 3)",
+            met_in: 42,
+            cleared_by: Some(50),
+            inject: |s| {
+                for minute in [40, 42] {
+                    let mut pushes = on_time(97, minute);
+                    pushes.extend([1500; 3]);
+                    replace_run(s, "dispatch", minute, &sending(minute, pushes));
+                }
+            },
+        },
+        Incident {
+            alarm: "dispatch-lateness",
+            on: Healthy,
+            what: "the parts' p99 over 1 s in minutes 150 and 151",
+            met_in: 151,
+            cleared_by: Some(160),
+            inject: |s| {
+                for minute in [150, 151] {
+                    let mut pushes = on_time(48, minute);
+                    pushes.extend([1200; 2]);
+                    replace_run(s, "dispatch-part", minute, &sending(minute, pushes));
+                }
+            },
+        },
+        Incident {
+            alarm: "dispatch-silent",
+            on: Healthy,
+            what: "no dispatch run finishes from minute 30 to 49 (no record at all)",
+            met_in: 32,
+            cleared_by: Some(55),
+            inject: |s| remove_runs(s, "dispatch", 30..50),
+        },
+        Incident {
+            alarm: "dispatch-silent",
+            on: Idle,
+            what: "an idle stack's runs stop from minute 200 to 219",
+            met_in: 202,
+            cleared_by: Some(225),
+            inject: |s| remove_runs(s, "dispatch", 200..220),
+        },
+        Incident {
+            alarm: "dispatch-errors",
+            on: Healthy,
+            what: "one dispatch invocation fails in minute 12",
+            met_in: 12,
+            cleared_by: Some(25),
+            inject: |s| s.put(&lambda("Errors", "dispatch"), 12, 1.0),
+        },
+        Incident {
+            alarm: "dispatch-part-errors",
+            on: Healthy,
+            what: "one part fails in minute 90",
+            met_in: 90,
+            cleared_by: Some(105),
+            inject: |s| s.put(&lambda("Errors", "dispatch-part"), 90, 1.0),
+        },
+        Incident {
+            alarm: "dispatch-throttles",
+            on: Healthy,
+            what: "one dispatch invocation throttled in minute 12",
+            met_in: 12,
+            cleared_by: Some(25),
+            inject: |s| s.put(&lambda("Throttles", "dispatch"), 12, 1.0),
+        },
+        Incident {
+            alarm: "dispatch-part-throttles",
+            on: Healthy,
+            what: "one part throttled in minute 90",
+            met_in: 90,
+            cleared_by: Some(105),
+            inject: |s| s.put(&lambda("Throttles", "dispatch-part"), 90, 1.0),
+        },
+        Incident {
+            alarm: "calls-unconfirmed",
+            on: Healthy,
+            what: "iOS stopped waking the app: 30% of 40 confirming calls in 15 minutes \
+                   (minutes 135 to 149) end unconfirmed",
+            met_in: 139,
+            cleared_by: Some(170),
+            inject: |s| confirming_quarter(s, 135, 28, 12),
+        },
+        Incident {
+            alarm: "calls-unconfirmed",
+            on: Healthy,
+            what: "the confirmations fail for an hour: every confirming call from minute 200 \
+                   ends unconfirmed, in the coordinator and the parts",
+            met_in: 200,
+            cleared_by: Some(285),
+            inject: |s| {
+                for quarter in (195..255).step_by(15) {
+                    confirming_quarter(s, quarter, 0, 60);
+                }
+            },
+        },
+        Incident {
+            alarm: "chat-api-5xx",
+            on: Healthy,
+            what: "the chat API answers 3 of its 30 requests a minute 5xx, minutes 150 to 154",
+            met_in: 154,
+            cleared_by: Some(165),
+            inject: |s| {
+                for minute in 150..155 {
+                    s.put(&gateway("5xx", "ChatApi"), minute, 3.0);
+                }
+            },
+        },
+        Incident {
+            alarm: "chat-api-5xx",
+            on: Healthy,
+            what: "the streamed chat answers 4 more requests a minute, all 5xx, minutes 150 to 154",
+            met_in: 154,
+            cleared_by: Some(165),
+            inject: |s| {
+                for minute in 150..155 {
+                    requests(s, "chat-stream", minute, &[(30, 500); 4]);
+                }
+            },
+        },
+        Incident {
+            alarm: "chat-api-5xx",
+            on: Idle,
+            what: "after hours without a request, the streamed chat answers its 6 requests of \
+                   minute 242 with 5xx (no ServerErrors published before)",
+            met_in: 242,
+            cleared_by: Some(255),
+            inject: |s| requests(s, "chat-stream", 242, &[(25, 502); 6]),
+        },
+        Incident {
+            alarm: "agent-api-5xx",
+            on: Healthy,
+            what: "the agent API answers 2 of its 10 requests a minute 5xx, minutes 200 to 204",
+            met_in: 204,
+            cleared_by: Some(215),
+            inject: |s| {
+                for minute in 200..205 {
+                    s.put(&gateway("5xx", "AgentApi"), minute, 2.0);
+                }
+            },
+        },
+        Incident {
+            alarm: "chat-spend-80",
+            on: Healthy,
+            what: "a quiet evening over 80%: one chat call every 20 minutes from minute 120, \
+                   the day turning at minute 200",
+            met_in: 120,
+            cleared_by: Some(205),
+            inject: |s| spend_over_80(s, &["chat", "chat-stream"]),
+        },
+        Incident {
+            alarm: "chat-spend-80",
+            on: Healthy,
+            what: "streamed chat calls every minute at 85% from minute 240",
+            met_in: 240,
+            cleared_by: None,
+            inject: |s| {
+                for minute in 240..HOURS * 60 {
+                    s.put(&api("SpendUsed", "chat-stream"), minute, 85.0);
+                }
+            },
+        },
+        Incident {
+            alarm: "agent-spend-80",
+            on: Healthy,
+            what: "a quiet evening over 80%: one agent call every 20 minutes from minute 120",
+            met_in: 120,
+            cleared_by: Some(205),
+            inject: |s| spend_over_80(s, &["agent"]),
+        },
+        Incident {
+            alarm: "notifications-undelivered",
+            on: Healthy,
+            what: "two error notifications wait in the dead-letter queue, minutes 50 to 79",
+            met_in: 50,
+            cleared_by: Some(90),
+            inject: |s| {
+                s.remove(&dead_letters(), 50..80);
+                for minute in 50..80 {
+                    s.put(&dead_letters(), minute, 2.0);
+                }
+            },
+        },
+    ]
+}
+
+/// The confirming devices' calls of the quarter hour from `from` (a period of the
+/// calls-unconfirmed alarm) replaced by `confirmed` confirmed and `unconfirmed` unconfirmed
+/// calls, spread over its minutes; the unconfirmed ones alternate between the coordinator's run
+/// and a part's.
+pub fn confirming_quarter(samples: &mut Samples, from: u32, confirmed: u32, unconfirmed: u32) {
+    let minutes = from..from + 15;
+    samples.remove(&confirm("Confirmed"), minutes.clone());
+    samples.remove(&confirm("ConfirmLatency"), minutes.clone());
+    for i in 0..confirmed {
+        confirmations(samples, from + i % 15, 1);
+    }
+    for minute in minutes {
+        let in_minute = |part: u32| {
+            (0..unconfirmed)
+                .filter(|i| from + i % 15 == minute && i % 2 == part)
+                .count() as u32
+        };
+        let mut run = coordinator_run(minute);
+        run.unconfirmed = in_minute(0);
+        replace_run(samples, "dispatch", minute, &run);
+        if in_minute(1) > 0 {
+            let mut run = part_run(minute).unwrap_or_else(|| quiet(minute));
+            run.unconfirmed = in_minute(1);
+            replace_run(samples, "dispatch-part", minute, &run);
+        }
+    }
+}
+
+/// From minute 120 only one call every 20 minutes (by the first of `functions`, which share
+/// one ceiling), each over 80%; the day turns at minute 200 (00:00 JST) and the next calls count
+/// from near 0.
+fn spend_over_80(samples: &mut Samples, functions: &[&str]) {
+    for function in functions {
+        samples.remove(&api("SpendUsed", function), 120..HOURS * 60);
+    }
+    for minute in (120..HOURS * 60).step_by(20) {
+        let share = if minute < 200 {
+            81.0 + f64::from(minute - 120) / 10.0
+        } else {
+            1.0
+        };
+        samples.put(&api("SpendUsed", functions[0]), minute, share);
+    }
+}
