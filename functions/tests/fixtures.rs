@@ -9,10 +9,12 @@
 //! moved a year ahead (`KOE_TEST_CLOCK_OFFSET_DAYS`, which the debug-built binaries' app clock
 //! honours; the tests' own clock stays real), so a fixture that goes stale with the date fails
 //! here. Their secrets come from a stand-in Secrets Manager, read at each binary's cold start
-//! as a deployed function reads them (`events/env.json` names them by ARN). Each pass also reserves a call due
-//! 15 s ahead and runs `dispatch-schedule` and `dispatch-requested` through the dispatch binary
-//! side by side (a run lasts the dispatcher's 70 s window), which must push it exactly once
-//! (and `dispatch-part`, part 1 of 2 of each minute, which holds none of that small minute);
+//! as a deployed function reads them (`events/env.json` names them by ARN). Each pass runs
+//! `dispatch-schedule` with nothing due (it must end within a second), then reserves a call due
+//! 15 s ahead, whose create must wake a run through the stand-in EventBridge, and runs that
+//! wake, `dispatch-schedule` and `dispatch-requested` through the dispatch binary side by side,
+//! which must push it exactly once within a second of its second and end soon after (and
+//! `dispatch-part`, part 1 of 2 of each minute, which holds none of that small minute);
 //! the dispatch route gets a token the stand-in OIDC issuer signed and hands the run to the
 //! stand-in EventBridge.
 
@@ -32,8 +34,8 @@ use koe_testkit::secretsmanager::StandInSecretsManager;
 use koe_testkit::template::repo_root;
 use serde_json::Value;
 
-/// How long one invocation (start of the process to its answer) may take; a dispatch run lasts
-/// its 70 s window.
+/// How long one invocation (start of the process to its answer) may take; a dispatch run stays
+/// until the latest call due in its 70 s window.
 const WITHIN: Duration = Duration::from_secs(30);
 const RUN_WITHIN: Duration = Duration::from_secs(100);
 
@@ -101,6 +103,9 @@ fn environment(
         for (var, value) in &outside.oidc {
             env.insert((*var).into(), value.clone());
         }
+    }
+    // The bus of requested runs and wakes (an empty name: error notifications are logged).
+    if env.get("EVENT_BUS_NAME").is_some_and(|bus| !bus.is_empty()) {
         env.insert(
             "AWS_ENDPOINT_URL_EVENTBRIDGE".into(),
             outside.eventbridge.clone(),
@@ -369,8 +374,28 @@ async fn pass(
     let r = run("cancel-call", &committed("cancel-call")).await;
     check("cancel-call", &r, status_of("cancel-call"), "");
 
-    // A call due 15 s from now, and the two run events through the dispatcher side by side: one
-    // of them claims it and pushes it (the logging sender: env.json sets no APNs key).
+    // The schedule with nothing due in its window (the reservation above is the next 07:00,
+    // and cancelled): one selection and an exit.
+    let (schedule_event, requested_event, part_event, wake_event) = (
+        committed("dispatch-schedule"),
+        committed("dispatch-requested"),
+        committed("dispatch-part"),
+        committed("dispatch-wake"),
+    );
+    let idle = run_within("dispatch", &schedule_event, WITHIN, "dispatch-idle").await;
+    assert_eq!(
+        (idle["cause"].as_str(), idle["claimed"].as_u64()),
+        (Some("schedule"), Some(0))
+    );
+    assert!(
+        idle["durationMs"].as_i64().unwrap() < 1000,
+        "{name}: an idle run: {idle}"
+    );
+
+    // A call due 15 s from now: its create wakes a run (the bus's stand-in gets the event the
+    // rule delivers to the dispatch function). That wake, the schedule and a requested run go
+    // through the dispatcher side by side: one of them claims it and pushes it (the logging
+    // sender: env.json sets no APNs key), and each ends once it is done, not at its window.
     let tokyo = chrono::FixedOffset::east_opt(9 * 3600).unwrap();
     let due = (now() + chrono::Duration::seconds(15)).with_timezone(&tokyo);
     let create = koe_testkit::fixtures::create_call_at(now(), due);
@@ -381,13 +406,19 @@ async fn pass(
         status_of("create-call"),
         &scheduled_at_of(&create),
     );
-    let (schedule_event, requested_event, part_event) = (
-        committed("dispatch-schedule"),
-        committed("dispatch-requested"),
-        committed("dispatch-part"),
-    );
+    let wakes: Vec<_> = eventbridge
+        .entries()
+        .into_iter()
+        .filter(|e| e.detail_type == wake_event["detail-type"])
+        .collect();
+    assert_eq!(wakes.len(), 1, "{name}: the create woke one run: {wakes:?}");
+    assert_eq!(wakes[0].source, wake_event["source"]);
+    assert_eq!(wakes[0].event_bus_name, "koe-local-notifications");
+    let mut wake_event = wake_event;
+    wake_event["detail"] = wakes[0].detail.clone();
     let runs = async {
-        tokio::join!(
+        let started = Instant::now();
+        let runs = tokio::join!(
             run_within("dispatch", &schedule_event, RUN_WITHIN, "dispatch-schedule"),
             run_within(
                 "dispatch",
@@ -397,7 +428,9 @@ async fn pass(
             ),
             // Part 1 of 2 of each minute: a minute of one call has one shard, part 0's.
             run_within("dispatch", &part_event, RUN_WITHIN, "dispatch-part"),
-        )
+            run_within("dispatch", &wake_event, RUN_WITHIN, "dispatch-wake"),
+        );
+        (runs, started.elapsed())
     };
     let others = async {
         // Round 1 of the agent: the (scripted) planner plans one calendar step; round 2 answers
@@ -526,7 +559,9 @@ async fn pass(
             status_of("dispatch"),
             r#""code":"UNAUTHORIZED""#,
         );
-        assert!(eventbridge.entries().is_empty());
+        let requested =
+            |e: &koe_testkit::eventbridge::PutEntry| e.detail_type != "Koe Dispatch Wake";
+        assert!(!eventbridge.entries().iter().any(requested));
         let iat = now().timestamp();
         let token = koe_testkit::oidc::mint(
             &koe_testkit::oidc::claims_with(serde_json::json!({"iat": iat, "exp": iat + 3600})),
@@ -537,14 +572,23 @@ async fn pass(
         signed["headers"]["authorization"] = Value::String(format!("Bearer {token}"));
         let r = run("dispatch", &signed).await;
         check("dispatch (signed)", &r, 202, r#""status":"accepted""#);
-        let entries = eventbridge.entries();
+        let entries: Vec<_> = eventbridge
+            .entries()
+            .into_iter()
+            .filter(requested)
+            .collect();
         assert_eq!(entries.len(), 1, "{name}: {entries:?}");
         assert_eq!(entries[0].source, "koe.dispatch");
         assert_eq!(entries[0].detail_type, "Koe Dispatch Requested");
         assert_eq!(entries[0].event_bus_name, "koe-local-notifications");
         assert!(entries[0].detail["requestedAt"].is_string());
     };
-    let ((schedule, requested, part), ()) = tokio::join!(runs, others);
+    let (((schedule, requested, part, wake), took), ()) = tokio::join!(runs, others);
+    // The runs end once the call is done (its second, 15 s ahead), far from their 70 s window.
+    assert!(
+        took < Duration::from_secs(30),
+        "{name}: the runs took {took:?}"
+    );
     // Every secret env.json names was read from the stand-in Secrets Manager (at the cold start
     // of the binaries that name it), none of them passed as a variable.
     let read = secrets.reads();
@@ -573,7 +617,11 @@ async fn pass(
     assert_eq!(requests[2].body["messages"][0]["content"], "こんにちは");
     assert_eq!(requests[3].body["stream"], true);
 
-    for (event, summary) in [("schedule", &schedule), ("request", &requested)] {
+    for (event, summary) in [
+        ("schedule", &schedule),
+        ("request", &requested),
+        ("wake", &wake),
+    ] {
         assert_eq!(summary["cause"], event, "{name}: {summary}");
         // (`lost`: the other run claimed it first; that is how two runs share a minute.)
         for field in ["failed", "missed"] {
@@ -582,18 +630,21 @@ async fn pass(
     }
     let sent = |s: &Value| s["sent"].as_u64().unwrap();
     assert_eq!(
-        sent(&schedule) + sent(&requested),
+        sent(&schedule) + sent(&requested) + sent(&wake),
         1,
-        "{name}: the call due in 15 s is pushed exactly once: {schedule} {requested}"
+        "{name}: the call due in 15 s is pushed exactly once: {schedule} {requested} {wake}"
     );
     let claimed = |s: &Value| s["claimed"].as_u64().unwrap();
-    assert_eq!(claimed(&schedule) + claimed(&requested), 1, "{name}");
+    assert_eq!(
+        claimed(&schedule) + claimed(&requested) + claimed(&wake),
+        1,
+        "{name}"
+    );
     assert_no_personal_data(&logs_prefix, name, &[&device_secret]);
-    let pushed = if sent(&schedule) == 1 {
-        &schedule
-    } else {
-        &requested
-    };
+    let pushed = [&schedule, &requested, &wake]
+        .into_iter()
+        .find(|s| sent(s) == 1)
+        .unwrap();
     assert!(
         pushed["maxLatenessMs"].as_u64().unwrap() < 1000,
         "{name}: {pushed}"

@@ -1,6 +1,7 @@
 //! koe-local's dispatcher: a run at start-up, one at every UTC minute (as the deployed schedule
-//! does; each lasts the dispatch window, so consecutive runs overlap a little), and one for each
-//! POST /internal/dispatch. On shutdown no new run starts and the running ones finish.
+//! does; each stays until the latest call due in its window), and one for each
+//! POST /internal/dispatch and each wake of POST /calls. On shutdown no new run starts and the
+//! running ones finish.
 
 use std::sync::Arc;
 

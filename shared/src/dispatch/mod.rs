@@ -1,14 +1,16 @@
 //! The dispatcher: sends each call reservation's VoIP push at its second, exactly once.
 //!
-//! **A run** (every minute, from the schedule, a requested run, or koe-local's loop) covers the
-//! reservations due before `start + window` (70 s: the minute until the next run plus 10 s of
-//! overlap, so a next run that starts a few seconds late costs nothing):
+//! **A run** (every minute, from the schedule, a requested run, a wake, or koe-local's loop)
+//! covers the reservations due before `start + window` (70 s: the minute until the next run plus
+//! 10 s of overlap, so a next run that starts a few seconds late costs nothing), and stays only
+//! until the latest of them (`stay`): with none, it ends after its first selection.
 //!
 //! 1. It selects them by querying the time-bucket index one UTC minute at a time (never a scan):
 //!    at the start from `grace` + [`MISSED_LOOKBACK`] back (overdue ones, and claims abandoned
-//!    by a run that died), then every `reselect_every` (5 s) again from the current minute, so a
-//!    reservation made after the run started (always at least 10 s ahead) is seen at least 5 s
-//!    before its second. At most [`SELECTION_QUERIES_IN_FLIGHT`] of a run's counts and shard
+//!    by a run that died), then while it stays every `reselect_every` (5 s) again from the
+//!    current minute, so a reservation made after the run started (always at least 10 s ahead)
+//!    is seen at least 5 s before its second; it promises that on the minutes' count items, and
+//!    a create no staying run covers wakes a run ([`wake`]). At most [`SELECTION_QUERIES_IN_FLIGHT`] of a run's counts and shard
 //!    queries are out at once, every minute's first shards before any minute's later ones, and
 //!    the run takes each answer on as it comes while it keeps starting the calls it has.
 //! 2. Each reservation gets a task that sleeps (on the `Clock`), reads the device's token 2 s
@@ -37,7 +39,8 @@
 //! `select` (the selection's requests), `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
 //! reservation: read device → claim → mark and push), `record` (its outcome), `outcome` (those steps' outcomes and how
 //! each is counted), `report` ([`RunCause`], [`RunReport`]), `fan_out` (a big minute split into
-//! parts for other invocations), [`metrics`] and [`trigger`].
+//! parts for other invocations), `stay` (how long a run stays, and its watch), [`wake`] (when a
+//! create wakes a run), [`metrics`] and [`trigger`].
 
 pub mod metrics;
 pub mod trigger;

@@ -14,7 +14,7 @@ use crate::api::{self, Request, Response};
 use crate::clock::Clock;
 use crate::config::{AgentConfig, ConfigError};
 use crate::dispatch::Dispatcher;
-use crate::dispatch::trigger::DispatchTrigger;
+use crate::dispatch::trigger::{DispatchTrigger, TriggerError};
 use crate::metrics::Metrics;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
@@ -120,10 +120,25 @@ pub struct CreatePorts {
 
 impl Ports for CreatePorts {
     async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
+        // Without a bus (a local invocation that set none) every wake fails, logged; the
+        // deployed template always sets one.
+        let waker = adapters
+            .dispatch_trigger()
+            .unwrap_or_else(|e| Arc::new(Unwired(e.to_string())));
         Ok(CreatePorts {
             calls: CallsPorts::build(adapters).await?,
-            waker: adapters.dispatch_trigger()?,
+            waker,
         })
+    }
+}
+
+/// A trigger that cannot be wired (why: its configuration error).
+struct Unwired(String);
+
+#[async_trait::async_trait]
+impl DispatchTrigger for Unwired {
+    async fn request_run(&self) -> Result<(), TriggerError> {
+        Err(TriggerError(self.0.clone()))
     }
 }
 

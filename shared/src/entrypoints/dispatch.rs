@@ -123,6 +123,7 @@ fn summary(report: &RunReport) -> Value {
         "lost": report.lost,
         "handedOut": report.handed_out,
         "maxLatenessMs": report.max_lateness_ms(),
+        "durationMs": report.duration_ms,
     })
 }
 
@@ -161,8 +162,10 @@ mod tests {
             Invocation::Run(RunCause::Request)
         );
         assert_eq!(
-            classify(&json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Wake",
-                "detail": {"dueAt": "2026-01-01T07:00:00.000Z"}})),
+            classify(
+                &json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Wake",
+                "detail": {"dueAt": "2026-01-01T07:00:00.000Z"}})
+            ),
             Invocation::Run(RunCause::Wake)
         );
         assert_eq!(

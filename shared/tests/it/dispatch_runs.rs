@@ -96,7 +96,9 @@ async fn pushes_leave_at_their_second_and_never_early(store: DynStore) {
 async fn a_reservation_made_mid_run_still_leaves_on_time(store: DynStore) {
     let w = World::new(store);
     // A call at 65 s keeps the run until then: it selects again every 5 s meanwhile.
-    let anchor = w.device("mid-run-anchor", PushEnvironment::Production).await;
+    let anchor = w
+        .device("mid-run-anchor", PushEnvironment::Production)
+        .await;
     let anchored = w.reserve(&anchor, at(65)).await;
     let run = w.start_run();
     let early = w.device("mid-run-early", PushEnvironment::Production).await;

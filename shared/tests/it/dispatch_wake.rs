@@ -16,8 +16,8 @@ use koe::dispatch::wake::{Wake, wake_for};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::{Reservation, ReservationStatus, minute_bucket};
-use koe::metrics::{MemorySink, Metrics};
 use koe::metrics::catalogue::DISPATCH;
+use koe::metrics::{MemorySink, Metrics};
 use koe_testkit::emf;
 use tokio::task::JoinHandle;
 
@@ -116,7 +116,10 @@ impl Stack {
         let device = self.w.device(name, PushEnvironment::Production).await;
         let r = self.w.reserve(&device, due).await;
         let now = self.w.clock.now();
-        (r, wake_for(self.w.store.as_ref(), &self.bus, now, due).await)
+        (
+            r,
+            wake_for(self.w.store.as_ref(), &self.bus, now, due).await,
+        )
     }
 
     /// Walks to `until` and collects every run's report (all must have ended by then).
@@ -155,7 +158,10 @@ async fn an_idle_run_is_one_selection_and_an_exit(store: DynStore) {
     assert_eq!(report.selected, 0);
     // The counts of the 9 minutes from grace + 5 min back to the window's end, nothing more.
     assert_eq!(report.queries, 9, "{report:?}");
-    assert_eq!(w.store.watched_until(&minute_bucket(t0())).await.unwrap(), None);
+    assert_eq!(
+        w.store.watched_until(&minute_bucket(t0())).await.unwrap(),
+        None
+    );
 }
 
 async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store: DynStore) {
@@ -172,7 +178,10 @@ async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store:
     w.expect_push_at_its_second(&r).await;
     let [report] = w.finish(vec![run], at(41)).await.try_into().unwrap();
     assert_eq!(report.sent, 1);
-    assert!(report.duration_ms <= 41_000, "ends after its last call: {report:?}");
+    assert!(
+        report.duration_ms <= 41_000,
+        "ends after its last call: {report:?}"
+    );
 }
 
 async fn a_call_made_after_the_minutes_run_ended_rings_at_its_second(store: DynStore) {
@@ -235,7 +244,9 @@ async fn a_lost_wake_costs_lateness_within_grace_never_the_call(store: DynStore)
 
 async fn a_run_that_watches_the_minute_spares_the_wake(store: DynStore) {
     let s = Stack::new(store, Fate::Delivered);
-    let anchor = s.w.device("watched-anchor", PushEnvironment::Production).await;
+    let anchor =
+        s.w.device("watched-anchor", PushEnvironment::Production)
+            .await;
     let anchored = s.w.reserve(&anchor, at(50)).await;
     let schedule = s.schedule();
     s.w.step_to(at(20)).await;

@@ -164,7 +164,11 @@ impl World {
     }
 
     /// Waits (real time) until the reservation has `status`; returns it.
-    pub(crate) async fn wait_status(&self, r: &Reservation, status: ReservationStatus) -> Reservation {
+    pub(crate) async fn wait_status(
+        &self,
+        r: &Reservation,
+        status: ReservationStatus,
+    ) -> Reservation {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let stored = self.stored(r).await;
@@ -229,4 +233,3 @@ impl World {
         Duration::from_std(self.settings.window).unwrap()
     }
 }
-
