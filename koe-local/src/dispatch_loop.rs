@@ -6,14 +6,15 @@
 use std::sync::Arc;
 
 use koe::clock::Clock;
+use koe::dispatch::trigger::RunRequests;
 use koe::dispatch::{Dispatcher, RunCause};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub async fn every_minute(
     dispatcher: Dispatcher,
     clock: Arc<dyn Clock>,
-    requests: Arc<Notify>,
+    requests: Arc<RunRequests>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut runs = JoinSet::new();
@@ -21,6 +22,12 @@ pub async fn every_minute(
         let dispatcher = dispatcher.clone();
         runs.spawn(async move {
             dispatcher.run(cause).await;
+        });
+    };
+    let spawn_woken = |runs: &mut JoinSet<()>, until| {
+        let dispatcher = dispatcher.clone();
+        runs.spawn(async move {
+            dispatcher.woken(until).await;
         });
     };
     spawn_run(&mut runs, RunCause::Local);
@@ -36,7 +43,10 @@ pub async fn every_minute(
                     spawn_run(&mut runs, RunCause::Local);
                 }
             }
-            () = requests.notified() => spawn_run(&mut runs, RunCause::Request),
+            request = requests.next() => match request {
+                Some(until) => spawn_woken(&mut runs, until),
+                None => spawn_run(&mut runs, RunCause::Request),
+            },
             _ = stopped.wait_for(|stop| *stop) => break,
         }
     }

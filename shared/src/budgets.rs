@@ -12,6 +12,7 @@ use crate::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
 use crate::dispatch::trigger::TRIGGER_TIMEOUT;
+use crate::dispatch::wake::LONGEST_WAKE;
 use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
 use crate::oidc::FETCH_TIMEOUT;
 use crate::service::NOTIFY_TIMEOUT;
@@ -184,7 +185,10 @@ pub fn at_the_limits() -> Vec<Budget> {
 /// the outcome retried for [`FINISH_BUDGET`] and a last attempt (the longer of the two).
 fn dispatch_run() -> Vec<(&'static str, Duration)> {
     vec![
-        ("run window", DEFAULT_DISPATCH_WINDOW),
+        (
+            "run window (a woken run's reaches the end of its gap)",
+            DEFAULT_DISPATCH_WINDOW.max(LONGEST_WAKE),
+        ),
         ("last re-selection", store_ops(2)),
         (
             "device read, claim and push mark, made again until answered",

@@ -442,7 +442,12 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
-    async fn watched_until(&self, _: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+    async fn claim_wake(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+        _: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         Err(Self::error())
     }
 

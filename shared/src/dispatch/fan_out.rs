@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
+
 use super::dispatcher::Dispatcher;
 use super::report::{RunCause, RunReport};
 use super::run::{buckets, query_buckets};
@@ -35,8 +37,19 @@ impl Dispatcher {
     /// out (its report then counts only `handed_out`); otherwise, or without a way to hand parts
     /// out, the whole run.
     pub async fn coordinate(&self, cause: RunCause) -> RunReport {
+        self.coordinate_staying(cause, None).await
+    }
+
+    /// A woken run (`wake`): coordinates as the schedule's run does, and a run it makes itself
+    /// stays until `until`.
+    pub async fn woken(&self, until: DateTime<Utc>) -> RunReport {
+        self.coordinate_staying(RunCause::Wake, Some(until)).await
+    }
+
+    async fn coordinate_staying(&self, cause: RunCause, until: Option<DateTime<Utc>>) -> RunReport {
+        let whole = || self.run_staying(cause, Part::WHOLE, until);
         let Some(trigger) = self.fan_out.clone() else {
-            return self.run(cause).await;
+            return whole().await;
         };
         let workers = self.workers_needed().await;
         if workers > 1 {
@@ -57,7 +70,7 @@ impl Dispatcher {
                 }
             }
         }
-        self.run(cause).await
+        whole().await
     }
 
     /// How many parts this window needs: the calls made for the minutes it covers (a store

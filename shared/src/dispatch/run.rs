@@ -16,6 +16,7 @@ use super::select::{Answer, Found, Selection};
 use super::state::{Run, chrono_duration};
 use super::stay::Stay;
 use super::timing::{DEVICE_READ_LEAD, TASK_LEAD, wait_until};
+use super::wake::LONGEST_WAKE;
 use crate::domain::due::{DueCall, Part};
 use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
 use crate::store::StoreError;
@@ -34,8 +35,22 @@ impl Dispatcher {
 
     /// One run over `part` of every minute's shards (a worker's share of a fanned-out minute).
     pub async fn run_part(&self, cause: RunCause, part: Part) -> RunReport {
+        self.run_staying(cause, part, None).await
+    }
+
+    /// One run that stays at least until `at_least` (a woken run: `wake`), its window reaching
+    /// that far (at most [`LONGEST_WAKE`] from its start).
+    pub(super) async fn run_staying(
+        &self,
+        cause: RunCause,
+        part: Part,
+        at_least: Option<DateTime<Utc>>,
+    ) -> RunReport {
         let started = self.clock.now();
-        let run = Arc::new(Run::new(self.clone(), cause, started));
+        let at_least = at_least.map(|t| t.min(started + chrono_duration(LONGEST_WAKE)));
+        let mut run = Run::new(self.clone(), cause, started);
+        run.end = run.end.max(at_least.unwrap_or(started));
+        let run = Arc::new(run);
         tracing::info!(
             cause = cause.as_str(),
             run = run.token.as_str(),
@@ -53,7 +68,7 @@ impl Dispatcher {
         let mut tick = started + every;
         // Until when the run stays and selects again: the latest second it has taken on (none
         // yet: it ends once its first selection is done), and what it promised to watch.
-        let mut stay = Stay::from(started);
+        let mut stay = Stay::from(at_least.unwrap_or(started).max(started));
         // The selection's answers are taken on as they come, while the calls already selected
         // keep starting on time: a minute whose queries take long delays no other call.
         loop {

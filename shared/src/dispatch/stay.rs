@@ -18,10 +18,12 @@ pub(super) struct Stay {
 }
 
 impl From<DateTime<Utc>> for Stay {
-    fn from(started: DateTime<Utc>) -> Stay {
+    /// A stay until `at_least` (its start, or a woken run's end of the gap), not yet promised
+    /// to any minute.
+    fn from(at_least: DateTime<Utc>) -> Stay {
         Stay {
-            until: started,
-            promised: started,
+            until: at_least,
+            promised: DateTime::<Utc>::MIN_UTC,
         }
     }
 }
@@ -32,12 +34,13 @@ impl Stay {
     /// a second before then wakes no other run. Among the run's tasks, so the run ends after
     /// it. A promise not written costs wakes, never a call: the run stays until `until` anyway.
     pub(super) fn promise(&mut self, run: &Arc<Run>, tasks: &mut JoinSet<()>) {
-        if self.until <= self.promised {
+        let now = run.clock().now();
+        if self.until <= self.promised.max(now) {
             return;
         }
         self.promised = self.until;
         let until = self.until;
-        let minutes = buckets(run.clock().now(), until + chrono::Duration::milliseconds(1));
+        let minutes = buckets(now, until + chrono::Duration::milliseconds(1));
         let store = run.dispatcher.store.clone();
         tasks.spawn(async move {
             for minute in minutes {

@@ -20,7 +20,7 @@ use crate::event_bus::eventbridge::Publisher;
 pub const SOURCE: &str = "koe.dispatch";
 /// EventBridge `detail-type` of a requested run.
 pub const DETAIL_TYPE: &str = "Koe Dispatch Requested";
-/// EventBridge `detail-type` of a wake (`dispatch::wake`), detail `{"dueAt"}`.
+/// EventBridge `detail-type` of a wake (`dispatch::wake`), detail `{"dueAt", "until"}`.
 pub const WAKE_DETAIL_TYPE: &str = "Koe Dispatch Wake";
 /// EventBridge `detail-type` of a part of a split minute (`fan_out`), detail `{"part", "of"}`.
 pub const PART_DETAIL_TYPE: &str = "Koe Dispatch Part";
@@ -42,9 +42,14 @@ pub trait DispatchTrigger: Send + Sync {
     /// Asks for one dispatch run soon; returns once the request is handed on.
     async fn request_run(&self) -> Result<(), TriggerError>;
 
-    /// Asks for one run soon because a call is due at `due_at` and no run is sure to cover it
-    /// (`dispatch::wake`); returns once the request is handed on. By default a requested run.
-    async fn wake(&self, _due_at: DateTime<Utc>) -> Result<(), TriggerError> {
+    /// Asks for one run soon that stays until `until`, because a call is due at `due_at` and no
+    /// run is sure to cover it (`dispatch::wake`); returns once the request is handed on. By
+    /// default a requested run.
+    async fn wake(
+        &self,
+        _due_at: DateTime<Utc>,
+        _until: DateTime<Utc>,
+    ) -> Result<(), TriggerError> {
         self.request_run().await
     }
 
@@ -56,16 +61,45 @@ pub trait DispatchTrigger: Send + Sync {
     }
 }
 
-/// Wakes an in-process loop (koe-local's dispatcher loop listens on `requests`). Without a
-/// listener the request waits until one starts listening.
+/// What koe-local's dispatcher loop is asked for: runs, and wakes with how long they stay.
+/// Without a listener a request waits until one starts listening.
+#[derive(Default)]
+pub struct RunRequests {
+    notify: Notify,
+    /// The wakes not yet taken, by the time their runs stay until.
+    wakes: std::sync::Mutex<Vec<DateTime<Utc>>>,
+}
+
+impl RunRequests {
+    /// The next request: `Some(until)` for wakes (those asked for meanwhile taken together:
+    /// one run that stays until the latest), `None` for a requested run.
+    pub async fn next(&self) -> Option<DateTime<Utc>> {
+        self.notify.notified().await;
+        let mut wakes = self.wakes.lock().unwrap_or_else(|p| p.into_inner());
+        wakes.drain(..).max()
+    }
+}
+
+/// Wakes an in-process loop (koe-local's dispatcher loop listens on `requests`).
 pub struct InProcessTrigger {
-    pub requests: Arc<Notify>,
+    pub requests: Arc<RunRequests>,
 }
 
 #[async_trait]
 impl DispatchTrigger for InProcessTrigger {
     async fn request_run(&self) -> Result<(), TriggerError> {
-        self.requests.notify_one();
+        self.requests.notify.notify_one();
+        Ok(())
+    }
+
+    async fn wake(&self, _due_at: DateTime<Utc>, until: DateTime<Utc>) -> Result<(), TriggerError> {
+        let requests = &self.requests;
+        requests
+            .wakes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(until);
+        requests.notify.notify_one();
         Ok(())
     }
 
@@ -100,8 +134,11 @@ impl DispatchTrigger for EventBridgeTrigger {
             .map_err(|e| TriggerError(e.0))
     }
 
-    async fn wake(&self, due_at: DateTime<Utc>) -> Result<(), TriggerError> {
-        let detail = serde_json::json!({ "dueAt": rfc3339_millis(due_at) });
+    async fn wake(&self, due_at: DateTime<Utc>, until: DateTime<Utc>) -> Result<(), TriggerError> {
+        let detail = serde_json::json!({
+            "dueAt": rfc3339_millis(due_at),
+            "until": rfc3339_millis(until),
+        });
         self.publisher
             .put(SOURCE, WAKE_DETAIL_TYPE, detail.to_string())
             .await
@@ -119,6 +156,16 @@ impl DispatchTrigger for EventBridgeTrigger {
         }
         Ok(())
     }
+}
+
+/// Until when a wake's run stays (its detail's `until`), if the detail carries it.
+pub fn until_of(detail: &serde_json::Value) -> Option<DateTime<Utc>> {
+    let until = detail.get("until")?.as_str()?;
+    Some(
+        DateTime::parse_from_rfc3339(until)
+            .ok()?
+            .with_timezone(&Utc),
+    )
 }
 
 /// A part event's detail (`{"part": 1, "of": 3}`), if it is one.

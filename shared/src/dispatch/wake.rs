@@ -1,13 +1,17 @@
 //! When a new reservation wakes a dispatcher: its second comes before the minute schedule's next
-//! run can take it on, and no run that is alive has promised to watch its minute until then.
+//! run can take it on, and no run has promised to watch its minute until then.
 //!
 //! A run ends as soon as nothing is due in its window (`run`), so a reservation made after a
-//! run's selection is seen by no one until the schedule's next run, up to a minute later. The
-//! create answers that by waking a run ([`DispatchTrigger::wake`]: in a Lambda, one "Koe
-//! Dispatch Wake" event that the stack's rule delivers to the dispatch function, as a
-//! requested run's is) unless a run that is alive has promised, on the minute's count item, to
-//! select that minute again until at least the call's second ([`Store::watch_minute`]). A lost
-//! or refused wake costs lateness within grace: the schedule's next run still sends the call.
+//! run's selection is seen by no one until the schedule's next run, up to a minute later. A run
+//! that stays promises, on each minute's count item, to select it again until its latest call
+//! ([`Store::watch_minute`]). A create the schedule may be late for claims the duty of waking a
+//! run on its minute's count item ([`Store::claim_wake`]: it raises the minute's watch to the
+//! end of the gap, [`gap_end`], unless a promise already reaches the call's second), and only
+//! the create that claims it wakes a run ([`DispatchTrigger::wake`]: in a Lambda one "Koe
+//! Dispatch Wake" event, which the stack's rule delivers to the dispatch function). The woken
+//! run stays until the gap's end, so at most one wake per minute is sent however many creates
+//! come at once. A lost or refused wake costs lateness within grace: the schedule's next run
+//! still sends the calls.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -25,22 +29,32 @@ pub const INDEX_LAG: Duration = Duration::seconds(1);
 /// The most a create waits for its wake to be handed on (one EventBridge PutEvents).
 pub const WAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Whether the minute schedule alone may be late for a call due at `due_at` made at `now`: the
-/// schedule's next run that surely sees it starts at the first minute after `now + INDEX_LAG`,
-/// and takes on in time only calls due [`SCHEDULE_SLACK`] or more after that.
-pub fn schedule_may_be_late(now: DateTime<Utc>, due_at: DateTime<Utc>) -> bool {
+/// The end of the gap the minute schedule leaves after a create at `now`: its next run that
+/// surely sees the create starts at the first minute after `now + INDEX_LAG`, and takes on in
+/// time only calls due [`SCHEDULE_SLACK`] or more after that.
+pub fn gap_end(now: DateTime<Utc>) -> DateTime<Utc> {
     let seen_from = (now + INDEX_LAG).timestamp();
     let next_run = DateTime::from_timestamp((seen_from.div_euclid(60) + 1) * 60, 0)
         .expect("a representable minute");
-    due_at < next_run + SCHEDULE_SLACK
+    next_run + SCHEDULE_SLACK
 }
+
+/// Whether the minute schedule alone may be late for a call due at `due_at` made at `now`.
+pub fn schedule_may_be_late(now: DateTime<Utc>, due_at: DateTime<Utc>) -> bool {
+    due_at < gap_end(now)
+}
+
+/// The longest a woken run stays: from a create just before a minute to that gap's end (the
+/// function's timeout covers it: `budgets.rs`).
+pub const LONGEST_WAKE: std::time::Duration = std::time::Duration::from_secs(76);
 
 /// What a create's wake did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Wake {
     /// The schedule's next run takes it on in time.
     NotNeeded,
-    /// A run that is alive promised to select its minute until its second.
+    /// A run promised to select its minute until its second (one that stays, or one another
+    /// create woke).
     Watched,
     /// A run was asked for.
     Sent,
@@ -50,8 +64,8 @@ pub enum Wake {
 }
 
 /// Wakes a run for a call due at `due_at`, made at `now`, if no run is sure to take it on in
-/// time. The watch is read only for a call the schedule may be late for; a watch that cannot be
-/// read counts as none (one wake too many costs a short run, one too few a late call).
+/// time and no other create has claimed the wake. A claim whose answer did not come counts as
+/// made (one wake too many costs a short run, one too few a late call).
 pub async fn wake_for(
     store: &dyn Store,
     trigger: &dyn DispatchTrigger,
@@ -61,13 +75,14 @@ pub async fn wake_for(
     if !schedule_may_be_late(now, due_at) {
         return Wake::NotNeeded;
     }
-    let watched = store.watched_until(&minute_bucket(due_at)).await;
-    if let Ok(Some(until)) = watched
-        && until >= due_at
+    let until = gap_end(now);
+    if let Ok(false) = store
+        .claim_wake(&minute_bucket(due_at), due_at, until)
+        .await
     {
         return Wake::Watched;
     }
-    match tokio::time::timeout(WAKE_TIMEOUT, trigger.wake(due_at)).await {
+    match tokio::time::timeout(WAKE_TIMEOUT, trigger.wake(due_at, until)).await {
         Ok(Ok(())) => Wake::Sent,
         Ok(Err(e)) => Wake::Failed(e.0),
         Err(_) => Wake::Failed(format!("no answer within {WAKE_TIMEOUT:?}")),

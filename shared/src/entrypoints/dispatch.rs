@@ -3,7 +3,7 @@
 //! - The every-minute EventBridge schedule (`source: aws.events`): one dispatch run.
 //! - A requested run (`source: koe.dispatch`, published by POST /internal/dispatch): one run.
 //! - A wake (`source: koe.dispatch`, detail-type "Koe Dispatch Wake", published by POST /calls
-//!   for a call no run is sure to cover, `dispatch::wake`): one run.
+//!   for a call no run is sure to cover, `dispatch::wake`): one run that stays until `until`.
 //!   These three coordinate: a minute too big for one invocation is split into parts
 //!   (`dispatch::fan_out`), the others handed out as events.
 //! - A part of a split minute (`source: koe.dispatch`, detail-type "Koe Dispatch Part").
@@ -37,6 +37,8 @@ pub enum Invocation {
     Run(RunCause),
     /// A part of a split minute.
     Part(Part),
+    /// A wake: a coordinating run that stays until then.
+    Wake(chrono::DateTime<chrono::Utc>),
     Unknown,
 }
 
@@ -50,7 +52,10 @@ pub fn classify(payload: &Value) -> Invocation {
     ) {
         (Some("aws.events"), Some("Scheduled Event")) => Invocation::Run(RunCause::Schedule),
         (Some(trigger::SOURCE), Some(trigger::DETAIL_TYPE)) => Invocation::Run(RunCause::Request),
-        (Some(trigger::SOURCE), Some(trigger::WAKE_DETAIL_TYPE)) => Invocation::Run(RunCause::Wake),
+        (Some(trigger::SOURCE), Some(trigger::WAKE_DETAIL_TYPE)) => payload
+            .get("detail")
+            .and_then(trigger::until_of)
+            .map_or(Invocation::Unknown, Invocation::Wake),
         (Some(trigger::SOURCE), Some(trigger::PART_DETAIL_TYPE)) => payload
             .get("detail")
             .and_then(trigger::part_of)
@@ -93,6 +98,10 @@ pub async fn handle(
         }
         Invocation::Run(cause) => {
             let report = service.ports().dispatcher.coordinate(cause).await;
+            Ok(summary(&report))
+        }
+        Invocation::Wake(until) => {
+            let report = service.ports().dispatcher.woken(until).await;
             Ok(summary(&report))
         }
         Invocation::Part(part) => {
@@ -164,9 +173,9 @@ mod tests {
         assert_eq!(
             classify(
                 &json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Wake",
-                "detail": {"dueAt": "2026-01-01T07:00:00.000Z"}})
+                "detail": {"dueAt": "2026-01-01T07:00:00.000Z", "until": "2026-01-01T07:00:15.000Z"}})
             ),
-            Invocation::Run(RunCause::Wake)
+            Invocation::Wake("2026-01-01T07:00:15Z".parse().unwrap())
         );
         assert_eq!(
             classify(
@@ -179,6 +188,7 @@ mod tests {
             json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Part",
                 "detail": {"part": 3, "of": 3}}),
             json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Part", "detail": {}}),
+            json!({"source": "koe.dispatch", "detail-type": "Koe Dispatch Wake", "detail": {}}),
             json!({}),
             json!({"source": "koe.backend", "detail-type": "Koe Error Notification"}),
             json!({"source": "aws.events", "detail-type": "EC2 Instance State-change"}),

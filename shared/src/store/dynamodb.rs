@@ -75,6 +75,8 @@ const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 
 type Item = HashMap<String, AttributeValue>;
+/// A yes-or-no answer of the store.
+type Answer = Result<bool, StoreError>;
 
 pub(crate) mod devices;
 mod dispatch;
@@ -255,8 +257,8 @@ impl Store for DynamoStore {
         self.watch_item(minute, until).await
     }
 
-    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.watched_until_item(minute).await
+    async fn claim_wake(&self, m: &str, due: DateTime<Utc>, until: DateTime<Utc>) -> Answer {
+        self.claim_wake_item(m, due, until).await
     }
 
     async fn claim_due(

@@ -47,6 +47,9 @@ struct Tables {
     due_keys: HashMap<DeviceId, String>,
 }
 
+/// A yes-or-no answer of the store.
+type Answer = Result<bool, StoreError>;
+
 #[derive(Default)]
 pub struct MemoryStore {
     tables: Mutex<Tables>,
@@ -214,8 +217,17 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        Ok(self.lock().watches.get(minute).copied())
+    async fn claim_wake(&self, m: &str, due: DateTime<Utc>, until: DateTime<Utc>) -> Answer {
+        let mut tables = self.lock();
+        let watch = tables
+            .watches
+            .entry(m.to_owned())
+            .or_insert(DateTime::<Utc>::MIN_UTC);
+        let claimed = *watch < due;
+        if claimed {
+            *watch = (*watch).max(until);
+        }
+        Ok(claimed)
     }
 
     async fn claim_due(

@@ -147,9 +147,16 @@ pub trait Store: Send + Sync {
     /// (`dispatch::wake`): raises the minute's watch to `until`, never lowers it.
     async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
 
-    /// Until when a run has promised to select `minute` again (`None`: no promise). May be
-    /// stale, never later than a promise made.
-    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// A create's claim of the duty to wake a run for a call due at `due_at` in `minute`
+    /// (`dispatch::wake`): unless the minute's watch already reaches `due_at`, raises it to
+    /// `until` (the woken run's stay) and answers `true`: the caller wakes that run. Of
+    /// creates at once, one claims it.
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before

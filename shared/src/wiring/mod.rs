@@ -17,7 +17,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::OnceCell;
 
 mod deployed;
 mod metrics;
@@ -29,7 +29,9 @@ use crate::config::{
     AgentConfig, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig, LambdaConfig,
     OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
 };
-use crate::dispatch::trigger::{DispatchTrigger, EventBridgeTrigger, InProcessTrigger};
+use crate::dispatch::trigger::{
+    DispatchTrigger, EventBridgeTrigger, InProcessTrigger, RunRequests,
+};
 use crate::dispatch::{Dispatcher, InFlight};
 use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::event_bus::eventbridge::EventBridgeBus;
@@ -70,7 +72,7 @@ pub struct App {
     /// Dispatch timing set by a test or benchmark instead of the configuration.
     dispatch_settings: Option<DispatchConfig>,
     /// Wakes koe-local's dispatcher loop for a requested run.
-    run_requests: Arc<Notify>,
+    run_requests: Arc<RunRequests>,
     /// The calls this process's dispatch runs hold (koe-local's runs overlap).
     in_flight: InFlight,
     /// A deployed function's secrets (none locally: the variables hold them).
@@ -101,7 +103,7 @@ impl App {
             verifier: OnceLock::new(),
             trigger: OnceLock::new(),
             dispatch_settings: None,
-            run_requests: Arc::new(Notify::new()),
+            run_requests: Arc::default(),
             in_flight: InFlight::default(),
             secrets: Secrets::default(),
         }
@@ -180,7 +182,7 @@ impl App {
     }
 
     /// What POST /internal/dispatch signals in local mode (koe-local's loop waits on it).
-    pub fn run_requests(&self) -> Arc<Notify> {
+    pub fn run_requests(&self) -> Arc<RunRequests> {
         self.run_requests.clone()
     }
 

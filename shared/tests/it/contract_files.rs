@@ -256,6 +256,50 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     let event: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(event["source"], "aws.events");
     assert_eq!(event["detail-type"], "Scheduled Event");
+
+    // The bus's rules deliver what the code publishes: requested runs and wakes to the run
+    // function, parts to the part function; the fixtures carry the same source and type.
+    use koe::dispatch::trigger::{DETAIL_TYPE, PART_DETAIL_TYPE, SOURCE, WAKE_DETAIL_TYPE};
+    let rule_of = |function: &str| -> (Vec<String>, Vec<String>) {
+        let events = &template["Resources"][function]["Properties"]["Events"];
+        let rule = events
+            .as_mapping()
+            .unwrap()
+            .values()
+            .find(|e| e["Type"].as_str() == Some("EventBridgeRule"))
+            .unwrap_or_else(|| panic!("{function} has no EventBridge rule"));
+        let list = |key: &str| -> Vec<String> {
+            let values = rule["Properties"]["Pattern"][key].as_sequence().unwrap();
+            values
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect()
+        };
+        (list("source"), list("detail-type"))
+    };
+    assert_eq!(
+        rule_of("DispatchFunction"),
+        (
+            vec![SOURCE.into()],
+            vec![DETAIL_TYPE.into(), WAKE_DETAIL_TYPE.into()]
+        )
+    );
+    assert_eq!(
+        rule_of("DispatchPartFunction"),
+        (vec![SOURCE.into()], vec![PART_DETAIL_TYPE.into()])
+    );
+    for (fixture, detail_type) in [
+        ("dispatch-requested", DETAIL_TYPE),
+        ("dispatch-wake", WAKE_DETAIL_TYPE),
+        ("dispatch-part", PART_DETAIL_TYPE),
+    ] {
+        let event = koe_testkit::fixtures::committed(fixture);
+        assert_eq!(
+            (event["source"].as_str(), event["detail-type"].as_str()),
+            (Some(SOURCE), Some(detail_type)),
+            "events/{fixture}.json"
+        );
+    }
 }
 
 /// A streamed function (`koe::endpoints::STREAMED`): its binary runs its entrypoint, it has a

@@ -50,12 +50,12 @@ impl DispatchTrigger for StandInBus {
         Err(TriggerError("only wakes here".into()))
     }
 
-    async fn wake(&self, _due_at: DateTime<Utc>) -> Result<(), TriggerError> {
+    async fn wake(&self, _due_at: DateTime<Utc>, until: DateTime<Utc>) -> Result<(), TriggerError> {
         self.wakes.fetch_add(1, Ordering::SeqCst);
         match self.fate {
             Fate::Delivered => {
                 let dispatcher = self.dispatcher.clone();
-                let run = tokio::spawn(async move { dispatcher.coordinate(RunCause::Wake).await });
+                let run = tokio::spawn(async move { dispatcher.woken(until).await });
                 self.runs.lock().unwrap().push(run);
                 Ok(())
             }
@@ -158,10 +158,9 @@ async fn an_idle_run_is_one_selection_and_an_exit(store: DynStore) {
     assert_eq!(report.selected, 0);
     // The counts of the 9 minutes from grace + 5 min back to the window's end, nothing more.
     assert_eq!(report.queries, 9, "{report:?}");
-    assert_eq!(
-        w.store.watched_until(&minute_bucket(t0())).await.unwrap(),
-        None
-    );
+    // No watch: a create's claim of a wake for any second succeeds.
+    let minute = minute_bucket(t0());
+    assert!(w.store.claim_wake(&minute, at(1), t0()).await.unwrap());
 }
 
 async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store: DynStore) {
@@ -171,10 +170,13 @@ async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store:
     let run = w.start_run();
     let minute = minute_bucket(t0());
     let deadline = std::time::Instant::now() + PATIENCE;
-    while w.store.watched_until(&minute).await.unwrap() != Some(at(40)) {
+    // The watch reaches 00:00:40 (a claim of a wake for then is refused), and no further.
+    while w.store.claim_wake(&minute, at(40), t0()).await.unwrap() {
         assert!(std::time::Instant::now() < deadline, "no watch of {minute}");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
+    let just_after = at(40) + Duration::milliseconds(1);
+    assert!(w.store.claim_wake(&minute, just_after, t0()).await.unwrap());
     w.expect_push_at_its_second(&r).await;
     let [report] = w.finish(vec![run], at(41)).await.try_into().unwrap();
     assert_eq!(report.sent, 1);
@@ -194,12 +196,16 @@ async fn a_call_made_after_the_minutes_run_ended_rings_at_its_second(store: DynS
         made.push(s.create(&format!("wake-{lead}"), at(20 + lead)).await);
     }
     let wakes: Vec<&Wake> = made.iter().map(|(_, wake)| wake).collect();
-    // The last is the 00:01 run's (due after 00:01:15); a run woken for 00:00:30 that stays
-    // until then does not cover 00:00:50 or 00:01:05.
+    // The first create claims the wake of 00:00 (its run stays until 00:01:15, the gap's end),
+    // so the second finds it claimed; 00:01:05 is another minute's: watched once the woken run
+    // has promised both (it selects concurrently), else claimed and woken apart; the last is
+    // the 00:01 run's (due after 00:01:15).
     assert_eq!(
-        wakes,
-        [&Wake::Sent, &Wake::Sent, &Wake::Sent, &Wake::NotNeeded]
+        (wakes[0], wakes[1], wakes[3]),
+        (&Wake::Sent, &Wake::Watched, &Wake::NotNeeded)
     );
+    assert!(matches!(wakes[2], Wake::Sent | Wake::Watched), "{wakes:?}");
+    let sent = wakes.iter().filter(|w| ***w == Wake::Sent).count();
     for (r, _) in &made {
         s.w.expect_push_at_its_second(r).await;
     }
@@ -209,37 +215,75 @@ async fn a_call_made_after_the_minutes_run_ended_rings_at_its_second(store: DynS
         assert_eq!(s.pushes_of(r), 1, "{}", r.call_id.as_str());
     }
     let woken = reports.iter().filter(|r| r.cause == "wake").count();
-    assert_eq!(woken, 3, "{reports:?}");
+    assert_eq!(woken, sent, "{reports:?}");
+    assert_eq!(s.bus.wakes.load(Ordering::SeqCst), sent);
     let lateness = emf::values(&emf::parse_all(&s.sink.lines()), DISPATCH, "PushLateness");
     assert_eq!(lateness, [0.0; 4]);
 }
 
-async fn a_lost_wake_costs_lateness_within_grace_never_the_call(store: DynStore) {
-    for fate in [Fate::Lost, Fate::Refused] {
-        let s = Stack::new(store.clone(), fate);
-        let schedule = s.schedule();
-        s.w.step_to(at(20)).await;
-        let (r, wake) = s.create(&format!("lost-{}", fate as u8), at(50)).await;
-        match fate {
-            Fate::Lost => assert_eq!(wake, Wake::Sent),
-            _ => assert!(matches!(wake, Wake::Failed(_)), "{wake:?}"),
-        }
-        // Nobody takes it at its second: the 00:01 run sends it, 10 s late, once.
-        s.w.step_to(at(59)).await;
-        assert_eq!(s.pushes_of(&r), 0);
-        s.w.step_to(at(61)).await;
-        s.w.wait_status(&r, ReservationStatus::Sent).await;
-        let reports = s.reports(at(62)).await;
-        schedule.abort();
-        assert_eq!(s.pushes_of(&r), 1);
-        let sent: Vec<&RunReport> = reports.iter().filter(|r| r.sent == 1).collect();
-        assert_eq!(sent.len(), 1, "{reports:?}");
-        assert!(sent[0].lateness_ms[0] >= 10_000, "{:?}", sent[0]);
-        let lines = emf::parse_all(&s.sink.lines());
-        let lateness = emf::values(&lines, DISPATCH, "PushLateness");
-        assert_eq!(lateness.len(), 1);
-        assert!(lateness[0] >= 10_000.0, "the metrics show it: {lateness:?}");
+async fn creates_at_once_wake_one_run_and_every_call_rings_at_its_second(store: DynStore) {
+    let s = Stack::new(store, Fate::Delivered);
+    let schedule = s.schedule();
+    s.w.step_to(at(20)).await;
+    let names: Vec<String> = (0..20).map(|i| format!("burst-{i}")).collect();
+    let made = futures_util::future::join_all(
+        names
+            .iter()
+            .zip(30..)
+            .map(|(name, second)| s.create(name, at(second))),
+    )
+    .await;
+    let sent = made.iter().filter(|(_, w)| *w == Wake::Sent).count();
+    let watched = made.iter().filter(|(_, w)| *w == Wake::Watched).count();
+    assert_eq!(
+        (sent, watched),
+        (1, 19),
+        "one claim of the minute's wake: {made:?}"
+    );
+    for (r, _) in &made {
+        s.w.expect_push_at_its_second(r).await;
     }
+    let reports = s.reports(at(80)).await;
+    schedule.abort();
+    assert_eq!(reports.iter().filter(|r| r.cause == "wake").count(), 1);
+    for (r, _) in &made {
+        assert_eq!(s.pushes_of(r), 1, "{}", r.call_id.as_str());
+    }
+}
+
+async fn a_lost_wake_costs_lateness_within_grace_never_the_call(store: DynStore) {
+    late_within_grace(store, Fate::Lost).await;
+}
+
+async fn a_refused_wake_costs_lateness_within_grace_never_the_call(store: DynStore) {
+    late_within_grace(store, Fate::Refused).await;
+}
+
+/// A call due at 00:00:50, made at 00:00:20, whose wake never starts a run.
+async fn late_within_grace(store: DynStore, fate: Fate) {
+    let s = Stack::new(store, fate);
+    let schedule = s.schedule();
+    s.w.step_to(at(20)).await;
+    let (r, wake) = s.create("late", at(50)).await;
+    match fate {
+        Fate::Lost => assert_eq!(wake, Wake::Sent),
+        _ => assert!(matches!(wake, Wake::Failed(_)), "{wake:?}"),
+    }
+    // Nobody takes it at its second: the 00:01 run sends it, 10 s late, once.
+    s.w.step_to(at(59)).await;
+    assert_eq!(s.pushes_of(&r), 0);
+    s.w.step_to(at(61)).await;
+    s.w.wait_status(&r, ReservationStatus::Sent).await;
+    let reports = s.reports(at(62)).await;
+    schedule.abort();
+    assert_eq!(s.pushes_of(&r), 1);
+    let sent: Vec<&RunReport> = reports.iter().filter(|r| r.sent == 1).collect();
+    assert_eq!(sent.len(), 1, "{reports:?}");
+    assert!(sent[0].lateness_ms[0] >= 10_000, "{:?}", sent[0]);
+    let lines = emf::parse_all(&s.sink.lines());
+    let lateness = emf::values(&lines, DISPATCH, "PushLateness");
+    assert_eq!(lateness.len(), 1);
+    assert!(lateness[0] >= 10_000.0, "the metrics show it: {lateness:?}");
 }
 
 async fn a_run_that_watches_the_minute_spares_the_wake(store: DynStore) {
@@ -275,7 +319,9 @@ macro_rules! wake_suite {
             an_idle_run_is_one_selection_and_an_exit,
             a_run_stays_until_its_last_call_and_promises_to_watch_until_then,
             a_call_made_after_the_minutes_run_ended_rings_at_its_second,
+            creates_at_once_wake_one_run_and_every_call_rings_at_its_second,
             a_lost_wake_costs_lateness_within_grace_never_the_call,
+            a_refused_wake_costs_lateness_within_grace_never_the_call,
             a_run_that_watches_the_minute_spares_the_wake,
         );
     };

@@ -283,9 +283,16 @@ impl Store for HeldStore {
             .await
     }
 
-    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.retried("GetItem", || self.inner.watched_until(minute))
-            .await
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.retried("UpdateItem", || {
+            self.inner.claim_wake(minute, due_at, until)
+        })
+        .await
     }
 
     async fn claim_due(

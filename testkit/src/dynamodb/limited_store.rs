@@ -353,7 +353,7 @@ impl Store for LimitedStore {
         self.inner.cancel_reservation(id, call_id, now).await
     }
 
-    /// A minute's count: consistent, on its own key (`due#<minute>`).
+    /// A minute's count: eventually consistent, on its own key (`due#<minute>`).
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         let count = self.inner.due_count(minute).await?;
         let key = format!("due#{minute}");
@@ -362,7 +362,7 @@ impl Store for LimitedStore {
             ("count".to_owned(), n(i64::from(count))),
             ("expireAt".to_owned(), n(1_800_000_000)),
         ]);
-        let charge = read_charge(&self.calls, None, &key, (count > 0).then_some(&item), true);
+        let charge = read_charge(&self.calls, None, &key, (count > 0).then_some(&item), false);
         self.charged("GetItem", &[charge]).await?;
         Ok(count)
     }
@@ -375,13 +375,18 @@ impl Store for LimitedStore {
         self.inner.watch_minute(minute, until).await
     }
 
-    /// A create's look at the minute's watch: eventually consistent, on the count item.
-    async fn watched_until(&self, minute: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let key = format!("due#{minute}");
-        let item = Item::from([("deviceId".to_owned(), s(&key))]);
-        let charge = read_charge(&self.calls, None, &key, Some(&item), false);
-        self.charged("GetItem", &[charge]).await?;
-        self.inner.watched_until(minute).await
+    /// A create's claim of a wake: one small conditional update of the minute's count item
+    /// (a refusal pays its write too).
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
+        let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
+        self.charged("UpdateItem", &charges).await?;
+        self.inner.claim_wake(minute, due_at, until).await
     }
 
     /// A shard's query: eventually consistent, on the index partition, for every entry in it.

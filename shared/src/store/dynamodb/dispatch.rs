@@ -56,9 +56,12 @@ pub(super) const CLAIMED_BY_RUN: &str =
     "#callId = :callId AND #status = :claimed AND #claimToken = :run";
 
 impl DynamoStore {
-    /// `due#<minute>` in the calls table: the minute's count of reservations made for it.
+    /// `due#<minute>` in the calls table: the minute's count of reservations made for it,
+    /// eventually consistent: the shard queries after it are too (an index has no other
+    /// read), so a stale count misses nothing they would not; the next re-selection, at least
+    /// 5 s before a call made 10 s ahead, reads it again.
     pub(super) async fn due_count_item(&self, minute: &str) -> Result<u32, StoreError> {
-        self.count_item(minute, true).await
+        self.count_item(minute, false).await
     }
 
     pub(super) async fn due_calls_item(

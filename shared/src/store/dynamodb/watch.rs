@@ -1,10 +1,11 @@
 //! The DynamoDB adapter's watch of a minute: a run's promise, on the minute's count item
-//! (`due#<minute>`, attribute `watchedUntil`), to select that minute again until then.
+//! (`due#<minute>`, attribute `watchedUntil`), to select that minute again until then, and a
+//! create's claim of the duty to wake such a run.
 
 use chrono::{DateTime, Utc};
 
 use super::reservations::DUE_COUNT_PREFIX;
-use super::{DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, condition_failed, n, names, s, sdk_error};
+use super::{DEVICE_ID, DynamoStore, EXPIRE_AT, condition_failed, n, names, s, sdk_error};
 use crate::store::StoreError;
 
 const WATCHED_UNTIL: &str = "watchedUntil";
@@ -42,26 +43,34 @@ impl DynamoStore {
         }
     }
 
-    /// The minute's `watchedUntil`, read eventually consistent (a stale read is an older, so
-    /// shorter, promise: at worst one wake too many).
-    pub(super) async fn watched_until_item(
+    /// Raises the minute's `watchedUntil` to `until` unless it already reaches `due_at`
+    /// (one conditional update: of creates at once, one wins). A refusal is `false`.
+    pub(super) async fn claim_wake_item(
         &self,
         minute: &str,
-    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        let out = self
+        let result = self
             .client
-            .get_item()
+            .update_item()
             .table_name(table)
             .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .projection_expression("#watchedUntil")
-            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL])))
+            .update_expression(
+                "SET #watchedUntil = :until, #expireAt = if_not_exists(#expireAt, :expireAt)",
+            )
+            .condition_expression("attribute_not_exists(#watchedUntil) OR #watchedUntil < :due")
+            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL, EXPIRE_AT])))
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":due", n(due_at.timestamp_millis()))
+            .expression_attribute_values(":expireAt", n((until + WATCH_TTL).timestamp()))
             .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(None);
-        };
-        Reader { table, item }.opt_time_ms(WATCHED_UNTIL)
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if condition_failed(&e) => Ok(false),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
     }
 }
