@@ -47,7 +47,6 @@ struct Tables {
     due_keys: HashMap<DeviceId, String>,
 }
 
-/// A yes-or-no answer of the store.
 type Answer = Result<bool, StoreError>;
 
 #[derive(Default)]
@@ -211,23 +210,13 @@ impl Store for MemoryStore {
     }
 
     async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut tables = self.lock();
-        let watch = tables.watches.entry(minute.to_owned()).or_insert(until);
-        *watch = (*watch).max(until);
+        self.lock()
+            .raise_watch(minute, DateTime::<Utc>::MAX_UTC, until);
         Ok(())
     }
 
     async fn claim_wake(&self, m: &str, due: DateTime<Utc>, until: DateTime<Utc>) -> Answer {
-        let mut tables = self.lock();
-        let watch = tables
-            .watches
-            .entry(m.to_owned())
-            .or_insert(DateTime::<Utc>::MIN_UTC);
-        let claimed = *watch < due;
-        if claimed {
-            *watch = (*watch).max(until);
-        }
-        Ok(claimed)
+        Ok(self.lock().raise_watch(m, due, until))
     }
 
     async fn claim_due(

@@ -51,6 +51,7 @@ mod spend_guard_paths;
 mod store_contract;
 mod store_contract_confirm;
 mod store_contract_refusals;
+mod store_contract_watch;
 mod template_secrets;
 mod time_budgets;
 mod wiring_modes;

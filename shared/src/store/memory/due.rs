@@ -1,12 +1,32 @@
 //! The embedded store's bucket index: each `scheduled` or `claimed` reservation under its
 //! minute's shard, as DynamoDB's sparse `byDueShard` index holds it.
 
+use chrono::{DateTime, Utc};
+
 use super::Tables;
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key, shard_of, shards_for};
 use crate::domain::reservation::Reservation;
 
 impl Tables {
+    /// Raises the minute's watch to `until` if it is before `below`; whether it was.
+    pub(super) fn raise_watch(
+        &mut self,
+        minute: &str,
+        below: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> bool {
+        let watch = self
+            .watches
+            .entry(minute.to_owned())
+            .or_insert(DateTime::<Utc>::MIN_UTC);
+        let raised = *watch < below;
+        if raised {
+            *watch = (*watch).max(until);
+        }
+        raised
+    }
+
     /// Counts a new reservation for its minute and puts it in its shard (replacing the device's
     /// earlier one there).
     pub(super) fn index_due(&mut self, reservation: &Reservation) {

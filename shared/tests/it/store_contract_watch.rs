@@ -1,0 +1,72 @@
+//! The `Store` contract for a minute's watch (held against both adapters): a run's promise
+//! only ever raises it, and of creates that claim a wake for seconds it does not reach, the
+//! first claims it and raises it to the woken run's stay, the others find it claimed.
+
+use chrono::Duration;
+use koe::domain::reservation::minute_bucket;
+
+use super::store_contract::{DynStore, secs, t0};
+
+fn at(n: i64) -> chrono::DateTime<chrono::Utc> {
+    t0() + secs(n)
+}
+
+async fn a_watch_is_only_raised_and_a_wake_claimed_once(store: DynStore) {
+    let minute = minute_bucket(t0());
+    // No watch: a wake for any second is claimed, raising the watch to the woken run's stay.
+    assert!(store.claim_wake(&minute, at(30), at(75)).await.unwrap());
+    // Claimed: seconds up to the stay find it so; a later one claims it again.
+    assert!(!store.claim_wake(&minute, at(50), at(75)).await.unwrap());
+    assert!(!store.claim_wake(&minute, at(75), at(80)).await.unwrap());
+    assert!(store.claim_wake(&minute, at(76), at(80)).await.unwrap());
+    // A run's promise never lowers it; a later one raises it.
+    store.watch_minute(&minute, at(40)).await.unwrap();
+    assert!(!store.claim_wake(&minute, at(80), at(90)).await.unwrap());
+    store.watch_minute(&minute, at(95)).await.unwrap();
+    assert!(!store.claim_wake(&minute, at(95), at(99)).await.unwrap());
+    assert!(store.claim_wake(&minute, at(96), at(99)).await.unwrap());
+    // Another minute has a watch of its own.
+    let next = minute_bucket(t0() + Duration::minutes(1));
+    assert!(store.claim_wake(&next, at(70), at(75)).await.unwrap());
+}
+
+async fn of_creates_at_once_one_claims_the_wake(store: DynStore) {
+    let minute = minute_bucket(t0());
+    let claims = futures_util::future::join_all(
+        (0..16).map(|i| store.claim_wake(&minute, at(20 + i), at(75))),
+    )
+    .await;
+    let won = claims.into_iter().filter(|c| *c.as_ref().unwrap()).count();
+    assert_eq!(won, 1);
+}
+
+macro_rules! watch_suite {
+    ($store:expr) => {
+        use std::sync::Arc;
+
+        use koe::store::Store;
+
+        async fn store() -> Arc<dyn Store> {
+            Arc::new($store)
+        }
+
+        #[tokio::test]
+        async fn a_watch_is_only_raised_and_a_wake_claimed_once() {
+            super::a_watch_is_only_raised_and_a_wake_claimed_once(store().await).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn of_creates_at_once_one_claims_the_wake() {
+            super::of_creates_at_once_one_claims_the_wake(store().await).await;
+        }
+    };
+}
+
+mod memory {
+    watch_suite!(koe::store::memory::MemoryStore::new());
+}
+
+/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
+mod dynamodb {
+    watch_suite!(koe_testkit::dynamodb::fresh_store().await);
+}
