@@ -3,7 +3,8 @@
 //! **A run** (every minute, from the schedule, a requested run, a wake, or koe-local's loop)
 //! covers the reservations due before `start + window` (70 s: the minute until the next run plus
 //! 10 s of overlap, so a next run that starts a few seconds late costs nothing), and stays only
-//! until the latest of them (`stay`): with none, it ends after its first selection.
+//! until the latest of them (`stay`): with none, it ends after its first selection (a part of a
+//! split minute stays its whole window; a woken run to the end of its gap, [`wake`]).
 //!
 //! 1. It selects them by querying the time-bucket index one UTC minute at a time (never a scan):
 //!    at the start from `grace` + [`MISSED_LOOKBACK`] back (overdue ones, and claims abandoned

@@ -67,8 +67,15 @@ impl Dispatcher {
         let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
         // Until when the run stays and selects again: the latest second it has taken on (none
-        // yet: it ends once its first selection is done), and what it promised to watch.
-        let mut stay = Stay::from(at_least.unwrap_or(started).max(started));
+        // yet: it ends once its first selection is done), and what it promised to watch. A part
+        // of a split minute stays its whole window: the minute's watch holds only while every
+        // part selects its own shards.
+        let at_least = if part == Part::WHOLE {
+            at_least.unwrap_or(started).max(started)
+        } else {
+            run.end
+        };
+        let mut stay = Stay::from(at_least);
         // The selection's answers are taken on as they come, while the calls already selected
         // keep starting on time: a minute whose queries take long delays no other call.
         loop {
