@@ -1,4 +1,4 @@
-//! A proxy in front of DynamoDB Local that enforces the limits model (`limits.rs`): a write or
+//! A proxy in front of DynamoDB Local that enforces the limits model (`limits`): a write or
 //! read a partition of the table or of a GSI cannot take is answered with DynamoDB's own
 //! `ThrottlingException` and not carried out, so the real SDK, its error and its retries are
 //! exercised. Everything else is forwarded unchanged, and answered with DynamoDB Local's answer.

@@ -1,6 +1,6 @@
 //! A model of DynamoDB's per-partition throughput limits: one token bucket per table or GSI and
 //! partition key value, pure (no I/O), shared by the proxy in front of DynamoDB Local
-//! (`limits_proxy.rs`) and by in-process stores of the large benchmarks.
+//! (`limits_proxy`) and by in-process stores of the large benchmarks.
 //!
 //! What it models and what it leaves out: `docs/limits-model.md`. In short: each partition
 //! (of the base table, and separately of each GSI) can take `wcu_per_sec` write units and
