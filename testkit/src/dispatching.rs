@@ -7,7 +7,7 @@ use chrono::Utc;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
-use koe::store::Store;
+use koe::store::prelude::*;
 
 /// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
 pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservation {

@@ -19,8 +19,9 @@ use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::endpoints::Adapters;
 use koe::metrics::MemorySink;
 use koe::push::PushSender;
+use koe::store::prelude::*;
 use koe::store::{
-    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError,
+    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, StoreError,
     UsageOutcome,
 };
 
@@ -353,7 +354,7 @@ impl FailingStore {
 }
 
 #[async_trait]
-impl Store for FailingStore {
+impl DeviceStore for FailingStore {
     async fn put_device(&self, _: &Device) -> Result<(), StoreError> {
         Err(Self::error())
     }
@@ -392,11 +393,14 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
-    async fn was_cancelled(&self, _: &CallId, _: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn remove_device(&self, _: &DeviceId, _: &VoipToken) -> Result<bool, StoreError> {
         Err(Self::error())
     }
+}
 
-    async fn remove_device(&self, _: &DeviceId, _: &VoipToken) -> Result<bool, StoreError> {
+#[async_trait]
+impl ReservationStore for FailingStore {
+    async fn was_cancelled(&self, _: &CallId, _: DateTime<Utc>) -> Result<bool, StoreError> {
         Err(Self::error())
     }
 
@@ -426,6 +430,18 @@ impl Store for FailingStore {
         Err(CancelError::Store(Self::error()))
     }
 
+    async fn confirm_call(
+        &self,
+        _: &DeviceId,
+        _: &CallId,
+        _: DateTime<Utc>,
+    ) -> Result<koe::store::ConfirmAnswer, StoreError> {
+        Err(Self::error())
+    }
+}
+
+#[async_trait]
+impl DispatchStore for FailingStore {
     async fn due_count(&self, _: &str) -> Result<u32, StoreError> {
         Err(Self::error())
     }
@@ -473,15 +489,6 @@ impl Store for FailingStore {
         Err(Self::error())
     }
 
-    async fn confirm_call(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: DateTime<Utc>,
-    ) -> Result<koe::store::ConfirmAnswer, StoreError> {
-        Err(Self::error())
-    }
-
     async fn release_claim(
         &self,
         _: &DeviceId,
@@ -503,7 +510,10 @@ impl Store for FailingStore {
     ) -> Result<bool, StoreError> {
         Err(Self::error())
     }
+}
 
+#[async_trait]
+impl UsageStore for FailingStore {
     async fn count_agent_use(
         &self,
         _: &DeviceId,
@@ -515,14 +525,6 @@ impl Store for FailingStore {
     }
 
     async fn count_plan_answer(&self, _: &str, _: u32, _: i64) -> Result<UsageOutcome, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn idempotent_answer(
-        &self,
-        _: &str,
-        _: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
         Err(Self::error())
     }
 
@@ -542,6 +544,17 @@ impl Store for FailingStore {
     }
 
     async fn claim_ceiling_notice(&self, _: &str, _: &str, _: i64) -> Result<bool, StoreError> {
+        Err(Self::error())
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for FailingStore {
+    async fn idempotent_answer(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
         Err(Self::error())
     }
 

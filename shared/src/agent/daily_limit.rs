@@ -5,7 +5,8 @@ use chrono::{DateTime, Duration, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::domain::device::DeviceId;
-use crate::store::{Store, UsageOutcome};
+use crate::store::UsageOutcome;
+use crate::store::UsageStore;
 
 /// The limit's clock: the day turns at 00:00 in Tokyo.
 pub const LIMIT_TIMEZONE: Tz = chrono_tz::Asia::Tokyo;
@@ -67,7 +68,7 @@ pub enum Allowance {
 /// Counts one use for `device` today, unless the limit is reached. A store failure allows the
 /// request (fail-open) with a warning: an outage of the counter must not take agent mode down.
 pub async fn count_use(
-    store: &dyn Store,
+    store: &dyn UsageStore,
     device: &DeviceId,
     device_hash: &str,
     limit: u32,

@@ -18,7 +18,8 @@ use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
 use crate::domain::device::DeviceId;
 use crate::model::{ModelProvider, ProviderError};
-use crate::store::{DeviceProof, Store, UsageOutcome};
+use crate::store::prelude::*;
+use crate::store::{DeviceProof, UsageOutcome};
 
 pub const RATE_LIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const RATE_LIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");

@@ -17,7 +17,8 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
-use crate::store::{CancelError, CreateError, Created, DeviceProof, IdempotentAnswer, Store};
+use crate::store::prelude::*;
+use crate::store::{CancelError, CreateError, Created, DeviceProof, IdempotentAnswer};
 
 /// What the handlers need besides the store.
 pub struct CallsContext<'a> {

@@ -16,7 +16,8 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{CallId, Reservation, ReservationView};
 use crate::metrics::catalogue::DISPATCH;
 use crate::metrics::{Metrics, Record};
-use crate::store::{ConfirmAnswer, Store};
+use crate::store::ConfirmAnswer;
+use crate::store::prelude::*;
 
 /// How long a confirmation waits, asking again, for a push of its call that is leaving right
 /// now: a push leaves within the dispatcher's push budget (1 s), then its outcome is recorded.

@@ -13,7 +13,8 @@ use crate::domain::device::{
 };
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
-use crate::store::{DeviceWrite, Store};
+use crate::store::DeviceStore;
+use crate::store::DeviceWrite;
 
 /// The header that carries the device secret.
 pub const DEVICE_SECRET_HEADER: &str = "x-device-secret";
@@ -77,7 +78,7 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Device, ApiError> {
 }
 
 pub async fn put_device(
-    store: &dyn Store,
+    store: &dyn DeviceStore,
     now: DateTime<Utc>,
     salt: &str,
     request: Request,

@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::config::DispatchConfig;
 use crate::metrics::Metrics;
 use crate::push::PushSender;
-use crate::store::Store;
+use crate::store::prelude::*;
 
 /// The dispatcher's ports and settings. Cheap to clone; build one per run or keep one.
 #[derive(Clone)]

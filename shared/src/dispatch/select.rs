@@ -15,7 +15,8 @@ use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::domain::due::{DueCall, Part, shards_for};
-use crate::store::{Store, StoreError};
+use crate::store::DispatchStore;
+use crate::store::StoreError;
 
 /// The selection's requests in flight at once, per run. Each shard is a partition of its own,
 /// far below DynamoDB's 3,000 RCU/s per partition (a query of 32 entries is 0.5 RCU), and 32 at
@@ -77,7 +78,7 @@ pub(super) struct Selection {
 
 impl Selection {
     /// The selection of `part` of every minute's shards from `store`.
-    pub(super) fn of_store(store: Arc<dyn Store>, part: Part) -> Selection {
+    pub(super) fn of_store(store: Arc<dyn DispatchStore>, part: Part) -> Selection {
         Selection::new(part, SELECTION_QUERIES_IN_FLIGHT, move |q: &Query| {
             let (store, q) = (store.clone(), q.clone());
             async move {

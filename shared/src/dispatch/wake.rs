@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::trigger::DispatchTrigger;
 use crate::domain::reservation::minute_bucket;
-use crate::store::Store;
+use crate::store::DispatchStore;
 
 /// How late past its minute the schedule's run may start (EventBridge's delivery, a cold start,
 /// its selection) and still take on a call due then before its claim: calls due earlier in the
@@ -67,7 +67,7 @@ pub enum Wake {
 /// time and no other create has claimed the wake. A claim whose answer did not come counts as
 /// made (one wake too many costs a short run, one too few a late call).
 pub async fn wake_for(
-    store: &dyn Store,
+    store: &dyn DispatchStore,
     trigger: &dyn DispatchTrigger,
     now: DateTime<Utc>,
     due_at: DateTime<Utc>,

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
 use crate::spend_guard::{GuardedModel, SpendApi, SpendGuard};
-use crate::store::Store;
+use crate::store::prelude::*;
 
 pub struct AgentPorts {
     pub model: Arc<dyn ModelProvider>,

@@ -15,7 +15,7 @@ use crate::endpoints::Route;
 use crate::metrics::Metrics;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
-use crate::store::Store;
+use crate::store::prelude::*;
 
 /// An endpoint's ports, built once per process (a Lambda's cold start, koe-local's start).
 pub trait Ports: Sized + Send + Sync + 'static {

@@ -25,7 +25,8 @@ use crate::clock::Clock;
 use crate::metrics::catalogue::API;
 use crate::metrics::{Metrics, Record};
 use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
-use crate::store::{SpendOutcome, Store};
+use crate::store::SpendOutcome;
+use crate::store::UsageStore;
 
 #[cfg(test)]
 mod tests;
@@ -90,7 +91,7 @@ pub fn token_bound(request: &ModelRequest) -> u64 {
 /// One API's daily ceiling: the reservation before a model call, its correction after, and
 /// the refusal past the ceiling. Shared by the completion and streaming guards.
 pub struct SpendGuard {
-    store: Arc<dyn Store>,
+    store: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
     api: SpendApi,
     ceiling: u64,
@@ -118,7 +119,7 @@ impl Reserved {
 
 impl SpendGuard {
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn UsageStore>,
         clock: Arc<dyn Clock>,
         api: SpendApi,
         ceiling: u64,

@@ -15,11 +15,17 @@ use crate::domain::reservation::{CallId, Reservation, RunToken};
 
 mod answers;
 mod error;
+mod forward;
 pub use answers::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
 };
+/// For the forwarding macros (`forward`): the attribute and the time type their impls use.
+#[doc(hidden)]
+pub use async_trait::async_trait as forwarded_async_trait;
 pub use error::StoreError;
+#[doc(hidden)]
+pub type ForwardedTime = chrono::DateTime<chrono::Utc>;
 pub mod dynamodb;
 pub mod memory;
 
@@ -36,10 +42,11 @@ pub const DUE_INDEX: &str = "byDueShard";
 /// again before the confirmation wait is over.
 pub const PUSH_AGAIN_CLAIM_LEAD: chrono::Duration = chrono::Duration::seconds(1);
 
+/// Devices: registration, the device secret, the token the dispatcher reads.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait DeviceStore: Send + Sync {
     /// Inserts or replaces the device's registration (tests and seeding; PUT /devices uses
-    /// [`Store::register_device`]).
+    /// [`DeviceStore::register_device`]).
     async fn put_device(&self, device: &Device) -> Result<(), StoreError>;
 
     /// PUT /devices' write, atomically against the stored record's secret:
@@ -89,7 +96,11 @@ pub trait Store: Send + Sync {
     /// token cannot be replaced, nor its reservation read or cancelled, without the secret it
     /// had proven. Returns whether the token was removed.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError>;
+}
 
+/// Call reservations as the API makes, reads, cancels and confirms them.
+#[async_trait]
+pub trait ReservationStore: Send + Sync {
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
     /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal,
@@ -133,6 +144,26 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<(), CancelError>;
 
+    /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the
+    /// reservation becomes `rang` at `now` (out of the bucket index, terminal expiry), if it is
+    /// the device's with a push that left: `sent`, `unconfirmed`, waiting for its next push
+    /// (`scheduled` with `pushes` > 0), or `claimed` for its first push (mark written or not: a
+    /// confirmation before the outcome counts) or for a push again whose mark is not written
+    /// (that push then never leaves: its mark is refused). A `claimed` push again whose mark is
+    /// written is [`ConfirmAnswer::PushInFlight`]. Made again, it answers the same record (the
+    /// first `rangAt` kept).
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError>;
+}
+
+/// The dispatcher's requests: the minute's count, watch and shards, the claim, the push mark
+/// and the outcome.
+#[async_trait]
+pub trait DispatchStore: Send + Sync {
     /// How many reservations were made for the UTC minute `minute` (see
     /// `domain::reservation::minute_bucket`): exactly the creates that were stored (a refused
     /// or failed create does not count), never decreasing (a cancel does not count down).
@@ -160,7 +191,7 @@ pub trait Store: Send + Sync {
 
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
-    /// `abandoned_before` (its run died) whose push never started ([`Store::mark_push_started`]).
+    /// `abandoned_before` (its run died) whose push never started ([`DispatchStore::mark_push_started`]).
     /// A claim `run` already holds is won again (its reply may have been lost): `claimed_at`
     /// becomes `now`. A refusal carries the record as it is (if there is one), so the caller
     /// can tell a live claim from an abandoned one whose push had started.
@@ -173,7 +204,7 @@ pub trait Store: Send + Sync {
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError>;
 
-    /// [`Store::claim_due`], answering only whether this caller won the claim.
+    /// [`DispatchStore::claim_due`], answering only whether this caller won the claim.
     async fn claim_reservation(
         &self,
         id: &DeviceId,
@@ -237,22 +268,11 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+}
 
-    /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the
-    /// reservation becomes `rang` at `now` (out of the bucket index, terminal expiry), if it is
-    /// the device's with a push that left: `sent`, `unconfirmed`, waiting for its next push
-    /// (`scheduled` with `pushes` > 0), or `claimed` for its first push (mark written or not: a
-    /// confirmation before the outcome counts) or for a push again whose mark is not written
-    /// (that push then never leaves: its mark is refused). A `claimed` push again whose mark is
-    /// written is [`ConfirmAnswer::PushInFlight`]. Made again, it answers the same record (the
-    /// first `rangAt` kept).
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError>;
-
+/// The agent's daily use, its plans' answers and the APIs' daily token counts.
+#[async_trait]
+pub trait UsageStore: Send + Sync {
     /// Counts one agent use for the device on `day` unless `limit` is already reached; one
     /// atomic conditional update. `expire_at` (epoch seconds) is the counter's TTL.
     async fn count_agent_use(
@@ -264,7 +284,7 @@ pub trait Store: Send + Sync {
     ) -> Result<UsageOutcome, StoreError>;
 
     /// Counts one round-2 answer of the agent plan `plan_id` unless `limit` answers were
-    /// already counted; one atomic conditional update, as [`Store::count_agent_use`].
+    /// already counted; one atomic conditional update, as [`UsageStore::count_agent_use`].
     /// `expire_at` (epoch seconds) is the counter's TTL.
     async fn count_plan_answer(
         &self,
@@ -301,7 +321,11 @@ pub trait Store: Send + Sync {
         day: &str,
         expire_at: i64,
     ) -> Result<bool, StoreError>;
+}
 
+/// Kept answers of `Idempotency-Key` requests.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
     /// The answer kept under `key`, unless there is none or it expired by `now`.
     async fn idempotent_answer(
         &self,
@@ -316,4 +340,23 @@ pub trait Store: Send + Sync {
         answer: &IdempotentAnswer,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
+}
+
+/// Every port of the store at once: what an adapter (DynamoDB, memory) and a wrapper of a whole
+/// store implement, and what `wiring::App` hands out; a user that needs less names its port.
+pub trait Store:
+    DeviceStore + ReservationStore + DispatchStore + UsageStore + IdempotencyStore
+{
+}
+
+impl<T> Store for T where
+    T: DeviceStore + ReservationStore + DispatchStore + UsageStore + IdempotencyStore
+{
+}
+
+/// The store's traits, for calling their methods (`use koe::store::prelude::*`).
+pub mod prelude {
+    pub use super::{
+        DeviceStore, DispatchStore, IdempotencyStore, ReservationStore, Store, UsageStore,
+    };
 }

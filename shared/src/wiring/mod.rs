@@ -44,9 +44,9 @@ use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
 use crate::secrets::Secrets;
 use crate::service::{Answer, Edge, LiveApiKeys, Service};
-use crate::store::Store;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
+use crate::store::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

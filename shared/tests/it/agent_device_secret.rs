@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
     FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, send, spawn_app_with,

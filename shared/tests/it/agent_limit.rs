@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use koe::domain::device::DeviceId;
-use koe::store::{Store, UsageOutcome};
+use koe::store::UsageOutcome;
+use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
     FailingStore, TestApp, error_body, header, issued_step_id, send, spawn_app_with,

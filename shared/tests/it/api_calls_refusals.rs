@@ -222,7 +222,7 @@ async fn refused_creates_through_the_app_leave_the_minutes_count() {
     }
     let minute = "2035-03-01T00:00Z";
     assert_eq!(
-        koe::store::Store::due_count(counts.as_ref(), minute)
+        koe::store::DispatchStore::due_count(counts.as_ref(), minute)
             .await
             .unwrap(),
         1

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use chrono::Duration;
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::dispatching::ProxiedWorld;
 use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_with};

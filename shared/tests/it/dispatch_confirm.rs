@@ -15,7 +15,8 @@ use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
-use koe::store::{ConfirmAnswer, Store};
+use koe::store::ConfirmAnswer;
+use koe::store::prelude::*;
 use koe_testkit::push::RecordingPushSender;
 
 const WAIT: StdDuration = StdDuration::from_millis(400);

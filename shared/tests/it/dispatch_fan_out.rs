@@ -17,8 +17,8 @@ use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::Part;
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::store::Store;
 use koe::store::memory::MemoryStore;
+use koe::store::prelude::*;
 use koe_testkit::push::RecordingPushSender;
 use tokio::task::JoinHandle;
 

@@ -21,7 +21,7 @@ use koe::dispatch::{Dispatcher, RunCause, SELECTION_QUERIES_IN_FLIGHT};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::shards_for;
 use koe::domain::reservation::{Reservation, ScheduledAt, minute_bucket};
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;
 use koe_testkit::dispatching::ProxiedWorld;
 use koe_testkit::push::RecordingPushSender;

@@ -14,7 +14,7 @@ use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::push::RecordingPushSender;
 
 async fn all_due_in_one_second_leave_within_it(

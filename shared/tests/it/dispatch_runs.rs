@@ -634,7 +634,7 @@ macro_rules! dispatch_suite {
     (store: $store:expr, race_per_round: $per_round:expr $(,)?) => {
         use std::sync::Arc;
 
-        use koe::store::Store;
+        use koe::store::prelude::*;
 
         async fn store() -> Arc<dyn Store> {
             Arc::new($store)

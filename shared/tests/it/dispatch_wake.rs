@@ -309,7 +309,7 @@ macro_rules! wake_suite {
     ($store:expr) => {
         use std::sync::Arc;
 
-        use koe::store::Store;
+        use koe::store::prelude::*;
 
         async fn store() -> Arc<dyn Store> {
             Arc::new($store)

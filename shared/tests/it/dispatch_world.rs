@@ -16,7 +16,7 @@ use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::push::PushSender;
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::push::RecordingPushSender;
 use tokio::task::JoinHandle;

@@ -13,7 +13,8 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::dynamodb::DynamoStore;
-use koe::store::{CancelError, DUE_INDEX, Outcome, Store, TableNames};
+use koe::store::prelude::*;
+use koe::store::{CancelError, DUE_INDEX, Outcome, TableNames};
 use koe_testkit::dynamodb::{client, create_tables, random_prefix};
 
 fn at(s: &str) -> DateTime<Utc> {

@@ -12,8 +12,8 @@ use chrono::{Duration, Utc};
 use koe::domain::device::DeviceId;
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::Outcome;
-use koe::store::Store;
 use koe::store::dynamodb::DynamoStore;
+use koe::store::prelude::*;
 use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
 

@@ -16,7 +16,7 @@ use koe::domain::reservation::{Reservation, ScheduledAt};
 use koe::endpoints::Adapters;
 use koe::metrics::MemorySink;
 use koe::metrics::catalogue::{self, API, DISPATCH};
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::emf::{self, Emf};
 use koe_testkit::harness::{send, spawn_app};

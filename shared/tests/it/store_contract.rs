@@ -22,8 +22,9 @@ use koe::domain::due::{CALLS_PER_SHARD, DueCall, shards_for};
 use koe::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket, terminal_expiry,
 };
+use koe::store::prelude::*;
 use koe::store::{
-    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, Store, UsageOutcome,
+    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
 };
 use tokio::sync::Barrier;
 
@@ -1702,7 +1703,7 @@ macro_rules! contract_suite {
     (store: $store:expr, race_trials: $trials:expr $(,)?) => {
         use std::sync::Arc;
 
-        use koe::store::Store;
+        use koe::store::prelude::*;
 
         async fn store() -> Arc<dyn Store> {
             Arc::new($store)

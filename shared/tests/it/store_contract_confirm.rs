@@ -293,7 +293,7 @@ macro_rules! confirm_suite {
     (store: $store:expr) => {
         use std::sync::Arc;
 
-        use koe::store::Store;
+        use koe::store::prelude::*;
 
         async fn store() -> Arc<dyn Store> {
             Arc::new($store)

@@ -13,8 +13,9 @@ use std::time::Instant;
 
 use chrono::Utc;
 use koe::domain::reservation::{Reservation, RunToken};
+use koe::store::Outcome;
 use koe::store::dynamodb::DynamoStore;
-use koe::store::{Outcome, Store};
+use koe::store::prelude::*;
 use koe_testkit::dispatching::reserve_soon;
 use koe_testkit::dynamodb;
 

@@ -25,7 +25,7 @@ use koe::clock::{Clock, SystemClock};
 use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::store::Store;
+use koe::store::prelude::*;
 use koe_local::LocalConfig;
 use koe_testkit::push::RecordingPushSender;
 

@@ -33,9 +33,10 @@ use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::due::DueCall;
 use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::store::dynamodb::{ATTEMPT_TIMEOUT, DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
+use koe::store::prelude::*;
 use koe::store::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    Outcome, StoreError,
 };
 use tokio::time::{Instant, sleep, sleep_until};
 
@@ -185,7 +186,7 @@ impl HeldStore {
 }
 
 #[async_trait]
-impl Store for HeldStore {
+impl DeviceStore for HeldStore {
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         self.inner.put_device(device).await
     }
@@ -226,17 +227,20 @@ impl Store for HeldStore {
         self.inner.prove_device(id, secret_hash, now).await
     }
 
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        self.retried("DeleteItem", || self.inner.remove_device(id, token))
+            .await
+    }
+}
+
+#[async_trait]
+impl ReservationStore for HeldStore {
     async fn was_cancelled(
         &self,
         call_id: &CallId,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         self.inner.was_cancelled(call_id, now).await
-    }
-
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        self.retried("DeleteItem", || self.inner.remove_device(id, token))
-            .await
     }
 
     async fn create_reservation(
@@ -268,6 +272,19 @@ impl Store for HeldStore {
         self.inner.cancel_reservation(id, call_id, now).await
     }
 
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.retried("UpdateItem", || self.inner.confirm_call(id, call_id, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl DispatchStore for HeldStore {
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         self.retried("GetItem", || self.inner.due_count(minute))
             .await
@@ -348,86 +365,11 @@ impl Store for HeldStore {
                 .finish_reservation(id, call_id, outcome, run, now, abandoned_before);
         self.once("UpdateItem", finish).await
     }
-
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        self.retried("UpdateItem", || self.inner.confirm_call(id, call_id, now))
-            .await
-    }
-
-    async fn count_agent_use(
-        &self,
-        id: &DeviceId,
-        day: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.inner.count_agent_use(id, day, limit, expire_at).await
-    }
-
-    async fn count_plan_answer(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.inner
-            .count_plan_answer(plan_id, limit, expire_at)
-            .await
-    }
-
-    async fn reserve_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        self.inner
-            .reserve_tokens(api, day, tokens, ceiling, expire_at)
-            .await
-    }
-
-    async fn settle_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        expire_at: i64,
-    ) -> Result<(), StoreError> {
-        self.inner.settle_tokens(api, day, delta, expire_at).await
-    }
-
-    async fn claim_ceiling_notice(
-        &self,
-        api: &str,
-        day: &str,
-        expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.claim_ceiling_notice(api, day, expire_at).await
-    }
-
-    async fn idempotent_answer(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        self.inner.idempotent_answer(key, now).await
-    }
-
-    async fn keep_idempotent_answer(
-        &self,
-        answer: &IdempotentAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.keep_idempotent_answer(answer, now).await
-    }
 }
+
+koe::forward_usage_store!(HeldStore, inner);
+
+koe::forward_idempotency_store!(HeldStore, inner);
 
 #[cfg(test)]
 mod tests {

@@ -23,9 +23,10 @@ use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::due::{DueCall, shard_key};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, terminal_expiry};
 use koe::store::memory::MemoryStore;
+use koe::store::prelude::*;
 use koe::store::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DUE_INDEX, DeviceProof,
-    DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    DeviceWrite, Outcome, StoreError,
 };
 use serde_json::{Value, json};
 
@@ -246,7 +247,7 @@ fn n(value: i64) -> Value {
 }
 
 #[async_trait]
-impl Store for LimitedStore {
+impl DeviceStore for LimitedStore {
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         self.inner.put_device(device).await
     }
@@ -302,20 +303,23 @@ impl Store for LimitedStore {
         self.inner.prove_device(id, secret_hash, now).await
     }
 
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.was_cancelled(call_id, now).await
-    }
-
     /// A dead token's removal: one conditional delete on the device's key.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let key = Item::from([("deviceId".to_owned(), s(id.as_str()))]);
         let charges = write_charges(&self.devices, &key, Some(&key), None);
         self.charged("DeleteItem", &charges).await?;
         self.inner.remove_device(id, token).await
+    }
+}
+
+#[async_trait]
+impl ReservationStore for LimitedStore {
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.inner.was_cancelled(call_id, now).await
     }
 
     async fn create_reservation(
@@ -353,6 +357,29 @@ impl Store for LimitedStore {
         self.inner.cancel_reservation(id, call_id, now).await
     }
 
+    /// A confirmation: one conditional update on the device's key, out of the index.
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, _)| {
+            let mut rang = r.clone();
+            rang.status = ReservationStatus::Rang;
+            rang.rang_at = Some(now);
+            rang.expire_at = Some(terminal_expiry(now));
+            rang
+        });
+        let after_ref = after.as_ref().map(|r| (r, None));
+        self.update(id, None, before.as_ref(), after_ref).await?;
+        self.inner.confirm_call(id, call_id, now).await
+    }
+}
+
+#[async_trait]
+impl DispatchStore for LimitedStore {
     /// A minute's count: eventually consistent, on its own key (`due#<minute>`).
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         let count = self.inner.due_count(minute).await?;
@@ -550,93 +577,8 @@ impl Store for LimitedStore {
             .finish_reservation(id, call_id, outcome, run, now, abandoned_before)
             .await
     }
-
-    /// A confirmation: one conditional update on the device's key, out of the index.
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        let before = self.current(id, now).await?;
-        let after = before.as_ref().map(|(r, _)| {
-            let mut rang = r.clone();
-            rang.status = ReservationStatus::Rang;
-            rang.rang_at = Some(now);
-            rang.expire_at = Some(terminal_expiry(now));
-            rang
-        });
-        let after_ref = after.as_ref().map(|r| (r, None));
-        self.update(id, None, before.as_ref(), after_ref).await?;
-        self.inner.confirm_call(id, call_id, now).await
-    }
-
-    async fn count_agent_use(
-        &self,
-        id: &DeviceId,
-        day: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.inner.count_agent_use(id, day, limit, expire_at).await
-    }
-
-    async fn count_plan_answer(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.inner
-            .count_plan_answer(plan_id, limit, expire_at)
-            .await
-    }
-
-    async fn reserve_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        self.inner
-            .reserve_tokens(api, day, tokens, ceiling, expire_at)
-            .await
-    }
-
-    async fn settle_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        expire_at: i64,
-    ) -> Result<(), StoreError> {
-        self.inner.settle_tokens(api, day, delta, expire_at).await
-    }
-
-    async fn claim_ceiling_notice(
-        &self,
-        api: &str,
-        day: &str,
-        expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.claim_ceiling_notice(api, day, expire_at).await
-    }
-
-    async fn idempotent_answer(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        self.inner.idempotent_answer(key, now).await
-    }
-
-    async fn keep_idempotent_answer(
-        &self,
-        answer: &IdempotentAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.keep_idempotent_answer(answer, now).await
-    }
 }
+
+koe::forward_usage_store!(LimitedStore, inner);
+
+koe::forward_idempotency_store!(LimitedStore, inner);

@@ -32,11 +32,12 @@ use chrono::{DateTime, Utc};
 
 use super::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, IdempotentAnswer,
-    Outcome, SpendOutcome, Store, StoreError, TableNames, UsageOutcome,
+    Outcome, SpendOutcome, StoreError, TableNames, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, RunToken};
+use crate::store::prelude::*;
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -173,7 +174,7 @@ fn values(list: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> 
 }
 
 #[async_trait]
-impl Store for DynamoStore {
+impl DeviceStore for DynamoStore {
     async fn register_device(&self, d: &Device, p: Option<&str>, h: &str) -> WriteResult {
         self.register_device_item(d, p, h).await
     }
@@ -210,7 +211,10 @@ impl Store for DynamoStore {
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         self.remove_token_item(id, token).await
     }
+}
 
+#[async_trait]
+impl ReservationStore for DynamoStore {
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -245,6 +249,18 @@ impl Store for DynamoStore {
         self.cancel_item(id, call_id, now).await
     }
 
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.confirm_item(id, call_id, now).await
+    }
+}
+
+#[async_trait]
+impl DispatchStore for DynamoStore {
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         self.due_count_item(minute).await
     }
@@ -306,16 +322,10 @@ impl Store for DynamoStore {
         self.finish_item(id, call_id, outcome, run, now, abandoned_before)
             .await
     }
+}
 
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        self.confirm_item(id, call_id, now).await
-    }
-
+#[async_trait]
+impl UsageStore for DynamoStore {
     async fn count_agent_use(
         &self,
         id: &DeviceId,
@@ -364,7 +374,10 @@ impl Store for DynamoStore {
     ) -> Result<bool, StoreError> {
         self.notice(api, day, expire_at).await
     }
+}
 
+#[async_trait]
+impl IdempotencyStore for DynamoStore {
     async fn idempotent_answer(
         &self,
         key: &str,

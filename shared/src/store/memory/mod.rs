@@ -8,11 +8,12 @@ use chrono::{DateTime, Utc};
 
 use super::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    IdempotentAnswer, Outcome, SpendOutcome, StoreError, UsageOutcome,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
+use crate::store::prelude::*;
 
 mod devices;
 mod dispatch;
@@ -74,7 +75,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl DeviceStore for MemoryStore {
     async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         let mut tables = self.lock();
         tables
@@ -137,7 +138,10 @@ impl Store for MemoryStore {
         }
         Ok(false)
     }
+}
 
+#[async_trait]
+impl ReservationStore for MemoryStore {
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -201,6 +205,18 @@ impl Store for MemoryStore {
         self.lock().cancel(id, call_id, now)
     }
 
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        Ok(self.lock().confirm(id, call_id, now))
+    }
+}
+
+#[async_trait]
+impl DispatchStore for MemoryStore {
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
     }
@@ -264,16 +280,10 @@ impl Store for MemoryStore {
             .lock()
             .finish(id, call_id, outcome, run, now, abandoned_before))
     }
+}
 
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        Ok(self.lock().confirm(id, call_id, now))
-    }
-
+#[async_trait]
+impl UsageStore for MemoryStore {
     async fn count_agent_use(
         &self,
         id: &DeviceId,
@@ -303,38 +313,6 @@ impl Store for MemoryStore {
             limit,
             expire_at,
         ))
-    }
-
-    async fn idempotent_answer(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        Ok(self
-            .lock()
-            .idempotent_answers
-            .get(key)
-            .filter(|a| a.expire_at > now.timestamp())
-            .cloned())
-    }
-
-    async fn keep_idempotent_answer(
-        &self,
-        answer: &IdempotentAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        if tables
-            .idempotent_answers
-            .get(&answer.key)
-            .is_some_and(|a| a.expire_at > now.timestamp())
-        {
-            return Ok(false);
-        }
-        tables
-            .idempotent_answers
-            .insert(answer.key.clone(), answer.clone());
-        Ok(true)
     }
 
     async fn reserve_tokens(
@@ -381,6 +359,41 @@ impl Store for MemoryStore {
         _expire_at: i64,
     ) -> Result<bool, StoreError> {
         Ok(self.lock().notices.insert((api.to_owned(), day.to_owned())))
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        Ok(self
+            .lock()
+            .idempotent_answers
+            .get(key)
+            .filter(|a| a.expire_at > now.timestamp())
+            .cloned())
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables
+            .idempotent_answers
+            .get(&answer.key)
+            .is_some_and(|a| a.expire_at > now.timestamp())
+        {
+            return Ok(false);
+        }
+        tables
+            .idempotent_answers
+            .insert(answer.key.clone(), answer.clone());
+        Ok(true)
     }
 }
 
