@@ -1,7 +1,9 @@
-//! The `Store` port: devices, call reservations and agent usage counters.
+//! The store's ports by concern ([`DeviceStore`], [`ReservationStore`], [`DispatchStore`],
+//! [`UsageStore`], [`IdempotencyStore`]; [`Store`] is their sum, what an adapter implements).
 //!
 //! Two adapters with the same semantics, held to one contract test suite
-//! (`shared/tests/store_contract.rs`): DynamoDB (`dynamodb`) and in-memory (`memory`).
+//! (`shared/tests/it/store_contract.rs` and its `store_contract_*` siblings): DynamoDB
+//! (`dynamodb`) and in-memory (`memory`).
 //! Every conditional rule below is one conditional write in DynamoDB, so concurrent callers can
 //! never both win. The store takes `now` from the caller (the app's `Clock`): records whose TTL
 //! has passed are treated as absent even before DynamoDB deletes them.
