@@ -2,7 +2,7 @@
 # APNs pool: N pushes all due at one instant (07:00:00 JST, say) against the stand-in APNs with
 # production's limits (testkit/src/push/limited.rs: 1,000 streams per connection, 120 ± 30 ms per
 # push, 150 ms handshake on a connection's first unwarmed use), through one open connection, the
-# push pool prepared ahead of the instant, and the pool cold (testkit/src/bin/bench-apns-pool.rs).
+# push pool prepared ahead of the instant, and the pool cold (bench/bins/src/bin/bench-apns-pool.rs).
 # Prints a table of lateness after the due instant: when each push left (had a stream) and when it
 # was answered. Not a test; see docs/apns-limits.md for what the stand-in leaves out.
 #
@@ -19,7 +19,7 @@ if [[ $# -gt 0 ]]; then
 else
   read -ra PUSHES <<<"${BENCH_PUSHES:-1000 10000}"
 fi
-build_release -p koe-testkit --bin bench-apns-pool
+build_release -p koe-bench --bin bench-apns-pool
 
 MACHINE="$(machine_line)"
 log "$MACHINE"

@@ -33,7 +33,7 @@ if [[ -z "${BENCH_SKIP_LITELLM:-}" ]] \
   "$LITELLM_VENV/bin/pip" install -q "litellm[proxy]==$LITELLM_VERSION" >&2
 fi
 build_release -p koe-local
-build_release -p koe-testkit --bin bench-standin-openai
+build_release -p koe-bench --bin bench-standin-openai
 
 MACHINE="$(machine_line)"
 log "$MACHINE"

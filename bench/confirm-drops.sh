@@ -6,7 +6,7 @@
 # others 100 to 300 ms after APNs answered, through the store's confirm_call as
 # POST /calls/confirm makes it. Once with devices without confirmsCalls (one push each, nothing
 # confirmed), once with it (a push not confirmed within CALL_CONFIRM_WAIT_MS goes again, up to
-# CALL_MAX_PUSHES). testkit/src/bin/bench-confirm-drops.rs does one case; this prints the table
+# CALL_MAX_PUSHES). bench/bins/src/bin/bench-confirm-drops.rs does one case; this prints the table
 # docs/benchmarks.md quotes ("Confirmed calls against dropped pushes"). Not a test, and not run
 # by CI.
 #
@@ -20,7 +20,7 @@ source "$(dirname "$0")/perf-lib.sh"
 CALLS="${BENCH_CALLS:-1000}"
 DROP="${BENCH_DROP:-0.1}"
 
-build_release -p koe-testkit --bin bench-confirm-drops
+build_release -p koe-bench --bin bench-confirm-drops
 
 MACHINE="$(machine_line)"
 log "$MACHINE"

@@ -44,7 +44,7 @@ fi
 claim_build_cache
 log "cargo build -p koe-local, bench-standin-openai (debug, into $CARGO_TARGET_DIR)"
 nice -n 10 cargo build -q -p koe-local >&2
-nice -n 10 cargo build -q -p koe-testkit --bin bench-standin-openai >&2
+nice -n 10 cargo build -q -p koe-bench --bin bench-standin-openai >&2
 
 STANDIN_PORT="$(free_port)"
 start_bg standin "$CARGO_TARGET_DIR/debug/bench-standin-openai" \

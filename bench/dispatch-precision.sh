@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dispatch precision: 1,000 and 10,000 reservations due in one UTC minute (spread evenly over its
 # seconds), sent by koe-local's own dispatcher loop on the real clock with a stand-in APNs that
-# takes 20 ms per push (testkit/src/bin/bench-dispatch.rs), on the memory store and on DynamoDB
+# takes 20 ms per push (bench/bins/src/bin/bench-dispatch.rs), on the memory store and on DynamoDB
 # Local. Prints a table of lateness (push time minus scheduledAt), duplicates and misses, and
 # draws the lateness distribution into docs/benchmarks-dispatch-lateness.png. Not a test.
 #
@@ -25,7 +25,7 @@ if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
   python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
 fi
-build_release -p koe-testkit --bin bench-dispatch --bin create-local-tables
+build_release -p koe-bench --bin bench-dispatch -p koe-testkit --bin create-local-tables
 
 MACHINE="$(machine_line)"
 log "$MACHINE"

@@ -2,7 +2,7 @@
 # What one dispatch request on a call costs the dispatcher's process (issue 23: timeouts chosen,
 # not inherited): each call's device read, claim, push mark and outcome against DynamoDB Local
 # through the DynamoDB adapter as deployed, one call at a time (latency on loopback) and 64 at
-# once (CPU per request under load). testkit/src/bin/bench-dispatch-requests.rs does the work;
+# once (CPU per request under load). bench/bins/src/bin/bench-dispatch-requests.rs does the work;
 # docs/scale.md ("Timeouts") quotes the figures. Not a test, and not run by CI.
 #
 #   bench/dispatch-requests.sh                 # 1,000 calls (4,000 requests) each way
@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"
 
-build_release -p koe-testkit --bin bench-dispatch-requests
+build_release -p koe-bench --bin bench-dispatch-requests
 scripts/dynamodb-local.sh fetch >&2
 MACHINE="$(machine_line)"
 log "$MACHINE"

@@ -4,7 +4,7 @@
 # rule does (a cold start, then warm idle minutes), on DynamoDB Local behind the limits proxy
 # (which charges each request's units as DynamoDB does), then a minute with calls due 10-20 s
 # ahead, then a run that stays while creates for seconds before its last call read its watch.
-# testkit/src/bin/bench-idle-cost.rs does the work; bench/monthly-cost.py turns its figures
+# bench/bins/src/bin/bench-idle-cost.rs does the work; bench/monthly-cost.py turns its figures
 # into the monthly table of docs/scale.md ("What a month costs"). Not a test, and not run by CI.
 #
 #   bench/idle-cost.sh                 # 30 idle minutes, 50 calls
@@ -13,7 +13,7 @@ set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"
 
-build_release -p koe-functions --bin dispatch -p koe-testkit --bin bench-idle-cost
+build_release -p koe-functions --bin dispatch -p koe-bench --bin bench-idle-cost
 log "$(machine_line)"
 "$BIN/bench-idle-cost" "$BIN/dispatch" "${BENCH_IDLE:-30}" "${BENCH_CALLS:-50}" | tee "$WORK/out.txt"
 python3 bench/monthly-cost.py "$(tail -n1 "$WORK/out.txt")"

@@ -21,7 +21,7 @@ API_KEY=bench-key
 
 ensure_wrk
 build_release -p koe-local
-build_release -p koe-testkit --bin bench-standin-openai --bin create-local-tables
+build_release -p koe-bench --bin bench-standin-openai -p koe-testkit --bin create-local-tables
 scripts/dynamodb-local.sh fetch >&2
 
 MACHINE="$(machine_line)"

@@ -25,7 +25,7 @@ HOLD_MS="${BENCH_HOLD_MS:-1500}"
 WINDOW_MS="${BENCH_WINDOW_MS:--1500,3500}"
 read -ra EXTRA <<<"${BENCH_ARGS:-}"
 
-build_release -p koe-testkit --bin bench-dispatch-scale
+build_release -p koe-bench --bin bench-dispatch-scale
 
 MACHINE="$(machine_line)"
 log "$MACHINE"
