@@ -11,8 +11,8 @@
 use chrono::{DateTime, Utc};
 
 use super::deliver::{Again, Delivered};
-use super::outcome::{Record, Recorded};
-use super::state::Run;
+use super::run_state::Run;
+use super::step_outcomes::{Record, Recorded};
 use crate::domain::due::DueCall;
 use crate::store::Outcome;
 

@@ -5,9 +5,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::attempts::Delivery;
-use super::outcome::{Claim, DeviceRead, Push, Pushed, Record};
-use super::state::Run;
+use super::push_attempts::Delivery;
+use super::run_state::Run;
+use super::step_outcomes::{Claim, DeviceRead, Push, Pushed, Record};
 use super::timing::{MARK_LEAD, Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
@@ -72,7 +72,7 @@ impl Run {
     /// A reservation already beyond grace when its task starts: marked `missed`, no push.
     pub(super) async fn miss(&self, r: &DueCall) {
         let missed = self.record_missed(r).await;
-        if missed.0 == super::outcome::Recorded::Changed {
+        if missed.0 == super::step_outcomes::Recorded::Changed {
             // Refused: a claim abandoned after its push started is not missed but failed; a
             // call whose push left (its device confirms its calls) ends unconfirmed.
             let now = self.clock().now();

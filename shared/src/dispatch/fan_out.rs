@@ -15,8 +15,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::dispatcher::Dispatcher;
-use super::report::{RunCause, RunReport};
 use super::run::{buckets, query_buckets};
+use super::run_report::{RunCause, RunReport};
 use super::trigger::DispatchTrigger;
 use crate::domain::due::Part;
 

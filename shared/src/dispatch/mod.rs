@@ -36,39 +36,42 @@
 //! (push state unknown) and never pushes it again. Outcome writes are retried with backoff
 //! (10 s), so a store hiccup does not leave a sent call to that fate.
 //!
-//! **Files**, by stage: `run` (the [`Dispatcher`] and its run loop: select, queue, start tasks),
-//! `select` (the selection's requests), `pending` (the queue), `in_flight` (the calls this process's runs hold), `deliver` (one
-//! reservation: read device → claim → mark and push), `record` (its outcome), `outcome` (those steps' outcomes and how
-//! each is counted), `report` ([`RunCause`], [`RunReport`]), `fan_out` (a big minute split into
-//! parts for other invocations), `stay` (how long a run stays, and its watch), [`wake`] (when a
+//! **Files**, in the order of a run's stages: `dispatcher` (the [`Dispatcher`]: ports and
+//! settings), `fan_out` (a big minute split into parts for other invocations), `run` (the run
+//! loop: select, queue, start tasks) with `run_state` (one run's shared state) and `stay` (how
+//! long a run stays, and its watch), `select` (the selection's requests), `pending` (the queue),
+//! `in_flight` (the calls this process's runs hold), `deliver` (one call: read device → claim →
+//! mark) with `push_attempts` (the push at APNs) and `confirming` (pushes again), `write_outcome`
+//! (its outcome, retried), `step_outcomes` (each step's outcome and how it is counted),
+//! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
 //! create wakes a run), [`metrics`] and [`trigger`].
 
 pub mod metrics;
 pub mod trigger;
 pub mod wake;
 
-mod attempts;
 mod confirming;
 mod deliver;
 mod dispatcher;
 mod fan_out;
 mod in_flight;
-mod outcome;
 mod pending;
-mod record;
-mod report;
+mod push_attempts;
 mod run;
+mod run_report;
+mod run_state;
 mod select;
-mod state;
 mod stay;
+mod step_outcomes;
 mod timing;
+mod write_outcome;
 
 pub use deliver::GIVE_BACK;
 pub use dispatcher::Dispatcher;
 pub use fan_out::workers_for;
 pub use in_flight::InFlight;
-pub use record::FINISH_BUDGET;
-pub use report::{RunCause, RunReport};
 pub use run::{MISSED_LOOKBACK, buckets};
+pub use run_report::{RunCause, RunReport};
 pub use select::SELECTION_QUERIES_IN_FLIGHT;
 pub use timing::RESOLVE_BUDGET;
+pub use write_outcome::FINISH_BUDGET;

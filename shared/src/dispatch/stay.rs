@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinSet;
 
 use super::run::buckets;
-use super::state::Run;
+use super::run_state::Run;
 
 /// Until when a run stays and selects again, and until when it has promised to.
 pub(super) struct Stay {

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use tokio::sync::SemaphorePermit;
 
-use super::report::RunReport;
+use super::run_report::RunReport;
 use crate::domain::device::Device;
 use crate::push::PushError;
 use crate::store::StoreError;

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::state::Run;
+use super::run_state::Run;
 use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;

@@ -2,8 +2,8 @@
 //! errors, and removing a token APNs called invalid.
 
 use super::deliver::{Again, Delivered};
-use super::outcome::{Missed, Pushed, Record, Recorded, TokenRemoval};
-use super::state::Run;
+use super::run_state::Run;
+use super::step_outcomes::{Missed, Pushed, Record, Recorded, TokenRemoval};
 use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;

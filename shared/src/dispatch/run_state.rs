@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::dispatcher::Dispatcher;
-use super::outcome::Counted;
-use super::report::{RunCause, RunReport};
+use super::run_report::{RunCause, RunReport};
+use super::step_outcomes::Counted;
 use super::timing::RESOLVE_BUDGET;
 use crate::clock::Clock;
 use crate::domain::due::DueCall;
