@@ -4,14 +4,14 @@
 //! A run ends as soon as nothing is due in its window (`run`), so a reservation made after a
 //! run's selection is seen by no one until the schedule's next run, up to a minute later. A run
 //! that stays promises, on each minute's count item, to select it again until its latest call
-//! ([`Store::watch_minute`]). A create the schedule may be late for claims the duty of waking a
-//! run on its minute's count item ([`Store::claim_wake`]: it raises the minute's watch to the
-//! end of the gap, [`gap_end`], unless a promise already reaches the call's second), and only
-//! the create that claims it wakes a run ([`DispatchTrigger::wake`]: in a Lambda one "Koe
-//! Dispatch Wake" event, which the stack's rule delivers to the dispatch function). The woken
-//! run stays until the gap's end, so at most one wake per minute is sent however many creates
-//! come at once. A lost or refused wake costs lateness within grace: the schedule's next run
-//! still sends the calls.
+//! ([`DispatchStore::watch_minute`]). A create the schedule may be late for claims the duty of
+//! waking a run on its minute's count item ([`DispatchStore::claim_wake`]: it raises the
+//! minute's watch to the end of the gap, [`gap_end`], unless a promise already reaches the
+//! call's second), and only the create that claims it wakes a run ([`DispatchTrigger::wake`]:
+//! in a Lambda one "Koe Dispatch Wake" event, which the stack's rule delivers to the dispatch
+//! function). The woken run stays until the gap's end, so at most one wake per minute is sent
+//! however many creates come at once. A lost or refused wake costs lateness within grace: the
+//! schedule's next run still sends the calls.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -58,14 +58,14 @@ pub enum Wake {
     Watched,
     /// A run was asked for.
     Sent,
-    /// The wake could not be handed on (or the watch not read and the wake failed): the
-    /// schedule's next run sends the call, late within grace.
+    /// The wake was claimed but could not be handed on: the schedule's next run sends the
+    /// call (and the minute's others that found the claim), late within grace.
     Failed(String),
 }
 
 /// Wakes a run for a call due at `due_at`, made at `now`, if no run is sure to take it on in
 /// time and no other create has claimed the wake. A claim whose answer did not come counts as
-/// made (one wake too many costs a short run, one too few a late call).
+/// won (one wake too many costs a short run, one too few a late call).
 pub async fn wake_for(
     store: &dyn DispatchStore,
     trigger: &dyn DispatchTrigger,

@@ -36,7 +36,7 @@ impl From<StoreError> for CancelError {
     }
 }
 
-/// What a create ([`Store::create_reservation`]) did.
+/// What a create ([`ReservationStore::create_reservation`](super::ReservationStore)) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
     /// Written (and counted) now.
@@ -46,7 +46,7 @@ pub enum Created {
     Already(Box<Reservation>),
 }
 
-/// What a claim ([`Store::claim_due`]) answered.
+/// What a claim ([`DispatchStore::claim_due`](super::DispatchStore)) answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimAnswer {
     /// Won; `pushes`: how many pushes already left for the call (0 for its first push).
@@ -85,7 +85,8 @@ impl Outcome {
     }
 }
 
-/// What a device's confirmation of a call push ([`Store::confirm_call`](super::Store)) did.
+/// What a device's confirmation of a call push
+/// ([`ReservationStore::confirm_call`](super::ReservationStore)) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfirmAnswer {
     /// Recorded (`rang`, now or by an earlier confirmation): the record as it is now.
