@@ -463,6 +463,7 @@ impl DispatchStore for FailingStore {
         _: &str,
         _: DateTime<Utc>,
         _: DateTime<Utc>,
+        _: &str,
     ) -> Result<bool, StoreError> {
         Err(Self::error())
     }

@@ -231,7 +231,7 @@ pub async fn create(
 /// run sends it, late within grace.
 async fn woken(cx: &CallsContext<'_>, waker: &dyn DispatchTrigger, created: &Reservation) {
     let call_id = created.call_id.as_str();
-    match wake_for(cx.store, waker, cx.now, created.due_at).await {
+    match wake_for(cx.store, waker, &created.call_id, cx.now, created.due_at).await {
         Wake::NotNeeded => {}
         Wake::Watched => tracing::info!(call_id, "reservation due soon: a run watches its minute"),
         Wake::Sent => tracing::info!(call_id, "reservation due soon: a dispatch run woken"),

@@ -16,7 +16,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::trigger::DispatchTrigger;
-use crate::domain::reservation::minute_bucket;
+use crate::domain::reservation::{CallId, minute_bucket};
 use crate::store::DispatchStore;
 
 /// How late past its minute the schedule's run may start (EventBridge's delivery, a cold start,
@@ -69,6 +69,7 @@ pub enum Wake {
 pub async fn wake_for(
     store: &dyn DispatchStore,
     trigger: &dyn DispatchTrigger,
+    claimant: &CallId,
     now: DateTime<Utc>,
     due_at: DateTime<Utc>,
 ) -> Wake {
@@ -77,7 +78,7 @@ pub async fn wake_for(
     }
     let until = gap_end(now);
     if let Ok(false) = store
-        .claim_wake(&minute_bucket(due_at), due_at, until)
+        .claim_wake(&minute_bucket(due_at), due_at, until, claimant.as_str())
         .await
     {
         return Wake::Watched;

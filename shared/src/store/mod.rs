@@ -183,12 +183,15 @@ pub trait DispatchStore: Send + Sync {
     /// A create's claim of the duty to wake a run for a call due at `due_at` in `minute`
     /// (`dispatch::wake`): unless the minute's watch already reaches `due_at`, raises it to
     /// `until` (the woken run's stay) and answers `true`: the caller wakes that run. Of
-    /// creates at once, one claims it.
+    /// creates at once, one claims it. The same `claimant` (a call id) asking again, as a retry
+    /// after a lost reply does, is answered `true` again while its claim stands, changing
+    /// nothing.
     async fn claim_wake(
         &self,
         minute: &str,
         due_at: DateTime<Utc>,
         until: DateTime<Utc>,
+        claimant: &str,
     ) -> Result<bool, StoreError>;
 
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from

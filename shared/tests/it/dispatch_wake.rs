@@ -116,10 +116,8 @@ impl Stack {
         let device = self.w.device(name, PushEnvironment::Production).await;
         let r = self.w.reserve(&device, due).await;
         let now = self.w.clock.now();
-        (
-            r,
-            wake_for(self.w.store.as_ref(), &self.bus, now, due).await,
-        )
+        let wake = wake_for(self.w.store.as_ref(), &self.bus, &r.call_id, now, due).await;
+        (r, wake)
     }
 
     /// Walks to `until` and collects every run's report (all must have ended by then).
@@ -160,7 +158,12 @@ async fn an_idle_run_is_one_selection_and_an_exit(store: DynStore) {
     assert_eq!(report.queries, 9, "{report:?}");
     // No watch: a create's claim of a wake for any second succeeds.
     let minute = minute_bucket(t0());
-    assert!(w.store.claim_wake(&minute, at(1), t0()).await.unwrap());
+    assert!(
+        w.store
+            .claim_wake(&minute, at(1), t0(), "probe-idle")
+            .await
+            .unwrap()
+    );
 }
 
 async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store: DynStore) {
@@ -171,12 +174,27 @@ async fn a_run_stays_until_its_last_call_and_promises_to_watch_until_then(store:
     let minute = minute_bucket(t0());
     let deadline = std::time::Instant::now() + PATIENCE;
     // The watch reaches 00:00:40 (a claim of a wake for then is refused), and no further.
-    while w.store.claim_wake(&minute, at(40), t0()).await.unwrap() {
+    while w
+        .store
+        .claim_wake(
+            &minute,
+            at(40),
+            t0(),
+            &format!("probe-{}", fastrand::u64(..)),
+        )
+        .await
+        .unwrap()
+    {
         assert!(std::time::Instant::now() < deadline, "no watch of {minute}");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let just_after = at(40) + Duration::milliseconds(1);
-    assert!(w.store.claim_wake(&minute, just_after, t0()).await.unwrap());
+    assert!(
+        w.store
+            .claim_wake(&minute, just_after, t0(), "probe-after")
+            .await
+            .unwrap()
+    );
     w.expect_push_at_its_second(&r).await;
     let [report] = w.finish(vec![run], at(41)).await.try_into().unwrap();
     assert_eq!(report.sent, 1);

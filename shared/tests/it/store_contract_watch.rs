@@ -1,6 +1,7 @@
 //! The `Store` contract for a minute's watch (held against both adapters): a run's promise
 //! only ever raises it, and of creates that claim a wake for seconds it does not reach, the
-//! first claims it and raises it to the woken run's stay, the others find it claimed.
+//! first claims it and raises it to the woken run's stay, the others find it claimed; the
+//! claimant asking again (after a lost reply) is answered as claimed.
 
 use chrono::Duration;
 use koe::domain::reservation::minute_bucket;
@@ -14,26 +15,94 @@ fn at(n: i64) -> chrono::DateTime<chrono::Utc> {
 async fn a_watch_is_only_raised_and_a_wake_claimed_once(store: DynStore) {
     let minute = minute_bucket(t0());
     // No watch: a wake for any second is claimed, raising the watch to the woken run's stay.
-    assert!(store.claim_wake(&minute, at(30), at(75)).await.unwrap());
+    assert!(
+        store
+            .claim_wake(&minute, at(30), at(75), "create-1")
+            .await
+            .unwrap()
+    );
     // Claimed: seconds up to the stay find it so; a later one claims it again.
-    assert!(!store.claim_wake(&minute, at(50), at(75)).await.unwrap());
-    assert!(!store.claim_wake(&minute, at(75), at(80)).await.unwrap());
-    assert!(store.claim_wake(&minute, at(76), at(80)).await.unwrap());
-    // A run's promise never lowers it; a later one raises it.
+    assert!(
+        !store
+            .claim_wake(&minute, at(50), at(75), "create-2")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_wake(&minute, at(75), at(80), "create-3")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_wake(&minute, at(76), at(80), "create-4")
+            .await
+            .unwrap()
+    );
+    // The claimant asking again (its reply was lost) is answered as claimed; no one else is.
+    assert!(
+        store
+            .claim_wake(&minute, at(76), at(80), "create-4")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_wake(&minute, at(76), at(80), "create-2")
+            .await
+            .unwrap()
+    );
+    // A run's promise never lowers it; a later one raises it, and its claimant's claim is over.
     store.watch_minute(&minute, at(40)).await.unwrap();
-    assert!(!store.claim_wake(&minute, at(80), at(90)).await.unwrap());
+    assert!(
+        !store
+            .claim_wake(&minute, at(80), at(90), "create-5")
+            .await
+            .unwrap()
+    );
     store.watch_minute(&minute, at(95)).await.unwrap();
-    assert!(!store.claim_wake(&minute, at(95), at(99)).await.unwrap());
-    assert!(store.claim_wake(&minute, at(96), at(99)).await.unwrap());
+    assert!(
+        !store
+            .claim_wake(&minute, at(76), at(80), "create-4")
+            .await
+            .unwrap(),
+        "a promise beyond the claim ends it"
+    );
+    assert!(
+        !store
+            .claim_wake(&minute, at(95), at(99), "create-6")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim_wake(&minute, at(96), at(99), "create-7")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_wake(&minute, at(76), at(80), "create-4")
+            .await
+            .unwrap(),
+        "superseded"
+    );
     // Another minute has a watch of its own.
     let next = minute_bucket(t0() + Duration::minutes(1));
-    assert!(store.claim_wake(&next, at(70), at(75)).await.unwrap());
+    assert!(
+        store
+            .claim_wake(&next, at(70), at(75), "create-8")
+            .await
+            .unwrap()
+    );
 }
 
 async fn of_creates_at_once_one_claims_the_wake(store: DynStore) {
     let minute = minute_bucket(t0());
+    let names: Vec<String> = (0..16).map(|i| format!("burst-{i}")).collect();
     let claims = futures_util::future::join_all(
-        (0..16).map(|i| store.claim_wake(&minute, at(20 + i), at(75))),
+        (0..16).map(|i| store.claim_wake(&minute, at(20 + i), at(75), &names[i as usize])),
     )
     .await;
     let won = claims.into_iter().filter(|c| *c.as_ref().unwrap()).count();

@@ -305,9 +305,10 @@ impl DispatchStore for HeldStore {
         minute: &str,
         due_at: DateTime<Utc>,
         until: DateTime<Utc>,
+        claimant: &str,
     ) -> Result<bool, StoreError> {
         self.retried("UpdateItem", || {
-            self.inner.claim_wake(minute, due_at, until)
+            self.inner.claim_wake(minute, due_at, until, claimant)
         })
         .await
     }

@@ -409,11 +409,12 @@ impl DispatchStore for LimitedStore {
         minute: &str,
         due_at: DateTime<Utc>,
         until: DateTime<Utc>,
+        claimant: &str,
     ) -> Result<bool, StoreError> {
         let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
         let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
         self.charged("UpdateItem", &charges).await?;
-        self.inner.claim_wake(minute, due_at, until).await
+        self.inner.claim_wake(minute, due_at, until, claimant).await
     }
 
     /// A shard's query: eventually consistent, on the index partition, for every entry in it.

@@ -219,7 +219,7 @@ async fn main() {
             let name = format!("bench-soon-{i}");
             let r = koe_testkit::dispatching::reserve_soon(&store, &name, ahead).await;
             let b = units(&proxy.stats());
-            let wake = wake_for(&store, &bus, Utc::now(), r.due_at).await;
+            let wake = wake_for(&store, &bus, &r.call_id, Utc::now(), r.due_at).await;
             let a = units(&proxy.stats());
             wakes.push((ahead, wake, a.0 - b.0));
         }

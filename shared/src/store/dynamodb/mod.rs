@@ -14,7 +14,8 @@
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
-//!   minute; `watchedUntil` N: a run's promise to select the minute until then, `watch`) and
+//!   minute; `watchedUntil` N: a run's promise to select the minute until then, `watch`, and
+//!   `wakeClaimant` S: the create that claimed its wake) and
 //!   `cancelled#<callId>` (a cancelled call's tombstone, `expireAt` only).
 //!
 //! Both of the last also hold `keyed` items: kept idempotent answers, agent plans' answer
@@ -78,6 +79,7 @@ const USE_COUNT: &str = "useCount";
 type Item = HashMap<String, AttributeValue>;
 /// A yes-or-no answer of the store.
 type Answer = Result<bool, StoreError>;
+type Time = DateTime<Utc>;
 
 pub(crate) mod devices;
 mod dispatch;
@@ -273,8 +275,8 @@ impl DispatchStore for DynamoStore {
         self.watch_item(minute, until).await
     }
 
-    async fn claim_wake(&self, m: &str, due: DateTime<Utc>, until: DateTime<Utc>) -> Answer {
-        self.claim_wake_item(m, due, until).await
+    async fn claim_wake(&self, m: &str, due: Time, until: Time, by: &str) -> Answer {
+        self.claim_wake_item(m, due, until, by).await
     }
 
     async fn claim_due(

@@ -43,6 +43,8 @@ struct Tables {
     due_counts: HashMap<String, u32>,
     /// minute → until when a run promised to select it again
     watches: HashMap<String, DateTime<Utc>>,
+    /// minute → the call whose create claimed its last wake
+    wake_claimants: HashMap<String, String>,
     /// The bucket index: shard key → the devices whose reservation is in it while `scheduled`
     /// or `claimed`, and each such device's shard key.
     due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
@@ -227,13 +229,30 @@ impl DispatchStore for MemoryStore {
     }
 
     async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        self.lock()
-            .raise_watch(minute, DateTime::<Utc>::MAX_UTC, until);
+        let mut tables = self.lock();
+        // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).
+        if tables.raise_watch(minute, until, until) {
+            tables.wake_claimants.remove(minute);
+        }
         Ok(())
     }
 
-    async fn claim_wake(&self, m: &str, due: DateTime<Utc>, until: DateTime<Utc>) -> Answer {
-        Ok(self.lock().raise_watch(m, due, until))
+    async fn claim_wake(
+        &self,
+        m: &str,
+        due: DateTime<Utc>,
+        until: DateTime<Utc>,
+        by: &str,
+    ) -> Answer {
+        let mut tables = self.lock();
+        if tables.raise_watch(m, due, until) {
+            tables.wake_claimants.insert(m.to_owned(), by.to_owned());
+            return Ok(true);
+        }
+        Ok(tables
+            .wake_claimants
+            .get(m)
+            .is_some_and(|claimant| claimant == by))
     }
 
     async fn claim_due(
