@@ -321,6 +321,13 @@ pub(crate) mod testing {
     pub fn names(list: &[&str]) -> BTreeSet<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
     }
+
+    /// Asserts that `read` looks up exactly the variables `own`, and returns what it reads when
+    /// every other section's variables are broken (so a caller can show they change nothing).
+    pub fn reads_only<T>(own: &[&str], read: impl Fn(&Vars) -> T) -> T {
+        assert_eq!(variables_read(|vars| drop(read(vars))), names(own));
+        read(&broken_except(own))
+    }
 }
 
 #[cfg(test)]
