@@ -4,7 +4,7 @@
 # push, 150 ms handshake on a connection's first unwarmed use), through one open connection, the
 # push pool prepared ahead of the instant, and the pool cold (bench/bins/src/bin/bench-apns-pool.rs).
 # Prints a table of lateness after the due instant: when each push left (had a stream) and when it
-# was answered. Not a test; see docs/apns-limits.md for what the stand-in leaves out.
+# was answered. Not a test; see docs/benchmarks.md ("APNs connection pool") for what the stand-in leaves out.
 #
 #   bench/apns-pool.sh                  # 1,000 and 10,000 pushes, a few seconds
 #   bench/apns-pool.sh 100000           # any list of counts

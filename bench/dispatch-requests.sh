@@ -3,7 +3,7 @@
 # not inherited): each call's device read, claim, push mark and outcome against DynamoDB Local
 # through the DynamoDB adapter as deployed, one call at a time (latency on loopback) and 64 at
 # once (CPU per request under load). bench/bins/src/bin/bench-dispatch-requests.rs does the work;
-# docs/scale.md ("Timeouts") quotes the figures. Not a test, and not run by CI.
+# docs/benchmarks.md ("DynamoDB requests and slow replies") quotes the figures. Not a test, and not run by CI.
 #
 #   bench/dispatch-requests.sh                 # 1,000 calls (4,000 requests) each way
 #   BENCH_CALLS=300 bench/dispatch-requests.sh

@@ -12,7 +12,7 @@
 #   bench/dispatch-scale.sh                       # 1,000 / 10,000 / 100,000 in one second + spike
 #   BENCH_CALLS="1000 10000" BENCH_SPIKE= bench/dispatch-scale.sh
 #
-# What the models leave out: docs/limits-model.md, docs/apns-limits.md, docs/scale.md.
+# What the models leave out: docs/benchmarks.md ("The limits models", "APNs connection pool").
 set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"

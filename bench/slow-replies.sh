@@ -5,7 +5,7 @@
 # as the baseline and once with a share of DynamoDB's replies held: each request the dispatcher
 # makes inside the window is carried out at once and, with probability F, answered H ms later
 # (past the adapter's attempt timeout, a store error; testkit/src/dynamodb/held_replies.rs).
-# Prints the markdown table docs/scale.md quotes ("Slow replies"). Not a test, and not run by CI.
+# Prints the markdown table docs/benchmarks.md quotes ("DynamoDB requests and slow replies"). Not a test, and not run by CI.
 #
 #   bench/slow-replies.sh                          # 10,000 calls; 20 % held 1.5 s, -1.5 s..+3.5 s
 #   BENCH_CALLS=5000 BENCH_HELD="0.2 0.5" bench/slow-replies.sh

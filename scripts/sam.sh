@@ -6,7 +6,7 @@
 # dependencies stay in ~/.cache/koe/target-lambda across builds and clones). Neither needs AWS
 # credentials; the region defaults to samconfig.toml's.
 #   scripts/sam.sh validate --lint
-#   scripts/sam.sh build                  # docs/deploy.md has how long it takes
+#   scripts/sam.sh build                  # docs/benchmarks.md, "Build profile and build times", has how long
 #   scripts/sam.sh deploy --config-env dev
 set -euo pipefail
 

@@ -48,7 +48,7 @@ pub const DEFAULT_DISPATCH_CLAIM_LEAD: Duration = Duration::from_millis(500);
 pub const DEFAULT_DISPATCH_PUSH_BUDGET: Duration = Duration::from_secs(1);
 
 /// The dispatcher's DynamoDB requests one vCPU (a Lambda of 1,769 MB) keeps in flight: at the
-/// measured ~175 µs of CPU per request (bench/dispatch-requests.sh, docs/scale.md "Timeouts"),
+/// measured ~175 µs of CPU per request (bench/dispatch-requests.sh, docs/reliability.md "Timeouts"),
 /// 1,400 queued ones take ~250 ms, half the dispatch attempt timeout.
 const STORE_CONCURRENCY_PER_VCPU: u64 = 1_400;
 /// A Lambda's memory at which it has one full vCPU (AWS: CPU in proportion to memory).

@@ -24,7 +24,7 @@ use crate::store::StoreError;
 /// share of an on-demand table's default 40,000 RRU/s: a minute's 5,000 shards at most
 /// (`domain::due::MAX_SHARDS`) in under 2 s. On the process's side they are a sixth of the
 /// 256 MB coordinator's 202 store requests (`DISPATCH_STORE_CONCURRENCY`), whose CPU (about
-/// 1.2 ms a request there, docs/scale.md "Timeouts") they delay by at most ~40 ms: far inside
+/// 1.2 ms a request there, docs/reliability.md "Timeouts") they delay by at most ~40 ms: far inside
 /// the dispatch client's 500 ms attempts, so the calls due meanwhile keep their second.
 pub const SELECTION_QUERIES_IN_FLIGHT: usize = 32;
 

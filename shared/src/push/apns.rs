@@ -218,7 +218,7 @@ impl PushSender for ApnsSender {
 
     /// Nothing: a2 0.10's hyper client is private and connects lazily in `send`, and we send no
     /// request just to connect. So a cold connection's first push (and every push queued behind
-    /// it) pays TCP + TLS + HTTP/2 setup, ~100-200 ms from Lambda (docs/apns-limits.md).
+    /// it) pays TCP + TLS + HTTP/2 setup, ~100-200 ms from Lambda (docs/benchmarks.md, "APNs connection pool").
     async fn warm(&self) {}
 }
 

@@ -12,7 +12,7 @@
 //! small record per push, so 100,000 are cheap.
 //!
 //! Left out: real TLS, HTTP/2 flow control and window sizes, APNs's per-token and per-topic
-//! rate limits, GOAWAY, provider-token renewal (see docs/apns-limits.md).
+//! rate limits, GOAWAY, provider-token renewal (docs/benchmarks.md, "APNs connection pool").
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

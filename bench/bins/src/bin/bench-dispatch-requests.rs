@@ -1,5 +1,5 @@
 //! `bench/dispatch-requests.sh`'s worker: what one dispatch request on a call costs the
-//! dispatcher's process, for choosing its timeouts (docs/scale.md, "Timeouts"). Against DynamoDB
+//! dispatcher's process, for choosing its timeouts (docs/reliability.md, "Timeouts"). Against DynamoDB
 //! Local, through the DynamoDB adapter as deployed (the dispatch client: one attempt, no SDK
 //! retries), it makes each call's device read, claim, push mark and outcome, first one call at a
 //! time (latency on loopback), then `--concurrency` calls at once (CPU per request under load,

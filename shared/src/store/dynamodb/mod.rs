@@ -48,7 +48,7 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
 /// attempt each, cut off at this, and no SDK retries: the dispatcher makes an unanswered request
 /// again itself, at once and until its call's deadline (`dispatch::RESOLVE_BUDGET`), so a reply
 /// lost or held up costs about this much lateness, not a second's backoff or the call
-/// (docs/scale.md, "Timeouts" has the figures it is chosen from).
+/// (docs/reliability.md, "Timeouts" has the figures it is chosen from).
 pub const DISPATCH_ATTEMPT_TIMEOUT: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 

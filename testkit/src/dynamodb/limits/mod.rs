@@ -2,7 +2,7 @@
 //! partition key value, pure (no I/O), shared by the proxy in front of DynamoDB Local
 //! (`limits_proxy`) and by in-process stores of the large benchmarks.
 //!
-//! What it models and what it leaves out: `docs/limits-model.md`. In short: each partition
+//! What it models and what it leaves out: docs/benchmarks.md, "The limits models". In short: each partition
 //! (of the base table, and separately of each GSI) can take `wcu_per_sec` write units and
 //! `rcu_per_sec` read units a second, refilled continuously, with at most `burst_secs` of unused
 //! capacity kept (one second by default: no adaptive capacity, no 300 s burst credit). A request
