@@ -9,23 +9,13 @@ use std::convert::Infallible;
 use lambda_http::RequestExt;
 
 use crate::api::error::{ApiError, ErrorCode};
-use crate::config::Vars;
 use crate::endpoints::{ChatStream, Endpoint};
 use crate::entrypoints::lambda::Error;
 use crate::service::{EventBody, Service, new_request_id};
-use crate::wiring::App;
 
 /// The whole of the `chat-stream` binary's `main`.
 pub async fn run() -> Result<(), Error> {
-    let vars = Vars::from_env();
-    crate::telemetry::init_lambda();
-    let service = App::deployed(vars)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
-        .service::<ChatStream>()
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let service = &service;
+    let service = &super::start::<ChatStream>().await?;
     lambda_http::run_with_streaming_response(lambda_http::service_fn(
         move |event: lambda_http::Request| async move {
             Ok::<_, Infallible>(handle_event(service, event).await)

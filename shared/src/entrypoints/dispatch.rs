@@ -20,14 +20,12 @@ use lambda_http::request::LambdaRequest;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
-use crate::config::Vars;
 use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
 use crate::domain::due::Part;
 use crate::endpoints::Dispatch;
 use crate::entrypoints::lambda::{Error, handle_event};
 use crate::service::Service;
-use crate::wiring::App;
 
 /// What an invocation carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,17 +64,9 @@ pub fn classify(payload: &Value) -> Invocation {
 
 /// The whole of the dispatch Lambda's `main`.
 pub async fn run() -> Result<(), Error> {
-    let vars = Vars::from_env();
-    crate::telemetry::init_lambda();
     // Its own adapters only: store, push, OIDC, and the bus as the trigger of requested runs
     // (the store must be DynamoDB and EVENT_BUS_NAME set, or the start-up fails naming them).
-    let service = App::deployed(vars)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
-        .service::<Dispatch>()
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let service = &service;
+    let service = &super::start::<Dispatch>().await?;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handle(service, event).await
     }))

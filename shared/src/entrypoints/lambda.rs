@@ -6,26 +6,14 @@ use std::convert::Infallible;
 use lambda_http::{Body, RequestExt};
 
 use crate::api::Response;
-use crate::config::Vars;
 use crate::endpoints::Endpoint;
 use crate::service::{Service, new_request_id};
-use crate::wiring::App;
 
-pub type Error = lambda_http::Error;
+pub use super::Error;
 
-/// The whole of an HTTP Lambda's `main`: logging, the endpoint's service built once per
-/// container (a bad setting stops the start-up with a message naming the variable), then the
-/// runtime loop. Only what `E`'s ports name is built and linked.
+/// The whole of an HTTP Lambda's `main`: the start-up ([`super::start`]), then the runtime loop.
 pub async fn run<E: Endpoint>() -> Result<(), Error> {
-    let vars = Vars::from_env();
-    crate::telemetry::init_lambda();
-    let service = App::deployed(vars)
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?
-        .service::<E>()
-        .await
-        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
-    let service = &service;
+    let service = &super::start::<E>().await?;
     lambda_http::run(lambda_http::service_fn(
         move |event: lambda_http::Request| async move {
             Ok::<_, Infallible>(handle_event(service, event).await)

@@ -4,3 +4,25 @@
 pub mod chat_stream;
 pub mod dispatch;
 pub mod lambda;
+
+use crate::config::Vars;
+use crate::endpoints::Endpoint;
+use crate::service::Service;
+use crate::wiring::App;
+
+pub type Error = lambda_http::Error;
+
+/// A function's start-up, once per container: logging, then the endpoint's service from the
+/// Lambda environment (a bad setting stops the start-up with a message naming the variable).
+/// Only what `E`'s ports name is built and linked.
+pub async fn start<E: Endpoint>() -> Result<Service<E>, Error> {
+    let vars = Vars::from_env();
+    crate::telemetry::init_lambda();
+    let app = App::deployed(vars)
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;
+    Ok(app
+        .service::<E>()
+        .await
+        .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?)
+}
