@@ -42,3 +42,11 @@ impl Clock for OffsetClock {
         }
     }
 }
+
+/// A test's instant from RFC 3339 text (`"2026-01-01T00:00:20Z"`).
+#[cfg(test)]
+pub(crate) fn utc(text: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
+}

@@ -246,9 +246,7 @@ mod tests {
     use super::*;
     use crate::domain::agent::{Capability, ToolOutput};
 
-    fn at(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::clock::utc as at;
 
     const DEVICE: &str = "0123456789ab";
 

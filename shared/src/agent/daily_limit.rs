@@ -100,9 +100,7 @@ pub async fn count_use(
 mod tests {
     use super::*;
 
-    fn at(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::clock::utc as at;
 
     #[test]
     fn the_day_is_the_japan_date_not_the_utc_date() {

@@ -49,9 +49,7 @@ mod tests {
     use super::*;
     use crate::dispatch::InFlight;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::clock::utc as t;
 
     #[test]
     fn pending_hands_out_what_has_started_in_start_order_and_keeps_the_rest() {

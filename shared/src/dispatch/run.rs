@@ -290,9 +290,7 @@ pub fn buckets(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::clock::utc as t;
 
     #[tokio::test(start_paused = true)]
     async fn an_outage_costs_one_store_timeout_per_selection_not_one_per_bucket() {

@@ -94,9 +94,7 @@ pub async fn wake_for(
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
+    use crate::clock::utc as t;
 
     #[test]
     fn a_call_the_next_scheduled_run_takes_on_in_time_needs_no_wake() {
