@@ -101,22 +101,18 @@ pub fn install_panic_hook() {
 
 /// For Lambda: CloudWatch stamps each line, so no time field.
 pub fn init_lambda() {
-    install_panic_hook();
-    let _ = tracing::subscriber::set_global_default(json_subscriber(
-        std::io::stdout,
-        env_filter(),
-        false,
-    ));
+    init(false);
 }
 
 /// For koe-local: lines carry their time.
 pub fn init_local() {
+    init(true);
+}
+
+fn init(with_time: bool) {
     install_panic_hook();
-    let _ = tracing::subscriber::set_global_default(json_subscriber(
-        std::io::stdout,
-        env_filter(),
-        true,
-    ));
+    let subscriber = json_subscriber(std::io::stdout, env_filter(), with_time);
+    let _ = tracing::subscriber::set_global_default(subscriber);
 }
 
 #[cfg(test)]
