@@ -61,9 +61,7 @@ pub struct DeviceSecret(String);
 
 impl DeviceSecret {
     pub fn generate() -> DeviceSecret {
-        let mut bytes = [0u8; 32];
-        getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
-        DeviceSecret(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        DeviceSecret(super::random_hex::<32>())
     }
 
     pub fn expose(&self) -> &str {

@@ -44,6 +44,19 @@ impl<'a> Fields<'a> {
         self.map.get(field).filter(|v| !v.is_null())
     }
 
+    /// The field read by `read` (`Value::as_str`, ...), absent as `None`; `rule` names a value
+    /// of another type.
+    fn optional_as<T>(
+        &self,
+        field: &str,
+        read: impl FnOnce(&'a Value) -> Option<T>,
+        rule: &str,
+    ) -> Result<Option<T>, Invalid> {
+        self.optional(field)
+            .map(|v| read(v).ok_or_else(|| Invalid::new(self.name(field), rule)))
+            .transpose()
+    }
+
     pub fn required(&self, field: &str) -> Result<&'a Value, Invalid> {
         self.optional(field)
             .ok_or_else(|| Invalid::new(self.name(field), "is required"))
@@ -56,13 +69,7 @@ impl<'a> Fields<'a> {
     }
 
     pub fn optional_str(&self, field: &str) -> Result<Option<&'a str>, Invalid> {
-        match self.optional(field) {
-            None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| Invalid::new(self.name(field), "must be a string")),
-        }
+        self.optional_as(field, Value::as_str, "must be a string")
     }
 
     /// A string of `min..=max` characters (Unicode scalar values, as clients count them).
@@ -120,23 +127,11 @@ impl<'a> Fields<'a> {
     }
 
     pub fn optional_array(&self, field: &str) -> Result<Option<&'a Vec<Value>>, Invalid> {
-        match self.optional(field) {
-            None => Ok(None),
-            Some(v) => v
-                .as_array()
-                .map(Some)
-                .ok_or_else(|| Invalid::new(self.name(field), "must be an array")),
-        }
+        self.optional_as(field, Value::as_array, "must be an array")
     }
 
     pub fn optional_bool(&self, field: &str) -> Result<Option<bool>, Invalid> {
-        match self.optional(field) {
-            None => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| Invalid::new(self.name(field), "must be a boolean")),
-        }
+        self.optional_as(field, Value::as_bool, "must be a boolean")
     }
 }
 

@@ -32,3 +32,10 @@ impl std::fmt::Display for Invalid {
 }
 
 impl std::error::Error for Invalid {}
+
+/// `N` random bytes from the operating system's generator, as `2 * N` hex digits.
+fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -64,9 +64,7 @@ pub struct RunToken(String);
 
 impl RunToken {
     pub fn generate() -> RunToken {
-        let mut bytes = [0u8; 16];
-        getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
-        RunToken(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        RunToken(super::random_hex::<16>())
     }
 
     pub fn from_stored(raw: String) -> RunToken {
