@@ -88,19 +88,12 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {var} {reason}")]
 pub struct ConfigError {
     pub var: &'static str,
     pub reason: String,
 }
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid configuration: {} {}", self.var, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Where variables come from: the process environment, or a map in tests. Cheap to clone.
 #[derive(Clone)]

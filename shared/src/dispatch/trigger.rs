@@ -25,17 +25,12 @@ pub const WAKE_DETAIL_TYPE: &str = "Koe Dispatch Wake";
 /// EventBridge `detail-type` of a part of a split minute (`fan_out`), detail `{"part", "of"}`.
 pub const PART_DETAIL_TYPE: &str = "Koe Dispatch Part";
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct TriggerError(pub String);
 
 /// The most the hand-off of a requested run may take (one EventBridge PutEvents).
 pub const TRIGGER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-impl std::fmt::Display for TriggerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 #[async_trait]
 pub trait DispatchTrigger: Send + Sync {

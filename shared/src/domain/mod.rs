@@ -10,7 +10,8 @@ pub mod sentences;
 
 /// Why a value was refused: the field at fault and the rule it broke (never the value itself).
 /// `api` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {problem}")]
 pub struct Invalid {
     pub field: String,
     pub problem: String,
@@ -24,14 +25,6 @@ impl Invalid {
         }
     }
 }
-
-impl std::fmt::Display for Invalid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.field, self.problem)
-    }
-}
-
-impl std::error::Error for Invalid {}
 
 /// `N` random bytes from the operating system's generator, as `2 * N` hex digits.
 fn random_hex<const N: usize>() -> String {

@@ -58,14 +58,9 @@ pub const READ_TIMEOUT: StdDuration = StdDuration::from_millis(500);
 pub const START_READ_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 
 /// Reading a secret failed (names the secret's variable, never its value).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct SecretError(pub String);
-
-impl std::fmt::Display for SecretError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// Where secret values are read: Secrets Manager ([`secretsmanager`]), or a stand-in.
 #[async_trait]
