@@ -155,7 +155,7 @@ fn persona(vars: &Vars) -> Result<String, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &[
         "AGENT_API_KEYS",
@@ -244,14 +244,14 @@ mod tests {
         );
         assert_eq!(agent.persona, "You are Hal.");
         let long = "あ".repeat(MAX_PERSONA_CHARS + 1);
-        for (var, value) in [
-            ("AGENT_PLANNER_MODEL", "gpt 4o"),
-            ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
-            ("AGENT_PERSONA", long.as_str()),
-        ] {
-            let err = from(&[(var, value)]).unwrap_err();
-            assert_eq!(err.var, var, "{var}={value}");
-        }
+        each_names_its_variable(
+            &[
+                ("AGENT_PLANNER_MODEL", "gpt 4o"),
+                ("AGENT_RESPONDER_MODEL", "gpt-4o?x=1"),
+                ("AGENT_PERSONA", long.as_str()),
+            ],
+            AgentConfig::from_vars,
+        );
     }
 
     #[test]

@@ -101,7 +101,7 @@ impl DispatchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &[
         "DISPATCH_GRACE_SECS",
@@ -132,22 +132,22 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        for (var, value) in [
-            ("DISPATCH_GRACE_SECS", "-1"),
-            ("DISPATCH_GRACE_SECS", "3601"),
-            ("DISPATCH_CLAIM_TIMEOUT_SECS", "4"),
-            ("DISPATCH_CONCURRENCY", "0"),
-            ("DISPATCH_CONCURRENCY", "5001"),
-            ("DISPATCH_STORE_CONCURRENCY", "0"),
-            ("DISPATCH_CALLS_PER_WORKER", "99"),
-            ("DISPATCH_MAX_WORKERS", "0"),
-            ("DISPATCH_MAX_WORKERS", "257"),
-            ("CALL_CONFIRM_WAIT_MS", "999"),
-            ("CALL_MAX_PUSHES", "0"),
-        ] {
-            let err = DispatchConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
-            assert_eq!(err.var, var, "{var}={value}");
-        }
+        each_names_its_variable(
+            &[
+                ("DISPATCH_GRACE_SECS", "-1"),
+                ("DISPATCH_GRACE_SECS", "3601"),
+                ("DISPATCH_CLAIM_TIMEOUT_SECS", "4"),
+                ("DISPATCH_CONCURRENCY", "0"),
+                ("DISPATCH_CONCURRENCY", "5001"),
+                ("DISPATCH_STORE_CONCURRENCY", "0"),
+                ("DISPATCH_CALLS_PER_WORKER", "99"),
+                ("DISPATCH_MAX_WORKERS", "0"),
+                ("DISPATCH_MAX_WORKERS", "257"),
+                ("CALL_CONFIRM_WAIT_MS", "999"),
+                ("CALL_MAX_PUSHES", "0"),
+            ],
+            DispatchConfig::from_vars,
+        );
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn is_version(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &["MAINTENANCE_MODE", "MINIMUM_VERSION", "INFO_MESSAGE"];
 
@@ -57,16 +57,15 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        for (var, value) in [
-            ("MAINTENANCE_MODE", "yes"),
-            ("MINIMUM_VERSION", "v1"),
-            ("MINIMUM_VERSION", "1.2.3.4"),
-            ("MINIMUM_VERSION", "1..2"),
-        ] {
-            let err = InfoConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
-            assert_eq!(err.var, var, "{var}={value}");
-            assert!(err.to_string().contains(var));
-        }
+        each_names_its_variable(
+            &[
+                ("MAINTENANCE_MODE", "yes"),
+                ("MINIMUM_VERSION", "v1"),
+                ("MINIMUM_VERSION", "1.2.3.4"),
+                ("MINIMUM_VERSION", "1..2"),
+            ],
+            InfoConfig::from_vars,
+        );
     }
 
     #[test]

@@ -264,6 +264,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testing::each_names_its_variable;
 
     #[test]
     fn bad_values_name_their_variable() {
@@ -278,11 +279,7 @@ mod tests {
             ("AGENT_DAILY_LIMIT", "0"),
             ("DISPATCH_GRACE_SECS", "-1"),
         ];
-        for (var, value) in cases {
-            let err = Config::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
-            assert_eq!(err.var, var, "{var}={value}");
-            assert!(err.to_string().contains(var));
-        }
+        each_names_its_variable(&cases, Config::from_vars);
     }
 
     #[test]

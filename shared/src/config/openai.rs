@@ -38,7 +38,7 @@ impl OpenAiConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &["OPENAI_BASE_URL", "OPENAI_API_KEY", "PROVIDER_TIMEOUT_MS"];
 
@@ -52,17 +52,17 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_variable() {
-        for (var, value) in [
-            ("PROVIDER_TIMEOUT_MS", "60000"),
-            ("PROVIDER_TIMEOUT_MS", "25001"),
-            ("PROVIDER_TIMEOUT_MS", "99"),
-            ("PROVIDER_TIMEOUT_MS", "soon"),
-            ("OPENAI_BASE_URL", "ftp://example.com"),
-            ("OPENAI_BASE_URL", "not a url"),
-        ] {
-            let err = OpenAiConfig::from_vars(&Vars::from_pairs(&[(var, value)])).unwrap_err();
-            assert_eq!(err.var, var, "{var}={value}");
-        }
+        each_names_its_variable(
+            &[
+                ("PROVIDER_TIMEOUT_MS", "60000"),
+                ("PROVIDER_TIMEOUT_MS", "25001"),
+                ("PROVIDER_TIMEOUT_MS", "99"),
+                ("PROVIDER_TIMEOUT_MS", "soon"),
+                ("OPENAI_BASE_URL", "ftp://example.com"),
+                ("OPENAI_BASE_URL", "not a url"),
+            ],
+            OpenAiConfig::from_vars,
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use super::Vars;
+use super::{ConfigError, Vars};
 
 /// A value no section accepts for each variable that can be wrong (one of a group that is
 /// all or none counts as wrong alone).
@@ -59,4 +59,17 @@ pub fn names(list: &[&str]) -> BTreeSet<String> {
 pub fn reads_only<T>(own: &[&str], read: impl Fn(&Vars) -> T) -> T {
     assert_eq!(variables_read(|vars| drop(read(vars))), names(own));
     read(&broken_except(own))
+}
+
+/// Asserts that each `(variable, value)` alone makes `read` fail naming that variable (in its
+/// field and in its message).
+pub fn each_names_its_variable<T: std::fmt::Debug>(
+    cases: &[(&str, &str)],
+    read: impl Fn(&Vars) -> Result<T, ConfigError>,
+) {
+    for &(var, value) in cases {
+        let err = read(&Vars::from_pairs(&[(var, value)])).unwrap_err();
+        assert_eq!(err.var, var, "{var}={value}");
+        assert!(err.to_string().contains(var), "{var}={value}: {err}");
+    }
 }
