@@ -178,14 +178,7 @@ async fn devices_and_calls_log_no_tokens_device_ids_keys_or_names() {
 
     capture.assert_line("the probe line", &[("probe", json!(PROBE))]);
     assert_handler_lines(&capture, DEVICE);
-    capture.assert_line(
-        "the access log line of a 401",
-        &[
-            ("route", json!("/devices")),
-            ("status", json!(401)),
-            ("code", json!("UNAUTHORIZED")),
-        ],
-    );
+    capture.assert_refusal_logged("/devices", 401, "UNAUTHORIZED");
     capture.assert_line(
         "the access log line of the cancel",
         &[("route", json!("/calls")), ("status", json!(204))],
@@ -218,14 +211,7 @@ async fn store_failures_log_no_tokens_or_device_ids() {
         assert_eq!(status, 503, "{method} {path}: {text}");
     }
     assert_eq!(app.events.published().len(), 4);
-    capture.assert_line(
-        "the access log line of a 503",
-        &[
-            ("route", json!("/devices")),
-            ("status", json!(503)),
-            ("code", json!("SERVICE_UNAVAILABLE")),
-        ],
-    );
+    capture.assert_refusal_logged("/devices", 503, "SERVICE_UNAVAILABLE");
     capture.assert_none_of(forbidden());
 }
 

@@ -114,14 +114,7 @@ async fn chat_success_and_provider_failures_log_no_contents_keys_or_replies() {
         "the access log line of the 200",
         &[("route", json!("/api/chat")), ("status", json!(200))],
     );
-    capture.assert_line(
-        "the access log line of a 500",
-        &[
-            ("route", json!("/api/chat")),
-            ("status", json!(500)),
-            ("code", json!("INSUFFICIENT_CREDITS")),
-        ],
-    );
+    capture.assert_refusal_logged("/api/chat", 500, "INSUFFICIENT_CREDITS");
 
     capture.assert_none_of(FORBIDDEN);
 }
@@ -158,14 +151,7 @@ async fn rejected_requests_log_no_contents() {
     }
     assert_eq!(app.openai.request_count(), 0);
 
-    capture.assert_line(
-        "the access log line of a 400",
-        &[
-            ("route", json!("/api/chat")),
-            ("status", json!(400)),
-            ("code", json!("INVALID_REQUEST")),
-        ],
-    );
+    capture.assert_refusal_logged("/api/chat", 400, "INVALID_REQUEST");
     capture.assert_none_of(FORBIDDEN);
 }
 

@@ -77,6 +77,18 @@ impl LogCapture {
         );
     }
 
+    /// Fails unless the access log holds a `status` answer on `route` with the error `code`.
+    pub fn assert_refusal_logged(&self, route: &str, status: u16, code: &str) {
+        self.assert_line(
+            &format!("the access log line of the {status} {code} on {route}"),
+            &[
+                ("route", route.into()),
+                ("status", status.into()),
+                ("code", code.into()),
+            ],
+        );
+    }
+
     /// How many lines were captured and the last ones: what a failed positive control shows.
     pub fn summary(&self) -> String {
         let contents = self.contents();
