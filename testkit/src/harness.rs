@@ -174,6 +174,15 @@ pub async fn spawn_app_on(
 }
 
 impl TestApp {
+    /// The device record the app's store holds for `device` at the wall clock's now, if any.
+    pub async fn stored_device(&self, device: &str) -> Option<Device> {
+        let id = DeviceId::parse("deviceId", device).expect("a valid device id");
+        self.store
+            .get_device(&id, Utc::now())
+            .await
+            .expect("the store answers")
+    }
+
     /// The app's EMF lines so far, parsed.
     pub fn metric_lines(&self) -> Vec<serde_json::Value> {
         self.metrics
@@ -261,6 +270,17 @@ impl TestApp {
 /// Sends a request built with `TestApp::agent*`.
 pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
     request.send().await.expect("request reaches the app")
+}
+
+/// Sends the request, presenting the device's secret (`X-Device-Secret`) when it has one.
+pub async fn send_with_secret(
+    request: reqwest::RequestBuilder,
+    secret: Option<&str>,
+) -> reqwest::Response {
+    match secret {
+        Some(secret) => send(request.header("x-device-secret", secret)).await,
+        None => send(request).await,
+    }
 }
 
 /// A response header as text, if present.

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, send, spawn_app_with,
+    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, send,
+    send_with_secret, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -52,13 +53,10 @@ fn token() -> String {
 }
 
 async fn put_device(app: &TestApp, device: &str, secret: Option<&str>) -> Value {
-    let mut request = app
+    let request = app
         .agent(http::Method::PUT, "/devices")
         .body(json!({"deviceId": device, "voipToken": token()}).to_string());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    let response = send(request).await;
+    let response = send_with_secret(request, secret).await;
     assert_eq!(response.status().as_u16(), 200);
     response.json().await.unwrap()
 }
@@ -78,13 +76,10 @@ async fn proven(app: &TestApp, device: &str) -> String {
 
 async fn round_1(app: &TestApp, device: &str, secret: Option<&str>) -> reqwest::Response {
     let body = json!({"message": "ねえ", "capabilities": ["calendar"], "deviceId": device});
-    let mut request = app
+    let request = app
         .agent(http::Method::POST, "/agent")
         .body(body.to_string());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(request, secret).await
 }
 
 /// Round 1 answered, with `remaining` of the day's calls left.

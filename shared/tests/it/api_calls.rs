@@ -12,7 +12,7 @@ use koe::domain::reservation::{CallId, ReservationStatus, RunToken};
 use koe::store::Outcome;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, invalid_field, send, spawn_app_with,
+    FailingStore, TestApp, error_body, invalid_field, send, send_with_secret, spawn_app_with,
 };
 use serde_json::{Value, json};
 
@@ -668,12 +668,7 @@ async fn the_core_flow_works_on_dynamodb_local() {
     error_body(get(&app, &device).await, 404, "NOT_FOUND").await;
 
     register(&app, &device).await;
-    let stored = app
-        .store
-        .get_device(&device_id(&device), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(&device).await.unwrap();
     assert_eq!(stored.voip_token.expose(), token());
 
     let response = post_raw(
@@ -721,16 +716,17 @@ async fn calls_with_secret(
     device: &str,
     secret: Option<&str>,
 ) -> reqwest::Response {
-    let mut request = if method == http::Method::POST {
-        app.agent(method, "/calls")
-            .body(json!({"deviceId": device, "scheduledAt": AT, "callerName": "Mika"}).to_string())
-    } else {
-        app.agent(method, &format!("/calls?deviceId={}", encode(device)))
-    };
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(
+        if method == http::Method::POST {
+            app.agent(method, "/calls").body(
+                json!({"deviceId": device, "scheduledAt": AT, "callerName": "Mika"}).to_string(),
+            )
+        } else {
+            app.agent(method, &format!("/calls?deviceId={}", encode(device)))
+        },
+        secret,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -815,12 +811,7 @@ async fn a_device_whose_token_was_removed_still_needs_its_proven_secret() {
     )
     .await;
     assert_eq!(proven.status().as_u16(), 200);
-    let stored = app
-        .store
-        .get_device(&device_id(device), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(device).await.unwrap();
     assert!(
         app.store
             .remove_device(&device_id(device), &stored.voip_token)

@@ -9,7 +9,9 @@ use koe::clock::Clock;
 use koe::domain::reservation::{CallId, RunToken};
 use koe::store::{ClaimAnswer, Outcome};
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{TestApp, error_body, header, invalid_field, send, spawn_app_with};
+use koe_testkit::harness::{
+    TestApp, error_body, header, invalid_field, send, send_with_secret, spawn_app_with,
+};
 use serde_json::{Value, json};
 
 use super::api_calls::{device_id, get_ok, post_raw, token};
@@ -46,13 +48,12 @@ async fn register_confirming(app: &TestApp, device: &str) -> Value {
 }
 
 async fn confirm_raw(app: &TestApp, body: &str, secret: Option<&str>) -> reqwest::Response {
-    let mut request = app
-        .agent(http::Method::POST, "/calls/confirm")
-        .body(body.to_owned());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(
+        app.agent(http::Method::POST, "/calls/confirm")
+            .body(body.to_owned()),
+        secret,
+    )
+    .await
 }
 
 async fn confirm(app: &TestApp, device: &str, call: &str) -> reqwest::Response {
