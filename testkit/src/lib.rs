@@ -14,6 +14,7 @@ pub mod function_url;
 pub mod gateway;
 pub mod harness;
 pub mod logs;
+pub mod loopback;
 pub mod oidc;
 pub mod openai;
 pub mod push;

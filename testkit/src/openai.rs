@@ -355,12 +355,7 @@ async fn answer(
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = crate::loopback::body_bytes(request.into_body()).await;
     if !path_ok {
         return Some(respond(
             404,

@@ -1,37 +1,11 @@
-//! What the proxies in front of DynamoDB Local share (`reply_drop`, `limits_proxy`): the accept
-//! loop, the operation a request names, and an upstream answer passed back as it came.
-
-use std::future::Future;
+//! What the proxies in front of DynamoDB Local share (`reply_drop`, `limits_proxy`): the
+//! operation a request names, and an upstream answer passed back as it came.
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 
-pub(super) type Response = hyper::Response<Full<Bytes>>;
-
-/// Serves HTTP/1 on `listener` with `handle`. An `Err` from it ends the connection unanswered,
-/// as a network failure would.
-pub(super) async fn serve<H, F>(listener: TcpListener, handle: H)
-where
-    H: Fn(hyper::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Result<Response, std::io::Error>> + Send + 'static,
-{
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service_fn(handle))
-                .await;
-        });
-    }
-}
+pub(super) use crate::loopback::Response;
 
 /// The operation (`PutItem`, `Query`, ...) of a request, from its `X-Amz-Target`.
 pub(super) fn operation(headers: &HeaderMap) -> String {
