@@ -16,6 +16,7 @@ use koe::domain::reservation::{Reservation, RunToken};
 use koe::store::Outcome;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
+use koe_bench::percentile;
 use koe_testkit::dispatching::reserve_soon;
 use koe_testkit::dynamodb;
 
@@ -28,10 +29,6 @@ fn cpu_seconds() -> f64 {
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     ticks / 100.0
-}
-
-fn percentile(sorted: &[f64], p: usize) -> f64 {
-    sorted[((sorted.len() - 1) * p).div_ceil(100)]
 }
 
 /// One call's four dispatch requests; their latencies in ms.
