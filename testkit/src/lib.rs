@@ -18,6 +18,7 @@ pub mod loopback;
 pub mod oidc;
 pub mod openai;
 pub mod push;
+pub mod raw_http;
 pub mod runtime_api;
 pub mod secretsmanager;
 pub mod template;

@@ -198,24 +198,13 @@ async fn the_key_is_checked_before_an_oversized_body() {
 /// answer is waited for again (5 s). Returns what came before the body (`None`: nothing) and
 /// the status line in the end.
 fn status_lines(agent_url: &str, head: &str, wait: Duration, then_body: bool) -> [String; 2] {
-    use std::io::{Read, Write};
+    use koe_testkit::raw_http::read_status_line;
+    use std::io::Write;
     let addr = agent_url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).expect("connects");
     stream.set_read_timeout(Some(wait)).unwrap();
     stream.write_all(head.as_bytes()).unwrap();
-    let read_head = |stream: &mut std::net::TcpStream| {
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => answer.extend_from_slice(&buf[..n]),
-            }
-        }
-        let answer = String::from_utf8_lossy(&answer).into_owned();
-        answer.lines().next().unwrap_or_default().to_owned()
-    };
-    let before = read_head(&mut stream);
+    let before = read_status_line(&mut stream);
     if !then_body || !before.is_empty() {
         return [before.clone(), before];
     }
@@ -223,7 +212,7 @@ fn status_lines(agent_url: &str, head: &str, wait: Duration, then_body: bool) ->
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let after = read_head(&mut stream);
+    let after = read_status_line(&mut stream);
     [before, after]
 }
 
