@@ -261,6 +261,38 @@ impl TestApp {
             .header("x-api-key", key)
     }
 
+    /// `PUT /devices` for `device` with `token`, presenting `secret` if given; asserts the 200
+    /// and returns its body.
+    pub async fn put_device(
+        &self,
+        device: &str,
+        token: &str,
+        secret: Option<&str>,
+    ) -> serde_json::Value {
+        let body = serde_json::json!({"deviceId": device, "voipToken": token});
+        let request = self
+            .agent(http::Method::PUT, "/devices")
+            .body(body.to_string());
+        let response = send_with_secret(request, secret).await;
+        assert_eq!(response.status().as_u16(), 200, "PUT /devices for {device}");
+        response.json().await.expect("a JSON answer")
+    }
+
+    /// Registers `device` with `token`; returns the secret it was issued (not yet proven).
+    pub async fn register_device(&self, device: &str, token: &str) -> String {
+        let issued = self.put_device(device, token, None).await;
+        let secret = issued["deviceSecret"].as_str();
+        secret.expect("a new device gets its secret").to_owned()
+    }
+
+    /// Registers `device` and proves its secret (a `PUT /devices` presenting it): from now on
+    /// every request for the device needs it. Returns the secret.
+    pub async fn register_proven_device(&self, device: &str, token: &str) -> String {
+        let secret = self.register_device(device, token).await;
+        self.put_device(device, token, Some(&secret)).await;
+        secret
+    }
+
     /// A request to the agent API with the test key ([`TEST_API_KEY`]).
     pub fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
         self.agent_with_key(method, path, TEST_API_KEY)

@@ -13,7 +13,7 @@ use koe_testkit::harness::{
     send_with_secret, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The app's clock: Sunday 2026-03-01, 09:00 in Tokyo.
 const NOW: &str = "2026-03-01T00:00:00Z";
@@ -50,28 +50,6 @@ fn device() -> String {
 
 fn token() -> String {
     "0a1b2c3d".repeat(8)
-}
-
-async fn put_device(app: &TestApp, device: &str, secret: Option<&str>) -> Value {
-    let request = app
-        .agent(http::Method::PUT, "/devices")
-        .body(json!({"deviceId": device, "voipToken": token()}).to_string());
-    let response = send_with_secret(request, secret).await;
-    assert_eq!(response.status().as_u16(), 200);
-    response.json().await.unwrap()
-}
-
-/// Registers `device`; returns its secret, not yet proven.
-async fn registered(app: &TestApp, device: &str) -> String {
-    let body = put_device(app, device, None).await;
-    body["deviceSecret"].as_str().unwrap().to_owned()
-}
-
-/// Registers `device` and proves its secret (a `PUT /devices` presenting it); returns it.
-async fn proven(app: &TestApp, device: &str) -> String {
-    let secret = registered(app, device).await;
-    put_device(app, device, Some(&secret)).await;
-    secret
 }
 
 async fn round_1(app: &TestApp, device: &str, secret: Option<&str>) -> reqwest::Response {
@@ -115,7 +93,7 @@ async fn switch_off_serves_any_device_with_or_without_a_secret_as_today() {
         answered(round_1(&app, &unregistered, Some("wrong")).await, LIMIT - 2).await;
         answered(round_1(&app, &unregistered, Some("")).await, LIMIT - 3).await;
         let device = device();
-        proven(&app, &device).await;
+        app.register_proven_device(&device, &token()).await;
         answered(round_1(&app, &device, None).await, LIMIT - 1).await;
     }
 }
@@ -130,12 +108,12 @@ async fn switch_on_serves_round_1_only_for_a_registered_device_presenting_its_pr
 
     // Registered, its secret not proven yet: refused, even presenting it.
     let device = device();
-    let secret = registered(&app, &device).await;
+    let secret = app.register_device(&device, &token()).await;
     secret_required(&app, round_1(&app, &device, None).await).await;
     secret_required(&app, round_1(&app, &device, Some(&secret)).await).await;
 
     // Proven: served with it; refused without it or with another value.
-    put_device(&app, &device, Some(&secret)).await;
+    app.put_device(&device, &token(), Some(&secret)).await;
     answered(round_1(&app, &device, Some(&secret)).await, LIMIT - 1).await;
     secret_required(&app, round_1(&app, &device, None).await).await;
     let wrong = format!("{}0", &secret[1..]);
@@ -155,7 +133,7 @@ async fn switch_on_serves_round_1_only_for_a_registered_device_presenting_its_pr
 async fn switch_on_leaves_round_2_to_its_binding_to_round_1() {
     let app = app(Some("1")).await;
     let device = device();
-    proven(&app, &device).await;
+    app.register_proven_device(&device, &token()).await;
     app.openai.script([Behaviour::complete(
         json!({"reply": "あしたは歯医者さんだね。", "emotion": "neutral"}).to_string(),
     )]);

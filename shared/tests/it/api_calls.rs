@@ -733,16 +733,7 @@ async fn calls_with_secret(
 async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not() {
     let (app, _clock) = app_at_now().await;
     let device = "calls-secret-device";
-    let body = json!({"deviceId": device, "voipToken": token()});
-    let first: Value = send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(body.to_string()),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let secret = first["deviceSecret"].as_str().unwrap().to_owned();
+    let secret = app.register_device(device, &token()).await;
     let other = format!("{}0", &secret[1..]);
 
     // Not proven yet (today's app): no header needed, but a wrong one is refused.
@@ -760,13 +751,7 @@ async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not()
     );
 
     // The app proves it on PUT /devices: from now on /calls needs it.
-    let proven = send(
-        app.agent(http::Method::PUT, "/devices")
-            .header("x-device-secret", &secret)
-            .body(body.to_string()),
-    )
-    .await;
-    assert_eq!(proven.status().as_u16(), 200);
+    app.put_device(device, &token(), Some(&secret)).await;
     for method in [http::Method::GET, http::Method::DELETE, http::Method::POST] {
         for presented in [None, Some(other.as_str())] {
             let refused = calls_with_secret(&app, method.clone(), device, presented).await;
@@ -794,23 +779,7 @@ async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not()
 async fn a_device_whose_token_was_removed_still_needs_its_proven_secret() {
     let (app, _clock) = app_at_now().await;
     let device = "calls-secret-dead-token";
-    let body = json!({"deviceId": device, "voipToken": token()});
-    let issued: Value = send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(body.to_string()),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let secret = issued["deviceSecret"].as_str().unwrap().to_owned();
-    let proven = send(
-        app.agent(http::Method::PUT, "/devices")
-            .header("x-device-secret", &secret)
-            .body(body.to_string()),
-    )
-    .await;
-    assert_eq!(proven.status().as_u16(), 200);
+    let secret = app.register_proven_device(device, &token()).await;
     let stored = app.stored_device(device).await.unwrap();
     assert!(
         app.store
