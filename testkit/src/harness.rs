@@ -344,6 +344,12 @@ pub async fn error_body(response: reqwest::Response, status: u16, code: &str) ->
     body
 }
 
+/// As [`error_body`]; returns the error's message.
+pub async fn error_message(response: reqwest::Response, status: u16, code: &str) -> String {
+    let body = error_body(response, status, code).await;
+    body["message"].as_str().unwrap_or_default().to_owned()
+}
+
 /// Asserts the answer to a request that no route matches, as the front gives it: koe-local's
 /// contract error (404 NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow: allow` when the path
 /// has other methods), or API Gateway's own 404 `{"message":"Not Found"}` (an HTTP API has no

@@ -294,12 +294,11 @@ async fn a_proven_secret_is_required(app: &TestApp, clock: &ManualClock) {
     let wrong = confirm_raw(app, &body, Some(&other)).await;
     error_body(wrong, 403, "DEVICE_SECRET_REQUIRED").await;
     // Presented here, it proves the device: from now on it is required.
+    let confirmed = confirm_raw(app, &body, Some(&secret)).await;
     assert_eq!(
-        confirm_raw(app, &body, Some(&secret))
-            .await
-            .status()
-            .as_u16(),
-        200
+        confirmed.status().as_u16(),
+        200,
+        "proven by this confirmation"
     );
     for presented in [None, Some(other.as_str())] {
         let refused = confirm_raw(app, &body, presented).await;
@@ -307,13 +306,8 @@ async fn a_proven_secret_is_required(app: &TestApp, clock: &ManualClock) {
     }
     let malformed = confirm_raw(app, &body, Some(&"a".repeat(129))).await;
     invalid_field(malformed, "X-Device-Secret").await;
-    assert_eq!(
-        confirm_raw(app, &body, Some(&secret))
-            .await
-            .status()
-            .as_u16(),
-        200
-    );
+    let confirmed = confirm_raw(app, &body, Some(&secret)).await;
+    assert_eq!(confirmed.status().as_u16(), 200, "with the proven secret");
 }
 
 macro_rules! on_both_stores {

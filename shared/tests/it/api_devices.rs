@@ -7,7 +7,8 @@ use koe::clock::Clock;
 use koe::domain::device::PushEnvironment;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, invalid_field, send, send_with_secret, spawn_app_with,
+    FailingStore, TestApp, error_body, error_message, invalid_field, send, send_with_secret,
+    spawn_app_with,
 };
 use serde_json::{Value, json};
 
@@ -326,13 +327,8 @@ async fn once_the_app_has_presented_its_secret_the_token_cannot_be_replaced_with
     assert_eq!(proven.status().as_u16(), 200);
     let attacker = json!({"deviceId": DEVICE, "voipToken": format!("ff{}", "00112233".repeat(8))});
     let refused = put(&app, &attacker).await;
-    let error = error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("X-Device-Secret")
-    );
+    let message = error_message(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    assert!(message.contains("X-Device-Secret"), "{message}");
     let stored = app.stored_device(DEVICE).await.unwrap();
     assert_eq!(
         stored.voip_token.expose(),
