@@ -37,6 +37,13 @@ struct Phone {
     confirms_attempt: Option<u64>,
 }
 
+/// A phone that confirms the push of `attempt` (`None`: never).
+fn confirming(attempt: Option<u64>) -> Phone {
+    Phone {
+        confirms_attempt: attempt,
+    }
+}
+
 struct World {
     store: Arc<dyn Store>,
     push: Arc<RecordingPushSender>,
@@ -165,42 +172,10 @@ impl World {
 
 async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
     let mut w = World::new(store);
-    let at_once = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(1),
-            },
-            1500,
-        )
-        .await;
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
-    let second = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(2),
-            },
-            1500,
-        )
-        .await;
-    let plain = w
-        .call(
-            false,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
+    let at_once = w.call(true, confirming(Some(1)), 1500).await;
+    let never = w.call(true, confirming(None), 1500).await;
+    let second = w.call(true, confirming(Some(2)), 1500).await;
+    let plain = w.call(false, confirming(None), 1500).await;
     let phones = w.start_phones(Utc::now() + Duration::seconds(5));
     let report = w.run(StdDuration::from_millis(4500)).await;
     phones.await.unwrap();
@@ -246,15 +221,7 @@ async fn each_phone_gets_the_pushes_it_needs_on_dynamodb_local() {
 /// finds the call due again and pushes it (late, within grace), once per attempt.
 async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
     let mut w = World::new(store);
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1100,
-        )
-        .await;
+    let never = w.call(true, confirming(None), 1100).await;
     // Ends 0.2 s after the call's second, before the wait after its push does (0.4 s).
     let window = never.scheduled_at.utc() + Duration::milliseconds(200) - Utc::now();
     w.run(window.to_std().unwrap()).await;
@@ -296,24 +263,8 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     let world = koe_testkit::dispatching::ProxiedWorld::new().await;
     let mut w = World::new(world.store.clone());
     w.push = world.push.clone();
-    let second = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(2),
-            },
-            1500,
-        )
-        .await;
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
+    let second = w.call(true, confirming(Some(2)), 1500).await;
+    let never = w.call(true, confirming(None), 1500).await;
     world.dropper.drop_replies("UpdateItem", ":rang", 1);
     world.dropper.drop_replies("UpdateItem", ":nextAtMs", 2);
     world
@@ -344,15 +295,7 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
 /// within grace, and the call ends `unconfirmed`.
 async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let mut w = World::new(store.clone());
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            300,
-        )
-        .await;
+    let never = w.call(true, confirming(None), 300).await;
     let due = never.scheduled_at.utc();
     tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
     let dead = koe::domain::reservation::RunToken::generate();

@@ -253,39 +253,10 @@ async fn a_presented_secret_proves_the_device(store: DynStore) {
     );
 }
 
-macro_rules! refusals_suite {
-    (store: $store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        refusals_suite!(@tests
-            refused_creates_leave_the_minutes_count_as_it_was,
-            a_cancelled_reservation_is_never_made_again,
-            a_cancel_made_again_never_cancels_a_newer_reservation,
-            an_expired_device_record_is_absent_everywhere,
-            a_presented_secret_proves_the_device,
-        );
-    };
-    (@tests $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                super::$name(store().await).await;
-            }
-        )*
-    };
-}
-
-mod memory {
-    refusals_suite!(store: koe::store::memory::MemoryStore::new());
-}
-
-/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
-mod dynamodb {
-    refusals_suite!(store: koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(
+    refused_creates_leave_the_minutes_count_as_it_was,
+    a_cancelled_reservation_is_never_made_again,
+    a_cancel_made_again_never_cancels_a_newer_reservation,
+    an_expired_device_record_is_absent_everywhere,
+    a_presented_secret_proves_the_device,
+);

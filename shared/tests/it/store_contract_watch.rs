@@ -109,33 +109,7 @@ async fn of_creates_at_once_one_claims_the_wake(store: DynStore) {
     assert_eq!(won, 1);
 }
 
-macro_rules! watch_suite {
-    ($store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        #[tokio::test]
-        async fn a_watch_is_only_raised_and_a_wake_claimed_once() {
-            super::a_watch_is_only_raised_and_a_wake_claimed_once(store().await).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn of_creates_at_once_one_claims_the_wake() {
-            super::of_creates_at_once_one_claims_the_wake(store().await).await;
-        }
-    };
-}
-
-mod memory {
-    watch_suite!(koe::store::memory::MemoryStore::new());
-}
-
-/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
-mod dynamodb {
-    watch_suite!(koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(
+    a_watch_is_only_raised_and_a_wake_claimed_once;
+    multi_thread: of_creates_at_once_one_claims_the_wake,
+);
