@@ -207,16 +207,6 @@ async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
     assert_eq!((report.re_pushed, report.unconfirmed), (3, 1), "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_phone_gets_the_pushes_it_needs_on_the_memory_store() {
-    each_phone_gets_the_pushes_it_needs(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_phone_gets_the_pushes_it_needs_on_dynamodb_local() {
-    each_phone_gets_the_pushes_it_needs(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
-}
-
 /// The run that pushed first ends (its window) before the wait does: a later run's selection
 /// finds the call due again and pushes it (late, within grace), once per attempt.
 async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
@@ -243,16 +233,6 @@ async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
     );
     w.each_attempt_pushed_once(&never).await;
     assert!(later.re_pushed >= 2 && later.lateness_ms.iter().any(|ms| *ms > 0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_later_run_pushes_again_on_the_memory_store() {
-    a_later_run_pushes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_later_run_pushes_again_on_dynamodb_local() {
-    a_later_run_pushes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
 }
 
 /// DynamoDB Local behind a proxy that loses replies (after the write happened) of the
@@ -335,12 +315,8 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     w.each_attempt_pushed_once(&never).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_whose_run_died_goes_again_on_the_memory_store() {
-    a_push_whose_run_died_goes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_whose_run_died_goes_again_on_dynamodb_local() {
-    a_push_whose_run_died_goes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
-}
+on_each_store!(;
+    multi_thread: each_phone_gets_the_pushes_it_needs,
+    a_later_run_pushes_again,
+    a_push_whose_run_died_goes_again,
+);
