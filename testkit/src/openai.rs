@@ -107,6 +107,13 @@ pub fn tokens(text: &str) -> Vec<String> {
 }
 
 impl Behaviour {
+    /// The agent's planner deciding to answer at once (`POST /agent` round 1): `reply`, said
+    /// with `emotion`.
+    pub fn agent_answer(reply: &str, emotion: &str) -> Behaviour {
+        let decision = json!({"decision": {"type": "answer", "reply": reply, "emotion": emotion}});
+        Behaviour::complete(decision.to_string())
+    }
+
     pub fn complete(content: impl Into<String>) -> Behaviour {
         Behaviour::Complete {
             content: content.into(),

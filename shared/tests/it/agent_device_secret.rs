@@ -38,9 +38,8 @@ async fn app_with_store(require: Option<&str>, store: Option<Arc<dyn Store>>) ->
         }
     })
     .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん！", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん！", "happy"));
     app
 }
 

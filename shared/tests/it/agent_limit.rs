@@ -52,9 +52,8 @@ async fn app(adapter: Adapter, limit: u32, now: &str) -> (TestApp, Arc<ManualClo
         }
     })
     .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん！", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん！", "happy"));
     (app, clock)
 }
 
@@ -232,9 +231,8 @@ async fn round_2_is_never_counted(adapter: Adapter) {
         assert_eq!(header(&response, "x-ratelimit-limit").as_deref(), Some("1"));
         assert_eq!(header(&response, "x-ratelimit-remaining"), None);
     }
-    app.openai.script([Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    )]);
+    app.openai
+        .script([Behaviour::agent_answer("うん", "happy")]);
     allowed(&app, &device, 0).await;
     // With the day's one round 1 used, round 2 still answers.
     let response = post(&app, &round_2(&app, &device)).await;
@@ -297,9 +295,8 @@ async fn the_dynamodb_counter_carries_the_japan_day_and_its_expiry() {
     ));
     let clock = Arc::new(ManualClock::at_rfc3339("2035-03-01T20:00:00Z"));
     let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(store)).await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん", "happy"));
     let device = random_device();
     allowed(&app, &device, 49).await;
     allowed(&app, &device, 48).await;
@@ -328,9 +325,8 @@ async fn a_failing_counter_fails_open_without_the_remaining_header() {
         app.with_clock(clock).with_store(Arc::new(FailingStore))
     })
     .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん", "happy"));
     let device = random_device();
     for _ in 0..3 {
         let response = post(&app, &round_1(&device)).await;

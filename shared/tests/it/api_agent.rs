@@ -74,9 +74,7 @@ fn tomorrow_plan() -> Behaviour {
 }
 
 fn planner_answer(reply: &str, emotion: &str) -> Behaviour {
-    Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": reply, "emotion": emotion}}).to_string(),
-    )
+    Behaviour::agent_answer(reply, emotion)
 }
 
 fn responder_answer(reply: &str, emotion: &str) -> Behaviour {
