@@ -9,15 +9,17 @@ macro_rules! on_each_store {
     ($($name:ident),* $(,)? $(; multi_thread: $($threaded:ident),* $(,)?)?) => {
         mod memory {
             on_each_store!(@store koe::store::memory::MemoryStore::new();
-                $($name),*; $($($threaded),*)?);
+                $($name),*; threads 2: $($($threaded),*)?);
         }
 
         mod dynamodb {
             on_each_store!(@store koe_testkit::dynamodb::fresh_store().await;
-                $($name),*; $($($threaded),*)?);
+                $($name),*; threads 2: $($($threaded),*)?);
         }
     };
-    (@store $store:expr; $($name:ident),*; $($threaded:ident),*) => {
+    // One store's instantiation: `store()` and a test per name, the `threaded` ones on that
+    // many worker threads.
+    (@store $store:expr; $($name:ident),* $(,)?; threads $threads:tt: $($threaded:ident),* $(,)?) => {
         async fn store() -> std::sync::Arc<dyn koe::store::Store> {
             std::sync::Arc::new($store)
         }
@@ -30,7 +32,7 @@ macro_rules! on_each_store {
         )*
 
         $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
             async fn $threaded() {
                 super::$threaded(store().await).await;
             }

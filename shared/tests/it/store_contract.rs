@@ -1701,84 +1701,59 @@ async fn idempotent_answers_are_kept_first_wins_until_they_expire(store: DynStor
 
 macro_rules! contract_suite {
     (store: $store:expr, race_trials: $trials:expr $(,)?) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        contract_suite!(@tests
-            sequential: [
-                put_device_then_get_returns_the_same_record,
-                put_device_again_replaces_token_and_environment,
-                register_device_holds_the_secret_once_it_is_proven,
-                device_proof_tells_the_secrets_state,
-                get_unknown_device_is_none,
-                remove_device_with_the_current_token_deletes_it,
-                remove_device_with_a_stale_token_keeps_it,
-                create_then_get_returns_the_equal_record,
-                get_unknown_reservation_is_none,
-                create_while_scheduled_is_exists_and_keeps_the_first,
-                create_while_claimed_is_exists,
-                the_same_reservation_made_again_is_created_once_and_counted_once,
-                create_replaces_sent_failed_and_missed_records,
-                create_replaces_a_stale_scheduled_or_claimed_record,
-                an_expired_terminal_record_reads_as_none_and_is_replaceable,
-                cancel_scheduled_deletes_it,
-                cancel_without_a_reservation_is_not_found,
-                cancel_claimed_is_too_late_and_keeps_it,
-                cancel_sent_failed_or_missed_is_too_late_with_its_status,
-                cancel_expired_is_not_found,
-                claim_with_a_wrong_call_id_or_device_is_refused,
-                claim_scheduled_wins_and_records_claimed_at,
-                a_second_claim_of_a_fresh_claim_is_refused,
-                a_claim_made_before_abandoned_before_can_be_reclaimed,
-                a_claim_made_again_by_its_own_run_is_won_again,
-                the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
-                a_claim_given_back_by_its_run_is_scheduled_again,
-                finish_sent_or_failed_from_claimed_sets_status_and_expiry,
-                finish_sent_or_failed_from_scheduled_is_refused,
-                finish_with_a_wrong_call_id_is_refused,
-                finish_missed_from_scheduled_sets_status_and_expiry,
-                finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
-                finishing_twice_is_refused_the_second_time,
-                due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order,
-                a_busy_minute_spreads_over_shards_that_together_list_each_call_once,
-                usage_counts_up_to_the_limit_then_refuses_without_counting,
-                usage_is_counted_per_day_and_per_device,
-                plan_answers_count_up_to_the_bound_per_plan,
-                idempotent_answers_are_kept_first_wins_until_they_expire,
-                tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once,
-            ],
-            concurrent: [
-                concurrent_creates_for_one_device_have_one_winner,
-                concurrent_usage_never_exceeds_the_limit,
-                concurrent_usage_at_exactly_the_limit_counts_everyone,
-                concurrent_plan_answers_never_exceed_the_bound,
-                concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins,
-            ]
+        on_each_store!(@store $store;
+            put_device_then_get_returns_the_same_record,
+            put_device_again_replaces_token_and_environment,
+            register_device_holds_the_secret_once_it_is_proven,
+            device_proof_tells_the_secrets_state,
+            get_unknown_device_is_none,
+            remove_device_with_the_current_token_deletes_it,
+            remove_device_with_a_stale_token_keeps_it,
+            create_then_get_returns_the_equal_record,
+            get_unknown_reservation_is_none,
+            create_while_scheduled_is_exists_and_keeps_the_first,
+            create_while_claimed_is_exists,
+            the_same_reservation_made_again_is_created_once_and_counted_once,
+            create_replaces_sent_failed_and_missed_records,
+            create_replaces_a_stale_scheduled_or_claimed_record,
+            an_expired_terminal_record_reads_as_none_and_is_replaceable,
+            cancel_scheduled_deletes_it,
+            cancel_without_a_reservation_is_not_found,
+            cancel_claimed_is_too_late_and_keeps_it,
+            cancel_sent_failed_or_missed_is_too_late_with_its_status,
+            cancel_expired_is_not_found,
+            claim_with_a_wrong_call_id_or_device_is_refused,
+            claim_scheduled_wins_and_records_claimed_at,
+            a_second_claim_of_a_fresh_claim_is_refused,
+            a_claim_made_before_abandoned_before_can_be_reclaimed,
+            a_claim_made_again_by_its_own_run_is_won_again,
+            the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
+            a_claim_given_back_by_its_run_is_scheduled_again,
+            finish_sent_or_failed_from_claimed_sets_status_and_expiry,
+            finish_sent_or_failed_from_scheduled_is_refused,
+            finish_with_a_wrong_call_id_is_refused,
+            finish_missed_from_scheduled_sets_status_and_expiry,
+            finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
+            finishing_twice_is_refused_the_second_time,
+            due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order,
+            a_busy_minute_spreads_over_shards_that_together_list_each_call_once,
+            usage_counts_up_to_the_limit_then_refuses_without_counting,
+            usage_is_counted_per_day_and_per_device,
+            plan_answers_count_up_to_the_bound_per_plan,
+            idempotent_answers_are_kept_first_wins_until_they_expire,
+            tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once;
+            threads 4:
+            concurrent_creates_for_one_device_have_one_winner,
+            concurrent_usage_never_exceeds_the_limit,
+            concurrent_usage_at_exactly_the_limit_counts_everyone,
+            concurrent_plan_answers_never_exceed_the_bound,
+            concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins
         );
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn cancel_and_claim_race_has_exactly_one_winner() {
             super::cancel_and_claim_race_has_exactly_one_winner(store().await, $trials).await;
         }
-    };
-    (@tests sequential: [$($seq:ident),* $(,)?], concurrent: [$($conc:ident),* $(,)?]) => {
-        $(
-            #[tokio::test]
-            async fn $seq() {
-                super::$seq(store().await).await;
-            }
-        )*
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $conc() {
-                super::$conc(store().await).await;
-            }
-        )*
     };
 }
 
