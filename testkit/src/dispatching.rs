@@ -42,6 +42,12 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
     r
 }
 
+/// `r`'s reservation as `store` holds it now (by the wall clock).
+pub async fn stored<S: ReservationStore + ?Sized>(store: &S, r: &Reservation) -> Reservation {
+    let held = store.get_reservation(&r.device_id, Utc::now()).await;
+    held.expect("get_reservation").expect("the reservation")
+}
+
 /// The deployed timing with a 3 s window re-selected every 500 ms, so a run takes seconds.
 pub fn short_run() -> DispatchConfig {
     let mut settings = Config::from_vars(&Vars::from_pairs(&[]))

@@ -144,11 +144,7 @@ impl World {
     }
 
     async fn stored(&self, r: &Reservation) -> Reservation {
-        self.store
-            .get_reservation(&r.device_id, Utc::now())
-            .await
-            .unwrap()
-            .expect("the reservation")
+        koe_testkit::dispatching::stored(&*self.store, r).await
     }
 
     /// Never two pushes of one attempt, never a push after its call's confirmation was stored.

@@ -18,7 +18,7 @@ use koe::domain::due::Part;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
-use koe_testkit::dispatching::reserve_at;
+use koe_testkit::dispatching::{reserve_at, stored};
 use koe_testkit::push::RecordingPushSender;
 use tokio::task::JoinHandle;
 
@@ -77,12 +77,7 @@ impl World {
         assert_eq!(pushes.len(), CALLS, "every call pushed");
         assert!(pushes.values().all(|n| *n == 1), "none twice");
         for r in &self.calls {
-            let stored = self
-                .store
-                .get_reservation(&r.device_id, Utc::now())
-                .await
-                .unwrap()
-                .unwrap();
+            let stored = stored(&*self.store, r).await;
             assert_eq!(stored.status, ReservationStatus::Sent);
         }
     }
