@@ -293,6 +293,11 @@ impl TestApp {
         secret
     }
 
+    /// `method` on `url` with no key and no body, as any client could send it.
+    pub async fn bare(&self, method: http::Method, url: String) -> reqwest::Response {
+        send(self.client.request(method, url)).await
+    }
+
     /// A request to the agent API with the test key ([`TEST_API_KEY`]).
     pub fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
         self.agent_with_key(method, path, TEST_API_KEY)

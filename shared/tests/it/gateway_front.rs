@@ -188,11 +188,11 @@ fn chunked_until_answered(addr: &str) -> (String, usize) {
 async fn dispatch_requests_go_through_the_dispatch_entrypoint() {
     let app = gateway_app().await;
     let response = app
-        .client
-        .post(format!("{}/internal/dispatch", app.agent_url))
-        .send()
-        .await
-        .unwrap();
+        .bare(
+            http::Method::POST,
+            format!("{}/internal/dispatch", app.agent_url),
+        )
+        .await;
     // The dispatch function answered (API Gateway's shape from `dispatch::handle`): the
     // contract's 401, not a gateway error.
     error_body(response, 401, "UNAUTHORIZED").await;
