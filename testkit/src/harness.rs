@@ -304,6 +304,14 @@ impl TestApp {
     }
 }
 
+/// `app` on `store` when one is given, else on the store it has (the in-memory one).
+pub fn on_store(app: App, store: Option<Arc<dyn Store>>) -> App {
+    match store {
+        Some(store) => app.with_store(store),
+        None => app,
+    }
+}
+
 /// Sends a request built with `TestApp::agent*`.
 pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
     request.send().await.expect("request reaches the app")

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, send,
+    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, on_store, send,
     send_with_secret, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
@@ -30,14 +30,7 @@ async fn app_with_store(require: Option<&str>, store: Option<Arc<dyn Store>>) ->
     if let Some(value) = require {
         vars.push(("AGENT_REQUIRE_DEVICE_SECRET", value));
     }
-    let app = spawn_app_with(&vars, |app| {
-        let app = app.with_clock(clock);
-        match store {
-            Some(store) => app.with_store(store),
-            None => app,
-        }
-    })
-    .await;
+    let app = spawn_app_with(&vars, |app| on_store(app.with_clock(clock), store)).await;
     app.openai
         .set_default(Behaviour::agent_answer("うん！", "happy"));
     app

@@ -12,7 +12,7 @@ use koe::store::UsageOutcome;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, issued_step_id, send, spawn_app_with,
+    FailingStore, TestApp, error_body, header, issued_step_id, on_store, send, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -45,11 +45,7 @@ async fn app(adapter: Adapter, limit: u32, now: &str) -> (TestApp, Arc<ManualClo
     };
     let limit = limit.to_string();
     let app = spawn_app_with(&[("AGENT_DAILY_LIMIT", &limit)], |app| {
-        let app = app.with_clock(clock.clone());
-        match store {
-            Some(store) => app.with_store(store),
-            None => app,
-        }
+        on_store(app.with_clock(clock.clone()), store)
     })
     .await;
     app.openai

@@ -276,14 +276,9 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
     let dead = koe::domain::reservation::RunToken::generate();
     let now = Utc::now();
+    let abandoned = now - Duration::seconds(30);
     let claim = store
-        .claim_due(
-            &never.device_id,
-            &never.call_id,
-            &dead,
-            now,
-            now - Duration::seconds(30),
-        )
+        .claim_due(&never.device_id, &never.call_id, &dead, now, abandoned)
         .await
         .unwrap();
     assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));

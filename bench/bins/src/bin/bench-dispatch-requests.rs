@@ -43,14 +43,9 @@ async fn one_call(store: &DynamoStore, r: &Reservation) -> [f64; 4] {
         .expect("device read");
     let read = timed(t);
     let t = Instant::now();
+    let abandoned = now - chrono::Duration::seconds(30);
     let won = store
-        .claim_reservation(
-            &r.device_id,
-            &r.call_id,
-            &run,
-            now,
-            now - chrono::Duration::seconds(30),
-        )
+        .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
         .await
         .expect("claim");
     assert!(won, "the claim is won");
