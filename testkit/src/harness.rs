@@ -298,6 +298,15 @@ impl TestApp {
         send(self.client.request(method, url)).await
     }
 
+    /// `POST /agent` with `body`, with the test key.
+    pub async fn post_agent(&self, body: &serde_json::Value) -> reqwest::Response {
+        send(
+            self.agent(http::Method::POST, "/agent")
+                .body(body.to_string()),
+        )
+        .await
+    }
+
     /// A request to the agent API with the test key ([`TEST_API_KEY`]).
     pub fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
         self.agent_with_key(method, path, TEST_API_KEY)

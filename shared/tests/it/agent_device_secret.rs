@@ -9,7 +9,7 @@ use std::sync::Arc;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, on_store, send,
+    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, on_store,
     send_with_secret, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
@@ -132,11 +132,7 @@ async fn switch_on_leaves_round_2_to_its_binding_to_round_1() {
     let step_id = issued_step_id(&device, app.clock.now());
     let round_2 = json!({"message": "ねえ", "deviceId": device, "results": [
         {"stepId": step_id, "tool": "calendar", "output": {"events": []}}]});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_2.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&round_2).await;
     let status = response.status().as_u16();
     let body = response.text().await.unwrap();
     assert_eq!(status, 200, "round 2 needs no secret: {body}");

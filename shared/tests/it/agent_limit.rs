@@ -12,7 +12,7 @@ use koe::store::UsageOutcome;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, issued_step_id, on_store, send, spawn_app_with,
+    FailingStore, TestApp, error_body, header, issued_step_id, on_store, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -65,11 +65,7 @@ fn round_2(app: &TestApp, device: &str) -> Value {
 }
 
 async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
-    send(
-        app.agent(http::Method::POST, "/agent")
-            .body(body.to_string()),
-    )
-    .await
+    app.post_agent(&body).await
 }
 
 /// Posts round 1 and asserts a 200 with `remaining` left; returns nothing else.

@@ -253,11 +253,7 @@ async fn the_agent_writes_its_tokens_and_a_client_error_is_counted() {
         .script([Behaviour::agent_answer("おはよう！", "happy")]);
     let body = json!({"message": "おはよう", "capabilities": ["calendar"],
         "deviceId": "6F9619FF-8B86-D011-B42D-00C04FC964FF"});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(body.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&body).await;
     assert_eq!(response.status(), 200);
     let refused = send(app.agent(http::Method::POST, "/agent").body("{}")).await;
     assert_eq!(refused.status(), 400);

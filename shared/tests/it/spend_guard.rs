@@ -162,11 +162,7 @@ async fn the_agent_api_is_refused_past_its_own_ceiling_and_the_day_turns_at_jst_
         .unwrap();
     let round_1 = json!({"message": "ねえ", "capabilities": ["calendar"],
         "deviceId": "spend-device"});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_1.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&round_1).await;
     error_body(response, 503, "SPEND_CEILING_REACHED").await;
     assert_eq!(app.openai.request_count(), 0);
     assert_eq!(spend_notices(&app), 1);
@@ -177,11 +173,7 @@ async fn the_agent_api_is_refused_past_its_own_ceiling_and_the_day_turns_at_jst_
     clock.set(day.ends_at);
     app.openai
         .script([Behaviour::agent_answer("うん", "happy")]);
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_1.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&round_1).await;
     assert_eq!(response.status().as_u16(), 200);
 }
 
