@@ -65,7 +65,7 @@ fn round_2(app: &TestApp, device: &str) -> Value {
 }
 
 async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
-    app.post_agent(&body).await
+    app.post_agent(body).await
 }
 
 /// Posts round 1 and asserts a 200 with `remaining` left; returns nothing else.
