@@ -47,6 +47,23 @@ async fn assert_unauthorized(response: reqwest::Response, case: &str) {
     error_body(response, 401, "UNAUTHORIZED").await;
 }
 
+/// `route` with `key` (`None`: no key) and `body` is refused as unauthorized; `case` names how.
+async fn assert_route_refuses(
+    app: &TestApp,
+    route: &Route,
+    key: Option<&str>,
+    body: &'static str,
+    case: &str,
+) {
+    let (method, path) = (route.method.clone(), route.path);
+    let request = match key {
+        Some(key) => app.agent_with_key(method, path, key),
+        None => app.agent_unauthenticated(method, path),
+    };
+    let response = send(request.body(body)).await;
+    assert_unauthorized(response, &format!("{}: {case}", name(route))).await;
+}
+
 /// Keys that must not open the agent API when the configured keys are `TEST_API_KEY` and
 /// `ROTATED_KEY`.
 fn wrong_keys() -> Vec<(&'static str, String)> {
@@ -79,12 +96,7 @@ fn wrong_keys() -> Vec<(&'static str, String)> {
 async fn every_agent_route_refuses_a_missing_key() {
     let app = rotated_app().await;
     for route in agent_routes() {
-        let response = send(
-            app.agent_unauthenticated(route.method.clone(), route.path)
-                .body("{}"),
-        )
-        .await;
-        assert_unauthorized(response, &format!("{}: no key", name(route))).await;
+        assert_route_refuses(&app, route, None, "{}", "no key").await;
     }
     assert!(app.events.published().is_empty(), "a 401 is not notified");
 }
@@ -94,12 +106,7 @@ async fn every_agent_route_refuses_every_wrong_key() {
     let app = rotated_app().await;
     for route in agent_routes() {
         for (case, key) in wrong_keys() {
-            let response = send(
-                app.agent_with_key(route.method.clone(), route.path, &key)
-                    .body("{}"),
-            )
-            .await;
-            assert_unauthorized(response, &format!("{}: {case}", name(route))).await;
+            assert_route_refuses(&app, route, Some(&key), "{}", case).await;
         }
     }
     assert!(app.events.published().is_empty(), "a 401 is not notified");
@@ -110,12 +117,7 @@ async fn without_configured_keys_every_key_is_refused_even_an_empty_one() {
     let app = spawn_app(&[("AGENT_API_KEYS", "")]).await;
     for route in agent_routes() {
         for key in ["", TEST_API_KEY] {
-            let response = send(
-                app.agent_with_key(route.method.clone(), route.path, key)
-                    .body("{}"),
-            )
-            .await;
-            assert_unauthorized(response, &format!("{}: key {key:?}", name(route))).await;
+            assert_route_refuses(&app, route, Some(key), "{}", &format!("key {key:?}")).await;
         }
         let response = send(app.agent_unauthenticated(route.method.clone(), route.path)).await;
         assert_unauthorized(response, &format!("{}: no key", name(route))).await;
@@ -153,22 +155,9 @@ async fn a_refused_request_changes_nothing() {
 async fn the_key_is_checked_before_an_invalid_json_body() {
     let app = rotated_app().await;
     for route in agent_routes() {
-        let response = send(
-            app.agent_unauthenticated(route.method.clone(), route.path)
-                .body("{not json"),
-        )
-        .await;
-        assert_unauthorized(response, &format!("{}: invalid JSON, no key", name(route))).await;
-        let response = send(
-            app.agent_with_key(route.method.clone(), route.path, "wrong-key")
-                .body("{not json"),
-        )
-        .await;
-        assert_unauthorized(
-            response,
-            &format!("{}: invalid JSON, wrong key", name(route)),
-        )
-        .await;
+        assert_route_refuses(&app, route, None, "{not json", "invalid JSON, no key").await;
+        let wrong = Some("wrong-key");
+        assert_route_refuses(&app, route, wrong, "{not json", "invalid JSON, wrong key").await;
     }
 }
 
