@@ -45,3 +45,29 @@ pub async fn seed_call(
         .unwrap();
     r
 }
+
+/// The command line's `--flag value` pairs, in order; the error names a flag without its value.
+pub fn flag_pairs() -> Result<Vec<(String, String)>, String> {
+    let mut args = std::env::args().skip(1);
+    let mut pairs = Vec::new();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        pairs.push((flag, value));
+    }
+    Ok(pairs)
+}
+
+/// The parsed options; or `None` once the error (and `usage`, when there is one) is printed,
+/// for the binary to exit with 2.
+pub fn parsed<T>(options: Result<T, String>, name: &str, usage: Option<&str>) -> Option<T> {
+    match options {
+        Ok(options) => Some(options),
+        Err(e) => {
+            match usage {
+                Some(usage) => eprintln!("{name}: {e}\nusage: {usage}"),
+                None => eprintln!("{name}: {e}"),
+            }
+            None
+        }
+    }
+}

@@ -33,15 +33,15 @@ struct Options {
     threads: usize,
 }
 
+const USAGE: &str = "bench-standin-openai [--addr ADDR] [--delay-ms MS] [--threads N]";
+
 fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         addr: "127.0.0.1:0".parse().unwrap(),
         delay: Duration::ZERO,
         threads: 1,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+    for (flag, value) in koe_bench::flag_pairs()? {
         match flag.as_str() {
             "--addr" => options.addr = value.parse().map_err(|_| "--addr: not an address")?,
             "--delay-ms" => {
@@ -58,14 +58,8 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(e) => {
-            eprintln!(
-                "bench-standin-openai: {e}\nusage: bench-standin-openai [--addr ADDR] [--delay-ms MS] [--threads N]"
-            );
-            return ExitCode::from(2);
-        }
+    let Some(options) = koe_bench::parsed(parse_args(), "bench-standin-openai", Some(USAGE)) else {
+        return ExitCode::from(2);
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.threads.max(1))
