@@ -87,12 +87,15 @@ runs, litellm_version, targets = int(sys.argv[1]), sys.argv[2], dict(t.split("="
 messages = [{"role": "user", "content": "Good morning, what is the weather?"}]
 
 def open_request(url, body, accept):
+    """POSTs `body`; the connection, its answer (a 200, asserted) and when it was sent."""
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     started = time.perf_counter()
     conn.request("POST", u.path, body=json.dumps(body),
                  headers={"content-type": "application/json", "accept": accept})
-    return conn, conn.getresponse(), started
+    response = conn.getresponse()
+    assert response.status == 200, response.status
+    return conn, response, started
 
 def sse(response, started):
     """(name, data, seconds since the request) per event, as each arrives."""
@@ -118,7 +121,6 @@ END = re.compile(rf"[。！？\n][{CLOSERS}]*[^{CLOSERS}]|[.!?…]+[{CLOSERS}]*\
 def openai_stream(url):
     body = {"model": "gpt-4o-mini", "messages": messages, "max_tokens": 200, "stream": True}
     conn, response, started = open_request(url, body, "text/event-stream")
-    assert response.status == 200, response.status
     text, deltas, first = "", [], None
     for _, data, at in sse(response, started):
         if data == "[DONE]":
@@ -137,7 +139,6 @@ def openai_stream(url):
 def koe_stream(url):
     body = {"messages": messages, "maxTokens": 200}
     conn, response, started = open_request(url, body, "text/event-stream")
-    assert response.status == 200, response.status
     first, done, deltas = None, None, []
     for name, data, at in sse(response, started):
         if name == "delta":
@@ -154,7 +155,6 @@ def koe_stream(url):
 def koe_json(url):
     body = {"messages": messages, "maxTokens": 200}
     conn, response, started = open_request(url, body, "application/json")
-    assert response.status == 200, response.status
     json.loads(response.read())
     done = time.perf_counter() - started
     conn.close()
