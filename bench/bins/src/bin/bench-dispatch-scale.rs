@@ -210,6 +210,11 @@ fn dispatch_store(
     (held.clone(), Some(held))
 }
 
+/// A dispatcher on `store` and the stand-in APNs (through the pool), by the wall clock.
+fn dispatcher(store: Arc<dyn Store>, apns: &LimitedApns, settings: DispatchConfig) -> Dispatcher {
+    Dispatcher::new(store, pool(apns), Arc::new(SystemClock), settings, "bench")
+}
+
 fn pool(apns: &LimitedApns) -> Arc<dyn PushSender> {
     let apns = apns.clone();
     Arc::new(PushPool::new(
@@ -381,13 +386,7 @@ async fn run_part(args: Args, (index, of): (u32, u32)) {
     ));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 2 + u64::from(index));
     let apns = LimitedApns::new(ApnsLimits::default());
-    let dispatcher = Dispatcher::new(
-        dispatched,
-        pool(&apns),
-        Arc::new(SystemClock),
-        settings(&args, t0, PART_MB),
-        "bench",
-    );
+    let dispatcher = dispatcher(dispatched, &apns, settings(&args, t0, PART_MB));
     let part = Part::new(index, of).expect("--part < --of");
     let report = dispatcher.run_part(RunCause::Part, part).await;
     Measured::of(&report, &store, held.as_deref(), &apns, &scheduled)
@@ -477,14 +476,8 @@ async fn main() {
         dir: dir.clone(),
         started: Mutex::new(Vec::new()),
     });
-    let coordinator = Dispatcher::new(
-        dispatched,
-        pool(&apns),
-        Arc::new(SystemClock),
-        settings(&args, t0, COORDINATOR_MB),
-        "bench",
-    )
-    .fanning_out(trigger.clone());
+    let settings = settings(&args, t0, COORDINATOR_MB);
+    let coordinator = dispatcher(dispatched, &apns, settings).fanning_out(trigger.clone());
     let coordinated = coordinator.coordinate(RunCause::Schedule).await;
     let mut all = Measured::of(&coordinated, &store, held.as_deref(), &apns, &scheduled);
     let children = std::mem::take(&mut *trigger.started.lock().unwrap());
