@@ -122,6 +122,21 @@ impl Behaviour {
         }
     }
 
+    /// A completion whose message has no content, as OpenAI answers a refusal.
+    pub fn refusal() -> Behaviour {
+        Behaviour::Raw {
+            status: 200,
+            body: json!({
+                "id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": null,
+                        "refusal": "I can't help with that."}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            })
+            .to_string(),
+        }
+    }
+
     /// OpenAI's answer when the account's quota is exhausted.
     pub fn insufficient_quota() -> Behaviour {
         Behaviour::Raw {
