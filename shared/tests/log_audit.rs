@@ -230,6 +230,18 @@ impl Pass {
         self.expect(what, request, healthy, store_backed).await
     }
 
+    /// `method path` with `body` and a wrong key: refused with a 401, whatever the store.
+    async fn expect_wrong_key(
+        &self,
+        what: &str,
+        (method, path): (http::Method, &str),
+        body: &Value,
+    ) {
+        let request = self.app.agent_with_key(method, path, WRONG_KEY);
+        self.expect(what, request.body(body.to_string()), 401, false)
+            .await;
+    }
+
     /// [`Pass::expect`] for `GET path` with the agent key.
     async fn expect_get(&self, what: &str, path: &str, healthy: u16, store_backed: bool) -> Value {
         let request = self.agent(http::Method::GET, path);
@@ -493,15 +505,8 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 false,
             )
             .await;
-            pass.expect(
-                "agent, wrong key",
-                pass.app
-                    .agent_with_key(http::Method::POST, "/agent", WRONG_KEY)
-                    .body(round1.to_string()),
-                401,
-                false,
-            )
-            .await;
+            pass.expect_wrong_key("agent, wrong key", POST_AGENT, &round1)
+                .await;
             pass.app.openai.set_default(Behaviour::schema_valid());
             agent_device_secret(pass).await;
         }
@@ -513,15 +518,8 @@ async fn exercise(pass: &mut Pass, binary: &str) {
                 json!({"deviceId": d.registered, "voipToken": format!("{}{CALLER}", voip_token())});
             pass.expect_json("PUT /devices, bad token", PUT_DEVICES, &bad, 400, false)
                 .await;
-            pass.expect(
-                "PUT /devices, wrong key",
-                pass.app
-                    .agent_with_key(http::Method::PUT, "/devices", WRONG_KEY)
-                    .body(body.to_string()),
-                401,
-                false,
-            )
-            .await;
+            pass.expect_wrong_key("PUT /devices, wrong key", PUT_DEVICES, &body)
+                .await;
             // The device secret: issued, proven, then refused with another value or none.
             pass.device_secret().await;
             let body = json!({"deviceId": pass.devices.secret, "voipToken": voip_token()});
