@@ -4,7 +4,7 @@
 //! is no record, and a presented secret proves the device.
 
 use chrono::{DateTime, Duration, Utc};
-use koe::domain::device::{DEVICE_RETENTION, PushEnvironment};
+use koe::domain::device::{DEVICE_RETENTION, DeviceId, PushEnvironment};
 use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Outcome};
 
@@ -220,37 +220,30 @@ async fn an_expired_device_record_is_absent_everywhere(store: DynStore) {
 async fn a_presented_secret_proves_the_device(store: DynStore) {
     let id = new_device_id();
     let d = device(&id, PushEnvironment::Sandbox, t0());
-    store
-        .register_device(&d, None, &"c".repeat(64))
-        .await
-        .unwrap();
+    let (secret, another) = ("c".repeat(64), "d".repeat(64));
+    store.register_device(&d, None, &secret).await.unwrap();
+    assert!(!proves(&store, &id, &another).await);
+    assert!(!is_proven(&store, &id).await);
+    assert!(proves(&store, &id, &secret).await);
+    assert!(is_proven(&store, &id).await);
+    let unknown = new_device_id();
     assert!(
-        !store
-            .prove_device(&id, &"d".repeat(64), t0())
-            .await
-            .unwrap()
-    );
-    assert!(matches!(
-        store.device_proof(&id, t0()).await.unwrap(),
-        DeviceProof::Registered { proven: false, .. }
-    ));
-    assert!(
-        store
-            .prove_device(&id, &"c".repeat(64), t0())
-            .await
-            .unwrap()
-    );
-    assert!(matches!(
-        store.device_proof(&id, t0()).await.unwrap(),
-        DeviceProof::Registered { proven: true, .. }
-    ));
-    assert!(
-        !store
-            .prove_device(&new_device_id(), &"c".repeat(64), t0())
-            .await
-            .unwrap(),
+        !proves(&store, &unknown, &secret).await,
         "no record, nothing proven"
     );
+}
+
+/// Whether presenting `secret` proves the device `id`.
+async fn proves(store: &DynStore, id: &DeviceId, secret: &str) -> bool {
+    store.prove_device(id, secret, t0()).await.unwrap()
+}
+
+/// Whether the registered device `id` is proven.
+async fn is_proven(store: &DynStore, id: &DeviceId) -> bool {
+    match store.device_proof(id, t0()).await.unwrap() {
+        DeviceProof::Registered { proven, .. } => proven,
+        other => panic!("a registered device: {other:?}"),
+    }
 }
 
 on_each_store!(
