@@ -1,11 +1,30 @@
 //! What the proxies in front of DynamoDB Local share (`reply_drop`, `limits_proxy`): the
 //! operation a request names, and an upstream answer passed back as it came.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::Full;
 
 pub(super) use crate::loopback::Response;
+use crate::loopback::{Loopback, Request};
+
+/// Starts the proxy `what` on a free loopback port: `handle` answers each request with the
+/// proxy's `shared` state; its `Err` hangs up, as a network failure would.
+pub(super) async fn start_proxy<S, H, F>(what: &str, shared: &Arc<S>, handle: H) -> Loopback
+where
+    S: Send + Sync + 'static,
+    H: Fn(Arc<S>, Request) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response, std::io::Error>> + Send + 'static,
+{
+    let shared = shared.clone();
+    let serve = move |request| handle(shared.clone(), request);
+    Loopback::start_or_hang_up("127.0.0.1:0".parse().unwrap(), serve)
+        .await
+        .unwrap_or_else(|e| panic!("bind {what}: {e}"))
+}
 
 /// The operation (`PutItem`, `Query`, ...) of a request, from its `X-Amz-Target`.
 pub(super) fn operation(headers: &HeaderMap) -> String {

@@ -125,13 +125,7 @@ impl ReplyDropper {
             seen: Mutex::new(Vec::new()),
             watches: Mutex::new(Vec::new()),
         });
-        let served = shared.clone();
-        let server = Loopback::start_or_hang_up("127.0.0.1:0".parse().unwrap(), move |request| {
-            let shared = served.clone();
-            async move { forward(&shared, request).await }
-        })
-        .await
-        .expect("bind the reply dropper");
+        let server = front::start_proxy("the reply dropper", &shared, forward).await;
         ReplyDropper { server, shared }
     }
 
@@ -227,9 +221,10 @@ impl ReplyDropper {
 
 /// Forwards one request; `Err` (after the upstream answered) closes the connection unanswered.
 async fn forward(
-    shared: &Shared,
+    shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<front::Response, std::io::Error> {
+    let shared = shared.as_ref();
     let io = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();

@@ -86,13 +86,7 @@ impl LimitsProxy {
             tables: tables.iter().map(|t| (t.name.clone(), t.clone())).collect(),
             model,
         });
-        let served = shared.clone();
-        let server = Loopback::start_or_hang_up("127.0.0.1:0".parse().unwrap(), move |request| {
-            let shared = served.clone();
-            async move { handle(&shared, request).await }
-        })
-        .await
-        .expect("bind the limits proxy");
+        let server = front::start_proxy("the limits proxy", &shared, handle).await;
         LimitsProxy { server, shared }
     }
 
@@ -115,9 +109,10 @@ fn io(e: &dyn std::fmt::Display) -> std::io::Error {
 }
 
 async fn handle(
-    shared: &Shared,
+    shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<front::Response, std::io::Error> {
+    let shared = shared.as_ref();
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
     let operation = front::operation(&parts.headers);
