@@ -137,34 +137,36 @@ impl Behaviour {
         }
     }
 
+    /// OpenAI's error answer: `status`, and an `error` object of `message`, `type` and `code`.
+    fn error(status: u16, message: &str, kind: &str, code: Option<&str>) -> Behaviour {
+        let error = json!({"message": message, "type": kind, "param": null, "code": code});
+        Behaviour::Raw {
+            status,
+            body: json!({ "error": error }).to_string(),
+        }
+    }
+
     /// OpenAI's answer when the account's quota is exhausted.
     pub fn insufficient_quota() -> Behaviour {
-        Behaviour::Raw {
-            status: 429,
-            body: json!({"error": {
-                "message": "You exceeded your current quota, please check your plan and billing details.",
-                "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}})
-            .to_string(),
-        }
+        let message =
+            "You exceeded your current quota, please check your plan and billing details.";
+        Behaviour::error(
+            429,
+            message,
+            "insufficient_quota",
+            Some("insufficient_quota"),
+        )
     }
 
     /// OpenAI's answer when a rate limit is hit (retryable).
     pub fn rate_limited() -> Behaviour {
-        Behaviour::Raw {
-            status: 429,
-            body: json!({"error": {"message": "Rate limit reached for requests",
-                "type": "requests", "param": null, "code": "rate_limit_exceeded"}})
-            .to_string(),
-        }
+        let message = "Rate limit reached for requests";
+        Behaviour::error(429, message, "requests", Some("rate_limit_exceeded"))
     }
 
     pub fn server_error() -> Behaviour {
-        Behaviour::Raw {
-            status: 500,
-            body: json!({"error": {"message": "The server had an error while processing your request.",
-                "type": "server_error", "param": null, "code": null}})
-            .to_string(),
-        }
+        let message = "The server had an error while processing your request.";
+        Behaviour::error(500, message, "server_error", None)
     }
 
     pub fn garbage() -> Behaviour {
