@@ -34,15 +34,11 @@ done
 echo "$MACHINE"
 echo "stand-in APNs: 1,000 streams/connection, 120 ± 30 ms, 150 ms handshake; pool: 8 connections × 900 streams"
 echo
-python3 - "$WORK/results.txt" <<'PY'
-import sys
-print("| pushes | case | left p50 / p99 / max | answered p50 / p99 / max | answered within 1 s | connections | max in flight per connection | waited for a stream: at APNs / in the pool | cold handshakes |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for line in open(sys.argv[1]):
-    r = dict(kv.split("=", 1) for kv in line.split())
-    print(f'| {int(r["pushes"]):,} | {r["case"]} '
-          f'| {r["left_p50_ms"]} / {r["left_p99_ms"]} / {r["left_max_ms"]} ms '
-          f'| {r["answered_p50_ms"]} / {r["answered_p99_ms"]} / {r["answered_max_ms"]} ms '
-          f'| {int(r["answered_within_1s"]):,} | {r["connections"]} | {r["max_in_flight_per_connection"]} '
-          f'| {int(r["queued_apns"]):,} / {int(r["queued_pool"]):,} | {r["cold_connects"]} |')
+results_table '| pushes | case | left p50 / p99 / max | answered p50 / p99 / max | answered within 1 s | connections | max in flight per connection | waited for a stream: at APNs / in the pool | cold handshakes |' \
+  '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |' <<'PY'
+return (f'| {int(r["pushes"]):,} | {r["case"]} '
+      f'| {r["left_p50_ms"]} / {r["left_p99_ms"]} / {r["left_max_ms"]} ms '
+      f'| {r["answered_p50_ms"]} / {r["answered_p99_ms"]} / {r["answered_max_ms"]} ms '
+      f'| {int(r["answered_within_1s"]):,} | {r["connections"]} | {r["max_in_flight_per_connection"]} '
+      f'| {int(r["queued_apns"]):,} / {int(r["queued_pool"]):,} | {r["cold_connects"]} |')
 PY

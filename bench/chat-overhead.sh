@@ -62,32 +62,7 @@ stop_pid "$KOE_PID"
 
 # 3. LiteLLM's proxy: the same stand-in as an OpenAI-compatible provider, no database, logging off.
 if [[ -z "${BENCH_SKIP_LITELLM:-}" ]]; then
-  LITELLM_PORT="$(free_port)"
-  cat >"$WORK/litellm.yaml" <<EOF
-model_list:
-  - model_name: gpt-4o-mini
-    litellm_params:
-      model: openai/gpt-4o-mini
-      api_base: $STANDIN_URL
-      api_key: sk-bench
-litellm_settings:
-  set_verbose: false
-  turn_off_message_logging: true
-  telemetry: false
-EOF
-  cat >"$WORK/litellm-log.json" <<'EOF'
-{"version": 1, "disable_existing_loggers": false,
- "handlers": {"null": {"class": "logging.NullHandler"}},
- "loggers": {"uvicorn": {"handlers": ["null"], "level": "ERROR", "propagate": false},
-             "uvicorn.error": {"handlers": ["null"], "level": "ERROR", "propagate": false},
-             "uvicorn.access": {"handlers": ["null"], "level": "ERROR", "propagate": false}}}
-EOF
-  start_bg litellm env LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True \
-    ${SUT_PIN[@]+"${SUT_PIN[@]}"} "$LITELLM_VENV/bin/litellm" --config "$WORK/litellm.yaml" \
-    --host 127.0.0.1 --port "$LITELLM_PORT" --num_workers 1 --telemetry False \
-    --log_config "$WORK/litellm-log.json"
-  LITELLM_PID=$STARTED_PID
-  wait_http "http://127.0.0.1:$LITELLM_PORT/health/liveliness" 180
+  start_litellm
   export WRK_BODY="{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"$PROMPT\"}],\"max_tokens\":100}"
   run_wrk 32 3 "http://127.0.0.1:$LITELLM_PORT/chat/completions" >/dev/null # warm-up
   for c in "${LEVELS[@]}"; do

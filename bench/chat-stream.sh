@@ -74,31 +74,7 @@ TARGETS=("standin=http://127.0.0.1:$STANDIN_PORT/v1/chat/completions"
   "koe-json=http://127.0.0.1:$KOE_PORT/api/chat")
 
 if [[ -n "$LITELLM" ]]; then
-  LITELLM_PORT="$(free_port)"
-  cat >"$WORK/litellm.yaml" <<EOF
-model_list:
-  - model_name: gpt-4o-mini
-    litellm_params:
-      model: openai/gpt-4o-mini
-      api_base: $STANDIN_URL
-      api_key: sk-bench
-litellm_settings:
-  set_verbose: false
-  turn_off_message_logging: true
-  telemetry: false
-EOF
-  cat >"$WORK/litellm-log.json" <<'EOF'
-{"version": 1, "disable_existing_loggers": false,
- "handlers": {"null": {"class": "logging.NullHandler"}},
- "loggers": {"uvicorn": {"handlers": ["null"], "level": "ERROR", "propagate": false},
-             "uvicorn.error": {"handlers": ["null"], "level": "ERROR", "propagate": false},
-             "uvicorn.access": {"handlers": ["null"], "level": "ERROR", "propagate": false}}}
-EOF
-  start_bg litellm env LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True \
-    ${SUT_PIN[@]+"${SUT_PIN[@]}"} "$LITELLM_VENV/bin/litellm" --config "$WORK/litellm.yaml" \
-    --host 127.0.0.1 --port "$LITELLM_PORT" --num_workers 1 --telemetry False \
-    --log_config "$WORK/litellm-log.json"
-  wait_http "http://127.0.0.1:$LITELLM_PORT/health/liveliness" 180
+  start_litellm
   TARGETS+=("litellm=http://127.0.0.1:$LITELLM_PORT/chat/completions")
 fi
 
@@ -111,12 +87,15 @@ runs, litellm_version, targets = int(sys.argv[1]), sys.argv[2], dict(t.split("="
 messages = [{"role": "user", "content": "Good morning, what is the weather?"}]
 
 def open_request(url, body, accept):
+    """POSTs `body`; the connection, its answer (a 200, asserted) and when it was sent."""
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     started = time.perf_counter()
     conn.request("POST", u.path, body=json.dumps(body),
                  headers={"content-type": "application/json", "accept": accept})
-    return conn, conn.getresponse(), started
+    response = conn.getresponse()
+    assert response.status == 200, response.status
+    return conn, response, started
 
 def sse(response, started):
     """(name, data, seconds since the request) per event, as each arrives."""
@@ -142,7 +121,6 @@ END = re.compile(rf"[。！？\n][{CLOSERS}]*[^{CLOSERS}]|[.!?…]+[{CLOSERS}]*\
 def openai_stream(url):
     body = {"model": "gpt-4o-mini", "messages": messages, "max_tokens": 200, "stream": True}
     conn, response, started = open_request(url, body, "text/event-stream")
-    assert response.status == 200, response.status
     text, deltas, first = "", [], None
     for _, data, at in sse(response, started):
         if data == "[DONE]":
@@ -161,7 +139,6 @@ def openai_stream(url):
 def koe_stream(url):
     body = {"messages": messages, "maxTokens": 200}
     conn, response, started = open_request(url, body, "text/event-stream")
-    assert response.status == 200, response.status
     first, done, deltas = None, None, []
     for name, data, at in sse(response, started):
         if name == "delta":
@@ -178,7 +155,6 @@ def koe_stream(url):
 def koe_json(url):
     body = {"messages": messages, "maxTokens": 200}
     conn, response, started = open_request(url, body, "application/json")
-    assert response.status == 200, response.status
     json.loads(response.read())
     done = time.perf_counter() - started
     conn.close()

@@ -31,14 +31,9 @@ source "$(dirname "$0")/perf-lib.sh" # cd to the repo; log, die, free_port, wait
 
 PNG="${DASHBOARD_PNG:-docs/img/dashboard.png}"
 EMF="$CACHE/dashboard-emf.jsonl"
-VENV="$CACHE/venv-bench"
 STARTED_AT=$SECONDS
 
-if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
-  log "installing matplotlib into $VENV"
-  python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
-fi
+ensure_matplotlib
 
 # Debug builds, niced (the machine is shared); seconds when the target dir is warm.
 claim_build_cache

@@ -18,13 +18,7 @@ read -ra CALLS <<<"${BENCH_CALLS:-1000 10000}"
 read -ra STORES <<<"${BENCH_STORES:-memory dynamodb}"
 PUSH_MS=20
 PLOT="${BENCH_PLOT:-docs/benchmarks-dispatch-lateness.png}"
-VENV="$CACHE/venv-bench"
-
-if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
-  log "installing matplotlib into $VENV"
-  python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
-fi
+ensure_matplotlib
 build_release -p koe-bench --bin bench-dispatch -p koe-testkit --bin create-local-tables
 
 MACHINE="$(machine_line)"
@@ -51,13 +45,9 @@ mkdir -p "$(dirname "$PLOT")"
 echo "$MACHINE"
 echo "pinning: ${PINNING/proxy/dispatcher}; stand-in APNs ${PUSH_MS} ms per push; plot: $PLOT"
 echo
-python3 - "$WORK/results.txt" <<'EOF'
-import sys
-print("| store | due in one minute | sent | p50 | p99 | max | early | duplicates | misses | not `sent` in store | process peak RSS |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for line in open(sys.argv[1]):
-    r = dict(kv.split("=", 1) for kv in line.split())
-    print(f'| {r["store"]} | {int(r["calls"]):,} | {int(r["sent"]):,} | {r["p50_ms"]} ms | {r["p99_ms"]} ms '
-          f'| {r["max_ms"]} ms | {r["early"]} | {r["duplicates"]} | {r["misses"]} | {r["not_sent_in_store"]} '
-          f'| {r["peak_rss_mib"]} MiB |')
-EOF
+results_table '| store | due in one minute | sent | p50 | p99 | max | early | duplicates | misses | not `sent` in store | process peak RSS |' \
+  '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |' <<'PY'
+return (f'| {r["store"]} | {int(r["calls"]):,} | {int(r["sent"]):,} | {r["p50_ms"]} ms | {r["p99_ms"]} ms '
+      f'| {r["max_ms"]} ms | {r["early"]} | {r["duplicates"]} | {r["misses"]} | {r["not_sent_in_store"]} '
+      f'| {r["peak_rss_mib"]} MiB |')
+PY

@@ -20,13 +20,7 @@ source "$(dirname "$0")/perf-lib.sh"
 read -ra CALLS <<<"${BENCH_CALLS:-1000 10000 100000}"
 read -ra SPIKE <<<"${BENCH_SPIKE-100000}"
 PLOT="${BENCH_PLOT:-docs/benchmarks-dispatch-scale.png}"
-VENV="$CACHE/venv-bench"
-
-if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
-  log "installing matplotlib into $VENV"
-  python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
-fi
+ensure_matplotlib
 build_release -p koe-bench --bin bench-dispatch-scale
 
 MACHINE="$(machine_line)"
@@ -51,15 +45,11 @@ echo "$MACHINE"
 echo "models: DynamoDB 1,000 WCU/s and 3,000 RCU/s per partition key (table and index), 1 s burst, no adaptive capacity;"
 echo "        APNs 1,000 streams per connection, 120 ± 30 ms; parts of 5,000 calls, 8 APNs connections each; plot: $PLOT"
 echo
-python3 - "$WORK/results.txt" <<'PY'
-import sys
-print("| calls | due | parts | p50 | p99 | max | early | duplicates | misses | throttled | WCU / RCU per call | hottest partition | APNs connections | USD per 1,000 calls |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for line in open(sys.argv[1]):
-    r = dict(kv.split("=", 1) for kv in line.split())
-    due = "07:00 spike" if r["spike"] == "true" else "one second"
-    print(f'| {int(r["calls"]):,} | {due} | {r["parts"]} | {r["p50_ms"]} ms | {r["p99_ms"]} ms | {r["max_ms"]} ms '
-          f'| {r["early"]} | {r["duplicates"]} | {r["missed"]} | {r["throttled"]} '
-          f'| {r["wcu_per_call"]} / {r["rcu_per_call"]} | {r["hottest_write_per_s"]} WCU/s '
-          f'| {r["apns_connections"]} | {r["usd_per_1000"]} |')
+results_table '| calls | due | parts | p50 | p99 | max | early | duplicates | misses | throttled | WCU / RCU per call | hottest partition | APNs connections | USD per 1,000 calls |' \
+  '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |' <<'PY'
+due = "07:00 spike" if r["spike"] == "true" else "one second"
+return (f'| {int(r["calls"]):,} | {due} | {r["parts"]} | {r["p50_ms"]} ms | {r["p99_ms"]} ms | {r["max_ms"]} ms '
+      f'| {r["early"]} | {r["duplicates"]} | {r["missed"]} | {r["throttled"]} '
+      f'| {r["wcu_per_call"]} / {r["rcu_per_call"]} | {r["hottest_write_per_s"]} WCU/s '
+      f'| {r["apns_connections"]} | {r["usd_per_1000"]} |')
 PY

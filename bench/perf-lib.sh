@@ -1,4 +1,4 @@
-# Helpers shared by bench/chat-overhead.sh, bench/load.sh and bench/dispatch-precision.sh
+# Helpers shared by the bench/*.sh scripts
 # (sourced, not run). They build release binaries into the shared target dir, install what they
 # need (wrk from Debian, Python venvs under ~/.cache/koe), pin processes to cores, and read CPU
 # time and peak RSS from /proc.
@@ -180,4 +180,58 @@ start_dynamodb_local() {
   export AWS_ENDPOINT_URL_DYNAMODB KOE_TEST_DYNAMODB_ENDPOINT="$AWS_ENDPOINT_URL_DYNAMODB"
   eval "$("$BIN/create-local-tables")"
   export DEVICES_TABLE CALLS_TABLE AGENT_USAGE_TABLE
+}
+
+# LiteLLM's proxy ($LITELLM_VENV) with the stand-in at STANDIN_URL as its OpenAI-compatible
+# provider, no database, logging off; sets LITELLM_PORT and LITELLM_PID once it is live.
+start_litellm() {
+  LITELLM_PORT="$(free_port)"
+  cat >"$WORK/litellm.yaml" <<EOF
+model_list:
+  - model_name: gpt-4o-mini
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: $STANDIN_URL
+      api_key: sk-bench
+litellm_settings:
+  set_verbose: false
+  turn_off_message_logging: true
+  telemetry: false
+EOF
+  cat >"$WORK/litellm-log.json" <<'EOF'
+{"version": 1, "disable_existing_loggers": false,
+ "handlers": {"null": {"class": "logging.NullHandler"}},
+ "loggers": {"uvicorn": {"handlers": ["null"], "level": "ERROR", "propagate": false},
+             "uvicorn.error": {"handlers": ["null"], "level": "ERROR", "propagate": false},
+             "uvicorn.access": {"handlers": ["null"], "level": "ERROR", "propagate": false}}}
+EOF
+  start_bg litellm env LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True \
+    ${SUT_PIN[@]+"${SUT_PIN[@]}"} "$LITELLM_VENV/bin/litellm" --config "$WORK/litellm.yaml" \
+    --host 127.0.0.1 --port "$LITELLM_PORT" --num_workers 1 --telemetry False \
+    --log_config "$WORK/litellm-log.json"
+  LITELLM_PID=$STARTED_PID
+  wait_http "http://127.0.0.1:$LITELLM_PORT/health/liveliness" 180
+}
+
+# ensure_matplotlib: sets VENV to a venv ($CACHE/venv-bench) that has matplotlib, for the plots.
+ensure_matplotlib() {
+  VENV="$CACHE/venv-bench"
+  if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
+    log "installing matplotlib into $VENV"
+    python3 -m venv "$VENV" >&2
+    "$VENV/bin/pip" install -q 'matplotlib==3.10.*' >&2
+  fi
+}
+
+# results_table HEADER ALIGN: prints $WORK/results.txt (a record of key=value pairs a line) as a
+# Markdown table under the rows HEADER and ALIGN. The Python on stdin is the body of `row(r)`: it
+# returns the table row of the record `r` (a dict).
+results_table() {
+  python3 -c "import sys
+def row(r):
+$(sed 's/^/    /')
+print(sys.argv[2])
+print(sys.argv[3])
+for line in open(sys.argv[1]):
+    print(row(dict(kv.split('=', 1) for kv in line.split())))" "$WORK/results.txt" "$1" "$2"
 }

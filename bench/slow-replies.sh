@@ -48,19 +48,15 @@ echo "        held replies: carried out at once, answered late; dispatch request
 echo "        selection reads 3 attempts of 1 s within 3 s (SDK backoff)"
 if [[ ${#EXTRA[@]} -gt 0 ]]; then echo "options: ${EXTRA[*]}"; fi
 echo
-python3 - "$WORK/results.txt" <<'PY'
-import sys
-print("| calls | replies held | rang once | rang twice | never rang | p50 | p99 | max | requests resolved | failed | released | replies held (timed out) | WCU / RCU per call |")
-print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for line in open(sys.argv[1]):
-    r = dict(kv.split("=", 1) for kv in line.split())
-    if float(r["held"]) > 0:
-        start, end = (int(v) / 1000 for v in r["window_ms"].split(","))
-        held = f'{float(r["held"]):.0%} for {int(r["hold_ms"]) / 1000:g} s, {start:+g} s to {end:+g} s'
-    else:
-        held = "none (baseline)"
-    print(f'| {int(r["calls"]):,} | {held} | {int(r["once"]):,} | {r["twice"]} | {r["never"]} '
-          f'| {r["p50_ms"]} ms | {r["p99_ms"]} ms | {r["max_ms"]} ms | {int(r["resolved"]):,} '
-          f'| {r["failed"]} | {r["released"]} | {int(r["held_replies"]):,} ({int(r["held_timeouts"]):,}) '
-          f'| {r["wcu_per_call"]} / {r["rcu_per_call"]} |')
+results_table '| calls | replies held | rang once | rang twice | never rang | p50 | p99 | max | requests resolved | failed | released | replies held (timed out) | WCU / RCU per call |' \
+  '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |' <<'PY'
+if float(r["held"]) > 0:
+    start, end = (int(v) / 1000 for v in r["window_ms"].split(","))
+    held = f'{float(r["held"]):.0%} for {int(r["hold_ms"]) / 1000:g} s, {start:+g} s to {end:+g} s'
+else:
+    held = "none (baseline)"
+return (f'| {int(r["calls"]):,} | {held} | {int(r["once"]):,} | {r["twice"]} | {r["never"]} '
+      f'| {r["p50_ms"]} ms | {r["p99_ms"]} ms | {r["max_ms"]} ms | {int(r["resolved"]):,} '
+      f'| {r["failed"]} | {r["released"]} | {int(r["held_replies"]):,} ({int(r["held_timeouts"]):,}) '
+      f'| {r["wcu_per_call"]} / {r["rcu_per_call"]} |')
 PY

@@ -50,37 +50,6 @@ fn vars() -> Vec<(&'static str, &'static str)> {
     vec![("AGENT_API_KEYS", API_KEY), ("DEVICE_HASH_SALT", SALT)]
 }
 
-fn assert_no_sentinel(capture: &LogCapture) {
-    let contents = capture.contents();
-    for sentinel in forbidden() {
-        let leaks: Vec<&str> = contents.lines().filter(|l| l.contains(&sentinel)).collect();
-        assert!(
-            leaks.is_empty(),
-            "{sentinel} reached the logs in {} line(s):\n{}",
-            leaks.len(),
-            leaks.join("\n")
-        );
-    }
-}
-
-/// Some captured line has every `(field, value)` pair (top-level fields of the JSON line).
-fn has_line(capture: &LogCapture, fields: &[(&str, Value)]) -> bool {
-    capture
-        .lines()
-        .iter()
-        .any(|line| fields.iter().all(|(k, v)| &line[*k] == v))
-}
-
-fn summary(capture: &LogCapture) -> String {
-    let contents = capture.contents();
-    let lines: Vec<&str> = contents.lines().collect();
-    format!(
-        "{} captured line(s), last ones:\n{}",
-        lines.len(),
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    )
-}
-
 fn hash(device: &str) -> String {
     DeviceId::parse("deviceId", device).unwrap().log_hash(SALT)
 }
@@ -191,13 +160,9 @@ fn assert_handler_lines(capture: &LogCapture, device: &str) {
         "reservation created",
         "reservation cancelled",
     ] {
-        assert!(
-            has_line(
-                capture,
-                &[("message", json!(message)), ("device", json!(hash(device)))]
-            ),
-            "a {message:?} line with the hashed device was captured; {}",
-            summary(capture)
+        capture.assert_line(
+            &format!("a {message:?} line with the hashed device"),
+            &[("message", json!(message)), ("device", json!(hash(device)))],
         );
     }
 }
@@ -211,33 +176,14 @@ async fn devices_and_calls_log_no_tokens_device_ids_keys_or_names() {
 
     exercise(&app, DEVICE).await;
 
-    assert!(
-        has_line(&capture, &[("probe", json!(PROBE))]),
-        "the probe line was captured; {}",
-        summary(&capture)
-    );
+    capture.assert_line("the probe line", &[("probe", json!(PROBE))]);
     assert_handler_lines(&capture, DEVICE);
-    assert!(
-        has_line(
-            &capture,
-            &[
-                ("route", json!("/devices")),
-                ("status", json!(401)),
-                ("code", json!("UNAUTHORIZED"))
-            ]
-        ),
-        "the access log line of a 401 was captured; {}",
-        summary(&capture)
+    capture.assert_refusal_logged("/devices", 401, "UNAUTHORIZED");
+    capture.assert_line(
+        "the access log line of the cancel",
+        &[("route", json!("/calls")), ("status", json!(204))],
     );
-    assert!(
-        has_line(
-            &capture,
-            &[("route", json!("/calls")), ("status", json!(204))]
-        ),
-        "the access log line of the cancel was captured; {}",
-        summary(&capture)
-    );
-    assert_no_sentinel(&capture);
+    capture.assert_none_of(forbidden());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,19 +211,8 @@ async fn store_failures_log_no_tokens_or_device_ids() {
         assert_eq!(status, 503, "{method} {path}: {text}");
     }
     assert_eq!(app.events.published().len(), 4);
-    assert!(
-        has_line(
-            &capture,
-            &[
-                ("route", json!("/devices")),
-                ("status", json!(503)),
-                ("code", json!("SERVICE_UNAVAILABLE"))
-            ]
-        ),
-        "the access log line of a 503 was captured; {}",
-        summary(&capture)
-    );
-    assert_no_sentinel(&capture);
+    capture.assert_refusal_logged("/devices", 503, "SERVICE_UNAVAILABLE");
+    capture.assert_none_of(forbidden());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,5 +228,5 @@ async fn the_dynamodb_store_logs_no_tokens_device_ids_or_names() {
     let device = "SENTINEL-DEVICE-5b7e-ddb";
     exercise(&app, device).await;
     assert_handler_lines(&capture, device);
-    assert_no_sentinel(&capture);
+    capture.assert_none_of(forbidden());
 }

@@ -39,6 +39,11 @@ use koe_testkit::oidc::{self, StandInIssuer, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
+/// The requests the passes send most, as [`Pass::expect_json`] takes them.
+const POST_AGENT: (http::Method, &str) = (http::Method::POST, "/agent");
+const POST_CALLS: (http::Method, &str) = (http::Method::POST, "/calls");
+const PUT_DEVICES: (http::Method, &str) = (http::Method::PUT, "/devices");
+
 const SALT: &str = "audit-salt";
 const AGENT_KEY: &str = "SENTINEL-AGENTKEY-4a1f";
 const WRONG_KEY: &str = "SENTINEL-WRONGKEY-8b2e";
@@ -210,6 +215,37 @@ impl Pass {
 
     fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
         self.app.agent_with_key(method, path, AGENT_KEY)
+    }
+
+    /// [`Pass::expect`] for `method path` with `body` (JSON) and the agent key.
+    async fn expect_json(
+        &self,
+        what: &str,
+        (method, path): (http::Method, &str),
+        body: &Value,
+        healthy: u16,
+        store_backed: bool,
+    ) -> Value {
+        let request = self.agent(method, path).body(body.to_string());
+        self.expect(what, request, healthy, store_backed).await
+    }
+
+    /// `method path` with `body` and a wrong key: refused with a 401, whatever the store.
+    async fn expect_wrong_key(
+        &self,
+        what: &str,
+        (method, path): (http::Method, &str),
+        body: &Value,
+    ) {
+        let request = self.app.agent_with_key(method, path, WRONG_KEY);
+        self.expect(what, request.body(body.to_string()), 401, false)
+            .await;
+    }
+
+    /// [`Pass::expect`] for `GET path` with the agent key.
+    async fn expect_get(&self, what: &str, path: &str, healthy: u16, store_backed: bool) -> Value {
+        let request = self.agent(http::Method::GET, path);
+        self.expect(what, request, healthy, store_backed).await
     }
 
     /// Sends and checks the status: `healthy` normally, 503 for a store-backed answer while
@@ -398,14 +434,8 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             let round1 = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
                 "deviceId": d.agent, "timezone": "Asia/Tokyo"});
             pass.app.openai.set_default(Behaviour::schema_valid());
-            pass.expect(
-                "agent round 1",
-                pass.agent(http::Method::POST, "/agent")
-                    .body(round1.to_string()),
-                200,
-                false,
-            )
-            .await;
+            pass.expect_json("agent round 1", POST_AGENT, &round1, 200, false)
+                .await;
             // The model answers with the user's data in it: once refused (bad emotion), then used.
             pass.app.openai.script([
                 Behaviour::complete(
@@ -448,20 +478,14 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             pass.app.openai.script([Behaviour::complete(
                 json!({"reply": AGENT_REPLY, "emotion": "happy"}).to_string(),
             )]);
-            pass.expect(
-                "agent round 2",
-                pass.agent(http::Method::POST, "/agent")
-                    .body(round2.to_string()),
-                200,
-                false,
-            )
-            .await;
+            pass.expect_json("agent round 2", POST_AGENT, &round2, 200, false)
+                .await;
             let mut bad = round2.clone();
             bad["results"][0]["output"]["events"][0]["title"] = json!(TITLE.repeat(20));
-            pass.expect(
+            pass.expect_json(
                 "agent round 2, title too long",
-                pass.agent(http::Method::POST, "/agent")
-                    .body(bad.to_string()),
+                POST_AGENT,
+                &bad,
                 400,
                 false,
             )
@@ -469,65 +493,33 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             let mut bad = round2.clone();
             bad["results"][0]["output"]["events"][0]["start"] =
                 json!(format!("{TITLE} {EVENT_START}"));
-            pass.expect(
-                "agent round 2, bad time",
-                pass.agent(http::Method::POST, "/agent")
-                    .body(bad.to_string()),
-                400,
-                false,
-            )
-            .await;
+            pass.expect_json("agent round 2, bad time", POST_AGENT, &bad, 400, false)
+                .await;
             let bad = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
                 "deviceId": format!("{} {AGENT_MESSAGE}", d.agent), "timezone": AGENT_MESSAGE});
-            pass.expect(
+            pass.expect_json(
                 "agent, bad device id and zone",
-                pass.agent(http::Method::POST, "/agent")
-                    .body(bad.to_string()),
+                POST_AGENT,
+                &bad,
                 400,
                 false,
             )
             .await;
-            pass.expect(
-                "agent, wrong key",
-                pass.app
-                    .agent_with_key(http::Method::POST, "/agent", WRONG_KEY)
-                    .body(round1.to_string()),
-                401,
-                false,
-            )
-            .await;
+            pass.expect_wrong_key("agent, wrong key", POST_AGENT, &round1)
+                .await;
             pass.app.openai.set_default(Behaviour::schema_valid());
             agent_device_secret(pass).await;
         }
         "put-device" => {
             let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox"});
-            pass.expect(
-                "PUT /devices",
-                pass.agent(http::Method::PUT, "/devices")
-                    .body(body.to_string()),
-                200,
-                true,
-            )
-            .await;
+            pass.expect_json("PUT /devices", PUT_DEVICES, &body, 200, true)
+                .await;
             let bad =
                 json!({"deviceId": d.registered, "voipToken": format!("{}{CALLER}", voip_token())});
-            pass.expect(
-                "PUT /devices, bad token",
-                pass.agent(http::Method::PUT, "/devices")
-                    .body(bad.to_string()),
-                400,
-                false,
-            )
-            .await;
-            pass.expect(
-                "PUT /devices, wrong key",
-                pass.app
-                    .agent_with_key(http::Method::PUT, "/devices", WRONG_KEY)
-                    .body(body.to_string()),
-                401,
-                false,
-            )
-            .await;
+            pass.expect_json("PUT /devices, bad token", PUT_DEVICES, &bad, 400, false)
+                .await;
+            pass.expect_wrong_key("PUT /devices, wrong key", PUT_DEVICES, &body)
+                .await;
             // The device secret: issued, proven, then refused with another value or none.
             pass.device_secret().await;
             let body = json!({"deviceId": pass.devices.secret, "voipToken": voip_token()});
@@ -547,41 +539,23 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             pass.store_device(&d.registered).await;
             let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
             let body = json!({"deviceId": d.registered, "scheduledAt": at, "callerName": CALLER});
-            pass.expect(
-                "POST /calls",
-                pass.agent(http::Method::POST, "/calls")
-                    .body(body.to_string()),
-                201,
-                true,
-            )
-            .await;
-            pass.expect(
-                "POST /calls, again",
-                pass.agent(http::Method::POST, "/calls")
-                    .body(body.to_string()),
-                409,
-                true,
-            )
-            .await;
+            pass.expect_json("POST /calls", POST_CALLS, &body, 201, true)
+                .await;
+            pass.expect_json("POST /calls, again", POST_CALLS, &body, 409, true)
+                .await;
             let unregistered =
                 json!({"deviceId": d.unregistered, "scheduledAt": at, "callerName": CALLER});
-            pass.expect(
+            pass.expect_json(
                 "POST /calls, unregistered",
-                pass.agent(http::Method::POST, "/calls")
-                    .body(unregistered.to_string()),
+                POST_CALLS,
+                &unregistered,
                 409,
                 true,
             )
             .await;
             let bad = json!({"deviceId": d.registered, "scheduledAt": format!("{CALLER}"), "callerName": CALLER.repeat(10)});
-            pass.expect(
-                "POST /calls, invalid",
-                pass.agent(http::Method::POST, "/calls")
-                    .body(bad.to_string()),
-                400,
-                false,
-            )
-            .await;
+            pass.expect_json("POST /calls, invalid", POST_CALLS, &bad, 400, false)
+                .await;
             calls_idempotency(pass).await;
             calls_device_secret(pass).await;
         }
@@ -598,55 +572,24 @@ async fn exercise(pass: &mut Pass, binary: &str) {
             {
                 pass.store_reservation(&device, 3_600_000).await;
             }
-            pass.expect(
-                "GET /calls",
-                pass.agent(
-                    http::Method::GET,
-                    &format!("/calls?deviceId={}", d.registered),
-                ),
-                200,
-                true,
-            )
-            .await;
-            pass.expect(
-                "GET /calls, none",
-                pass.agent(
-                    http::Method::GET,
-                    &format!("/calls?deviceId={}", d.unregistered),
-                ),
-                404,
-                true,
-            )
-            .await;
-            pass.expect(
-                "GET /calls, invalid id",
-                pass.agent(
-                    http::Method::GET,
-                    &format!("/calls?deviceId={}%20{CALLER}", d.registered),
-                ),
-                400,
-                false,
-            )
-            .await;
+            let invalid = format!("{}%20{CALLER}", d.registered);
+            for (what, device, status, store_backed) in [
+                ("GET /calls", &d.registered, 200, true),
+                ("GET /calls, none", &d.unregistered, 404, true),
+                ("GET /calls, invalid id", &invalid, 400, false),
+            ] {
+                let path = format!("/calls?deviceId={device}");
+                pass.expect_get(what, &path, status, store_backed).await;
+            }
         }
         "cancel-call" => {
             let device = pass.store_device(&d.cancelled).await;
             pass.store_reservation(&device, 3_600_000).await;
             let path = format!("/calls?deviceId={}", d.cancelled);
-            pass.expect(
-                "DELETE /calls",
-                pass.agent(http::Method::DELETE, &path),
-                204,
-                true,
-            )
-            .await;
-            pass.expect(
-                "DELETE /calls, again",
-                pass.agent(http::Method::DELETE, &path),
-                404,
-                true,
-            )
-            .await;
+            for (what, status) in [("DELETE /calls", 204), ("DELETE /calls, again", 404)] {
+                let request = pass.agent(http::Method::DELETE, &path);
+                pass.expect(what, request, status, true).await;
+            }
         }
         "dispatch" => {
             // The route: a valid ID token, a forged one with a sentinel claim, junk.
@@ -918,7 +861,6 @@ async fn pushed_call(pass: &Pass, device: &str) -> CallId {
 }
 
 fn assert_no_sentinel(capture: &LogCapture, tokens: &[String]) {
-    let contents = capture.contents();
     let mut forbidden = forbidden();
     for token in tokens {
         forbidden.push(token.clone());
@@ -926,18 +868,7 @@ fn assert_no_sentinel(capture: &LogCapture, tokens: &[String]) {
             forbidden.push(part.to_owned()); // header, claims, signature: each on its own
         }
     }
-    for sentinel in &forbidden {
-        let leaks: Vec<&str> = contents
-            .lines()
-            .filter(|l| l.contains(sentinel.as_str()))
-            .collect();
-        assert!(
-            leaks.is_empty(),
-            "{sentinel} reached the logs in {} line(s):\n{}",
-            leaks.len(),
-            leaks.join("\n")
-        );
-    }
+    capture.assert_none_of(&forbidden);
 }
 
 /// The access-log lines (`message: request`) captured from `offset` on, as (method, route).

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use koe_testkit::harness::{TestApp, spawn_app};
-use koe_testkit::logs::{self, LogCapture};
+use koe_testkit::logs;
 use koe_testkit::openai::{Behaviour, Pace};
 use serde_json::{Value, json};
 
@@ -41,38 +41,6 @@ async fn post(app: &TestApp, body: &Value) -> (u16, Value) {
     let response = app.post_chat(body.to_string()).await;
     let status = response.status().as_u16();
     (status, response.json().await.expect("JSON answer"))
-}
-
-fn assert_no_sentinel(capture: &LogCapture) {
-    let contents = capture.contents();
-    for sentinel in FORBIDDEN {
-        let leaks: Vec<&str> = contents.lines().filter(|l| l.contains(sentinel)).collect();
-        assert!(
-            leaks.is_empty(),
-            "{sentinel} reached the logs in {} line(s):\n{}",
-            leaks.len(),
-            leaks.join("\n")
-        );
-    }
-}
-
-/// Some captured line has every `(field, value)` pair (top-level fields of the JSON line).
-fn has_line(capture: &LogCapture, fields: &[(&str, Value)]) -> bool {
-    capture
-        .lines()
-        .iter()
-        .any(|line| fields.iter().all(|(k, v)| &line[*k] == v))
-}
-
-/// Shows what was captured when a positive control fails.
-fn summary(capture: &LogCapture) -> String {
-    let contents = capture.contents();
-    let lines: Vec<&str> = contents.lines().collect();
-    format!(
-        "{} captured line(s), last ones:\n{}",
-        lines.len(),
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,33 +109,14 @@ async fn chat_success_and_provider_failures_log_no_contents_keys_or_replies() {
     assert_eq!(app.events.published().len(), 4, "one notification per 500");
 
     // Positive controls: the capture works and holds the access log of this run.
-    assert!(
-        has_line(&capture, &[("probe", json!(PROBE))]),
-        "the probe line was captured; {}",
-        summary(&capture)
+    capture.assert_line("the probe line", &[("probe", json!(PROBE))]);
+    capture.assert_line(
+        "the access log line of the 200",
+        &[("route", json!("/api/chat")), ("status", json!(200))],
     );
-    assert!(
-        has_line(
-            &capture,
-            &[("route", json!("/api/chat")), ("status", json!(200))]
-        ),
-        "the access log line of the 200 was captured; {}",
-        summary(&capture)
-    );
-    assert!(
-        has_line(
-            &capture,
-            &[
-                ("route", json!("/api/chat")),
-                ("status", json!(500)),
-                ("code", json!("INSUFFICIENT_CREDITS"))
-            ]
-        ),
-        "the access log line of a 500 was captured; {}",
-        summary(&capture)
-    );
+    capture.assert_refusal_logged("/api/chat", 500, "INSUFFICIENT_CREDITS");
 
-    assert_no_sentinel(&capture);
+    capture.assert_none_of(FORBIDDEN);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,19 +151,8 @@ async fn rejected_requests_log_no_contents() {
     }
     assert_eq!(app.openai.request_count(), 0);
 
-    assert!(
-        has_line(
-            &capture,
-            &[
-                ("route", json!("/api/chat")),
-                ("status", json!(400)),
-                ("code", json!("INVALID_REQUEST"))
-            ]
-        ),
-        "the access log line of a 400 was captured; {}",
-        summary(&capture)
-    );
-    assert_no_sentinel(&capture);
+    capture.assert_refusal_logged("/api/chat", 400, "INVALID_REQUEST");
+    capture.assert_none_of(FORBIDDEN);
 }
 
 /// Reads a streamed answer to its end, as text.
@@ -247,19 +185,15 @@ async fn streamed_chat_logs_no_contents_keys_or_replies() {
     assert_eq!(app.events.published().len(), 1, "the failure was notified");
 
     for (code, ended) in [(Value::Null, "done"), (json!("PROVIDER_ERROR"), "error")] {
-        assert!(
-            has_line(
-                &capture,
-                &[
-                    ("route", json!("/api/chat")),
-                    ("status", json!(200)),
-                    ("streamed", json!(true)),
-                    ("code", code),
-                ]
-            ),
-            "the access log line of the stream that ended in {ended} was captured; {}",
-            summary(&capture)
+        capture.assert_line(
+            &format!("the access log line of the stream that ended in {ended}"),
+            &[
+                ("route", json!("/api/chat")),
+                ("status", json!(200)),
+                ("streamed", json!(true)),
+                ("code", code),
+            ],
         );
     }
-    assert_no_sentinel(&capture);
+    capture.assert_none_of(FORBIDDEN);
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, FixedOffset, Utc};
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
@@ -12,21 +12,40 @@ use koe::store::prelude::*;
 /// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
 pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservation {
     let now = Utc::now();
+    let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();
+    let token = format!("{:064x}", fastrand::u128(..));
+    reserve_at(store, name, &token, at, now).await
+}
+
+/// Registers the device `name` with the VoIP token `token` and reserves its call at `at`,
+/// both made at `made`.
+pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
+    store: &S,
+    name: &str,
+    token: &str,
+    at: DateTime<FixedOffset>,
+    made: DateTime<Utc>,
+) -> Reservation {
     let device = Device {
         device_id: DeviceId::parse("deviceId", name).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
+        voip_token: VoipToken::parse("voipToken", token).unwrap(),
         environment: PushEnvironment::Production,
-        updated_at: now,
+        updated_at: made,
         confirms_calls: false,
     };
     store.put_device(&device).await.expect("put_device");
-    let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();
-    let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, now);
+    let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);
     store
-        .create_reservation(&r, now, now - chrono::Duration::minutes(5))
+        .create_reservation(&r, made, made - chrono::Duration::minutes(5))
         .await
         .expect("create_reservation");
     r
+}
+
+/// `r`'s reservation as `store` holds it now (by the wall clock).
+pub async fn stored<S: ReservationStore + ?Sized>(store: &S, r: &Reservation) -> Reservation {
+    let held = store.get_reservation(&r.device_id, Utc::now()).await;
+    held.expect("get_reservation").expect("the reservation")
 }
 
 /// The deployed timing with a 3 s window re-selected every 500 ms, so a run takes seconds.

@@ -174,6 +174,15 @@ pub async fn spawn_app_on(
 }
 
 impl TestApp {
+    /// The device record the app's store holds for `device` at the wall clock's now, if any.
+    pub async fn stored_device(&self, device: &str) -> Option<Device> {
+        let id = DeviceId::parse("deviceId", device).expect("a valid device id");
+        self.store
+            .get_device(&id, Utc::now())
+            .await
+            .expect("the store answers")
+    }
+
     /// The app's EMF lines so far, parsed.
     pub fn metric_lines(&self) -> Vec<serde_json::Value> {
         self.metrics
@@ -252,15 +261,80 @@ impl TestApp {
             .header("x-api-key", key)
     }
 
+    /// `PUT /devices` for `device` with `token`, presenting `secret` if given; asserts the 200
+    /// and returns its body.
+    pub async fn put_device(
+        &self,
+        device: &str,
+        token: &str,
+        secret: Option<&str>,
+    ) -> serde_json::Value {
+        let body = serde_json::json!({"deviceId": device, "voipToken": token});
+        let request = self
+            .agent(http::Method::PUT, "/devices")
+            .body(body.to_string());
+        let response = send_with_secret(request, secret).await;
+        assert_eq!(response.status().as_u16(), 200, "PUT /devices for {device}");
+        response.json().await.expect("a JSON answer")
+    }
+
+    /// Registers `device` with `token`; returns the secret it was issued (not yet proven).
+    pub async fn register_device(&self, device: &str, token: &str) -> String {
+        let issued = self.put_device(device, token, None).await;
+        let secret = issued["deviceSecret"].as_str();
+        secret.expect("a new device gets its secret").to_owned()
+    }
+
+    /// Registers `device` and proves its secret (a `PUT /devices` presenting it): from now on
+    /// every request for the device needs it. Returns the secret.
+    pub async fn register_proven_device(&self, device: &str, token: &str) -> String {
+        let secret = self.register_device(device, token).await;
+        self.put_device(device, token, Some(&secret)).await;
+        secret
+    }
+
+    /// `method` on `url` with no key and no body, as any client could send it.
+    pub async fn bare(&self, method: http::Method, url: String) -> reqwest::Response {
+        send(self.client.request(method, url)).await
+    }
+
+    /// `POST /agent` with `body`, with the test key.
+    pub async fn post_agent(&self, body: &serde_json::Value) -> reqwest::Response {
+        send(
+            self.agent(http::Method::POST, "/agent")
+                .body(body.to_string()),
+        )
+        .await
+    }
+
     /// A request to the agent API with the test key ([`TEST_API_KEY`]).
     pub fn agent(&self, method: http::Method, path: &str) -> reqwest::RequestBuilder {
         self.agent_with_key(method, path, TEST_API_KEY)
     }
 }
 
+/// `app` on `store` when one is given, else on the store it has (the in-memory one).
+pub fn on_store(app: App, store: Option<Arc<dyn Store>>) -> App {
+    match store {
+        Some(store) => app.with_store(store),
+        None => app,
+    }
+}
+
 /// Sends a request built with `TestApp::agent*`.
 pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
     request.send().await.expect("request reaches the app")
+}
+
+/// Sends the request, presenting the device's secret (`X-Device-Secret`) when it has one.
+pub async fn send_with_secret(
+    request: reqwest::RequestBuilder,
+    secret: Option<&str>,
+) -> reqwest::Response {
+    match secret {
+        Some(secret) => send(request.header("x-device-secret", secret)).await,
+        None => send(request).await,
+    }
 }
 
 /// A response header as text, if present.
@@ -290,6 +364,12 @@ pub async fn error_body(response: reqwest::Response, status: u16, code: &str) ->
         "error mirrors message in {body}"
     );
     body
+}
+
+/// As [`error_body`]; returns the error's message.
+pub async fn error_message(response: reqwest::Response, status: u16, code: &str) -> String {
+    let body = error_body(response, status, code).await;
+    body["message"].as_str().unwrap_or_default().to_owned()
 }
 
 /// Asserts the answer to a request that no route matches, as the front gives it: koe-local's

@@ -44,6 +44,61 @@ impl LogCapture {
             .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
             .collect()
     }
+
+    /// Fails, quoting the lines, if any captured line contains one of `sentinels`.
+    pub fn assert_none_of<S: AsRef<str>>(&self, sentinels: impl IntoIterator<Item = S>) {
+        let contents = self.contents();
+        for sentinel in sentinels {
+            let sentinel = sentinel.as_ref();
+            let leaks: Vec<&str> = contents.lines().filter(|l| l.contains(sentinel)).collect();
+            assert!(
+                leaks.is_empty(),
+                "{sentinel} reached the logs in {} line(s):\n{}",
+                leaks.len(),
+                leaks.join("\n")
+            );
+        }
+    }
+
+    /// Some captured line has every `(field, value)` pair (top-level fields of the JSON line).
+    pub fn has_line(&self, fields: &[(&str, serde_json::Value)]) -> bool {
+        self.lines()
+            .iter()
+            .any(|line| fields.iter().all(|(k, v)| &line[*k] == v))
+    }
+
+    /// Fails, showing what was captured, unless some line has every `(field, value)` pair:
+    /// the positive control that proves the capture sees `what` (say "the probe line").
+    pub fn assert_line(&self, what: &str, fields: &[(&str, serde_json::Value)]) {
+        assert!(
+            self.has_line(fields),
+            "{what} was captured ({fields:?}); {}",
+            self.summary()
+        );
+    }
+
+    /// Fails unless the access log holds a `status` answer on `route` with the error `code`.
+    pub fn assert_refusal_logged(&self, route: &str, status: u16, code: &str) {
+        self.assert_line(
+            &format!("the access log line of the {status} {code} on {route}"),
+            &[
+                ("route", route.into()),
+                ("status", status.into()),
+                ("code", code.into()),
+            ],
+        );
+    }
+
+    /// How many lines were captured and the last ones: what a failed positive control shows.
+    pub fn summary(&self) -> String {
+        let contents = self.contents();
+        let lines: Vec<&str> = contents.lines().collect();
+        format!(
+            "{} captured line(s), last ones:\n{}",
+            lines.len(),
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        )
+    }
 }
 
 /// Installs the capture as the process's global subscriber (once) and returns it. Everything at

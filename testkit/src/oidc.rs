@@ -3,23 +3,16 @@
 //! and mints ID tokens the way an external scheduler's identity provider would, plus the forged
 //! kinds an attacker would try.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use jsonwebtoken::jwk::{Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+
+use crate::loopback::{self, Loopback, json as respond};
 
 /// TEST-ONLY keys (never credentials of anything real).
 const KEY_1_PEM: &str = include_str!("../keys/oidc-test-rsa.pem");
@@ -76,24 +69,13 @@ struct State {
 }
 
 pub struct StandInIssuer {
-    addr: SocketAddr,
+    server: Loopback,
     state: Arc<Mutex<State>>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for StandInIssuer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl StandInIssuer {
     /// Serves a JWKS holding [`TestKey::One`] at `/jwks`.
     pub async fn start() -> StandInIssuer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind stand-in issuer");
-        let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State {
             keys: vec![TestKey::One],
             fetches: 0,
@@ -102,12 +84,22 @@ impl StandInIssuer {
             redirect_to: None,
             delay: Duration::ZERO,
         }));
-        let task = tokio::spawn(serve(listener, state.clone()));
-        StandInIssuer { addr, state, task }
+        let served = state.clone();
+        let server = Loopback::start("stand-in issuer", move |request| {
+            let state = served.clone();
+            async move {
+                let response = answer(&state, request.uri().path());
+                let delay = state.lock().unwrap().delay;
+                tokio::time::sleep(delay).await;
+                response
+            }
+        })
+        .await;
+        StandInIssuer { server, state }
     }
 
     pub fn jwks_url(&self) -> String {
-        format!("http://{}/jwks", self.addr)
+        format!("{}/jwks", self.server.url())
     }
 
     /// How many times the JWKS has been fetched.
@@ -152,47 +144,17 @@ impl StandInIssuer {
     }
 }
 
-async fn serve(listener: TcpListener, state: Arc<Mutex<State>>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let state = state.clone();
-                async move {
-                    let response = answer(&state, request.uri().path());
-                    let delay = state.lock().unwrap().delay;
-                    tokio::time::sleep(delay).await;
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn answer(state: &Mutex<State>, path: &str) -> hyper::Response<Full<Bytes>> {
-    let respond = |status: u16, body: String| {
-        hyper::Response::builder()
-            .status(status)
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .unwrap()
-    };
+fn answer(state: &Mutex<State>, path: &str) -> loopback::Response {
     if path != "/jwks" {
-        return respond(404, "{}".into());
+        return respond(404, "{}");
     }
     let mut state = state.lock().unwrap();
     state.fetches += 1;
     if state.failing {
-        return respond(500, r#"{"error":"stand-in issuer told to fail"}"#.into());
+        return respond(500, r#"{"error":"stand-in issuer told to fail"}"#);
     }
     if let Some(location) = &state.redirect_to {
-        let mut response = respond(302, "{}".into());
+        let mut response = respond(302, "{}");
         response
             .headers_mut()
             .insert("location", location.parse().unwrap());

@@ -107,6 +107,13 @@ pub fn tokens(text: &str) -> Vec<String> {
 }
 
 impl Behaviour {
+    /// The agent's planner deciding to answer at once (`POST /agent` round 1): `reply`, said
+    /// with `emotion`.
+    pub fn agent_answer(reply: &str, emotion: &str) -> Behaviour {
+        let decision = json!({"decision": {"type": "answer", "reply": reply, "emotion": emotion}});
+        Behaviour::complete(decision.to_string())
+    }
+
     pub fn complete(content: impl Into<String>) -> Behaviour {
         Behaviour::Complete {
             content: content.into(),
@@ -115,34 +122,51 @@ impl Behaviour {
         }
     }
 
-    /// OpenAI's answer when the account's quota is exhausted.
-    pub fn insufficient_quota() -> Behaviour {
+    /// A completion whose message has no content, as OpenAI answers a refusal.
+    pub fn refusal() -> Behaviour {
         Behaviour::Raw {
-            status: 429,
-            body: json!({"error": {
-                "message": "You exceeded your current quota, please check your plan and billing details.",
-                "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}})
+            status: 200,
+            body: json!({
+                "id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": null,
+                        "refusal": "I can't help with that."}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            })
             .to_string(),
         }
+    }
+
+    /// OpenAI's error answer: `status`, and an `error` object of `message`, `type` and `code`.
+    fn error(status: u16, message: &str, kind: &str, code: Option<&str>) -> Behaviour {
+        let error = json!({"message": message, "type": kind, "param": null, "code": code});
+        Behaviour::Raw {
+            status,
+            body: json!({ "error": error }).to_string(),
+        }
+    }
+
+    /// OpenAI's answer when the account's quota is exhausted.
+    pub fn insufficient_quota() -> Behaviour {
+        let message =
+            "You exceeded your current quota, please check your plan and billing details.";
+        Behaviour::error(
+            429,
+            message,
+            "insufficient_quota",
+            Some("insufficient_quota"),
+        )
     }
 
     /// OpenAI's answer when a rate limit is hit (retryable).
     pub fn rate_limited() -> Behaviour {
-        Behaviour::Raw {
-            status: 429,
-            body: json!({"error": {"message": "Rate limit reached for requests",
-                "type": "requests", "param": null, "code": "rate_limit_exceeded"}})
-            .to_string(),
-        }
+        let message = "Rate limit reached for requests";
+        Behaviour::error(429, message, "requests", Some("rate_limit_exceeded"))
     }
 
     pub fn server_error() -> Behaviour {
-        Behaviour::Raw {
-            status: 500,
-            body: json!({"error": {"message": "The server had an error while processing your request.",
-                "type": "server_error", "param": null, "code": null}})
-            .to_string(),
-        }
+        let message = "The server had an error while processing your request.";
+        Behaviour::error(500, message, "server_error", None)
     }
 
     pub fn garbage() -> Behaviour {
@@ -355,12 +379,7 @@ async fn answer(
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = crate::loopback::body_bytes(request.into_body()).await;
     if !path_ok {
         return Some(respond(
             404,

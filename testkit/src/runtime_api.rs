@@ -8,21 +8,15 @@
 //! [`RuntimeApi::address`]. One emulator per process under test: dropping it stops the server
 //! and every connection (a killed process's pending `next` cannot take the next test's event).
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use serde_json::Value;
-use tokio::net::TcpListener;
 use tokio::sync::{Mutex, mpsc};
-use tokio::task::{JoinHandle, JoinSet};
+
+use crate::loopback::{self, Loopback, json as reply};
 
 const PREFIX: &str = "/2018-06-01/runtime";
 /// The ARN every invocation reports as the invoked function's.
@@ -84,44 +78,37 @@ struct Shared {
 
 /// The emulator; dropping it stops the server and closes every connection.
 pub struct RuntimeApi {
-    addr: SocketAddr,
+    server: Loopback,
     queue: mpsc::UnboundedSender<Invocation>,
     outcomes: Mutex<mpsc::UnboundedReceiver<Outcome>>,
-    task: JoinHandle<()>,
     next_id: std::sync::atomic::AtomicU64,
-}
-
-impl Drop for RuntimeApi {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl RuntimeApi {
     /// Starts on a free loopback port, with no event queued.
     pub async fn start() -> RuntimeApi {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the runtime API emulator");
-        let addr = listener.local_addr().expect("local address");
         let (queue, queued) = mpsc::unbounded_channel();
         let (outcome_tx, outcomes) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             queue: Mutex::new(queued),
             outcomes: outcome_tx,
         });
+        let server = Loopback::start("runtime API emulator", move |request| {
+            let shared = shared.clone();
+            async move { answer(&shared, request).await }
+        })
+        .await;
         RuntimeApi {
-            addr,
+            server,
             queue,
             outcomes: Mutex::new(outcomes),
-            task: tokio::spawn(serve(listener, shared)),
             next_id: Default::default(),
         }
     }
 
     /// The value for `AWS_LAMBDA_RUNTIME_API` (`host:port`, no scheme).
     pub fn address(&self) -> String {
-        self.addr.to_string()
+        self.server.addr().to_string()
     }
 
     /// Queues `event` for the next `GET .../invocation/next`; returns its request id.
@@ -170,48 +157,10 @@ impl RuntimeApi {
     }
 }
 
-/// Accepts connections until aborted; the connections live in a `JoinSet` owned by this task,
-/// so aborting it aborts them too.
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let mut connections = JoinSet::new();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        while connections.try_join_next().is_some() {}
-        let shared = shared.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(answer(&shared, request).await) }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn reply(status: u16, body: impl Into<Bytes>) -> hyper::Response<Full<Bytes>> {
-    hyper::Response::builder()
-        .status(status)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(body.into()))
-        .expect("a valid response")
-}
-
-async fn answer(
-    shared: &Shared,
-    request: hyper::Request<Incoming>,
-) -> hyper::Response<Full<Bytes>> {
+async fn answer(shared: &Shared, request: loopback::Request) -> loopback::Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let body = request
-        .into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = loopback::body_bytes(request.into_body()).await;
     let Some(rest) = path.strip_prefix(PREFIX) else {
         return reply(404, r#"{"errorMessage":"unknown path"}"#);
     };

@@ -6,19 +6,13 @@
 //! take reads and never answer them, as a connection stuck across a Lambda freeze does.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+
+use crate::loopback::{self, Loopback, aws_json_1_1 as respond};
 
 #[derive(Default)]
 struct Shared {
@@ -30,15 +24,8 @@ struct Shared {
 }
 
 pub struct StandInSecretsManager {
-    addr: SocketAddr,
+    server: Loopback,
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for StandInSecretsManager {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl StandInSecretsManager {
@@ -50,11 +37,22 @@ impl StandInSecretsManager {
 
     /// Starts on `addr` (port 0: a free port), holding no secret yet.
     pub async fn start_on(addr: SocketAddr) -> std::io::Result<StandInSecretsManager> {
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::default());
-        let task = tokio::spawn(serve(listener, shared.clone()));
-        Ok(StandInSecretsManager { addr, shared, task })
+        let served = shared.clone();
+        let server = Loopback::start_on(addr, move |request| {
+            let shared = served.clone();
+            async move {
+                let target = loopback::amz_target(&request);
+                let body = loopback::body_bytes(request.into_body()).await;
+                let answer = answer(&shared, &target, &body);
+                if shared.holding.load(Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                answer
+            }
+        })
+        .await?;
+        Ok(StandInSecretsManager { server, shared })
     }
 
     /// Starts on `addr` holding exactly the secrets `events/env.json` names, with the values the
@@ -71,7 +69,7 @@ impl StandInSecretsManager {
 
     /// The value for `AWS_ENDPOINT_URL_SECRETS_MANAGER`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// Sets (or rotates) the secret `arn` to `value`.
@@ -92,51 +90,7 @@ impl StandInSecretsManager {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let shared = shared.clone();
-                async move {
-                    let target = request
-                        .headers()
-                        .get("x-amz-target")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned();
-                    let body = request
-                        .into_body()
-                        .collect()
-                        .await
-                        .map(|b| b.to_bytes())
-                        .unwrap_or_default();
-                    let answer = answer(&shared, &target, &body);
-                    if shared.holding.load(Ordering::SeqCst) {
-                        std::future::pending::<()>().await;
-                    }
-                    Ok::<_, Infallible>(answer)
-                }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-fn answer(shared: &Shared, target: &str, body: &[u8]) -> hyper::Response<Full<Bytes>> {
-    let respond = |status: u16, body: Value| {
-        hyper::Response::builder()
-            .status(status)
-            .header("content-type", "application/x-amz-json-1.1")
-            .header("x-amzn-requestid", "00000000-0000-0000-0000-000000000000")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .unwrap()
-    };
+fn answer(shared: &Shared, target: &str, body: &[u8]) -> loopback::Response {
     if target != "secretsmanager.GetSecretValue" {
         return respond(
             400,

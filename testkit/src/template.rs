@@ -29,3 +29,15 @@ pub fn load_yaml(name: &str) -> Value {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     serde_norway::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
+
+/// The logical ids of `template`'s resources of type `kind` (`AWS::Serverless::Function`, ...).
+pub fn resources_of_type(template: &Value, kind: &str) -> Vec<String> {
+    let resources = template["Resources"]
+        .as_mapping()
+        .expect("template Resources");
+    resources
+        .iter()
+        .filter(|(_, resource)| resource["Type"] == kind)
+        .map(|(id, _)| id.as_str().expect("a logical id").to_owned())
+        .collect()
+}

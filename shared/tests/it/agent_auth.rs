@@ -47,6 +47,23 @@ async fn assert_unauthorized(response: reqwest::Response, case: &str) {
     error_body(response, 401, "UNAUTHORIZED").await;
 }
 
+/// `route` with `key` (`None`: no key) and `body` is refused as unauthorized; `case` names how.
+async fn assert_route_refuses(
+    app: &TestApp,
+    route: &Route,
+    key: Option<&str>,
+    body: &'static str,
+    case: &str,
+) {
+    let (method, path) = (route.method.clone(), route.path);
+    let request = match key {
+        Some(key) => app.agent_with_key(method, path, key),
+        None => app.agent_unauthenticated(method, path),
+    };
+    let response = send(request.body(body)).await;
+    assert_unauthorized(response, &format!("{}: {case}", name(route))).await;
+}
+
 /// Keys that must not open the agent API when the configured keys are `TEST_API_KEY` and
 /// `ROTATED_KEY`.
 fn wrong_keys() -> Vec<(&'static str, String)> {
@@ -79,12 +96,7 @@ fn wrong_keys() -> Vec<(&'static str, String)> {
 async fn every_agent_route_refuses_a_missing_key() {
     let app = rotated_app().await;
     for route in agent_routes() {
-        let response = send(
-            app.agent_unauthenticated(route.method.clone(), route.path)
-                .body("{}"),
-        )
-        .await;
-        assert_unauthorized(response, &format!("{}: no key", name(route))).await;
+        assert_route_refuses(&app, route, None, "{}", "no key").await;
     }
     assert!(app.events.published().is_empty(), "a 401 is not notified");
 }
@@ -94,12 +106,7 @@ async fn every_agent_route_refuses_every_wrong_key() {
     let app = rotated_app().await;
     for route in agent_routes() {
         for (case, key) in wrong_keys() {
-            let response = send(
-                app.agent_with_key(route.method.clone(), route.path, &key)
-                    .body("{}"),
-            )
-            .await;
-            assert_unauthorized(response, &format!("{}: {case}", name(route))).await;
+            assert_route_refuses(&app, route, Some(&key), "{}", case).await;
         }
     }
     assert!(app.events.published().is_empty(), "a 401 is not notified");
@@ -110,12 +117,7 @@ async fn without_configured_keys_every_key_is_refused_even_an_empty_one() {
     let app = spawn_app(&[("AGENT_API_KEYS", "")]).await;
     for route in agent_routes() {
         for key in ["", TEST_API_KEY] {
-            let response = send(
-                app.agent_with_key(route.method.clone(), route.path, key)
-                    .body("{}"),
-            )
-            .await;
-            assert_unauthorized(response, &format!("{}: key {key:?}", name(route))).await;
+            assert_route_refuses(&app, route, Some(key), "{}", &format!("key {key:?}")).await;
         }
         let response = send(app.agent_unauthenticated(route.method.clone(), route.path)).await;
         assert_unauthorized(response, &format!("{}: no key", name(route))).await;
@@ -153,22 +155,9 @@ async fn a_refused_request_changes_nothing() {
 async fn the_key_is_checked_before_an_invalid_json_body() {
     let app = rotated_app().await;
     for route in agent_routes() {
-        let response = send(
-            app.agent_unauthenticated(route.method.clone(), route.path)
-                .body("{not json"),
-        )
-        .await;
-        assert_unauthorized(response, &format!("{}: invalid JSON, no key", name(route))).await;
-        let response = send(
-            app.agent_with_key(route.method.clone(), route.path, "wrong-key")
-                .body("{not json"),
-        )
-        .await;
-        assert_unauthorized(
-            response,
-            &format!("{}: invalid JSON, wrong key", name(route)),
-        )
-        .await;
+        assert_route_refuses(&app, route, None, "{not json", "invalid JSON, no key").await;
+        let wrong = Some("wrong-key");
+        assert_route_refuses(&app, route, wrong, "{not json", "invalid JSON, wrong key").await;
     }
 }
 
@@ -198,24 +187,13 @@ async fn the_key_is_checked_before_an_oversized_body() {
 /// answer is waited for again (5 s). Returns what came before the body (`None`: nothing) and
 /// the status line in the end.
 fn status_lines(agent_url: &str, head: &str, wait: Duration, then_body: bool) -> [String; 2] {
-    use std::io::{Read, Write};
+    use koe_testkit::raw_http::read_status_line;
+    use std::io::Write;
     let addr = agent_url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).expect("connects");
     stream.set_read_timeout(Some(wait)).unwrap();
     stream.write_all(head.as_bytes()).unwrap();
-    let read_head = |stream: &mut std::net::TcpStream| {
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => answer.extend_from_slice(&buf[..n]),
-            }
-        }
-        let answer = String::from_utf8_lossy(&answer).into_owned();
-        answer.lines().next().unwrap_or_default().to_owned()
-    };
-    let before = read_head(&mut stream);
+    let before = read_status_line(&mut stream);
     if !then_body || !before.is_empty() {
         return [before.clone(), before];
     }
@@ -223,7 +201,7 @@ fn status_lines(agent_url: &str, head: &str, wait: Duration, then_body: bool) ->
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let after = read_head(&mut stream);
+    let after = read_status_line(&mut stream);
     [before, after]
 }
 

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, send, spawn_app_with,
+    FailingStore, TestApp, error_body, header, invalid_field, issued_step_id, on_store,
+    send_with_secret, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The app's clock: Sunday 2026-03-01, 09:00 in Tokyo.
 const NOW: &str = "2026-03-01T00:00:00Z";
@@ -29,17 +30,9 @@ async fn app_with_store(require: Option<&str>, store: Option<Arc<dyn Store>>) ->
     if let Some(value) = require {
         vars.push(("AGENT_REQUIRE_DEVICE_SECRET", value));
     }
-    let app = spawn_app_with(&vars, |app| {
-        let app = app.with_clock(clock);
-        match store {
-            Some(store) => app.with_store(store),
-            None => app,
-        }
-    })
-    .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん！", "emotion": "happy"}}).to_string(),
-    ));
+    let app = spawn_app_with(&vars, |app| on_store(app.with_clock(clock), store)).await;
+    app.openai
+        .set_default(Behaviour::agent_answer("うん！", "happy"));
     app
 }
 
@@ -51,40 +44,12 @@ fn token() -> String {
     "0a1b2c3d".repeat(8)
 }
 
-async fn put_device(app: &TestApp, device: &str, secret: Option<&str>) -> Value {
-    let mut request = app
-        .agent(http::Method::PUT, "/devices")
-        .body(json!({"deviceId": device, "voipToken": token()}).to_string());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    let response = send(request).await;
-    assert_eq!(response.status().as_u16(), 200);
-    response.json().await.unwrap()
-}
-
-/// Registers `device`; returns its secret, not yet proven.
-async fn registered(app: &TestApp, device: &str) -> String {
-    let body = put_device(app, device, None).await;
-    body["deviceSecret"].as_str().unwrap().to_owned()
-}
-
-/// Registers `device` and proves its secret (a `PUT /devices` presenting it); returns it.
-async fn proven(app: &TestApp, device: &str) -> String {
-    let secret = registered(app, device).await;
-    put_device(app, device, Some(&secret)).await;
-    secret
-}
-
 async fn round_1(app: &TestApp, device: &str, secret: Option<&str>) -> reqwest::Response {
     let body = json!({"message": "ねえ", "capabilities": ["calendar"], "deviceId": device});
-    let mut request = app
+    let request = app
         .agent(http::Method::POST, "/agent")
         .body(body.to_string());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(request, secret).await
 }
 
 /// Round 1 answered, with `remaining` of the day's calls left.
@@ -120,7 +85,7 @@ async fn switch_off_serves_any_device_with_or_without_a_secret_as_today() {
         answered(round_1(&app, &unregistered, Some("wrong")).await, LIMIT - 2).await;
         answered(round_1(&app, &unregistered, Some("")).await, LIMIT - 3).await;
         let device = device();
-        proven(&app, &device).await;
+        app.register_proven_device(&device, &token()).await;
         answered(round_1(&app, &device, None).await, LIMIT - 1).await;
     }
 }
@@ -135,12 +100,12 @@ async fn switch_on_serves_round_1_only_for_a_registered_device_presenting_its_pr
 
     // Registered, its secret not proven yet: refused, even presenting it.
     let device = device();
-    let secret = registered(&app, &device).await;
+    let secret = app.register_device(&device, &token()).await;
     secret_required(&app, round_1(&app, &device, None).await).await;
     secret_required(&app, round_1(&app, &device, Some(&secret)).await).await;
 
     // Proven: served with it; refused without it or with another value.
-    put_device(&app, &device, Some(&secret)).await;
+    app.put_device(&device, &token(), Some(&secret)).await;
     answered(round_1(&app, &device, Some(&secret)).await, LIMIT - 1).await;
     secret_required(&app, round_1(&app, &device, None).await).await;
     let wrong = format!("{}0", &secret[1..]);
@@ -160,18 +125,14 @@ async fn switch_on_serves_round_1_only_for_a_registered_device_presenting_its_pr
 async fn switch_on_leaves_round_2_to_its_binding_to_round_1() {
     let app = app(Some("1")).await;
     let device = device();
-    proven(&app, &device).await;
+    app.register_proven_device(&device, &token()).await;
     app.openai.script([Behaviour::complete(
         json!({"reply": "あしたは歯医者さんだね。", "emotion": "neutral"}).to_string(),
     )]);
     let step_id = issued_step_id(&device, app.clock.now());
     let round_2 = json!({"message": "ねえ", "deviceId": device, "results": [
         {"stepId": step_id, "tool": "calendar", "output": {"events": []}}]});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_2.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&round_2).await;
     let status = response.status().as_u16();
     let body = response.text().await.unwrap();
     assert_eq!(status, 200, "round 2 needs no secret: {body}");

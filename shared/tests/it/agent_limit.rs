@@ -12,7 +12,7 @@ use koe::store::UsageOutcome;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, header, issued_step_id, send, spawn_app_with,
+    FailingStore, TestApp, error_body, header, issued_step_id, on_store, spawn_app_with,
 };
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
@@ -45,16 +45,11 @@ async fn app(adapter: Adapter, limit: u32, now: &str) -> (TestApp, Arc<ManualClo
     };
     let limit = limit.to_string();
     let app = spawn_app_with(&[("AGENT_DAILY_LIMIT", &limit)], |app| {
-        let app = app.with_clock(clock.clone());
-        match store {
-            Some(store) => app.with_store(store),
-            None => app,
-        }
+        on_store(app.with_clock(clock.clone()), store)
     })
     .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん！", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん！", "happy"));
     (app, clock)
 }
 
@@ -70,11 +65,7 @@ fn round_2(app: &TestApp, device: &str) -> Value {
 }
 
 async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
-    send(
-        app.agent(http::Method::POST, "/agent")
-            .body(body.to_string()),
-    )
-    .await
+    app.post_agent(body).await
 }
 
 /// Posts round 1 and asserts a 200 with `remaining` left; returns nothing else.
@@ -232,9 +223,8 @@ async fn round_2_is_never_counted(adapter: Adapter) {
         assert_eq!(header(&response, "x-ratelimit-limit").as_deref(), Some("1"));
         assert_eq!(header(&response, "x-ratelimit-remaining"), None);
     }
-    app.openai.script([Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    )]);
+    app.openai
+        .script([Behaviour::agent_answer("うん", "happy")]);
     allowed(&app, &device, 0).await;
     // With the day's one round 1 used, round 2 still answers.
     let response = post(&app, &round_2(&app, &device)).await;
@@ -297,9 +287,8 @@ async fn the_dynamodb_counter_carries_the_japan_day_and_its_expiry() {
     ));
     let clock = Arc::new(ManualClock::at_rfc3339("2035-03-01T20:00:00Z"));
     let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(store)).await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん", "happy"));
     let device = random_device();
     allowed(&app, &device, 49).await;
     allowed(&app, &device, 48).await;
@@ -328,9 +317,8 @@ async fn a_failing_counter_fails_open_without_the_remaining_header() {
         app.with_clock(clock).with_store(Arc::new(FailingStore))
     })
     .await;
-    app.openai.set_default(Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    ));
+    app.openai
+        .set_default(Behaviour::agent_answer("うん", "happy"));
     let device = random_device();
     for _ in 0..3 {
         let response = post(&app, &round_1(&device)).await;

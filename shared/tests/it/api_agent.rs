@@ -19,6 +19,8 @@ use koe_testkit::harness::{
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
+use super::api_chat::{assert_fits_within, padded_to};
+
 /// The app's clock: Sunday 2026-03-01, 09:00 in Tokyo.
 const NOW: &str = "2026-03-01T00:00:00Z";
 const DEVICE: &str = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
@@ -74,27 +76,11 @@ fn tomorrow_plan() -> Behaviour {
 }
 
 fn planner_answer(reply: &str, emotion: &str) -> Behaviour {
-    Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": reply, "emotion": emotion}}).to_string(),
-    )
+    Behaviour::agent_answer(reply, emotion)
 }
 
 fn responder_answer(reply: &str, emotion: &str) -> Behaviour {
     Behaviour::complete(json!({"reply": reply, "emotion": emotion}).to_string())
-}
-
-/// A completion whose message has no content, as OpenAI answers a refusal.
-fn refusal() -> Behaviour {
-    Behaviour::Raw {
-        status: 200,
-        body: json!({
-            "id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
-        })
-        .to_string(),
-    }
 }
 
 async fn ok_body(response: reqwest::Response) -> Value {
@@ -693,7 +679,7 @@ async fn responder_output_invalid_twice_is_500_provider_bad_response() {
     let app = app().await;
     app.openai.script([
         responder_answer("   ", "happy"),
-        refusal(),
+        Behaviour::refusal(),
         responder_answer("x", "happy"),
     ]);
     error_body(
@@ -709,8 +695,10 @@ async fn responder_output_invalid_twice_is_500_provider_bad_response() {
 #[tokio::test]
 async fn a_refusal_counts_as_invalid_output_and_is_asked_again() {
     let app = app().await;
-    app.openai
-        .script([refusal(), planner_answer("うん、聞いてるよ。", "neutral")]);
+    app.openai.script([
+        Behaviour::refusal(),
+        planner_answer("うん、聞いてるよ。", "neutral"),
+    ]);
     let body = ok_body(post(&app, round_1("ねえ").to_string()).await).await;
     assert_eq!(body["reply"], "うん、聞いてるよ。");
     assert_eq!(app.openai.request_count(), 2);
@@ -1162,30 +1150,12 @@ fn largest_round_2() -> String {
     )
 }
 
-/// `body` (a JSON object) with an unknown field padding it to exactly `len` bytes.
-fn padded_to(body: &str, len: usize) -> String {
-    let head = &body[..body.len() - 1];
-    let pad = len - body.len() - r#","pad":"""#.len();
-    let padded = format!(r#"{head},"pad":"{}"}}"#, "x".repeat(pad));
-    assert_eq!(padded.len(), len);
-    padded
-}
-
 #[tokio::test]
 async fn the_largest_round_2_the_field_caps_allow_fits_the_cap_and_one_byte_more_does_not() {
     let app = app().await;
     let largest = largest_round_2();
-    assert!(
-        largest.len() <= AGENT_BODY_LIMIT,
-        "{} > {AGENT_BODY_LIMIT}",
-        largest.len()
-    );
-    assert!(
-        // The slack (1024) and a comma after every event and result: 5 + 1 more than JSON has.
-        AGENT_BODY_LIMIT - largest.len() <= 1024 + 6,
-        "{}",
-        largest.len()
-    );
+    // The slack (1024) and a comma after every event and result: 5 + 1 more than JSON has.
+    assert_fits_within(&largest, AGENT_BODY_LIMIT, 1024 + 6);
     app.openai.script([
         responder_answer("はい", "neutral"),
         responder_answer("はい", "neutral"),

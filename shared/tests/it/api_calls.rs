@@ -12,7 +12,7 @@ use koe::domain::reservation::{CallId, ReservationStatus, RunToken};
 use koe::store::Outcome;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, invalid_field, send, spawn_app_with,
+    FailingStore, TestApp, error_body, invalid_field, send, send_with_secret, spawn_app_with,
 };
 use serde_json::{Value, json};
 
@@ -668,12 +668,7 @@ async fn the_core_flow_works_on_dynamodb_local() {
     error_body(get(&app, &device).await, 404, "NOT_FOUND").await;
 
     register(&app, &device).await;
-    let stored = app
-        .store
-        .get_device(&device_id(&device), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(&device).await.unwrap();
     assert_eq!(stored.voip_token.expose(), token());
 
     let response = post_raw(
@@ -721,32 +716,24 @@ async fn calls_with_secret(
     device: &str,
     secret: Option<&str>,
 ) -> reqwest::Response {
-    let mut request = if method == http::Method::POST {
-        app.agent(method, "/calls")
-            .body(json!({"deviceId": device, "scheduledAt": AT, "callerName": "Mika"}).to_string())
-    } else {
-        app.agent(method, &format!("/calls?deviceId={}", encode(device)))
-    };
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(
+        if method == http::Method::POST {
+            app.agent(method, "/calls").body(
+                json!({"deviceId": device, "scheduledAt": AT, "callerName": "Mika"}).to_string(),
+            )
+        } else {
+            app.agent(method, &format!("/calls?deviceId={}", encode(device)))
+        },
+        secret,
+    )
+    .await
 }
 
 #[tokio::test]
 async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not() {
     let (app, _clock) = app_at_now().await;
     let device = "calls-secret-device";
-    let body = json!({"deviceId": device, "voipToken": token()});
-    let first: Value = send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(body.to_string()),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let secret = first["deviceSecret"].as_str().unwrap().to_owned();
+    let secret = app.register_device(device, &token()).await;
     let other = format!("{}0", &secret[1..]);
 
     // Not proven yet (today's app): no header needed, but a wrong one is refused.
@@ -764,13 +751,7 @@ async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not()
     );
 
     // The app proves it on PUT /devices: from now on /calls needs it.
-    let proven = send(
-        app.agent(http::Method::PUT, "/devices")
-            .header("x-device-secret", &secret)
-            .body(body.to_string()),
-    )
-    .await;
-    assert_eq!(proven.status().as_u16(), 200);
+    app.put_device(device, &token(), Some(&secret)).await;
     for method in [http::Method::GET, http::Method::DELETE, http::Method::POST] {
         for presented in [None, Some(other.as_str())] {
             let refused = calls_with_secret(&app, method.clone(), device, presented).await;
@@ -798,29 +779,8 @@ async fn once_the_device_secret_is_proven_calls_need_it_and_before_they_do_not()
 async fn a_device_whose_token_was_removed_still_needs_its_proven_secret() {
     let (app, _clock) = app_at_now().await;
     let device = "calls-secret-dead-token";
-    let body = json!({"deviceId": device, "voipToken": token()});
-    let issued: Value = send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(body.to_string()),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let secret = issued["deviceSecret"].as_str().unwrap().to_owned();
-    let proven = send(
-        app.agent(http::Method::PUT, "/devices")
-            .header("x-device-secret", &secret)
-            .body(body.to_string()),
-    )
-    .await;
-    assert_eq!(proven.status().as_u16(), 200);
-    let stored = app
-        .store
-        .get_device(&device_id(device), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let secret = app.register_proven_device(device, &token()).await;
+    let stored = app.stored_device(device).await.unwrap();
     assert!(
         app.store
             .remove_device(&device_id(device), &stored.voip_token)

@@ -9,7 +9,9 @@ use koe::clock::Clock;
 use koe::domain::reservation::{CallId, RunToken};
 use koe::store::{ClaimAnswer, Outcome};
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{TestApp, error_body, header, invalid_field, send, spawn_app_with};
+use koe_testkit::harness::{
+    TestApp, error_body, header, invalid_field, send, send_with_secret, spawn_app_with,
+};
 use serde_json::{Value, json};
 
 use super::api_calls::{device_id, get_ok, post_raw, token};
@@ -46,13 +48,12 @@ async fn register_confirming(app: &TestApp, device: &str) -> Value {
 }
 
 async fn confirm_raw(app: &TestApp, body: &str, secret: Option<&str>) -> reqwest::Response {
-    let mut request = app
-        .agent(http::Method::POST, "/calls/confirm")
-        .body(body.to_owned());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(
+        app.agent(http::Method::POST, "/calls/confirm")
+            .body(body.to_owned()),
+        secret,
+    )
+    .await
 }
 
 async fn confirm(app: &TestApp, device: &str, call: &str) -> reqwest::Response {
@@ -293,12 +294,11 @@ async fn a_proven_secret_is_required(app: &TestApp, clock: &ManualClock) {
     let wrong = confirm_raw(app, &body, Some(&other)).await;
     error_body(wrong, 403, "DEVICE_SECRET_REQUIRED").await;
     // Presented here, it proves the device: from now on it is required.
+    let confirmed = confirm_raw(app, &body, Some(&secret)).await;
     assert_eq!(
-        confirm_raw(app, &body, Some(&secret))
-            .await
-            .status()
-            .as_u16(),
-        200
+        confirmed.status().as_u16(),
+        200,
+        "proven by this confirmation"
     );
     for presented in [None, Some(other.as_str())] {
         let refused = confirm_raw(app, &body, presented).await;
@@ -306,13 +306,8 @@ async fn a_proven_secret_is_required(app: &TestApp, clock: &ManualClock) {
     }
     let malformed = confirm_raw(app, &body, Some(&"a".repeat(129))).await;
     invalid_field(malformed, "X-Device-Secret").await;
-    assert_eq!(
-        confirm_raw(app, &body, Some(&secret))
-            .await
-            .status()
-            .as_u16(),
-        200
-    );
+    let confirmed = confirm_raw(app, &body, Some(&secret)).await;
+    assert_eq!(confirmed.status().as_u16(), 200, "with the proven secret");
 }
 
 macro_rules! on_both_stores {

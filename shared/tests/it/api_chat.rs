@@ -451,8 +451,14 @@ fn largest_chat_body() -> String {
     format!(r#"{{"messages":[{messages}],"model":"gpt-4o-mini","maxTokens":4096}}"#)
 }
 
+/// `largest` fits under the cap `limit` and leaves at most `slack` bytes of it unused.
+pub(super) fn assert_fits_within(largest: &str, limit: usize, slack: usize) {
+    assert!(largest.len() <= limit, "{} > {limit}", largest.len());
+    assert!(limit - largest.len() <= slack, "{}", largest.len());
+}
+
 /// `body` (a JSON object) with an unknown field padding it to exactly `len` bytes.
-fn padded_to(body: &str, len: usize) -> String {
+pub(super) fn padded_to(body: &str, len: usize) -> String {
     let head = &body[..body.len() - 1];
     let pad = len - body.len() - r#","pad":"""#.len();
     let padded = format!(r#"{head},"pad":"{}"}}"#, "x".repeat(pad));
@@ -473,18 +479,9 @@ async fn the_largest_body_the_field_caps_allow_fits_the_cap_and_one_byte_more_do
             .count(),
         1280
     );
-    // Derived, not guessed: within the cap, and only the slack below it.
-    assert!(
-        largest.len() <= CHAT_BODY_LIMIT,
-        "{} > {CHAT_BODY_LIMIT}",
-        largest.len()
-    );
-    // The formula counts the slack (1024) and a comma after every item, one more than JSON has.
-    assert!(
-        CHAT_BODY_LIMIT - largest.len() <= 1024 + 1,
-        "{}",
-        largest.len()
-    );
+    // Derived, not guessed: within the cap, and only the slack below it. The formula counts the
+    // slack (1024) and a comma after every item, one more than JSON has.
+    assert_fits_within(&largest, CHAT_BODY_LIMIT, 1024 + 1);
 
     let response = app.post_chat(largest.clone()).await;
     assert_eq!(response.status().as_u16(), 200);
@@ -599,20 +596,7 @@ async fn provider_200_with_invalid_json_is_provider_bad_response() {
 #[tokio::test]
 async fn completion_with_null_content_is_provider_bad_response() {
     let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::Raw {
-            status: 200,
-            body: json!({
-                "id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
-            })
-            .to_string(),
-        }],
-    )
-    .await;
+    let response = chat_with_provider(&app, vec![Behaviour::refusal()]).await;
     assert_provider_failure(&app, response, "PROVIDER_BAD_RESPONSE", 1).await;
 }
 

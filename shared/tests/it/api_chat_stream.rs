@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use koe_testkit::harness::{TestApp, error_body, spawn_app};
+use koe_testkit::harness::{TestApp, error_body, error_message, spawn_app};
 use koe_testkit::openai::{Behaviour, Pace, tokens};
 use serde_json::{Value, json};
 
@@ -72,6 +72,15 @@ fn named<'a>(events: &'a [Event], name: &str) -> Vec<&'a Event> {
     events.iter().filter(|e| e.name == name).collect()
 }
 
+/// The texts of the `sentence` events, in order.
+fn sentences(events: &[Event]) -> Vec<&str> {
+    let sentences = named(events, "sentence");
+    sentences
+        .iter()
+        .map(|e| e.data["text"].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_first_sentence_arrives_while_the_model_is_still_writing() {
     let app = spawn_app(&[]).await;
@@ -79,12 +88,8 @@ async fn the_first_sentence_arrives_while_the_model_is_still_writing() {
         .script([Behaviour::streamed(THREE_SENTENCES, PACE)]);
     let events = stream(&app, one_message()).await;
 
-    let sentences: Vec<&str> = named(&events, "sentence")
-        .iter()
-        .map(|e| e.data["text"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        sentences,
+        sentences(&events),
         [
             "Good morning!",
             "The weather in Tokyo is sunny today.",
@@ -145,12 +150,8 @@ async fn the_done_event_is_the_json_answer_for_the_same_model_output() {
         json!({"message": {"role": "assistant", "content": reply}, "tokensUsed": 43,
             "usage": {"promptTokens": 31, "completionTokens": 12, "totalTokens": 43}})
     );
-    let sentences: Vec<&str> = named(&events, "sentence")
-        .iter()
-        .map(|e| e.data["text"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        sentences,
+        sentences(&events),
         ["こんにちは。", "今日は「晴れ」です！", "お出かけですか？"]
     );
     assert!(named(&events, "error").is_empty());
@@ -260,12 +261,7 @@ async fn the_body_cap_applies_to_the_stream_too() {
         "a".repeat(koe::endpoints::CHAT_BODY_LIMIT)
     );
     let response = app.post_chat_stream(over).await;
-    let body = error_body(response, 400, "INVALID_REQUEST").await;
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("body must be at most")
-    );
+    let message = error_message(response, 400, "INVALID_REQUEST").await;
+    assert!(message.starts_with("body must be at most"), "{message}");
     assert_eq!(app.openai.request_count(), 0);
 }

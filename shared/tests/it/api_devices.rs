@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use koe::clock::Clock;
-use koe::domain::device::{DeviceId, PushEnvironment};
+use koe::domain::device::PushEnvironment;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
-    FailingStore, TestApp, error_body, invalid_field, send, spawn_app_with,
+    FailingStore, TestApp, error_body, error_message, invalid_field, send, send_with_secret,
+    spawn_app_with,
 };
 use serde_json::{Value, json};
 
@@ -31,10 +32,6 @@ async fn put_raw(app: &TestApp, body: impl Into<reqwest::Body>) -> reqwest::Resp
 
 async fn put(app: &TestApp, body: &Value) -> reqwest::Response {
     put_raw(app, body.to_string()).await
-}
-
-fn device_id(raw: &str) -> DeviceId {
-    DeviceId::parse("deviceId", raw).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -67,12 +64,7 @@ async fn put_registers_the_device_and_answers_without_the_token() {
         json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS, "confirmsCalls": false})
     );
 
-    let stored = app
-        .store
-        .get_device(&device_id(DEVICE), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(DEVICE).await.unwrap();
     assert_eq!(stored.voip_token.expose(), token());
     assert_eq!(stored.environment, PushEnvironment::Production);
     assert_eq!(stored.updated_at, app.clock.now());
@@ -91,12 +83,7 @@ async fn environment_sandbox_and_explicit_production_are_kept() {
         assert_eq!(response.status().as_u16(), 200, "{environment}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["environment"], environment);
-        let stored = app
-            .store
-            .get_device(&device_id(device), chrono::Utc::now())
-            .await
-            .unwrap()
-            .unwrap();
+        let stored = app.stored_device(device).await.unwrap();
         assert_eq!(stored.environment.as_str(), environment);
     }
 }
@@ -123,12 +110,7 @@ async fn an_uppercase_hex_token_is_accepted_and_stored_lowercase() {
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().await.unwrap();
     assert!(!text.to_lowercase().contains(&token()), "{text}");
-    let stored = app
-        .store
-        .get_device(&device_id(DEVICE), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(DEVICE).await.unwrap();
     assert_eq!(stored.voip_token.expose(), token());
 }
 
@@ -139,12 +121,7 @@ async fn tokens_of_64_and_200_hex_digits_are_accepted() {
         let hex = "0123456789abcdef".repeat(13)[..len].to_owned();
         let response = put(&app, &json!({"deviceId": device, "voipToken": hex})).await;
         assert_eq!(response.status().as_u16(), 200, "{len} digits");
-        let stored = app
-            .store
-            .get_device(&device_id(device), chrono::Utc::now())
-            .await
-            .unwrap()
-            .unwrap();
+        let stored = app.stored_device(device).await.unwrap();
         assert_eq!(stored.voip_token.expose(), hex);
     }
 }
@@ -179,12 +156,7 @@ async fn a_second_put_replaces_token_environment_and_time() {
         body,
         json!({"deviceId": DEVICE, "environment": "sandbox", "updatedAt": "2026-03-01T00:01:30.000Z", "confirmsCalls": false})
     );
-    let stored = app
-        .store
-        .get_device(&device_id(DEVICE), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = app.stored_device(DEVICE).await.unwrap();
     assert_eq!(stored.voip_token.expose(), new_token);
     assert_eq!(stored.environment, PushEnvironment::Sandbox);
     assert_eq!(stored.updated_at, clock.now());
@@ -197,116 +169,54 @@ async fn a_second_put_replaces_token_environment_and_time() {
 async fn each_invalid_body_is_a_400_naming_its_field() {
     let (app, _clock) = app_at_now().await;
     let t = token();
-    let obj = |pairs: Value| pairs.to_string();
-    let cases: Vec<(&str, String, &str)> = vec![
-        ("malformed JSON", r#"{"deviceId": "#.to_owned(), "body"),
-        ("empty body", String::new(), "body"),
-        ("whitespace body", "  \n ".to_owned(), "body"),
-        ("array", "[1, 2]".to_owned(), "body"),
-        ("string", r#""device""#.to_owned(), "body"),
-        ("null", "null".to_owned(), "body"),
-        ("deviceId missing", obj(json!({"voipToken": t})), "deviceId"),
-        (
-            "deviceId null",
-            obj(json!({"deviceId": null, "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId empty",
-            obj(json!({"deviceId": "", "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId with a space",
-            obj(json!({"deviceId": "my phone", "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId with a slash",
-            obj(json!({"deviceId": "a/b", "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId non-ASCII",
-            obj(json!({"deviceId": "デバイス", "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId 129 chars",
-            obj(json!({"deviceId": "d".repeat(129), "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId a number",
-            obj(json!({"deviceId": 42, "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "deviceId an object",
-            obj(json!({"deviceId": {"id": "x"}, "voipToken": t})),
-            "deviceId",
-        ),
-        (
-            "voipToken missing",
-            obj(json!({"deviceId": DEVICE})),
-            "voipToken",
-        ),
-        (
-            "voipToken empty",
-            obj(json!({"deviceId": DEVICE, "voipToken": ""})),
-            "voipToken",
-        ),
-        (
-            "voipToken 63 chars",
-            obj(json!({"deviceId": DEVICE, "voipToken": "a".repeat(63)})),
-            "voipToken",
-        ),
-        (
-            "voipToken 201 chars",
-            obj(json!({"deviceId": DEVICE, "voipToken": "a".repeat(201)})),
-            "voipToken",
-        ),
-        (
-            "voipToken non-hex",
-            obj(json!({"deviceId": DEVICE, "voipToken": "g".repeat(64)})),
-            "voipToken",
-        ),
-        (
-            "voipToken with spaces",
-            obj(json!({"deviceId": DEVICE, "voipToken": format!("<{}>", "ab ".repeat(30))})),
-            "voipToken",
-        ),
-        (
-            "voipToken a number",
-            obj(json!({"deviceId": DEVICE, "voipToken": 1234})),
-            "voipToken",
-        ),
-        (
-            "voipToken an array",
-            obj(json!({"deviceId": DEVICE, "voipToken": [t]})),
-            "voipToken",
-        ),
-        (
-            "environment staging",
-            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": "staging"})),
-            "environment",
-        ),
-        (
-            "environment uppercase",
-            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": "Sandbox"})),
-            "environment",
-        ),
-        (
-            "environment a number",
-            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": 1})),
-            "environment",
-        ),
-        (
-            "environment a boolean",
-            obj(json!({"deviceId": DEVICE, "voipToken": t, "environment": true})),
-            "environment",
-        ),
+    let whole_bodies = [
+        ("malformed JSON", r#"{"deviceId": "#.to_owned()),
+        ("empty body", String::new()),
+        ("whitespace body", "  \n ".to_owned()),
+        ("array", "[1, 2]".to_owned()),
+        ("string", r#""device""#.to_owned()),
+        ("null", "null".to_owned()),
     ];
+    // A valid body with one field set to the value (`None`: left out); the 400 names that field.
+    let one_field_wrong: Vec<(&str, &str, Option<Value>)> = vec![
+        ("deviceId", "missing", None),
+        ("deviceId", "null", Some(Value::Null)),
+        ("deviceId", "empty", Some(json!(""))),
+        ("deviceId", "with a space", Some(json!("my phone"))),
+        ("deviceId", "with a slash", Some(json!("a/b"))),
+        ("deviceId", "non-ASCII", Some(json!("デバイス"))),
+        ("deviceId", "129 chars", Some(json!("d".repeat(129)))),
+        ("deviceId", "a number", Some(json!(42))),
+        ("deviceId", "an object", Some(json!({"id": "x"}))),
+        ("voipToken", "missing", None),
+        ("voipToken", "empty", Some(json!(""))),
+        ("voipToken", "63 chars", Some(json!("a".repeat(63)))),
+        ("voipToken", "201 chars", Some(json!("a".repeat(201)))),
+        ("voipToken", "non-hex", Some(json!("g".repeat(64)))),
+        (
+            "voipToken",
+            "with spaces",
+            Some(json!(format!("<{}>", "ab ".repeat(30)))),
+        ),
+        ("voipToken", "a number", Some(json!(1234))),
+        ("voipToken", "an array", Some(json!([t]))),
+        ("environment", "staging", Some(json!("staging"))),
+        ("environment", "uppercase", Some(json!("Sandbox"))),
+        ("environment", "a number", Some(json!(1))),
+        ("environment", "a boolean", Some(json!(true))),
+    ];
+    let mut cases: Vec<(String, String, &str)> = whole_bodies
+        .into_iter()
+        .map(|(case, body)| (case.to_owned(), body, "body"))
+        .collect();
+    for (field, what, value) in one_field_wrong {
+        let mut body = json!({"deviceId": DEVICE, "voipToken": t});
+        match value {
+            Some(value) => body[field] = value,
+            None => drop(body.as_object_mut().unwrap().remove(field)),
+        }
+        cases.push((format!("{field} {what}"), body.to_string(), field));
+    }
     for (case, body, field) in cases {
         let response = put_raw(&app, body).await;
         assert_eq!(response.status().as_u16(), 400, "{case}");
@@ -318,11 +228,7 @@ async fn each_invalid_body_is_a_400_naming_its_field() {
         );
     }
     assert!(
-        app.store
-            .get_device(&device_id(DEVICE), chrono::Utc::now())
-            .await
-            .unwrap()
-            .is_none(),
+        app.stored_device(DEVICE).await.is_none(),
         "nothing was stored"
     );
     assert!(app.events.published().is_empty(), "a 400 is not notified");
@@ -336,13 +242,7 @@ async fn a_body_over_8_kib_is_a_400_naming_the_body() {
     let response = put(&app, &body).await;
     let body = invalid_field(response, "body").await;
     assert!(body["message"].as_str().unwrap().contains("8192"), "{body}");
-    assert!(
-        app.store
-            .get_device(&device_id(DEVICE), chrono::Utc::now())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(app.stored_device(DEVICE).await.is_none());
 }
 
 #[tokio::test]
@@ -396,13 +296,12 @@ async fn validation_comes_before_the_store() {
 // Device secret (docs/security.md, "Device-scoped access")
 
 async fn put_with_secret(app: &TestApp, secret: Option<&str>, body: &Value) -> reqwest::Response {
-    let mut request = app
-        .agent(http::Method::PUT, "/devices")
-        .body(body.to_string());
-    if let Some(secret) = secret {
-        request = request.header("x-device-secret", secret);
-    }
-    send(request).await
+    send_with_secret(
+        app.agent(http::Method::PUT, "/devices")
+            .body(body.to_string()),
+        secret,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -428,19 +327,9 @@ async fn once_the_app_has_presented_its_secret_the_token_cannot_be_replaced_with
     assert_eq!(proven.status().as_u16(), 200);
     let attacker = json!({"deviceId": DEVICE, "voipToken": format!("ff{}", "00112233".repeat(8))});
     let refused = put(&app, &attacker).await;
-    let error = error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("X-Device-Secret")
-    );
-    let stored = app
-        .store
-        .get_device(&device_id(DEVICE), chrono::Utc::now())
-        .await
-        .unwrap()
-        .unwrap();
+    let message = error_message(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    assert!(message.contains("X-Device-Secret"), "{message}");
+    let stored = app.stored_device(DEVICE).await.unwrap();
     assert_eq!(
         stored.voip_token.expose(),
         token(),

@@ -198,23 +198,7 @@ async fn an_idempotency_key_is_the_devices_own_and_its_replay_needs_the_devices_
     let (app, _) = app_at_now().await;
     let key = "7d0c8f1e-0000-4000-8000-000000000005";
     let (a, b) = ("idem-device-a", "idem-device-b");
-    let put = json!({"deviceId": a, "voipToken": token()});
-    let issued: Value = send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(put.to_string()),
-    )
-    .await
-    .json()
-    .await
-    .unwrap();
-    let secret = issued["deviceSecret"].as_str().unwrap().to_owned();
-    let proven = send(
-        app.agent(http::Method::PUT, "/devices")
-            .header("x-device-secret", &secret)
-            .body(put.to_string()),
-    )
-    .await;
-    assert_eq!(proven.status().as_u16(), 200);
+    let secret = app.register_proven_device(a, &token()).await;
     register(&app, b).await;
 
     let body_a = json!({"deviceId": a, "scheduledAt": AT});

@@ -95,11 +95,8 @@ async fn an_unknown_path_is_a_route_miss() {
 async fn a_wrong_method_on_health_is_a_route_miss_allowing_get() {
     let app = spawn_app(&[]).await;
     let response = app
-        .client
-        .delete(format!("{}/health", app.chat_url))
-        .send()
-        .await
-        .unwrap();
+        .bare(http::Method::DELETE, format!("{}/health", app.chat_url))
+        .await;
     route_miss(response, Some("GET")).await;
 }
 
@@ -115,11 +112,8 @@ async fn the_agent_port_does_not_serve_chat_routes() {
     let app = spawn_app(&[]).await;
     for path in ["/health", "/api/info", "/api/error"] {
         let response = app
-            .client
-            .get(format!("{}{path}", app.agent_url))
-            .send()
-            .await
-            .unwrap();
+            .bare(http::Method::GET, format!("{}{path}", app.agent_url))
+            .await;
         route_miss(response, None).await;
     }
     assert!(app.events.published().is_empty());

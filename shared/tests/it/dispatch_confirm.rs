@@ -37,6 +37,13 @@ struct Phone {
     confirms_attempt: Option<u64>,
 }
 
+/// A phone that confirms the push of `attempt` (`None`: never).
+fn confirming(attempt: Option<u64>) -> Phone {
+    Phone {
+        confirms_attempt: attempt,
+    }
+}
+
 struct World {
     store: Arc<dyn Store>,
     push: Arc<RecordingPushSender>,
@@ -137,11 +144,7 @@ impl World {
     }
 
     async fn stored(&self, r: &Reservation) -> Reservation {
-        self.store
-            .get_reservation(&r.device_id, Utc::now())
-            .await
-            .unwrap()
-            .expect("the reservation")
+        koe_testkit::dispatching::stored(&*self.store, r).await
     }
 
     /// Never two pushes of one attempt, never a push after its call's confirmation was stored.
@@ -165,42 +168,10 @@ impl World {
 
 async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
     let mut w = World::new(store);
-    let at_once = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(1),
-            },
-            1500,
-        )
-        .await;
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
-    let second = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(2),
-            },
-            1500,
-        )
-        .await;
-    let plain = w
-        .call(
-            false,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
+    let at_once = w.call(true, confirming(Some(1)), 1500).await;
+    let never = w.call(true, confirming(None), 1500).await;
+    let second = w.call(true, confirming(Some(2)), 1500).await;
+    let plain = w.call(false, confirming(None), 1500).await;
     let phones = w.start_phones(Utc::now() + Duration::seconds(5));
     let report = w.run(StdDuration::from_millis(4500)).await;
     phones.await.unwrap();
@@ -232,29 +203,11 @@ async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
     assert_eq!((report.re_pushed, report.unconfirmed), (3, 1), "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_phone_gets_the_pushes_it_needs_on_the_memory_store() {
-    each_phone_gets_the_pushes_it_needs(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_phone_gets_the_pushes_it_needs_on_dynamodb_local() {
-    each_phone_gets_the_pushes_it_needs(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
-}
-
 /// The run that pushed first ends (its window) before the wait does: a later run's selection
 /// finds the call due again and pushes it (late, within grace), once per attempt.
 async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
     let mut w = World::new(store);
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1100,
-        )
-        .await;
+    let never = w.call(true, confirming(None), 1100).await;
     // Ends 0.2 s after the call's second, before the wait after its push does (0.4 s).
     let window = never.scheduled_at.utc() + Duration::milliseconds(200) - Utc::now();
     w.run(window.to_std().unwrap()).await;
@@ -278,16 +231,6 @@ async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
     assert!(later.re_pushed >= 2 && later.lateness_ms.iter().any(|ms| *ms > 0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_later_run_pushes_again_on_the_memory_store() {
-    a_later_run_pushes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_later_run_pushes_again_on_dynamodb_local() {
-    a_later_run_pushes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
-}
-
 /// DynamoDB Local behind a proxy that loses replies (after the write happened) of the
 /// confirmation and of the pushes' outcomes, and holds others back: each attempt still pushed
 /// once, a confirmed call never pushed again.
@@ -296,24 +239,8 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     let world = koe_testkit::dispatching::ProxiedWorld::new().await;
     let mut w = World::new(world.store.clone());
     w.push = world.push.clone();
-    let second = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: Some(2),
-            },
-            1500,
-        )
-        .await;
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            1500,
-        )
-        .await;
+    let second = w.call(true, confirming(Some(2)), 1500).await;
+    let never = w.call(true, confirming(None), 1500).await;
     world.dropper.drop_replies("UpdateItem", ":rang", 1);
     world.dropper.drop_replies("UpdateItem", ":nextAtMs", 2);
     world
@@ -344,27 +271,14 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
 /// within grace, and the call ends `unconfirmed`.
 async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let mut w = World::new(store.clone());
-    let never = w
-        .call(
-            true,
-            Phone {
-                confirms_attempt: None,
-            },
-            300,
-        )
-        .await;
+    let never = w.call(true, confirming(None), 300).await;
     let due = never.scheduled_at.utc();
     tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
     let dead = koe::domain::reservation::RunToken::generate();
     let now = Utc::now();
+    let abandoned = now - Duration::seconds(30);
     let claim = store
-        .claim_due(
-            &never.device_id,
-            &never.call_id,
-            &dead,
-            now,
-            now - Duration::seconds(30),
-        )
+        .claim_due(&never.device_id, &never.call_id, &dead, now, abandoned)
         .await
         .unwrap();
     assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
@@ -392,12 +306,8 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     w.each_attempt_pushed_once(&never).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_whose_run_died_goes_again_on_the_memory_store() {
-    a_push_whose_run_died_goes_again(Arc::new(koe::store::memory::MemoryStore::new())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_whose_run_died_goes_again_on_dynamodb_local() {
-    a_push_whose_run_died_goes_again(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
-}
+on_each_store!(;
+    multi_thread: each_phone_gets_the_pushes_it_needs,
+    a_later_run_pushes_again,
+    a_push_whose_run_died_goes_again,
+);

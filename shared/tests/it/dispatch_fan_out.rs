@@ -14,11 +14,11 @@ use koe::clock::SystemClock;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::Part;
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
+use koe_testkit::dispatching::{reserve_at, stored};
 use koe_testkit::push::RecordingPushSender;
 use tokio::task::JoinHandle;
 
@@ -46,25 +46,9 @@ impl World {
         let now = Utc::now();
         let mut calls = Vec::new();
         for i in 0..CALLS {
-            let device = Device {
-                device_id: DeviceId::parse("deviceId", &format!("fan-out-{i}")).unwrap(),
-                voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-                environment: PushEnvironment::Production,
-                updated_at: now,
-                confirms_calls: false,
-            };
-            store.put_device(&device).await.unwrap();
             let at = now + Duration::milliseconds(2_500 + (i as i64 * 7) % 1_000);
-            let r = Reservation::new(
-                device.device_id,
-                ScheduledAt::from_stored(at.fixed_offset()),
-                None,
-                now,
-            );
-            store
-                .create_reservation(&r, now, now - Duration::minutes(5))
-                .await
-                .unwrap();
+            let (name, token) = (format!("fan-out-{i}"), format!("{i:064x}"));
+            let r = reserve_at(&*store, &name, &token, at.fixed_offset(), now).await;
             calls.push(r);
         }
         World {
@@ -93,12 +77,7 @@ impl World {
         assert_eq!(pushes.len(), CALLS, "every call pushed");
         assert!(pushes.values().all(|n| *n == 1), "none twice");
         for r in &self.calls {
-            let stored = self
-                .store
-                .get_reservation(&r.device_id, Utc::now())
-                .await
-                .unwrap()
-                .unwrap();
+            let stored = stored(&*self.store, r).await;
             assert_eq!(stored.status, ReservationStatus::Sent);
         }
     }

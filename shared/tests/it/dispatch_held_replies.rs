@@ -11,11 +11,11 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, Utc};
 use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;
+use koe_testkit::dispatching::reserve_at;
 use koe_testkit::dynamodb::held_replies::{HeldReplies, HeldStore};
 use koe_testkit::push::RecordingPushSender;
 
@@ -31,25 +31,9 @@ async fn crowd(store: &MemoryStore, second: DateTime<Utc>) -> Vec<Reservation> {
     let made = second - Duration::hours(1);
     let mut calls = Vec::with_capacity(CALLS);
     for i in 0..CALLS {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("held-{i}")).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: made,
-            confirms_calls: false,
-        };
-        store.put_device(&device).await.unwrap();
         let at = second + Duration::milliseconds((i * 1000 / CALLS) as i64);
-        let r = Reservation::new(
-            device.device_id,
-            ScheduledAt::from_stored(at.fixed_offset()),
-            None,
-            made,
-        );
-        store
-            .create_reservation(&r, made, made - Duration::minutes(5))
-            .await
-            .unwrap();
+        let (name, token) = (format!("held-{i}"), format!("{i:064x}"));
+        let r = reserve_at(store, &name, &token, at.fixed_offset(), made).await;
         calls.push(r);
     }
     calls

@@ -14,13 +14,12 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use koe::clock::Clock;
 use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause, SELECTION_QUERIES_IN_FLIGHT};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::shards_for;
-use koe::domain::reservation::{Reservation, ScheduledAt, minute_bucket};
+use koe::domain::reservation::{Reservation, minute_bucket};
 use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;
 use koe_testkit::dispatching::ProxiedWorld;
@@ -47,20 +46,10 @@ async fn an_inflated_minute_is_queried_a_bounded_number_at_once_and_delays_no_ca
     let clock = Arc::new(TokioClock::at(t("2035-03-01T00:00:52Z")));
 
     let crowded = minute_bucket(t("2035-03-01T00:00:00Z"));
-    let in_crowd = reserve(
-        store.as_ref(),
-        clock.as_ref(),
-        "inflated-same",
-        "2035-03-01T00:00:58Z",
-    )
-    .await;
-    let next = reserve(
-        store.as_ref(),
-        clock.as_ref(),
-        "inflated-next",
-        "2035-03-01T00:01:00.500Z",
-    )
-    .await;
+    let reserve_for =
+        |name: &'static str, at: &'static str| reserve(store.as_ref(), clock.as_ref(), name, at);
+    let in_crowd = reserve_for("inflated-same", "2035-03-01T00:00:58Z").await;
+    let next = reserve_for("inflated-next", "2035-03-01T00:01:00.500Z").await;
     koe_testkit::dynamodb::client()
         .await
         .update_item()
@@ -128,25 +117,7 @@ async fn an_inflated_minute_is_queried_a_bounded_number_at_once_and_delays_no_ca
 }
 
 async fn reserve(store: &dyn Store, clock: &dyn Clock, name: &str, at: &str) -> Reservation {
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", name).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: clock.now(),
-        confirms_calls: false,
-    };
-    store.put_device(&device).await.unwrap();
     let at = DateTime::parse_from_rfc3339(at).unwrap();
-    let r = Reservation::new(
-        device.device_id,
-        ScheduledAt::from_stored(at),
-        None,
-        clock.now(),
-    );
-    let now = clock.now();
-    store
-        .create_reservation(&r, now, now - Duration::seconds(150))
-        .await
-        .unwrap();
-    r
+    let token = format!("{:064x}", fastrand::u128(..));
+    koe_testkit::dispatching::reserve_at(store, name, &token, at, clock.now()).await
 }

@@ -11,11 +11,11 @@ use chrono::{Duration, FixedOffset, Utc};
 use koe::App;
 use koe::config::Vars;
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::ReservationStatus;
 use koe::endpoints::{Adapters, Dispatch};
 use koe::entrypoints::dispatch::handle;
 use koe::service::Service;
+use koe_testkit::dispatching::reserve_at;
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;
 use koe_testkit::template::repo_root;
@@ -66,33 +66,18 @@ async fn the_schedule_fixture_runs_a_dispatch() {
     let app = app.with_push(push.clone());
 
     let now = Utc::now();
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", "schedule-fixture").unwrap(),
-        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: now,
-        confirms_calls: false,
-    };
-    app.store()
-        .await
-        .unwrap()
-        .put_device(&device)
-        .await
-        .unwrap();
     let second = now + Duration::milliseconds(1000);
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();
-    let r = Reservation::new(
-        device.device_id.clone(),
-        ScheduledAt::from_stored(second.with_timezone(&jst)),
-        None,
+    let store = app.store().await.unwrap();
+    let token = "ab".repeat(32);
+    let r = reserve_at(
+        &*store,
+        "schedule-fixture",
+        &token,
+        second.with_timezone(&jst),
         now,
-    );
-    app.store()
-        .await
-        .unwrap()
-        .create_reservation(&r, now, now - Duration::seconds(150))
-        .await
-        .unwrap();
+    )
+    .await;
 
     let summary = handle(
         &service(&app).await,

@@ -16,11 +16,11 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::clock::Clock;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
+use koe_testkit::dispatching::reserve_at;
 use koe_testkit::push::{RecordingPushSender, Scripted};
 use tokio::task::JoinHandle;
 
@@ -70,28 +70,10 @@ impl World {
     }
 
     async fn reserve(&self, name: &str, when: DateTime<Utc>) -> Reservation {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", name).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: self.clock.now(),
-            confirms_calls: false,
-        };
-        self.store.put_device(&device).await.unwrap();
         let jst = FixedOffset::east_opt(9 * 3600).unwrap();
+        let token = format!("{:064x}", fastrand::u128(..));
         let now = self.clock.now();
-        let r = Reservation::new(
-            device.device_id,
-            ScheduledAt::from_stored(when.with_timezone(&jst)),
-            None,
-            now,
-        );
-        self.store
-            .create_reservation(&r, now, now - Duration::seconds(150))
-            .await
-            .unwrap();
-        r
+        reserve_at(&*self.store, name, &token, when.with_timezone(&jst), now).await
     }
 
     /// Walks the clock to `t` in 100 ms steps, letting woken tasks run after each.

@@ -12,9 +12,8 @@ use chrono::{Duration, FixedOffset, Utc};
 use koe::clock::{Clock, SystemClock};
 use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ScheduledAt};
 use koe::store::prelude::*;
+use koe_testkit::dispatching::reserve_at;
 use koe_testkit::push::RecordingPushSender;
 
 async fn all_due_in_one_second_leave_within_it(
@@ -39,24 +38,8 @@ async fn all_due_in_one_second_leave_within_it(
             let (store, slots) = (store.clone(), setup_slots.clone());
             tokio::spawn(async move {
                 let _slot = slots.acquire().await.unwrap();
-                let device = Device {
-                    device_id: DeviceId::parse("deviceId", &format!("load-{i}")).unwrap(),
-                    voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-                    environment: PushEnvironment::Production,
-                    updated_at: now,
-                    confirms_calls: false,
-                };
-                store.put_device(&device).await.unwrap();
-                let r = Reservation::new(
-                    device.device_id,
-                    ScheduledAt::from_stored(second.with_timezone(&jst)),
-                    None,
-                    now,
-                );
-                store
-                    .create_reservation(&r, now, now - Duration::seconds(150))
-                    .await
-                    .unwrap();
+                let (name, token) = (format!("load-{i}"), format!("{i:064x}"));
+                reserve_at(&*store, &name, &token, second.with_timezone(&jst), now).await;
             })
         })
         .collect();

@@ -122,17 +122,8 @@ impl Stack {
 
     /// Walks to `until` and collects every run's report (all must have ended by then).
     async fn reports(&self, until: DateTime<Utc>) -> Vec<RunReport> {
-        self.w.step_to(until).await;
         let runs: Vec<_> = std::mem::take(&mut *self.runs.lock().unwrap());
-        let mut reports = Vec::new();
-        for run in runs {
-            let report = tokio::time::timeout(PATIENCE, run)
-                .await
-                .expect("every run ends once nothing is due")
-                .expect("no run panics");
-            reports.push(report);
-        }
-        reports
+        self.w.finish(runs, until).await
     }
 
     fn pushes_of(&self, r: &Reservation) -> usize {
@@ -323,41 +314,12 @@ async fn a_run_that_watches_the_minute_spares_the_wake(store: DynStore) {
     assert!(reports.iter().all(|r| r.cause == "schedule"), "{reports:?}");
 }
 
-macro_rules! wake_suite {
-    ($store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        wake_suite!(@tests
-            an_idle_run_is_one_selection_and_an_exit,
-            a_run_stays_until_its_last_call_and_promises_to_watch_until_then,
-            a_call_made_after_the_minutes_run_ended_rings_at_its_second,
-            creates_at_once_wake_one_run_and_every_call_rings_at_its_second,
-            a_lost_wake_costs_lateness_within_grace_never_the_call,
-            a_refused_wake_costs_lateness_within_grace_never_the_call,
-            a_run_that_watches_the_minute_spares_the_wake,
-        );
-    };
-    (@tests $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(store().await).await;
-            }
-        )*
-    };
-}
-
-mod memory {
-    wake_suite!(koe::store::memory::MemoryStore::new());
-}
-
-/// DynamoDB Local, fresh tables from `template.yaml` per test.
-mod dynamodb {
-    wake_suite!(koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(;
+    multi_thread: an_idle_run_is_one_selection_and_an_exit,
+    a_run_stays_until_its_last_call_and_promises_to_watch_until_then,
+    a_call_made_after_the_minutes_run_ended_rings_at_its_second,
+    creates_at_once_wake_one_run_and_every_call_rings_at_its_second,
+    a_lost_wake_costs_lateness_within_grace_never_the_call,
+    a_refused_wake_costs_lateness_within_grace_never_the_call,
+    a_run_that_watches_the_minute_spares_the_wake,
+);

@@ -8,12 +8,12 @@
 //! cancelled (not 404), a counter (the agent's daily limit, plan answers, token counts) still
 //! counted once.
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use koe::domain::device::DeviceId;
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
-use koe::store::Outcome;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
+use koe::store::{CreateError, Created, Outcome, StoreError};
 use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
 
@@ -40,6 +40,45 @@ fn reservation(device: &str) -> Reservation {
     )
 }
 
+/// Creates `r` at `now` (a reservation older than five minutes would be stale).
+async fn create(
+    store: &DynamoStore,
+    r: &Reservation,
+    now: DateTime<Utc>,
+) -> Result<Created, CreateError> {
+    store
+        .create_reservation(r, now, now - Duration::minutes(5))
+        .await
+}
+
+/// A reservation for `device` created (its reply not lost), and the time it was made.
+async fn created(store: &DynamoStore, device: &str) -> (Reservation, DateTime<Utc>) {
+    let r = reservation(device);
+    let now = Utc::now();
+    create(store, &r, now).await.unwrap();
+    (r, now)
+}
+
+/// The reservation of `r`'s device as the store holds it at `now`.
+async fn stored(store: &DynamoStore, r: &Reservation, now: DateTime<Utc>) -> Reservation {
+    let stored = store.get_reservation(&r.device_id, now).await.unwrap();
+    stored.expect("the reservation is stored")
+}
+
+/// `run`'s claim of `r` at `now`.
+async fn claim(
+    store: &DynamoStore,
+    r: &Reservation,
+    run: &RunToken,
+    now: DateTime<Utc>,
+    abandoned_before: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let (device, call) = (&r.device_id, &r.call_id);
+    store
+        .claim_reservation(device, call, run, now, abandoned_before)
+        .await
+}
+
 fn updates(dropper: &ReplyDropper, operation: &str) -> usize {
     dropper
         .operations()
@@ -51,19 +90,12 @@ fn updates(dropper: &ReplyDropper, operation: &str) -> usize {
 #[tokio::test]
 async fn a_claim_whose_reply_is_lost_is_won_when_its_run_makes_it_again() {
     let (store, dropper) = store_behind_a_dropper().await;
-    let r = reservation("lost-reply-claim");
-    let now = Utc::now();
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
-        .await
-        .unwrap();
+    let (r, now) = created(&store, "lost-reply-claim").await;
     let run = RunToken::generate();
     let abandoned = now - Duration::seconds(30);
     dropper.drop_replies("UpdateItem", "claimToken", 1);
     let before = updates(&dropper, "UpdateItem");
-    let first = store
-        .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
-        .await;
+    let first = claim(&store, &r, &run, now, abandoned).await;
     assert!(first.is_err(), "no answer: {first:?}");
     assert_eq!(dropper.dropped(), 1);
     assert_eq!(
@@ -73,30 +105,16 @@ async fn a_claim_whose_reply_is_lost_is_won_when_its_run_makes_it_again() {
     );
     // Another run's claim (its own token) is refused: the lost write happened.
     assert!(
-        !store
-            .claim_reservation(
-                &r.device_id,
-                &r.call_id,
-                &RunToken::generate(),
-                now,
-                abandoned
-            )
+        !claim(&store, &r, &RunToken::generate(), now, abandoned)
             .await
             .unwrap()
     );
     let again = now + Duration::milliseconds(600);
     assert!(
-        store
-            .claim_reservation(&r.device_id, &r.call_id, &run, again, abandoned)
-            .await
-            .unwrap(),
+        claim(&store, &r, &run, again, abandoned).await.unwrap(),
         "made again by its run, a claim that was written is recognised as won"
     );
-    let stored = store
-        .get_reservation(&r.device_id, again)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&store, &r, again).await;
     assert_eq!(
         (stored.status, stored.claimed_by),
         (ReservationStatus::Claimed, Some(run))
@@ -111,20 +129,10 @@ async fn a_claim_whose_reply_is_lost_is_won_when_its_run_makes_it_again() {
 #[tokio::test]
 async fn a_finish_whose_reply_is_lost_is_done_once_when_its_run_makes_it_again() {
     let (store, dropper) = store_behind_a_dropper().await;
-    let r = reservation("lost-reply-finish");
-    let now = Utc::now();
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
-        .await
-        .unwrap();
+    let (r, now) = created(&store, "lost-reply-finish").await;
     let abandoned = now - Duration::seconds(30);
     let run = RunToken::generate();
-    assert!(
-        store
-            .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
-            .await
-            .unwrap()
-    );
+    assert!(claim(&store, &r, &run, now, abandoned).await.unwrap());
     dropper.drop_replies("UpdateItem", "finishToken", 1);
     let finish = |outcome, run| {
         let (store, r) = (&store, &r);
@@ -140,11 +148,7 @@ async fn a_finish_whose_reply_is_lost_is_done_once_when_its_run_makes_it_again()
         finish(Outcome::Sent, &run).await.unwrap(),
         "made again by its run, a finish that was written is recognised as done"
     );
-    let stored = store
-        .get_reservation(&r.device_id, now)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&store, &r, now).await;
     assert_eq!(stored.status, ReservationStatus::Sent);
     // Another outcome, by this run or another, is still refused.
     assert!(!finish(Outcome::Failed, &run).await.unwrap());
@@ -162,25 +166,15 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     let r = reservation("lost-reply-create");
     let now = Utc::now();
     dropper.drop_replies("PutItem", "scheduledAtMs", 1);
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
+    create(&store, &r, now)
         .await
         .expect("the retry of a create that was written is not 'exists'");
     assert_eq!(dropper.dropped(), 1);
-    let stored = store
-        .get_reservation(&r.device_id, now)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&store, &r, now).await;
     assert_eq!(stored.call_id, r.call_id);
     // Another reservation for the device is still refused while this one holds the slot.
     let other = reservation("lost-reply-create");
-    assert!(
-        store
-            .create_reservation(&other, now, now - Duration::minutes(5))
-            .await
-            .is_err()
-    );
+    assert!(create(&store, &other, now).await.is_err());
     faults::record(
         "DynamoDB: the reply to POST /calls' create is lost (the write happened)",
         "the retry is recognised as this reservation: 201, not 409 for the app's own call",
@@ -201,16 +195,11 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     dropper.drop_replies("PutItem", "scheduledAtMs", 1);
     dropper.refuse_requests("PutItem", "scheduledAtMs", 2);
     dropper.drop_replies("UpdateItem", "lastCallId", 1);
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
+    create(&store, &r, now)
         .await
         .expect("a create that was written is created, whatever became of its replies");
     assert_eq!(dropper.dropped(), 4);
-    let stored = store
-        .get_reservation(&r.device_id, now)
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = stored(&store, &r, now).await;
     assert_eq!(stored.call_id, r.call_id);
     let minute = r.scheduled_at.due_minute();
     assert_eq!(
@@ -219,10 +208,7 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
         "the count's retried ADD is recognised by its callId: counted once"
     );
     // The same reservation sent again by a client retry: created, still counted once.
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
-        .await
-        .unwrap();
+    create(&store, &r, now).await.unwrap();
     assert_eq!(store.due_count(&minute).await.unwrap(), 1);
     assert!(
         store
@@ -243,12 +229,7 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
 #[tokio::test]
 async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
     let (store, dropper) = store_behind_a_dropper().await;
-    let r = reservation("lost-reply-cancel");
-    let now = Utc::now();
-    store
-        .create_reservation(&r, now, now - Duration::minutes(5))
-        .await
-        .unwrap();
+    let (r, now) = created(&store, "lost-reply-cancel").await;
     dropper.drop_replies("UpdateItem", "cancelled", 1);
     let before = updates(&dropper, "UpdateItem");
     store

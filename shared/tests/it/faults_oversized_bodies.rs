@@ -7,13 +7,14 @@
 //! read, buffer or parse without bound. (Behind API Gateway, the gateway front, such a body
 //! gets API Gateway's 413 at its 10 MB payload cap instead: no function sees it.)
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use koe::ROUTES;
 use koe::endpoints::Auth;
 use koe::{Api, Route};
 use koe_testkit::harness::{Front, TEST_API_KEY, TestApp, error_body, front, spawn_app};
+use koe_testkit::raw_http::status_line_while_sending;
 use koe_testkit::{faults, gateway};
 
 /// What the server reads of a refused body at most (`DRAIN_CAP` in `api/body.rs`).
@@ -96,8 +97,7 @@ fn stream_endless_body(addr: &str, method: &str, path: &str, headers: &str) -> (
         1usize << 30
     )
     .unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let sender = std::thread::spawn(move || {
+    status_line_while_sending(stream, |mut writer| {
         let chunk = vec![b'x'; 64 * 1024];
         let mut sent = 0usize;
         while sent < 1 << 30 {
@@ -107,19 +107,7 @@ fn stream_endless_body(addr: &str, method: &str, path: &str, headers: &str) -> (
             }
         }
         sent
-    });
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-        }
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-    let sent = sender.join().unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    (answer.lines().next().unwrap_or_default().to_owned(), sent)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

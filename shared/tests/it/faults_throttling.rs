@@ -20,6 +20,7 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::DUE_INDEX;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
+use koe_testkit::dispatching::stored;
 use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, TableDef, Target};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::dynamodb::{self};
@@ -113,12 +114,7 @@ impl World {
         let sent = self.push.sent_for_call(r.call_id.as_str());
         assert_eq!(sent.len(), 1, "one push: {:#?}", self.push.attempts());
         assert!(sent[0].at >= r.scheduled_at.utc(), "never early");
-        let stored = self
-            .store
-            .get_reservation(&r.device_id, Utc::now())
-            .await
-            .unwrap()
-            .unwrap();
+        let stored = stored(&*self.store, r).await;
         assert_eq!(stored.status, ReservationStatus::Sent);
         (sent[0].at - r.scheduled_at.utc()).num_milliseconds()
     }

@@ -156,7 +156,8 @@ async fn a_body_over_10_mb_gets_api_gateways_413() {
 /// Streams a chunked body of 1 MiB chunks (up to 64 MiB) to POST /api/chat until an answer
 /// comes; returns its status line and the body bytes written by then.
 fn chunked_until_answered(addr: &str) -> (String, usize) {
-    use std::io::{Read, Write};
+    use koe_testkit::raw_http::status_line_while_sending;
+    use std::io::Write;
     let mut stream = std::net::TcpStream::connect(addr).expect("connects");
     write!(
         stream,
@@ -164,8 +165,10 @@ fn chunked_until_answered(addr: &str) -> (String, usize) {
          transfer-encoding: chunked\r\n\r\n"
     )
     .unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let sender = std::thread::spawn(move || {
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    status_line_while_sending(stream, |mut writer| {
         let chunk = vec![b'x'; 1024 * 1024];
         let mut sent = 0;
         while sent < 64 * 1024 * 1024 {
@@ -178,33 +181,18 @@ fn chunked_until_answered(addr: &str) -> (String, usize) {
             sent += chunk.len();
         }
         sent
-    });
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-        }
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-    let sent = sender.join().unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    (answer.lines().next().unwrap_or_default().to_owned(), sent)
+    })
 }
 
 #[tokio::test]
 async fn dispatch_requests_go_through_the_dispatch_entrypoint() {
     let app = gateway_app().await;
     let response = app
-        .client
-        .post(format!("{}/internal/dispatch", app.agent_url))
-        .send()
-        .await
-        .unwrap();
+        .bare(
+            http::Method::POST,
+            format!("{}/internal/dispatch", app.agent_url),
+        )
+        .await;
     // The dispatch function answered (API Gateway's shape from `dispatch::handle`): the
     // contract's 401, not a gateway error.
     error_body(response, 401, "UNAUTHORIZED").await;

@@ -2,6 +2,44 @@
 //! SDK, reqwest, a2 and jsonwebtoken instead of one per file). The log tests, which install a
 //! global subscriber, are binaries of their own beside this folder.
 
+/// Runs each named `async fn name(store: Arc<dyn Store>)` of the calling file once per store
+/// adapter, as `memory::name` (the in-memory store) and `dynamodb::name` (DynamoDB Local, fresh
+/// tables from `template.yaml` per test); the names after `multi_thread:` on two worker threads.
+macro_rules! on_each_store {
+    ($($name:ident),* $(,)? $(; multi_thread: $($threaded:ident),* $(,)?)?) => {
+        mod memory {
+            on_each_store!(@store koe::store::memory::MemoryStore::new();
+                $($name),*; threads 2: $($($threaded),*)?);
+        }
+
+        mod dynamodb {
+            on_each_store!(@store koe_testkit::dynamodb::fresh_store().await;
+                $($name),*; threads 2: $($($threaded),*)?);
+        }
+    };
+    // One store's instantiation: `store()` and a test per name, the `threaded` ones on that
+    // many worker threads.
+    (@store $store:expr; $($name:ident),* $(,)?; threads $threads:tt: $($threaded:ident),* $(,)?) => {
+        async fn store() -> std::sync::Arc<dyn koe::store::Store> {
+            std::sync::Arc::new($store)
+        }
+
+        $(
+            #[tokio::test]
+            async fn $name() {
+                super::$name(store().await).await;
+            }
+        )*
+
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+            async fn $threaded() {
+                super::$threaded(store().await).await;
+            }
+        )*
+    };
+}
+
 mod agent_auth;
 mod agent_device_secret;
 mod agent_limit;

@@ -249,17 +249,11 @@ async fn chat_requests_write_latency_tokens_spend_and_provider_errors() {
 #[tokio::test]
 async fn the_agent_writes_its_tokens_and_a_client_error_is_counted() {
     let app = spawn_app(&[]).await;
-    app.openai.script([Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "おはよう！", "emotion": "happy"}})
-            .to_string(),
-    )]);
+    app.openai
+        .script([Behaviour::agent_answer("おはよう！", "happy")]);
     let body = json!({"message": "おはよう", "capabilities": ["calendar"],
         "deviceId": "6F9619FF-8B86-D011-B42D-00C04FC964FF"});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(body.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&body).await;
     assert_eq!(response.status(), 200);
     let refused = send(app.agent(http::Method::POST, "/agent").body("{}")).await;
     assert_eq!(refused.status(), 400);

@@ -94,13 +94,29 @@ impl Setup {
         let body: serde_json::Value = response.json().await.unwrap();
         assert_eq!(body["status"], "accepted", "{case}");
     }
+
+    /// A valid token (key one) is accepted now: `case` says when.
+    async fn accepts_a_valid_token(&self, case: &str) {
+        let response = self.post_token(&valid_token()).await;
+        self.assert_accepted(response, case).await;
+    }
+
+    /// A valid token (key one) is refused now: `case` says why.
+    async fn refuses_a_valid_token(&self, case: &str) {
+        let response = self.post_token(&valid_token()).await;
+        self.assert_refused(response, case).await;
+    }
+}
+
+/// `Bearer` and a token signed with key one whose claims are the valid ones with `changes`.
+fn signed_by_key_one(changes: serde_json::Value) -> Option<String> {
+    bearer(&mint(&claims_with(changes), TestKey::One, Some(KID_1)))
 }
 
 #[tokio::test]
 async fn a_valid_token_is_accepted_and_requests_one_run() {
     let s = setup().await;
-    s.assert_accepted(s.post_token(&valid_token()).await, "valid token")
-        .await;
+    s.accepts_a_valid_token("valid token").await;
     assert_eq!(s.runs.count(), 1);
     // No X-Api-Key needed, and the scheme's case does not matter.
     s.assert_accepted(
@@ -131,83 +147,34 @@ async fn every_attack_is_401() {
         ("not a JWT", Some("Bearer not.a.jwt".into())),
         (
             "wrong aud",
-            bearer(&mint(
-                &claims_with(json!({"aud": "https://elsewhere.test"})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"aud": "https://elsewhere.test"})),
         ),
         (
             "wrong iss",
-            bearer(&mint(
-                &claims_with(json!({"iss": "https://evil.test"})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"iss": "https://evil.test"})),
         ),
         (
             "wrong email",
-            bearer(&mint(
-                &claims_with(json!({"email": "someone@koe-test.iam.gserviceaccount.com"})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"email": "someone@koe-test.iam.gserviceaccount.com"})),
         ),
         (
             "email_verified false",
-            bearer(&mint(
-                &claims_with(json!({"email_verified": false})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"email_verified": false})),
         ),
         (
             "email_verified missing",
-            bearer(&mint(
-                &claims_with(json!({"email_verified": null})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"email_verified": null})),
         ),
-        (
-            "email missing",
-            bearer(&mint(
-                &claims_with(json!({"email": null})),
-                TestKey::One,
-                Some(KID_1),
-            )),
-        ),
+        ("email missing", signed_by_key_one(json!({"email": null}))),
         (
             "expired",
-            bearer(&mint(
-                &claims_with(json!({"exp": now - 3600, "iat": now - 7200})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"exp": now - 3600, "iat": now - 7200})),
         ),
-        (
-            "no exp",
-            bearer(&mint(
-                &claims_with(json!({"exp": null})),
-                TestKey::One,
-                Some(KID_1),
-            )),
-        ),
-        (
-            "no aud",
-            bearer(&mint(
-                &claims_with(json!({"aud": null})),
-                TestKey::One,
-                Some(KID_1),
-            )),
-        ),
+        ("no exp", signed_by_key_one(json!({"exp": null}))),
+        ("no aud", signed_by_key_one(json!({"aud": null}))),
         (
             "not valid yet",
-            bearer(&mint(
-                &claims_with(json!({"nbf": now + 3600})),
-                TestKey::One,
-                Some(KID_1),
-            )),
+            signed_by_key_one(json!({"nbf": now + 3600})),
         ),
         ("alg none", bearer(&oidc::alg_none_token(&valid_claims()))),
         (
@@ -268,8 +235,7 @@ fn bearer(token: &str) -> Option<String> {
 #[tokio::test]
 async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
     let s = setup().await;
-    s.assert_accepted(s.post_token(&valid_token()).await, "valid")
-        .await;
+    s.accepts_a_valid_token("valid").await;
     assert_eq!(s.issuer.fetches(), 1);
 
     // Made-up kids: the JWKS was fetched less than a minute ago, so no fetch.
@@ -292,25 +258,18 @@ async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
         .await;
     assert_eq!(s.issuer.fetches(), 2);
     // Key one is gone from the JWKS now; again at most one fetch a minute.
-    s.assert_refused(s.post_token(&valid_token()).await, "retired key")
-        .await;
-    s.assert_refused(s.post_token(&valid_token()).await, "retired key again")
-        .await;
+    s.refuses_a_valid_token("retired key").await;
+    s.refuses_a_valid_token("retired key again").await;
     assert_eq!(s.issuer.fetches(), 2);
     s.clock.advance(Duration::seconds(61));
-    s.assert_refused(
-        s.post_token(&valid_token()).await,
-        "retired key, next minute",
-    )
-    .await;
+    s.refuses_a_valid_token("retired key, next minute").await;
     assert_eq!(s.issuer.fetches(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_refetch_holds_up_no_known_kid_and_runs_once_for_the_unknown_ones() {
     let s = setup().await;
-    s.assert_accepted(s.post_token(&valid_token()).await, "first")
-        .await;
+    s.accepts_a_valid_token("first").await;
     assert_eq!(s.issuer.fetches(), 1);
     // The issuer rotates in key two and answers slowly (under the 3 s fetch timeout); a minute
     // later a key-two token triggers the refetch.
@@ -368,8 +327,7 @@ async fn an_unreachable_jwks_is_401_without_a_notification_and_recovers() {
     issuer.set_failing(true);
     let s = setup_with(issuer, true).await;
     for _ in 0..3 {
-        s.assert_refused(s.post_token(&valid_token()).await, "JWKS down")
-            .await;
+        s.refuses_a_valid_token("JWKS down").await;
     }
     assert_eq!(s.runs.count(), 0);
     assert!(
@@ -380,8 +338,7 @@ async fn an_unreachable_jwks_is_401_without_a_notification_and_recovers() {
     assert_eq!(s.issuer.fetches(), 1, "at most one fetch a minute");
     s.issuer.set_failing(false);
     s.clock.advance(Duration::seconds(61));
-    s.assert_accepted(s.post_token(&valid_token()).await, "JWKS back")
-        .await;
+    s.accepts_a_valid_token("JWKS back").await;
     assert_eq!(s.issuer.fetches(), 2);
 }
 
@@ -389,15 +346,12 @@ async fn an_unreachable_jwks_is_401_without_a_notification_and_recovers() {
 async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
     let s = setup().await;
     s.issuer.set_cache_control(Some("public, max-age=120"));
-    s.assert_accepted(s.post_token(&valid_token()).await, "first")
-        .await;
+    s.accepts_a_valid_token("first").await;
     s.clock.advance(Duration::seconds(100));
-    s.assert_accepted(s.post_token(&valid_token()).await, "within max-age")
-        .await;
+    s.accepts_a_valid_token("within max-age").await;
     assert_eq!(s.issuer.fetches(), 1);
     s.clock.advance(Duration::seconds(30));
-    s.assert_accepted(s.post_token(&valid_token()).await, "past max-age")
-        .await;
+    s.accepts_a_valid_token("past max-age").await;
     assert_eq!(
         s.issuer.fetches(),
         2,
@@ -408,23 +362,17 @@ async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
     // although its kid was known.
     s.issuer.serve_keys(&[TestKey::Two]);
     s.clock.advance(Duration::seconds(121));
-    s.assert_refused(s.post_token(&valid_token()).await, "retired key")
-        .await;
+    s.refuses_a_valid_token("retired key").await;
     assert_eq!(s.issuer.fetches(), 3);
 
     // Past its age with the issuer down: the old keys are not used.
     s.issuer.set_cache_control(Some("max-age=120"));
     s.issuer.serve_keys(&[TestKey::One]);
     s.clock.advance(Duration::seconds(61));
-    s.assert_accepted(s.post_token(&valid_token()).await, "key one again")
-        .await;
+    s.accepts_a_valid_token("key one again").await;
     s.issuer.set_failing(true);
     s.clock.advance(Duration::seconds(121));
-    s.assert_refused(
-        s.post_token(&valid_token()).await,
-        "stale keys, issuer down",
-    )
-    .await;
+    s.refuses_a_valid_token("stale keys, issuer down").await;
     assert!(s.app.events.published().is_empty());
 }
 
@@ -432,15 +380,12 @@ async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
 async fn a_long_max_age_is_cut_to_six_hours() {
     let s = setup().await;
     s.issuer.set_cache_control(Some("max-age=604800"));
-    s.assert_accepted(s.post_token(&valid_token()).await, "first")
-        .await;
+    s.accepts_a_valid_token("first").await;
     s.clock.advance(Duration::hours(5));
-    s.assert_accepted(s.post_token(&valid_token()).await, "five hours on")
-        .await;
+    s.accepts_a_valid_token("five hours on").await;
     assert_eq!(s.issuer.fetches(), 1);
     s.clock.advance(Duration::hours(1) + Duration::seconds(1));
-    s.assert_accepted(s.post_token(&valid_token()).await, "six hours on")
-        .await;
+    s.accepts_a_valid_token("six hours on").await;
     assert_eq!(s.issuer.fetches(), 2);
 }
 
@@ -449,8 +394,7 @@ async fn a_redirected_jwks_is_not_followed() {
     let elsewhere = StandInIssuer::start().await;
     let s = setup().await;
     s.issuer.set_redirect(Some(elsewhere.jwks_url()));
-    s.assert_refused(s.post_token(&valid_token()).await, "JWKS redirected")
-        .await;
+    s.refuses_a_valid_token("JWKS redirected").await;
     assert_eq!(s.issuer.fetches(), 1);
     assert_eq!(elsewhere.fetches(), 0, "the redirect was not followed");
     assert_eq!(s.runs.count(), 0);
@@ -460,8 +404,7 @@ async fn a_redirected_jwks_is_not_followed() {
 async fn without_a_configured_issuer_every_token_is_refused() {
     let issuer = StandInIssuer::start().await;
     let s = setup_with(issuer, false).await;
-    s.assert_refused(s.post_token(&valid_token()).await, "no issuer configured")
-        .await;
+    s.refuses_a_valid_token("no issuer configured").await;
     s.assert_refused(s.post(None).await, "no issuer, no token")
         .await;
     assert_eq!(s.issuer.fetches(), 0);

@@ -53,7 +53,7 @@ fn day() -> UsageDay {
 }
 
 /// The day's chat token count as the store holds it (reserving 0 reads it).
-async fn counted(store: &dyn Store, api: &str) -> u64 {
+pub(super) async fn counted(store: &dyn Store, api: &str) -> u64 {
     let day = day();
     match store
         .reserve_tokens(api, &day.key, 0, u64::MAX, day.expire_at())
@@ -162,11 +162,7 @@ async fn the_agent_api_is_refused_past_its_own_ceiling_and_the_day_turns_at_jst_
         .unwrap();
     let round_1 = json!({"message": "ねえ", "capabilities": ["calendar"],
         "deviceId": "spend-device"});
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_1.to_string()),
-    )
-    .await;
+    let response = app.post_agent(&round_1).await;
     error_body(response, 503, "SPEND_CEILING_REACHED").await;
     assert_eq!(app.openai.request_count(), 0);
     assert_eq!(spend_notices(&app), 1);
@@ -175,14 +171,9 @@ async fn the_agent_api_is_refused_past_its_own_ceiling_and_the_day_turns_at_jst_
 
     // 00:00 JST: a new day, a new count.
     clock.set(day.ends_at);
-    app.openai.script([Behaviour::complete(
-        json!({"decision": {"type": "answer", "reply": "うん", "emotion": "happy"}}).to_string(),
-    )]);
-    let response = send(
-        app.agent(http::Method::POST, "/agent")
-            .body(round_1.to_string()),
-    )
-    .await;
+    app.openai
+        .script([Behaviour::agent_answer("うん", "happy")]);
+    let response = app.post_agent(&round_1).await;
     assert_eq!(response.status().as_u16(), 200);
 }
 

@@ -8,12 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use koe::agent::daily_limit::UsageDay;
 use koe::domain::chat::{ChatMessage, Role};
 use koe::model::{ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel, Usage};
 use koe::spend_guard::{GuardedStream, SpendApi, SpendGuard, prompt_tokens, token_bound};
-use koe::store::SpendOutcome;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
@@ -21,20 +18,9 @@ use koe_testkit::harness::{send, spawn_app_with};
 use koe_testkit::openai::{Behaviour, Pace};
 use serde_json::json;
 
-const NOW: &str = "2035-03-01T03:00:00Z";
+use super::spend_guard::counted;
 
-/// The day's count of `api` as the store holds it (reserving 0 reads it).
-async fn counted(store: &dyn Store, api: &str) -> u64 {
-    let day = UsageDay::of(NOW.parse::<DateTime<Utc>>().unwrap());
-    match store
-        .reserve_tokens(api, &day.key, 0, u64::MAX, day.expire_at())
-        .await
-        .unwrap()
-    {
-        SpendOutcome::Reserved { total } => total,
-        SpendOutcome::CeilingReached => unreachable!(),
-    }
-}
+const NOW: &str = "2035-03-01T03:00:00Z";
 
 /// Waits (real time, a few seconds at most) until the count is `expected`.
 async fn settles_to(store: &dyn Store, api: &str, expected: u64) {

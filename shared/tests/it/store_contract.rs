@@ -112,6 +112,24 @@ pub(super) async fn create(store: &DynStore, r: &Reservation, now: DateTime<Utc>
         .unwrap_or_else(|e| panic!("create_reservation {}: {e:?}", r.call_id.as_str()));
 }
 
+/// A create's answer: `r` made at `now`, by the dispatcher's own `stale_before`.
+pub(super) async fn try_create(
+    store: &DynStore,
+    r: &Reservation,
+    now: DateTime<Utc>,
+) -> Result<Created, CreateError> {
+    store.create_reservation(r, now, stale_before(now)).await
+}
+
+/// A cancel's answer (no device secret presented).
+async fn try_cancel(
+    store: &DynStore,
+    id: &DeviceId,
+    now: DateTime<Utc>,
+) -> Result<(), CancelError> {
+    store.cancel_reservation(id, None, now).await
+}
+
 pub(super) async fn get(
     store: &DynStore,
     id: &DeviceId,
@@ -127,6 +145,32 @@ pub(super) async fn get_some(store: &DynStore, id: &DeviceId, now: DateTime<Utc>
     get(store, id, now)
         .await
         .unwrap_or_else(|| panic!("a reservation for {id:?} at {now}"))
+}
+
+/// A new run's claim of `call` on `device` at `now`, a claim made before `abandoned_before`
+/// counting as abandoned.
+async fn new_runs_claim(
+    store: &DynStore,
+    (device, call): (&DeviceId, &CallId),
+    now: DateTime<Utc>,
+    abandoned_before: DateTime<Utc>,
+) -> bool {
+    let run = RunToken::generate();
+    let claim = store.claim_reservation(device, call, &run, now, abandoned_before);
+    claim.await.expect("claim_reservation")
+}
+
+/// A new run's `outcome` for `call` on `device` at `now`.
+async fn new_runs_finish(
+    store: &DynStore,
+    (device, call): (&DeviceId, &CallId),
+    outcome: Outcome,
+    now: DateTime<Utc>,
+    abandoned_before: DateTime<Utc>,
+) -> bool {
+    let run = RunToken::generate();
+    let finish = store.finish_reservation(device, call, outcome, &run, now, abandoned_before);
+    finish.await.expect("finish_reservation")
 }
 
 /// A claim by a run of its own (a new token each time).
@@ -562,17 +606,20 @@ async fn get_unknown_reservation_is_none(store: DynStore) {
     assert_eq!(get(&store, &new_device_id(), t0()).await, None);
 }
 
-async fn create_while_scheduled_is_exists_and_keeps_the_first(store: DynStore) {
-    let (first, _) = seeded(&store, ReservationStatus::Scheduled).await;
-    let now = t0() + secs(10);
-    let second = reservation(&first.device_id, now, secs(300));
-    assert_eq!(
-        store
-            .create_reservation(&second, now, stale_before(now))
-            .await,
-        Err(CreateError::Exists)
-    );
-    assert_eq!(get(&store, &first.device_id, now).await, Some(first));
+/// Another reservation for a device whose call is still to come (scheduled, or claimed by a
+/// run): refused as existing, the first kept as it was.
+async fn create_while_scheduled_or_claimed_is_exists_and_keeps_the_first(store: DynStore) {
+    for (status, after) in [
+        (ReservationStatus::Scheduled, secs(10)),
+        (ReservationStatus::Claimed, secs(5)),
+    ] {
+        let (first, since) = seeded(&store, status).await;
+        let now = since + after;
+        let second = reservation(&first.device_id, now, secs(300));
+        let answer = try_create(&store, &second, now).await;
+        assert_eq!(answer, Err(CreateError::Exists), "while {status:?}");
+        assert_eq!(get(&store, &first.device_id, now).await, Some(first));
+    }
 }
 
 /// A create made again (its reply lost, or a client's retry of the same reservation): answered
@@ -605,19 +652,6 @@ async fn the_same_reservation_made_again_is_created_once_and_counted_once(store:
     assert_eq!(store.due_count(&minute).await.unwrap(), before + 1);
 }
 
-async fn create_while_claimed_is_exists(store: DynStore) {
-    let (first, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
-    let now = claimed_at + secs(5);
-    let second = reservation(&first.device_id, now, secs(300));
-    assert_eq!(
-        store
-            .create_reservation(&second, now, stale_before(now))
-            .await,
-        Err(CreateError::Exists)
-    );
-    assert_eq!(get(&store, &first.device_id, now).await, Some(first));
-}
-
 async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
     for status in [
         ReservationStatus::Sent,
@@ -628,7 +662,7 @@ async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
         let now = ended + secs(1);
         let new = reservation(&old.device_id, now, secs(600));
         assert_eq!(
-            store.create_reservation(&new, now, stale_before(now)).await,
+            try_create(&store, &new, now).await,
             Ok(Created::New),
             "a {status:?} record is replaced"
         );
@@ -655,9 +689,7 @@ async fn create_replaces_a_stale_scheduled_or_claimed_record(store: DynStore) {
     assert_eq!(get(&store, &old.device_id, now).await, Some(old.clone()));
     let later = now + Duration::milliseconds(1);
     assert_eq!(
-        store
-            .create_reservation(&new, later, stale_before(later))
-            .await,
+        try_create(&store, &new, later).await,
         Ok(Created::New),
         "time < stale_before is stale"
     );
@@ -668,7 +700,7 @@ async fn create_replaces_a_stale_scheduled_or_claimed_record(store: DynStore) {
     let now = old.scheduled_at.utc() + GRACE + secs(1);
     let new = reservation(&old.device_id, now, secs(600));
     assert_eq!(
-        store.create_reservation(&new, now, stale_before(now)).await,
+        try_create(&store, &new, now).await,
         Ok(Created::New),
         "a stale claim is replaced"
     );
@@ -693,12 +725,7 @@ async fn an_expired_terminal_record_reads_as_none_and_is_replaceable(store: DynS
     );
 
     let new = reservation(&sent.device_id, expiry, secs(600));
-    assert_eq!(
-        store
-            .create_reservation(&new, expiry, stale_before(expiry))
-            .await,
-        Ok(Created::New)
-    );
+    assert_eq!(try_create(&store, &new, expiry).await, Ok(Created::New));
     assert_eq!(get(&store, &sent.device_id, expiry).await, Some(new));
 }
 
@@ -708,13 +735,10 @@ async fn an_expired_terminal_record_reads_as_none_and_is_replaceable(store: DynS
 async fn cancel_scheduled_deletes_it(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
     let now = t0() + secs(5);
-    assert_eq!(
-        store.cancel_reservation(&r.device_id, None, now).await,
-        Ok(())
-    );
+    assert_eq!(try_cancel(&store, &r.device_id, now).await, Ok(()));
     assert_eq!(get(&store, &r.device_id, now).await, None);
     assert_eq!(
-        store.cancel_reservation(&r.device_id, None, now).await,
+        try_cancel(&store, &r.device_id, now).await,
         Err(CancelError::NotFound),
         "a second cancel finds nothing"
     );
@@ -731,7 +755,7 @@ async fn cancel_claimed_is_too_late_and_keeps_it(store: DynStore) {
     let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
     let now = claimed_at + Duration::milliseconds(10);
     assert_eq!(
-        store.cancel_reservation(&r.device_id, None, now).await,
+        try_cancel(&store, &r.device_id, now).await,
         Err(CancelError::TooLate(ReservationStatus::Claimed))
     );
     assert_eq!(get(&store, &r.device_id, now).await, Some(r));
@@ -746,7 +770,7 @@ async fn cancel_sent_failed_or_missed_is_too_late_with_its_status(store: DynStor
         let (r, ended) = seeded(&store, status).await;
         let now = ended + secs(60);
         assert_eq!(
-            store.cancel_reservation(&r.device_id, None, now).await,
+            try_cancel(&store, &r.device_id, now).await,
             Err(CancelError::TooLate(status))
         );
         assert_eq!(get(&store, &r.device_id, now).await, Some(r));
@@ -759,7 +783,7 @@ async fn cancel_expired_is_not_found(store: DynStore) {
         .timestamp_opt(r.expire_at.expect("expireAt"), 0)
         .unwrap();
     assert_eq!(
-        store.cancel_reservation(&r.device_id, None, expiry).await,
+        try_cancel(&store, &r.device_id, expiry).await,
         Err(CancelError::NotFound)
     );
 }
@@ -773,30 +797,18 @@ async fn claim_with_a_wrong_call_id_or_device_is_refused(store: DynStore) {
     let wrong = CallId::generate();
     assert_ne!(wrong, r.call_id);
     assert!(
-        !store
-            .claim_reservation(
-                &r.device_id,
-                &wrong,
-                &RunToken::generate(),
-                now,
-                abandoned_before(now)
-            )
-            .await
-            .expect("claim_reservation"),
+        !new_runs_claim(&store, (&r.device_id, &wrong), now, abandoned_before(now)).await,
         "wrong callId"
     );
     assert_eq!(get(&store, &r.device_id, now).await, Some(r.clone()));
     assert!(
-        !store
-            .claim_reservation(
-                &new_device_id(),
-                &r.call_id,
-                &RunToken::generate(),
-                now,
-                abandoned_before(now)
-            )
-            .await
-            .expect("claim_reservation"),
+        !new_runs_claim(
+            &store,
+            (&new_device_id(), &r.call_id),
+            now,
+            abandoned_before(now)
+        )
+        .await,
         "unknown device"
     );
 }
@@ -843,16 +855,7 @@ async fn a_second_claim_of_a_fresh_claim_is_refused(store: DynStore) {
     assert!(!claim(&store, &r, now).await, "fresh claim held");
     // Boundary: a claim made exactly at `abandoned_before` is not abandoned.
     assert!(
-        !store
-            .claim_reservation(
-                &r.device_id,
-                &r.call_id,
-                &RunToken::generate(),
-                now,
-                claimed_at
-            )
-            .await
-            .expect("claim_reservation"),
+        !new_runs_claim(&store, (&r.device_id, &r.call_id), now, claimed_at).await,
         "claimed_at == abandoned_before is not abandoned"
     );
     assert_eq!(get(&store, &r.device_id, now).await, Some(r));
@@ -1027,17 +1030,7 @@ async fn finish_with_a_wrong_call_id_is_refused(store: DynStore) {
     let wrong = CallId::generate();
     for outcome in [Outcome::Sent, Outcome::Failed, Outcome::Missed] {
         assert!(
-            !store
-                .finish_reservation(
-                    &r.device_id,
-                    &wrong,
-                    outcome,
-                    &RunToken::generate(),
-                    now,
-                    now
-                )
-                .await
-                .expect("finish_reservation"),
+            !new_runs_finish(&store, (&r.device_id, &wrong), outcome, now, now).await,
             "{outcome:?} with a wrong callId"
         );
     }
@@ -1170,10 +1163,7 @@ async fn due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order(store
         "made for the minute"
     );
 
-    assert_eq!(
-        store.cancel_reservation(&k.device_id, None, now).await,
-        Ok(())
-    );
+    assert_eq!(try_cancel(&store, &k.device_id, now).await, Ok(()));
     assert_eq!(
         store.due_count(&bucket).await.unwrap(),
         7,
@@ -1272,23 +1262,20 @@ async fn cancel_and_claim_race_has_exactly_one_winner(store: DynStore, trials: u
             let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
             async move {
                 barrier.wait().await;
-                store.cancel_reservation(&id, None, now).await
+                try_cancel(&store, &id, now).await
             }
         };
         let claim_task = {
             let (store, r, barrier) = (store.clone(), r.clone(), barrier.clone());
             async move {
                 barrier.wait().await;
-                store
-                    .claim_reservation(
-                        &r.device_id,
-                        &r.call_id,
-                        &RunToken::generate(),
-                        now,
-                        abandoned_before(now),
-                    )
-                    .await
-                    .expect("claim_reservation")
+                new_runs_claim(
+                    &store,
+                    (&r.device_id, &r.call_id),
+                    now,
+                    abandoned_before(now),
+                )
+                .await
             }
         };
         // Alternate which one is spawned first, so both get a head start now and then.
@@ -1346,7 +1333,7 @@ async fn concurrent_creates_for_one_device_have_one_winner(store: DynStore) {
             let (store, barrier) = (store.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                let result = store.create_reservation(&r, now, stale_before(now)).await;
+                let result = try_create(&store, &r, now).await;
                 (r, result)
             })
         })
@@ -1701,84 +1688,58 @@ async fn idempotent_answers_are_kept_first_wins_until_they_expire(store: DynStor
 
 macro_rules! contract_suite {
     (store: $store:expr, race_trials: $trials:expr $(,)?) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        contract_suite!(@tests
-            sequential: [
-                put_device_then_get_returns_the_same_record,
-                put_device_again_replaces_token_and_environment,
-                register_device_holds_the_secret_once_it_is_proven,
-                device_proof_tells_the_secrets_state,
-                get_unknown_device_is_none,
-                remove_device_with_the_current_token_deletes_it,
-                remove_device_with_a_stale_token_keeps_it,
-                create_then_get_returns_the_equal_record,
-                get_unknown_reservation_is_none,
-                create_while_scheduled_is_exists_and_keeps_the_first,
-                create_while_claimed_is_exists,
-                the_same_reservation_made_again_is_created_once_and_counted_once,
-                create_replaces_sent_failed_and_missed_records,
-                create_replaces_a_stale_scheduled_or_claimed_record,
-                an_expired_terminal_record_reads_as_none_and_is_replaceable,
-                cancel_scheduled_deletes_it,
-                cancel_without_a_reservation_is_not_found,
-                cancel_claimed_is_too_late_and_keeps_it,
-                cancel_sent_failed_or_missed_is_too_late_with_its_status,
-                cancel_expired_is_not_found,
-                claim_with_a_wrong_call_id_or_device_is_refused,
-                claim_scheduled_wins_and_records_claimed_at,
-                a_second_claim_of_a_fresh_claim_is_refused,
-                a_claim_made_before_abandoned_before_can_be_reclaimed,
-                a_claim_made_again_by_its_own_run_is_won_again,
-                the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
-                a_claim_given_back_by_its_run_is_scheduled_again,
-                finish_sent_or_failed_from_claimed_sets_status_and_expiry,
-                finish_sent_or_failed_from_scheduled_is_refused,
-                finish_with_a_wrong_call_id_is_refused,
-                finish_missed_from_scheduled_sets_status_and_expiry,
-                finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
-                finishing_twice_is_refused_the_second_time,
-                due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order,
-                a_busy_minute_spreads_over_shards_that_together_list_each_call_once,
-                usage_counts_up_to_the_limit_then_refuses_without_counting,
-                usage_is_counted_per_day_and_per_device,
-                plan_answers_count_up_to_the_bound_per_plan,
-                idempotent_answers_are_kept_first_wins_until_they_expire,
-                tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once,
-            ],
-            concurrent: [
-                concurrent_creates_for_one_device_have_one_winner,
-                concurrent_usage_never_exceeds_the_limit,
-                concurrent_usage_at_exactly_the_limit_counts_everyone,
-                concurrent_plan_answers_never_exceed_the_bound,
-                concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins,
-            ]
+        on_each_store!(@store $store;
+            put_device_then_get_returns_the_same_record,
+            put_device_again_replaces_token_and_environment,
+            register_device_holds_the_secret_once_it_is_proven,
+            device_proof_tells_the_secrets_state,
+            get_unknown_device_is_none,
+            remove_device_with_the_current_token_deletes_it,
+            remove_device_with_a_stale_token_keeps_it,
+            create_then_get_returns_the_equal_record,
+            get_unknown_reservation_is_none,
+            create_while_scheduled_or_claimed_is_exists_and_keeps_the_first,
+            the_same_reservation_made_again_is_created_once_and_counted_once,
+            create_replaces_sent_failed_and_missed_records,
+            create_replaces_a_stale_scheduled_or_claimed_record,
+            an_expired_terminal_record_reads_as_none_and_is_replaceable,
+            cancel_scheduled_deletes_it,
+            cancel_without_a_reservation_is_not_found,
+            cancel_claimed_is_too_late_and_keeps_it,
+            cancel_sent_failed_or_missed_is_too_late_with_its_status,
+            cancel_expired_is_not_found,
+            claim_with_a_wrong_call_id_or_device_is_refused,
+            claim_scheduled_wins_and_records_claimed_at,
+            a_second_claim_of_a_fresh_claim_is_refused,
+            a_claim_made_before_abandoned_before_can_be_reclaimed,
+            a_claim_made_again_by_its_own_run_is_won_again,
+            the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
+            a_claim_given_back_by_its_run_is_scheduled_again,
+            finish_sent_or_failed_from_claimed_sets_status_and_expiry,
+            finish_sent_or_failed_from_scheduled_is_refused,
+            finish_with_a_wrong_call_id_is_refused,
+            finish_missed_from_scheduled_sets_status_and_expiry,
+            finish_missed_from_a_fresh_claim_is_refused_but_not_from_an_abandoned_one,
+            finishing_twice_is_refused_the_second_time,
+            due_calls_list_scheduled_and_claimed_of_that_minute_in_time_order,
+            a_busy_minute_spreads_over_shards_that_together_list_each_call_once,
+            usage_counts_up_to_the_limit_then_refuses_without_counting,
+            usage_is_counted_per_day_and_per_device,
+            plan_answers_count_up_to_the_bound_per_plan,
+            idempotent_answers_are_kept_first_wins_until_they_expire,
+            tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once;
+            threads 4:
+            concurrent_creates_for_one_device_have_one_winner,
+            concurrent_usage_never_exceeds_the_limit,
+            concurrent_usage_at_exactly_the_limit_counts_everyone,
+            concurrent_plan_answers_never_exceed_the_bound,
+            concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins
         );
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn cancel_and_claim_race_has_exactly_one_winner() {
             super::cancel_and_claim_race_has_exactly_one_winner(store().await, $trials).await;
         }
-    };
-    (@tests sequential: [$($seq:ident),* $(,)?], concurrent: [$($conc:ident),* $(,)?]) => {
-        $(
-            #[tokio::test]
-            async fn $seq() {
-                super::$seq(store().await).await;
-            }
-        )*
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $conc() {
-                super::$conc(store().await).await;
-            }
-        )*
     };
 }
 

@@ -289,39 +289,10 @@ async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
     );
 }
 
-macro_rules! confirm_suite {
-    (store: $store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        confirm_suite!(@tests
-            an_unconfirmed_call_is_pushed_three_times_then_ends_unconfirmed,
-            a_confirmed_call_is_rang_and_never_claimed_again,
-            a_confirmation_never_precedes_a_push_again,
-            a_confirmation_of_no_push_is_not_found,
-            a_push_whose_run_stopped_counts_and_goes_again,
-        );
-    };
-    (@tests $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                super::$name(store().await).await;
-            }
-        )*
-    };
-}
-
-mod memory {
-    confirm_suite!(store: koe::store::memory::MemoryStore::new());
-}
-
-/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
-mod dynamodb {
-    confirm_suite!(store: koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(
+    an_unconfirmed_call_is_pushed_three_times_then_ends_unconfirmed,
+    a_confirmed_call_is_rang_and_never_claimed_again,
+    a_confirmation_never_precedes_a_push_again,
+    a_confirmation_of_no_push_is_not_found,
+    a_push_whose_run_stopped_counts_and_goes_again,
+);

@@ -4,7 +4,7 @@
 //! is no record, and a presented secret proves the device.
 
 use chrono::{DateTime, Duration, Utc};
-use koe::domain::device::{DEVICE_RETENTION, PushEnvironment};
+use koe::domain::device::{DEVICE_RETENTION, DeviceId, PushEnvironment};
 use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Outcome};
 
@@ -220,72 +220,36 @@ async fn an_expired_device_record_is_absent_everywhere(store: DynStore) {
 async fn a_presented_secret_proves_the_device(store: DynStore) {
     let id = new_device_id();
     let d = device(&id, PushEnvironment::Sandbox, t0());
-    store
-        .register_device(&d, None, &"c".repeat(64))
-        .await
-        .unwrap();
+    let (secret, another) = ("c".repeat(64), "d".repeat(64));
+    store.register_device(&d, None, &secret).await.unwrap();
+    assert!(!proves(&store, &id, &another).await);
+    assert!(!is_proven(&store, &id).await);
+    assert!(proves(&store, &id, &secret).await);
+    assert!(is_proven(&store, &id).await);
+    let unknown = new_device_id();
     assert!(
-        !store
-            .prove_device(&id, &"d".repeat(64), t0())
-            .await
-            .unwrap()
-    );
-    assert!(matches!(
-        store.device_proof(&id, t0()).await.unwrap(),
-        DeviceProof::Registered { proven: false, .. }
-    ));
-    assert!(
-        store
-            .prove_device(&id, &"c".repeat(64), t0())
-            .await
-            .unwrap()
-    );
-    assert!(matches!(
-        store.device_proof(&id, t0()).await.unwrap(),
-        DeviceProof::Registered { proven: true, .. }
-    ));
-    assert!(
-        !store
-            .prove_device(&new_device_id(), &"c".repeat(64), t0())
-            .await
-            .unwrap(),
+        !proves(&store, &unknown, &secret).await,
         "no record, nothing proven"
     );
 }
 
-macro_rules! refusals_suite {
-    (store: $store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        refusals_suite!(@tests
-            refused_creates_leave_the_minutes_count_as_it_was,
-            a_cancelled_reservation_is_never_made_again,
-            a_cancel_made_again_never_cancels_a_newer_reservation,
-            an_expired_device_record_is_absent_everywhere,
-            a_presented_secret_proves_the_device,
-        );
-    };
-    (@tests $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                super::$name(store().await).await;
-            }
-        )*
-    };
+/// Whether presenting `secret` proves the device `id`.
+async fn proves(store: &DynStore, id: &DeviceId, secret: &str) -> bool {
+    store.prove_device(id, secret, t0()).await.unwrap()
 }
 
-mod memory {
-    refusals_suite!(store: koe::store::memory::MemoryStore::new());
+/// Whether the registered device `id` is proven.
+async fn is_proven(store: &DynStore, id: &DeviceId) -> bool {
+    match store.device_proof(id, t0()).await.unwrap() {
+        DeviceProof::Registered { proven, .. } => proven,
+        other => panic!("a registered device: {other:?}"),
+    }
 }
 
-/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
-mod dynamodb {
-    refusals_suite!(store: koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(
+    refused_creates_leave_the_minutes_count_as_it_was,
+    a_cancelled_reservation_is_never_made_again,
+    a_cancel_made_again_never_cancels_a_newer_reservation,
+    an_expired_device_record_is_absent_everywhere,
+    a_presented_secret_proves_the_device,
+);

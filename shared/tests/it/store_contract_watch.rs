@@ -12,90 +12,41 @@ fn at(n: i64) -> chrono::DateTime<chrono::Utc> {
     t0() + secs(n)
 }
 
+/// Whether `claimant`'s wake of `minute` for second `due` (running until second `until`) is
+/// claimed by it.
+async fn claims(store: &DynStore, minute: &str, due: i64, until: i64, claimant: &str) -> bool {
+    let claim = store.claim_wake(minute, at(due), at(until), claimant);
+    claim.await.expect("claim_wake")
+}
+
 async fn a_watch_is_only_raised_and_a_wake_claimed_once(store: DynStore) {
     let minute = minute_bucket(t0());
     // No watch: a wake for any second is claimed, raising the watch to the woken run's stay.
-    assert!(
-        store
-            .claim_wake(&minute, at(30), at(75), "create-1")
-            .await
-            .unwrap()
-    );
+    assert!(claims(&store, &minute, 30, 75, "create-1").await);
     // Claimed: seconds up to the stay find it so; a later one claims it again.
-    assert!(
-        !store
-            .claim_wake(&minute, at(50), at(75), "create-2")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .claim_wake(&minute, at(75), at(80), "create-3")
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .claim_wake(&minute, at(76), at(80), "create-4")
-            .await
-            .unwrap()
-    );
+    assert!(!claims(&store, &minute, 50, 75, "create-2").await);
+    assert!(!claims(&store, &minute, 75, 80, "create-3").await);
+    assert!(claims(&store, &minute, 76, 80, "create-4").await);
     // The claimant asking again (its reply was lost) is answered as claimed; no one else is.
-    assert!(
-        store
-            .claim_wake(&minute, at(76), at(80), "create-4")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .claim_wake(&minute, at(76), at(80), "create-2")
-            .await
-            .unwrap()
-    );
+    assert!(claims(&store, &minute, 76, 80, "create-4").await);
+    assert!(!claims(&store, &minute, 76, 80, "create-2").await);
     // A run's promise never lowers it; a later one raises it, and its claimant's claim is over.
     store.watch_minute(&minute, at(40)).await.unwrap();
-    assert!(
-        !store
-            .claim_wake(&minute, at(80), at(90), "create-5")
-            .await
-            .unwrap()
-    );
+    assert!(!claims(&store, &minute, 80, 90, "create-5").await);
     store.watch_minute(&minute, at(95)).await.unwrap();
     assert!(
-        !store
-            .claim_wake(&minute, at(76), at(80), "create-4")
-            .await
-            .unwrap(),
+        !claims(&store, &minute, 76, 80, "create-4").await,
         "a promise beyond the claim ends it"
     );
+    assert!(!claims(&store, &minute, 95, 99, "create-6").await);
+    assert!(claims(&store, &minute, 96, 99, "create-7").await);
     assert!(
-        !store
-            .claim_wake(&minute, at(95), at(99), "create-6")
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .claim_wake(&minute, at(96), at(99), "create-7")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .claim_wake(&minute, at(76), at(80), "create-4")
-            .await
-            .unwrap(),
+        !claims(&store, &minute, 76, 80, "create-4").await,
         "superseded"
     );
     // Another minute has a watch of its own.
     let next = minute_bucket(t0() + Duration::minutes(1));
-    assert!(
-        store
-            .claim_wake(&next, at(70), at(75), "create-8")
-            .await
-            .unwrap()
-    );
+    assert!(claims(&store, &next, 70, 75, "create-8").await);
 }
 
 async fn of_creates_at_once_one_claims_the_wake(store: DynStore) {
@@ -109,33 +60,7 @@ async fn of_creates_at_once_one_claims_the_wake(store: DynStore) {
     assert_eq!(won, 1);
 }
 
-macro_rules! watch_suite {
-    ($store:expr) => {
-        use std::sync::Arc;
-
-        use koe::store::prelude::*;
-
-        async fn store() -> Arc<dyn Store> {
-            Arc::new($store)
-        }
-
-        #[tokio::test]
-        async fn a_watch_is_only_raised_and_a_wake_claimed_once() {
-            super::a_watch_is_only_raised_and_a_wake_claimed_once(store().await).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn of_creates_at_once_one_claims_the_wake() {
-            super::of_creates_at_once_one_claims_the_wake(store().await).await;
-        }
-    };
-}
-
-mod memory {
-    watch_suite!(koe::store::memory::MemoryStore::new());
-}
-
-/// DynamoDB Local (testkit's), fresh tables from `template.yaml` per test.
-mod dynamodb {
-    watch_suite!(koe_testkit::dynamodb::fresh_store().await);
-}
+on_each_store!(
+    a_watch_is_only_raised_and_a_wake_claimed_once;
+    multi_thread: of_creates_at_once_one_claims_the_wake,
+);

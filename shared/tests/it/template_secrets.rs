@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use koe::secrets::{NOT_SET, SECRET_VARS};
-use koe_testkit::template::load_yaml;
+use koe_testkit::template::{load_yaml, resources_of_type};
 use serde_norway::Value;
 
 fn untag(value: &Value) -> &Value {
@@ -107,12 +107,8 @@ fn no_secret_is_a_plain_variable_and_each_function_reads_only_its_own() {
         named_anywhere.extend(named);
     }
     // Every secret of the stack is some function's; the ones set after deploy start "not-set".
-    let secrets: BTreeSet<String> = resources
-        .as_mapping()
-        .unwrap()
-        .iter()
-        .filter(|(_, r)| r["Type"] == "AWS::SecretsManager::Secret")
-        .map(|(id, _)| id.as_str().unwrap().to_owned())
+    let secrets: BTreeSet<String> = resources_of_type(&template, "AWS::SecretsManager::Secret")
+        .into_iter()
         .collect();
     assert_eq!(secrets, named_anywhere);
     for id in &secrets {

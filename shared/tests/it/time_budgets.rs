@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use koe::budgets::{Budget, GATEWAY_TIMEOUT, MARGIN, at_the_limits, worst_cases};
 use koe::config::{DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS};
-use koe_testkit::template::load_yaml;
+use koe_testkit::template::{load_yaml, resources_of_type};
 
 fn timeout(template: &serde_norway::Value, id: &str) -> Duration {
     let secs = template["Resources"][id]["Properties"]["Timeout"]
@@ -47,13 +47,7 @@ fn every_functions_worst_case_fits_its_timeout_with_margin() {
     let mut functions: Vec<&str> = budgets.iter().map(|b| b.function).collect();
     functions.sort_unstable();
     functions.dedup();
-    let mut declared: Vec<String> = template["Resources"]
-        .as_mapping()
-        .unwrap()
-        .iter()
-        .filter(|(_, r)| r["Type"] == "AWS::Serverless::Function")
-        .map(|(id, _)| id.as_str().unwrap().to_owned())
-        .collect();
+    let mut declared = resources_of_type(&template, "AWS::Serverless::Function");
     declared.sort_unstable();
     assert_eq!(functions, declared);
 }

@@ -1,36 +1,29 @@
-//! What the proxies in front of DynamoDB Local share (`reply_drop`, `limits_proxy`): the accept
-//! loop, the operation a request names, and an upstream answer passed back as it came.
+//! What the proxies in front of DynamoDB Local share (`reply_drop`, `limits_proxy`): the
+//! operation a request names, and an upstream answer passed back as it came.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 
-pub(super) type Response = hyper::Response<Full<Bytes>>;
+pub(super) use crate::loopback::Response;
+use crate::loopback::{Loopback, Request};
 
-/// Serves HTTP/1 on `listener` with `handle`. An `Err` from it ends the connection unanswered,
-/// as a network failure would.
-pub(super) async fn serve<H, F>(listener: TcpListener, handle: H)
+/// Starts the proxy `what` on a free loopback port: `handle` answers each request with the
+/// proxy's `shared` state; its `Err` hangs up, as a network failure would.
+pub(super) async fn start_proxy<S, H, F>(what: &str, shared: &Arc<S>, handle: H) -> Loopback
 where
-    H: Fn(hyper::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    S: Send + Sync + 'static,
+    H: Fn(Arc<S>, Request) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response, std::io::Error>> + Send + 'static,
 {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service_fn(handle))
-                .await;
-        });
-    }
+    let shared = shared.clone();
+    let serve = move |request| handle(shared.clone(), request);
+    Loopback::start_or_hang_up("127.0.0.1:0".parse().unwrap(), serve)
+        .await
+        .unwrap_or_else(|e| panic!("bind {what}: {e}"))
 }
 
 /// The operation (`PutItem`, `Query`, ...) of a request, from its `X-Amz-Target`.

@@ -10,17 +10,15 @@
 //! answer is as good as lost. It also watches requests ([`Watch`]): how many of a kind are out
 //! at once, as DynamoDB sees them, and when each was answered.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use tokio::net::TcpListener;
 
 use super::front;
-use tokio::task::JoinHandle;
+use crate::loopback::Loopback;
 
 /// Which replies to lose: the next `remaining` requests of `operation` (`UpdateItem`,
 /// `PutItem`, ...; empty: any) whose JSON body contains `needle`, received within `window` if
@@ -112,24 +110,13 @@ impl Drop for Watched {
 }
 
 pub struct ReplyDropper {
-    addr: SocketAddr,
+    server: Loopback,
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for ReplyDropper {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl ReplyDropper {
     /// Forwards to the DynamoDB at `upstream` (an `http://host:port` URL).
     pub async fn start(upstream: &str) -> ReplyDropper {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the reply dropper");
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             upstream: upstream.trim_end_matches('/').to_owned(),
             client: reqwest::Client::new(),
@@ -138,17 +125,13 @@ impl ReplyDropper {
             seen: Mutex::new(Vec::new()),
             watches: Mutex::new(Vec::new()),
         });
-        let served = shared.clone();
-        let task = tokio::spawn(front::serve(listener, move |request| {
-            let shared = served.clone();
-            async move { forward(&shared, request).await }
-        }));
-        ReplyDropper { addr, shared, task }
+        let server = front::start_proxy("the reply dropper", &shared, forward).await;
+        ReplyDropper { server, shared }
     }
 
     /// The endpoint clients use instead of DynamoDB's.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// Loses the replies of the next `times` requests of `operation` whose body contains
@@ -238,9 +221,10 @@ impl ReplyDropper {
 
 /// Forwards one request; `Err` (after the upstream answered) closes the connection unanswered.
 async fn forward(
-    shared: &Shared,
+    shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<front::Response, std::io::Error> {
+    let shared = shared.as_ref();
     let io = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();

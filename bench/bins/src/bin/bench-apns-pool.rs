@@ -43,9 +43,7 @@ fn parse_args() -> Result<Options, String> {
         pushes: 10_000,
         cases: CASES.iter().map(|c| (*c).to_owned()).collect(),
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+    for (flag, value) in koe_bench::flag_pairs()? {
         match flag.as_str() {
             "--pushes" => options.pushes = value.parse().map_err(|_| "--pushes: not a number")?,
             "--cases" => {
@@ -159,12 +157,8 @@ async fn run_case(case: &str, pushes: usize) -> String {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(e) => {
-            eprintln!("bench-apns-pool: {e}");
-            return ExitCode::from(2);
-        }
+    let Some(options) = koe_bench::parsed(parse_args(), "bench-apns-pool", None) else {
+        return ExitCode::from(2);
     };
     for case in &options.cases {
         println!("RESULT {}", run_case(case, options.pushes).await);

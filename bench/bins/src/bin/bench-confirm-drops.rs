@@ -25,13 +25,14 @@ use chrono::{DateTime, Utc};
 use koe::clock::SystemClock;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
+use koe::domain::device::{Device, DeviceId};
+use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::push::{PushError, PushSender, VoipPush};
 use koe::store::ConfirmAnswer;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
+use koe_bench::{percentile, seed_call};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
 use koe_testkit::push::limited::{ApnsLimits, LimitedApns, call_key};
@@ -173,27 +174,9 @@ async fn seed(
     let made = t0 - chrono::Duration::hours(1);
     let mut due = HashMap::with_capacity(args.calls);
     for i in 0..args.calls {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: made,
-            confirms_calls: args.confirms,
-        };
-        store.put_device(&device).await.unwrap();
         let at = t0 + chrono::Duration::milliseconds((i as i64 * 1000) / args.calls as i64);
-        let mut r = Reservation::new(
-            device.device_id.clone(),
-            ScheduledAt::from_stored(at.fixed_offset()),
-            Some("Mika".into()),
-            made,
-        );
-        r.call_id = CallId::from_stored(format!("{i:032x}"));
-        store
-            .create_reservation(&r, made, made - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
-        due.insert(r.call_id.as_str().to_owned(), (device.device_id, at));
+        let r = seed_call(store, i, at, made, args.confirms).await;
+        due.insert(r.call_id.as_str().to_owned(), (r.device_id, at));
     }
     due
 }
@@ -204,13 +187,6 @@ fn settings(t0: DateTime<Utc>) -> DispatchConfig {
     let end = t0 + chrono::Duration::seconds(1) + WITHIN + chrono::Duration::seconds(5);
     settings.window = (end - Utc::now()).to_std().expect("the window is ahead");
     settings
-}
-
-fn percentile(sorted: &[f64], p: usize) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) * p).div_ceil(100)]
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -16,6 +16,7 @@ use koe::domain::reservation::{Reservation, RunToken};
 use koe::store::Outcome;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
+use koe_bench::percentile;
 use koe_testkit::dispatching::reserve_soon;
 use koe_testkit::dynamodb;
 
@@ -30,10 +31,6 @@ fn cpu_seconds() -> f64 {
     ticks / 100.0
 }
 
-fn percentile(sorted: &[f64], p: usize) -> f64 {
-    sorted[((sorted.len() - 1) * p).div_ceil(100)]
-}
-
 /// One call's four dispatch requests; their latencies in ms.
 async fn one_call(store: &DynamoStore, r: &Reservation) -> [f64; 4] {
     let run = RunToken::generate();
@@ -46,14 +43,9 @@ async fn one_call(store: &DynamoStore, r: &Reservation) -> [f64; 4] {
         .expect("device read");
     let read = timed(t);
     let t = Instant::now();
+    let abandoned = now - chrono::Duration::seconds(30);
     let won = store
-        .claim_reservation(
-            &r.device_id,
-            &r.call_id,
-            &run,
-            now,
-            now - chrono::Duration::seconds(30),
-        )
+        .claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned)
         .await
         .expect("claim");
     assert!(won, "the claim is won");

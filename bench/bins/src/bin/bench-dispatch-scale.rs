@@ -34,13 +34,12 @@ use koe::config::dispatch::store_concurrency_for;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::due::Part;
-use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
 use koe::push::PushSender;
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
+use koe_bench::{percentile, seed_call};
 use koe_testkit::dynamodb::held_replies::{HeldReplies, HeldStats, HeldStore};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
@@ -155,26 +154,8 @@ async fn seed(store: &MemoryStore, args: &Args, t0: DateTime<Utc>) -> HashMap<u6
     let made = t0 - chrono::Duration::hours(1);
     let mut scheduled = HashMap::with_capacity(args.calls);
     for i in 0..args.calls {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: made,
-            confirms_calls: false,
-        };
-        store.put_device(&device).await.unwrap();
         let at = due(t0, i, args.calls, args.spike);
-        let mut r = Reservation::new(
-            device.device_id,
-            ScheduledAt::from_stored(at.fixed_offset()),
-            Some("Mika".into()),
-            made,
-        );
-        r.call_id = CallId::from_stored(format!("{i:032x}"));
-        store
-            .create_reservation(&r, made, made - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
+        let r = seed_call(store, i, at, made, false).await;
         scheduled.insert(call_key(r.call_id.as_str()), at);
     }
     scheduled
@@ -227,6 +208,11 @@ fn dispatch_store(
         },
     ));
     (held.clone(), Some(held))
+}
+
+/// A dispatcher on `store` and the stand-in APNs (through the pool), by the wall clock.
+fn dispatcher(store: Arc<dyn Store>, apns: &LimitedApns, settings: DispatchConfig) -> Dispatcher {
+    Dispatcher::new(store, pool(apns), Arc::new(SystemClock), settings, "bench")
 }
 
 fn pool(apns: &LimitedApns) -> Arc<dyn PushSender> {
@@ -400,13 +386,7 @@ async fn run_part(args: Args, (index, of): (u32, u32)) {
     ));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 2 + u64::from(index));
     let apns = LimitedApns::new(ApnsLimits::default());
-    let dispatcher = Dispatcher::new(
-        dispatched,
-        pool(&apns),
-        Arc::new(SystemClock),
-        settings(&args, t0, PART_MB),
-        "bench",
-    );
+    let dispatcher = dispatcher(dispatched, &apns, settings(&args, t0, PART_MB));
     let part = Part::new(index, of).expect("--part < --of");
     let report = dispatcher.run_part(RunCause::Part, part).await;
     Measured::of(&report, &store, held.as_deref(), &apns, &scheduled)
@@ -469,13 +449,6 @@ impl DispatchTrigger for ProcessTrigger {
     }
 }
 
-fn percentile(sorted: &[f64], p: usize) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) * p).div_ceil(100)]
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = args();
@@ -503,14 +476,8 @@ async fn main() {
         dir: dir.clone(),
         started: Mutex::new(Vec::new()),
     });
-    let coordinator = Dispatcher::new(
-        dispatched,
-        pool(&apns),
-        Arc::new(SystemClock),
-        settings(&args, t0, COORDINATOR_MB),
-        "bench",
-    )
-    .fanning_out(trigger.clone());
+    let settings = settings(&args, t0, COORDINATOR_MB);
+    let coordinator = dispatcher(dispatched, &apns, settings).fanning_out(trigger.clone());
     let coordinated = coordinator.coordinate(RunCause::Schedule).await;
     let mut all = Measured::of(&coordinated, &store, held.as_deref(), &apns, &scheduled);
     let children = std::mem::take(&mut *trigger.started.lock().unwrap());

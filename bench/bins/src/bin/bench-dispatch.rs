@@ -41,6 +41,8 @@ struct Options {
     csv: Option<String>,
 }
 
+const USAGE: &str = "bench-dispatch --store memory|dynamodb --calls N [--push-ms MS] [--csv PATH]";
+
 fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         store: "memory".into(),
@@ -48,9 +50,7 @@ fn parse_args() -> Result<Options, String> {
         push: StdDuration::from_millis(20),
         csv: None,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+    for (flag, value) in koe_bench::flag_pairs()? {
         match flag.as_str() {
             "--store" if value == "memory" || value == "dynamodb" => options.store = value,
             "--calls" => options.calls = value.parse().map_err(|_| "--calls: not a number")?,
@@ -115,14 +115,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(e) => {
-            eprintln!(
-                "bench-dispatch: {e}\nusage: bench-dispatch --store memory|dynamodb --calls N [--push-ms MS] [--csv PATH]"
-            );
-            return ExitCode::from(2);
-        }
+    let Some(options) = koe_bench::parsed(parse_args(), "bench-dispatch", Some(USAGE)) else {
+        return ExitCode::from(2);
     };
     koe::telemetry::init_local();
     let n = options.calls;

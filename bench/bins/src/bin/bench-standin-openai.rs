@@ -14,7 +14,6 @@
 //! A request with `response_format` (structured output, as `POST /agent`'s planner sends) gets a
 //! valid one-step calendar plan; any other gets a short text.
 
-use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -22,12 +21,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use koe_testkit::loopback::{self, Loopback};
 use serde_json::json;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 type Wake = (Instant, oneshot::Sender<()>);
@@ -38,15 +33,15 @@ struct Options {
     threads: usize,
 }
 
+const USAGE: &str = "bench-standin-openai [--addr ADDR] [--delay-ms MS] [--threads N]";
+
 fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         addr: "127.0.0.1:0".parse().unwrap(),
         delay: Duration::ZERO,
         threads: 1,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+    for (flag, value) in koe_bench::flag_pairs()? {
         match flag.as_str() {
             "--addr" => options.addr = value.parse().map_err(|_| "--addr: not an address")?,
             "--delay-ms" => {
@@ -63,14 +58,8 @@ fn parse_args() -> Result<Options, String> {
 }
 
 fn main() -> ExitCode {
-    let options = match parse_args() {
-        Ok(options) => options,
-        Err(e) => {
-            eprintln!(
-                "bench-standin-openai: {e}\nusage: bench-standin-openai [--addr ADDR] [--delay-ms MS] [--threads N]"
-            );
-            return ExitCode::from(2);
-        }
+    let Some(options) = koe_bench::parsed(parse_args(), "bench-standin-openai", Some(USAGE)) else {
+        return ExitCode::from(2);
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.threads.max(1))
@@ -93,17 +82,6 @@ fn timer_thread(wakes: mpsc::Receiver<Wake>) {
 }
 
 async fn serve(options: Options) -> ExitCode {
-    let listener = match TcpListener::bind(options.addr).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!(
-                "bench-standin-openai: cannot listen on {}: {e}",
-                options.addr
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    let addr = listener.local_addr().expect("bound address");
     let (wakes, receiver) = mpsc::channel::<Wake>();
     std::thread::spawn(move || timer_thread(receiver));
     let text = completion("stand-in reply");
@@ -112,63 +90,46 @@ async fn serve(options: Options) -> ExitCode {
             "from": "2026-01-02T00:00:00+09:00", "to": "2026-01-03T00:00:00+09:00"}}]}})
         .to_string(),
     );
-    let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "http://{addr}/v1");
-    let _ = stdout.flush();
-    eprintln!(
-        "bench-standin-openai: serving at http://{addr}/v1, delay {:?}",
-        options.delay
-    );
     let delay = options.delay;
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+    let server = Loopback::start_on(options.addr, move |request| {
         let (wakes, text, plan) = (wakes.clone(), text.clone(), plan.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let (wakes, text, plan) = (wakes.clone(), text.clone(), plan.clone());
-                async move {
-                    let arrived = Instant::now();
-                    let ok = request.method() == http::Method::POST
-                        && request.uri().path().ends_with("/chat/completions");
-                    let body = request
-                        .into_body()
-                        .collect()
-                        .await
-                        .map(|c| c.to_bytes())
-                        .unwrap_or_default();
-                    if !delay.is_zero() {
-                        let (wake, woken) = oneshot::channel();
-                        if wakes.send((arrived + delay, wake)).is_ok() {
-                            let _ = woken.await;
-                        }
-                    }
-                    let (status, body) = if !ok {
-                        (
-                            404,
-                            Bytes::from_static(br#"{"error":{"message":"unknown path"}}"#),
-                        )
-                    } else if contains(&body, b"\"response_format\"") {
-                        (200, plan)
-                    } else {
-                        (200, text)
-                    };
-                    Ok::<_, Infallible>(
-                        hyper::Response::builder()
-                            .status(status)
-                            .header("content-type", "application/json")
-                            .body(Full::new(body))
-                            .unwrap(),
-                    )
+        async move {
+            let arrived = Instant::now();
+            let ok = request.method() == http::Method::POST
+                && request.uri().path().ends_with("/chat/completions");
+            let body = loopback::body_bytes(request.into_body()).await;
+            if !delay.is_zero() {
+                let (wake, woken) = oneshot::channel();
+                if wakes.send((arrived + delay, wake)).is_ok() {
+                    let _ = woken.await;
                 }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+            }
+            if !ok {
+                loopback::json(404, &br#"{"error":{"message":"unknown path"}}"#[..])
+            } else if contains(&body, b"\"response_format\"") {
+                loopback::json(200, plan)
+            } else {
+                loopback::json(200, text)
+            }
+        }
+    })
+    .await;
+    let server = match server {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!(
+                "bench-standin-openai: cannot listen on {}: {e}",
+                options.addr
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let url = format!("{}/v1", server.url());
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "{url}");
+    let _ = stdout.flush();
+    eprintln!("bench-standin-openai: serving at {url}, delay {delay:?}");
+    std::future::pending::<ExitCode>().await
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -37,6 +37,25 @@ pub struct TableDef {
     pub gsis: Vec<GsiDef>,
 }
 
+#[cfg(test)]
+impl TableDef {
+    /// The calls table as `template.yaml` defines it: keyed by device, its `byDueMinute` index
+    /// by minute and time. The unit tests cost their writes and queries on it.
+    pub(crate) fn calls() -> TableDef {
+        TableDef {
+            name: "calls".to_owned(),
+            hash_key: "deviceId".to_owned(),
+            range_key: None,
+            gsis: vec![GsiDef {
+                name: "byDueMinute".to_owned(),
+                hash_key: "dueMinute".to_owned(),
+                range_key: Some("scheduledAtMs".to_owned()),
+                projection: Projection::All,
+            }],
+        }
+    }
+}
+
 impl TableDef {
     /// `template.yaml`'s table `logical_id` (e.g. `CallsTable`), created as `table_name`.
     pub fn from_template(logical_id: &str, table_name: &str) -> TableDef {
@@ -347,20 +366,6 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
-    fn calls() -> TableDef {
-        TableDef {
-            name: "calls".to_owned(),
-            hash_key: "deviceId".to_owned(),
-            range_key: None,
-            gsis: vec![GsiDef {
-                name: "byDueMinute".to_owned(),
-                hash_key: "dueMinute".to_owned(),
-                range_key: Some("scheduledAtMs".to_owned()),
-                projection: Projection::All,
-            }],
-        }
-    }
-
     fn units(charges: &[Charge]) -> Vec<(String, String, f64)> {
         charges
             .iter()
@@ -401,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_write_pays_the_larger_image_on_its_base_partition() {
-        let def = calls();
+        let def = TableDef::calls();
         let big = item(json!({"deviceId": {"S": "d1"}, "blob": {"S": "x".repeat(3000)}}));
         let small = key();
         let charges = write_charges(&def, &key(), Some(&big), Some(&small));
@@ -416,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_gsi_pays_only_when_the_entry_changes_and_a_key_change_pays_two_partitions() {
-        let def = calls();
+        let def = TableDef::calls();
         let gsi = "calls/byDueMinute".to_owned();
         let at_22 = reservation("22:00", 1);
         let created = write_charges(&def, &key(), None, Some(&at_22));
@@ -447,7 +452,7 @@ mod tests {
 
     #[test]
     fn an_include_projection_ignores_an_attribute_it_does_not_keep() {
-        let mut def = calls();
+        let mut def = TableDef::calls();
         def.gsis[0].projection = Projection::Include(vec!["status".into()]);
         let before = reservation("22:00", 1);
         let mut after = before.clone();
@@ -476,7 +481,7 @@ mod tests {
 
     #[test]
     fn an_unevaluated_update_takes_every_mentioned_attribute_as_changed() {
-        let def = calls();
+        let def = TableDef::calls();
         let before = reservation("22:00", 1);
         let mentions = vec!["dueMinute".to_owned()];
         let charges = unevaluated_charges(&def, &key(), Some(&before), &mentions, 10);
@@ -496,7 +501,7 @@ mod tests {
 
     #[test]
     fn a_query_pays_the_summed_size_of_what_it_read() {
-        let def = calls();
+        let def = TableDef::calls();
         let items: Vec<Item> = (0..30)
             .map(|_| item(json!({"deviceId": {"S": "x".repeat(200)}})))
             .collect();

@@ -155,19 +155,9 @@ fn a_refund_gives_the_units_back() {
 fn in_process_2000_reservations_on_one_minute_write_1000_and_512_minutes_take_all() {
     use serde_json::json;
 
-    use super::{GsiDef, Item, Projection, TableDef, write_charges};
+    use super::{Item, TableDef, write_charges};
 
-    let def = TableDef {
-        name: "calls".to_owned(),
-        hash_key: "deviceId".to_owned(),
-        range_key: None,
-        gsis: vec![GsiDef {
-            name: "byDueMinute".to_owned(),
-            hash_key: "dueMinute".to_owned(),
-            range_key: Some("scheduledAtMs".to_owned()),
-            projection: Projection::All,
-        }],
-    };
+    let def = TableDef::calls();
     let reservation = |i: usize, minute: String| -> (Item, Item) {
         let item: Item = serde_json::from_value(json!({
             "deviceId": {"S": format!("d{i}")}, "status": {"S": "scheduled"},

@@ -17,17 +17,15 @@
 //! - Other operations (and tables it was not told about) pass uncharged.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
-use tokio::net::TcpListener;
 
 use super::front;
-use tokio::task::JoinHandle;
+use crate::loopback::Loopback;
 
 use self::query::{evaluated_query, items_of, query_partition, trimmed};
 use super::limits::cost::key_text;
@@ -47,15 +45,8 @@ struct Shared {
 }
 
 pub struct LimitsProxy {
-    addr: SocketAddr,
+    server: Loopback,
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for LimitsProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// DynamoDB Local's answer.
@@ -89,27 +80,19 @@ impl LimitsProxy {
         tables: &[TableDef],
         model: Arc<LimitsModel>,
     ) -> LimitsProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the limits proxy");
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             upstream: upstream.trim_end_matches('/').to_owned(),
             client: reqwest::Client::new(),
             tables: tables.iter().map(|t| (t.name.clone(), t.clone())).collect(),
             model,
         });
-        let served = shared.clone();
-        let task = tokio::spawn(front::serve(listener, move |request| {
-            let shared = served.clone();
-            async move { handle(&shared, request).await }
-        }));
-        LimitsProxy { addr, shared, task }
+        let server = front::start_proxy("the limits proxy", &shared, handle).await;
+        LimitsProxy { server, shared }
     }
 
     /// The endpoint clients use instead of DynamoDB's.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     pub fn stats(&self) -> Stats {
@@ -126,9 +109,10 @@ fn io(e: &dyn std::fmt::Display) -> std::io::Error {
 }
 
 async fn handle(
-    shared: &Shared,
+    shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<front::Response, std::io::Error> {
+    let shared = shared.as_ref();
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map_err(|e| io(&e))?.to_bytes();
     let operation = front::operation(&parts.headers);

@@ -115,21 +115,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::dynamodb::limits::{GsiDef, Projection};
-
-    fn calls() -> TableDef {
-        TableDef {
-            name: "calls".to_owned(),
-            hash_key: "deviceId".to_owned(),
-            range_key: None,
-            gsis: vec![GsiDef {
-                name: "byDueMinute".to_owned(),
-                hash_key: "dueMinute".to_owned(),
-                range_key: Some("scheduledAtMs".to_owned()),
-                projection: Projection::All,
-            }],
-        }
-    }
 
     fn request(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
@@ -147,17 +132,20 @@ mod tests {
             "Select": "ALL_ATTRIBUTES",
         }));
         assert_eq!(
-            query_partition(&calls(), &dispatch).as_deref(),
+            query_partition(&TableDef::calls(), &dispatch).as_deref(),
             Some("22:00")
         );
         let reversed = request(json!({
             "TableName": "calls", "KeyConditionExpression": ":d = deviceId",
             "ExpressionAttributeValues": {":d": {"S": "d1"}},
         }));
-        assert_eq!(query_partition(&calls(), &reversed).as_deref(), Some("d1"));
+        assert_eq!(
+            query_partition(&TableDef::calls(), &reversed).as_deref(),
+            Some("d1")
+        );
         let unknown_index =
             request(json!({"IndexName": "nope", "KeyConditionExpression": "a = :a"}));
-        assert_eq!(query_partition(&calls(), &unknown_index), None);
+        assert_eq!(query_partition(&TableDef::calls(), &unknown_index), None);
 
         assert!(trimmed(&dispatch, &json!({"Count": 3, "ScannedCount": 3})));
         let all = evaluated_query(&dispatch);

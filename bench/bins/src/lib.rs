@@ -1,0 +1,73 @@
+//! What the benchmark binaries share: percentiles, and the calls they seed.
+
+use chrono::{DateTime, Utc};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
+use koe::store::memory::MemoryStore;
+use koe::store::prelude::*;
+
+/// The `p`th percentile (0 to 100) of `sorted`, the sample at rank (n − 1) · p / 100 rounded up;
+/// NaN when there is no sample.
+pub fn percentile(sorted: &[f64], p: usize) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) * p).div_ceil(100)]
+}
+
+/// Benchmark call `i`: its device (`d0000007`, a token from `i`, `confirms_calls` as given) put
+/// in `store`, and its reservation (callId from `i`, due `at`) created there, made at `made`.
+pub async fn seed_call(
+    store: &MemoryStore,
+    i: usize,
+    at: DateTime<Utc>,
+    made: DateTime<Utc>,
+    confirms_calls: bool,
+) -> Reservation {
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap(),
+        voip_token: VoipToken::parse("voipToken", &format!("{i:064x}")).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at: made,
+        confirms_calls,
+    };
+    store.put_device(&device).await.unwrap();
+    let mut r = Reservation::new(
+        device.device_id,
+        ScheduledAt::from_stored(at.fixed_offset()),
+        Some("Mika".into()),
+        made,
+    );
+    r.call_id = CallId::from_stored(format!("{i:032x}"));
+    store
+        .create_reservation(&r, made, made - chrono::Duration::minutes(5))
+        .await
+        .unwrap();
+    r
+}
+
+/// The command line's `--flag value` pairs, in order; the error names a flag without its value.
+pub fn flag_pairs() -> Result<Vec<(String, String)>, String> {
+    let mut args = std::env::args().skip(1);
+    let mut pairs = Vec::new();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        pairs.push((flag, value));
+    }
+    Ok(pairs)
+}
+
+/// The parsed options; or `None` once the error (and `usage`, when there is one) is printed,
+/// for the binary to exit with 2.
+pub fn parsed<T>(options: Result<T, String>, name: &str, usage: Option<&str>) -> Option<T> {
+    match options {
+        Ok(options) => Some(options),
+        Err(e) => {
+            match usage {
+                Some(usage) => eprintln!("{name}: {e}\nusage: {usage}"),
+                None => eprintln!("{name}: {e}"),
+            }
+            None
+        }
+    }
+}
