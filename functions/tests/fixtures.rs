@@ -787,7 +787,7 @@ fn the_local_doc_documents_every_fixture_and_the_commands_this_test_runs() {
                 .as_str()
                 .is_some_and(|d| d.contains(".lambda-url."));
             let routes: Vec<_> = if via_function_url {
-                koe::endpoints::STREAMED
+                koe::routes::STREAMED
                     .iter()
                     .map(|s| s.route.clone())
                     .collect()

@@ -19,12 +19,12 @@ use http::{HeaderValue, Method};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use koe::App;
-use koe::api::Response;
-use koe::api::chat_stream::wants_stream;
-use koe::api::error::{ApiError, ErrorCode};
 use koe::config::{ConfigError, Vars};
-use koe::endpoints::{Adapters, Api, ChatStream, Endpoint};
-use koe::service::{Answer, BoxBody, Service, new_request_id};
+use koe::edge::{Answer, BoxBody, Service, new_request_id};
+use koe::handlers::Response;
+use koe::handlers::chat_stream::wants_stream;
+use koe::handlers::error::{ApiError, ErrorCode};
+use koe::routes::{Adapters, Api, ChatStream, Endpoint};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -304,7 +304,7 @@ struct Tracked {
 
 impl http_body::Body for Tracked {
     type Data = Bytes;
-    type Error = koe::service::BoxError;
+    type Error = koe::edge::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

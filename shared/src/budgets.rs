@@ -14,8 +14,8 @@ use crate::config::{
 use crate::dispatch::trigger::TRIGGER_TIMEOUT;
 use crate::dispatch::wake::LONGEST_WAKE;
 use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
+use crate::edge::NOTIFY_TIMEOUT;
 use crate::oidc::FETCH_TIMEOUT;
-use crate::service::NOTIFY_TIMEOUT;
 use crate::store::dynamodb::{DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
 
 /// What every function keeps in hand below its timeout (the runtime's own work, logging).
@@ -131,7 +131,7 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
                 ),
                 (
                     "asked again while a push leaves",
-                    crate::api::confirm::IN_FLIGHT_WAIT,
+                    crate::handlers::confirm::IN_FLIGHT_WAIT,
                 ),
                 (
                     "the last ask: conditional UpdateItem scheduledCalls",

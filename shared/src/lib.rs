@@ -9,11 +9,10 @@
 //! directly or through others (`shared/tests/it/layers.rs` checks that, not an order). Today,
 //! lowest first, each importing only from those before it: `clock`, `config`, `domain`,
 //! `https`, `metrics` → `aws_http`, `oidc`, `push`, `telemetry` → `aws`, `store` → `event_bus`,
-//! `secrets` → `dispatch`, `model` → `agent` → `api`, `spend_guard` → `endpoints` → `service`
-//! → `budgets`, `wiring` → `entrypoints`.
+//! `secrets` → `dispatch`, `model` → `agent` → `handlers`, `spend_guard` → `routes` → `edge`
+//! → `budgets`, `wiring` → `lambda`.
 
 pub mod agent;
-pub mod api;
 pub mod aws;
 pub mod aws_http;
 pub mod budgets;
@@ -21,20 +20,21 @@ pub mod clock;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
-pub mod endpoints;
-pub mod entrypoints;
+pub mod edge;
 pub mod event_bus;
+pub mod handlers;
 pub mod https;
+pub mod lambda;
 pub mod metrics;
 pub mod model;
 pub mod oidc;
 pub mod push;
+pub mod routes;
 pub mod secrets;
-pub mod service;
 pub mod spend_guard;
 pub mod store;
 pub mod telemetry;
 pub mod wiring;
 
-pub use endpoints::{Api, Endpoint, ROUTES, Route};
+pub use routes::{Api, Endpoint, ROUTES, Route};
 pub use wiring::App;

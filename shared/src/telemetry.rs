@@ -70,7 +70,7 @@ where
         .with_ansi(false)
         .with_target(false)
         // The innermost span's fields under `span`: every line logged while a request is
-        // answered carries `span.request_id` (service.rs opens that span). No span holds
+        // answered carries `span.request_id` (edge/mod.rs opens that span). No span holds
         // personal data: the log tests scan these fields too.
         .with_current_span(true)
         .with_span_list(false)
@@ -85,7 +85,7 @@ where
 
 /// Replaces the default panic hook, which prints the panic's message (it may quote the data
 /// that caused it: a body, a token) to stderr, with one JSON error line holding only where it
-/// happened. The panic still unwinds: `koe::service` answers that request 500.
+/// happened. The panic still unwinds: `koe::edge` answers that request 500.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let location = info

@@ -3,7 +3,7 @@
 //! function URL sends (`routeKey` `$default`), is read as the runtime reads it
 //! (`LambdaEvent<LambdaRequest>` from the bytes) and goes through `lambda_http::StreamAdapter`
 //! (what `lambda_http::run_with_streaming_response` wraps around the handler) into
-//! `koe::entrypoints::chat_stream::handle_event`. The adapter's metadata prelude (status,
+//! `koe::lambda::chat_stream::handle_event`. The adapter's metadata prelude (status,
 //! headers, cookies) becomes the answer's head, and its body stream is passed on chunk by chunk
 //! as it is produced, as Lambda passes a streamed response through the URL.
 
@@ -23,9 +23,9 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use koe::App;
 use koe::config::ConfigError;
-use koe::endpoints::{ChatStream, Endpoint};
-use koe::entrypoints::chat_stream;
-use koe::service::Service;
+use koe::edge::Service;
+use koe::lambda::chat_stream;
+use koe::routes::{ChatStream, Endpoint};
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Service as _, StreamAdapter};

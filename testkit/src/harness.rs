@@ -16,9 +16,9 @@ use koe::clock::Clock;
 use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, RunToken};
-use koe::endpoints::Adapters;
 use koe::metrics::MemorySink;
 use koe::push::PushSender;
+use koe::routes::Adapters;
 use koe::store::prelude::*;
 use koe::store::{
     CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, StoreError,

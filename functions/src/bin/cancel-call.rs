@@ -1,6 +1,6 @@
-//! Lambda for DELETE /calls: `koe::endpoints::CancelCall` (links only what its ports use).
+//! Lambda for DELETE /calls: `koe::routes::CancelCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::CancelCall>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::CancelCall>().await
 }

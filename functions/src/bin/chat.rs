@@ -1,6 +1,6 @@
-//! Lambda for POST /api/chat: `koe::endpoints::Chat` (links only what its ports use).
+//! Lambda for POST /api/chat: `koe::routes::Chat` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::Chat>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::Chat>().await
 }

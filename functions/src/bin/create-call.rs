@@ -1,6 +1,6 @@
-//! Lambda for POST /calls: `koe::endpoints::CreateCall` (links only what its ports use).
+//! Lambda for POST /calls: `koe::routes::CreateCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::CreateCall>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::CreateCall>().await
 }

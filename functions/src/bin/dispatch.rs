@@ -1,7 +1,7 @@
 //! Lambda for the dispatcher: the every-minute schedule, requested runs and
-//! POST /internal/dispatch (the `Dispatch` endpoint; see `koe::entrypoints::dispatch`).
+//! POST /internal/dispatch (the `Dispatch` endpoint; see `koe::lambda::dispatch`).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::dispatch::run().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::dispatch::run().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for GET /api/error: `koe::endpoints::ErrorTest` (links only what its ports use).
+//! Lambda for GET /api/error: `koe::routes::ErrorTest` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::ErrorTest>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::ErrorTest>().await
 }

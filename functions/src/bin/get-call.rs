@@ -1,6 +1,6 @@
-//! Lambda for GET /calls: `koe::endpoints::GetCall` (links only what its ports use).
+//! Lambda for GET /calls: `koe::routes::GetCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::GetCall>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::GetCall>().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for GET /health: `koe::endpoints::Health` (links only what its ports use).
+//! Lambda for GET /health: `koe::routes::Health` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::Health>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::Health>().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for PUT /devices: `koe::endpoints::PutDevice` (links only what its ports use).
+//! Lambda for PUT /devices: `koe::routes::PutDevice` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::entrypoints::lambda::Error> {
-    koe::entrypoints::lambda::run::<koe::endpoints::PutDevice>().await
+async fn main() -> Result<(), koe::lambda::http::Error> {
+    koe::lambda::http::run::<koe::routes::PutDevice>().await
 }

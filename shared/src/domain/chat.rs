@@ -11,7 +11,7 @@ pub const MAX_MESSAGES: usize = 100;
 pub const MAX_CONTENT_CHARS: usize = 16_000;
 /// Most characters of `content` in all the messages together: 128 000, about the models'
 /// context of 128k tokens (so 100 x 16 000 cannot all be sent at once). It keeps the body cap,
-/// derived from these caps, well under Lambda's 6 MB request payload (see `endpoints`).
+/// derived from these caps, well under Lambda's 6 MB request payload (see `routes`).
 pub const MAX_TOTAL_CONTENT_CHARS: usize = 128_000;
 pub const DEFAULT_MAX_TOKENS: u32 = 500;
 pub const MAX_MAX_TOKENS: u32 = 4096;

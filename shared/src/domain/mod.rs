@@ -9,7 +9,7 @@ pub mod reservation;
 pub mod sentences;
 
 /// Why a value was refused: the field at fault and the rule it broke (never the value itself).
-/// `api` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.
+/// `handlers` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field} {problem}")]
 pub struct Invalid {

@@ -298,7 +298,7 @@ pub trait UsageStore: Send + Sync {
         expire_at: i64,
     ) -> Result<UsageOutcome, StoreError>;
 
-    /// Adds `tokens` to the day's token count of `api` (`chat`, `agent`) unless the count has
+    /// Adds `tokens` to the day's token count of `handlers` (`chat`, `agent`) unless the count has
     /// already reached `ceiling`; one atomic conditional update. `expire_at` is its TTL.
     async fn reserve_tokens(
         &self,
@@ -309,7 +309,7 @@ pub trait UsageStore: Send + Sync {
         expire_at: i64,
     ) -> Result<SpendOutcome, StoreError>;
 
-    /// Corrects the day's token count of `api` by `delta` (the reported usage minus what was
+    /// Corrects the day's token count of `handlers` by `delta` (the reported usage minus what was
     /// reserved; negative to give back), unconditionally and atomically.
     async fn settle_tokens(
         &self,
@@ -319,7 +319,7 @@ pub trait UsageStore: Send + Sync {
         expire_at: i64,
     ) -> Result<(), StoreError>;
 
-    /// Claims the one notice of `api`'s ceiling on `day`: true for exactly one caller.
+    /// Claims the one notice of `handlers`'s ceiling on `day`: true for exactly one caller.
     async fn claim_ceiling_notice(
         &self,
         api: &str,

@@ -33,7 +33,7 @@ use crate::dispatch::trigger::{
     DispatchTrigger, EventBridgeTrigger, InProcessTrigger, RunRequests,
 };
 use crate::dispatch::{Dispatcher, InFlight};
-use crate::endpoints::{Adapters, Auth, Endpoint, Ports, Route, Visit};
+use crate::edge::{Answer, Edge, LiveApiKeys, Service};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
@@ -42,8 +42,8 @@ use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
+use crate::routes::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::secrets::Secrets;
-use crate::service::{Answer, Edge, LiveApiKeys, Service};
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
 use crate::store::prelude::*;
@@ -234,7 +234,7 @@ impl App {
             }
         }
         let mut collect = Collect(self, Vec::new());
-        crate::endpoints::each(&mut collect);
+        crate::routes::each(&mut collect);
         let mut services = Vec::new();
         for building in collect.1 {
             services.push(building.await?);

@@ -8,11 +8,11 @@ use async_trait::async_trait;
 use super::{App, Mode};
 use crate::config::{ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars};
 use crate::domain::device::Device;
-use crate::endpoints::Adapters;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
 use crate::push::pool::{PoolSettings, PushPool};
 use crate::push::{PushError, PushSender, VoipPush};
+use crate::routes::Adapters;
 use crate::secrets::LiveSecret;
 
 impl App {

@@ -10,7 +10,7 @@ use koe::domain::agent::{
     MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
 };
 use koe::domain::device::MAX_DEVICE_ID_CHARS;
-use koe::endpoints::AGENT_BODY_LIMIT;
+use koe::routes::AGENT_BODY_LIMIT;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
     TestApp, error_body, header, invalid_field, issued_step_id, issued_step_ids_with, send,

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use koe::domain::chat::{MAX_CONTENT_CHARS, MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
-use koe::endpoints::CHAT_BODY_LIMIT;
+use koe::routes::CHAT_BODY_LIMIT;
 use koe_testkit::harness::{TestApp, error_body, route_miss, spawn_app};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use koe::api::error::ErrorCode;
-use koe::endpoints::{Endpoint, STREAMED, StreamedFunction, Visit};
+use koe::handlers::error::ErrorCode;
+use koe::routes::{Endpoint, STREAMED, StreamedFunction, Visit};
 use koe::{Api, ROUTES};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
@@ -221,12 +221,12 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
                 .unwrap();
         if binary == "dispatch" {
             assert!(
-                source.contains("koe::entrypoints::dispatch::run()"),
+                source.contains("koe::lambda::dispatch::run()"),
                 "{binary}.rs"
             );
         } else {
             let endpoint = &endpoint_types()[binary.as_str()];
-            let run = format!("koe::entrypoints::lambda::run::<koe::endpoints::{endpoint}>()");
+            let run = format!("koe::lambda::http::run::<koe::routes::{endpoint}>()");
             assert!(
                 source.contains(&run),
                 "functions/src/bin/{binary}.rs must call {run}"
@@ -302,7 +302,7 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     }
 }
 
-/// A streamed function (`koe::endpoints::STREAMED`): its binary runs its entrypoint, it has a
+/// A streamed function (`koe::routes::STREAMED`): its binary runs its entrypoint, it has a
 /// function URL with response streaming and no API route, and a fixture (the URL's payload v2
 /// event for the route, asking for events); every streamed function is in the template.
 fn check_streamed_function(template: &Value, streamed: &StreamedFunction, binary: &str) {
@@ -353,7 +353,7 @@ fn every_streamed_function_is_in_the_template() {
     }
 }
 
-/// Each endpoint's binary name and the name of its type in `koe::endpoints`.
+/// Each endpoint's binary name and the name of its type in `koe::routes`.
 fn endpoint_types() -> std::collections::BTreeMap<&'static str, &'static str> {
     struct Names(std::collections::BTreeMap<&'static str, &'static str>);
     impl Visit for Names {
@@ -363,7 +363,7 @@ fn endpoint_types() -> std::collections::BTreeMap<&'static str, &'static str> {
         }
     }
     let mut names = Names(Default::default());
-    koe::endpoints::each(&mut names);
+    koe::routes::each(&mut names);
     names.0
 }
 

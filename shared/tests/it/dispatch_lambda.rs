@@ -1,6 +1,6 @@
 //! The dispatch Lambda's entrypoint, in-process: the committed fixtures `events/dispatch.json`
 //! (API Gateway HTTP API) and `events/dispatch-schedule.json` (the EventBridge schedule) go
-//! through `koe::entrypoints::dispatch::handle` exactly as the runtime would hand them over.
+//! through `koe::lambda::dispatch::handle` exactly as the runtime would hand them over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,9 +12,9 @@ use koe::App;
 use koe::config::Vars;
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::domain::reservation::ReservationStatus;
-use koe::endpoints::{Adapters, Dispatch};
-use koe::entrypoints::dispatch::handle;
-use koe::service::Service;
+use koe::edge::Service;
+use koe::lambda::dispatch::handle;
+use koe::routes::{Adapters, Dispatch};
 use koe_testkit::dispatching::reserve_at;
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;

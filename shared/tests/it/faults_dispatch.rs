@@ -1,5 +1,5 @@
 //! Fault injection on the dispatcher, end to end and in real time: the dispatch Lambda's own
-//! entrypoint (`koe::entrypoints::dispatch::handle`) gets the committed schedule event
+//! entrypoint (`koe::lambda::dispatch::handle`) gets the committed schedule event
 //! (`events/dispatch-schedule.json`), on DynamoDB Local, with a stand-in APNs
 //! (`koe_testkit::push`) answering as APNs does when things go wrong. (a2 only ever talks to
 //! Apple, so the stand-in replaces the sender behind the same `PushSender` port.)
@@ -22,7 +22,7 @@ use koe::App;
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::endpoints::{Adapters, Dispatch};
+use koe::routes::{Adapters, Dispatch};
 use koe_testkit::dynamodb::fresh_store;
 use koe_testkit::faults;
 use koe_testkit::push::{RecordedPush, RecordingPushSender, Scripted};
@@ -35,7 +35,7 @@ const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 /// One invocation of the dispatch function running on `app`'s adapters.
 async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
     let service = app.service::<Dispatch>().await.unwrap();
-    koe::entrypoints::dispatch::handle(&service, event).await
+    koe::lambda::dispatch::handle(&service, event).await
 }
 
 fn schedule_event() -> LambdaEvent<Value> {

@@ -11,13 +11,13 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use koe::ROUTES;
-use koe::endpoints::Auth;
+use koe::routes::Auth;
 use koe::{Api, Route};
 use koe_testkit::harness::{Front, TEST_API_KEY, TestApp, error_body, front, spawn_app};
 use koe_testkit::raw_http::status_line_while_sending;
 use koe_testkit::{faults, gateway};
 
-/// What the server reads of a refused body at most (`DRAIN_CAP` in `api/body.rs`).
+/// What the server reads of a refused body at most (`DRAIN_CAP` in `handlers/body.rs`).
 const DRAIN_CAP: usize = 16 * 1024 * 1024;
 
 fn base(app: &TestApp, api: Api) -> &str {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use koe::config::Vars;
-use koe::endpoints::{Endpoint, Visit};
-use koe::entrypoints::lambda::handle_event;
+use koe::lambda::http::handle_event;
+use koe::routes::{Endpoint, Visit};
 use koe_testkit::events::RecordingEventBus;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::template::repo_root;
@@ -79,7 +79,7 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
         openai: &openai,
         checks: Vec::new(),
     };
-    koe::endpoints::each(&mut fixtures);
+    koe::routes::each(&mut fixtures);
     assert_eq!(fixtures.checks.len(), koe::ROUTES.len());
     for check in fixtures.checks {
         check.await;
@@ -92,7 +92,7 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
     assert_eq!(published[0].code, "TEST_ERROR");
 }
 
-async fn check_fixture<E: Endpoint>(service: &koe::service::Service<E>, openai: &StandInOpenAi) {
+async fn check_fixture<E: Endpoint>(service: &koe::edge::Service<E>, openai: &StandInOpenAi) {
     let route = service.route();
     {
         let text = if route.binary == "create-call" {

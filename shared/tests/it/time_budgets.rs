@@ -92,7 +92,7 @@ fn a_forced_read_fits_every_api_key_functions_time_budget() {
     let budgets = at_the_limits();
     let keyed = koe::ROUTES
         .iter()
-        .filter(|r| r.auth == koe::endpoints::Auth::ApiKey);
+        .filter(|r| r.auth == koe::routes::Auth::ApiKey);
     let mut checked = 0;
     for route in keyed {
         let budget = budgets

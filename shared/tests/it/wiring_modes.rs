@@ -5,7 +5,7 @@
 
 use koe::App;
 use koe::config::Vars;
-use koe::endpoints::{
+use koe::routes::{
     CancelCall, ConfirmCall, CreateCall, Dispatch, Endpoint, GetCall, Health, Info, PutDevice,
 };
 

@@ -2,8 +2,8 @@
 //!
 //! CloudWatch bills a custom metric (namespace, name and dimension values) for each hour in
 //! which it receives a datapoint. Three hours are played minute by minute through the code that
-//! writes the records (`koe::dispatch::metrics::records`, `koe::service::request_record`,
-//! `koe::api::confirm::confirmed_record`, the spend guard on the in-memory store), and the
+//! writes the records (`koe::dispatch::metrics::records`, `koe::edge::request_record`,
+//! `koe::handlers::confirm::confirmed_record`, the spend guard on the in-memory store), and the
 //! distinct metrics of their EMF lines are counted (`koe_testkit::emf`, the specification's
 //! reading of a line):
 //! - idle: the dispatcher runs every minute and finds nothing; no request;
@@ -149,7 +149,11 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
             let confirmed: Vec<Record> = (0..run.sent / 3)
                 .map(|i| {
                     let latency_ms = i64::from(400 + i % 900);
-                    koe::api::confirm::confirmed_record(&function("confirm-call"), at, latency_ms)
+                    koe::handlers::confirm::confirmed_record(
+                        &function("confirm-call"),
+                        at,
+                        latency_ms,
+                    )
                 })
                 .collect();
             published.add("Koe/Dispatch, confirm-call", &confirmed);
@@ -160,7 +164,7 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
 /// The functions that answer HTTP requests: every route's, and the streamed chat's (behind its
 /// function URL, not among the routes).
 fn http_functions() -> Vec<&'static str> {
-    let stream = <koe::endpoints::ChatStream as koe::Endpoint>::ROUTE.binary;
+    let stream = <koe::routes::ChatStream as koe::Endpoint>::ROUTE.binary;
     let mut binaries: Vec<&str> = koe::ROUTES.iter().map(|r| r.binary).collect();
     binaries.push(stream);
     binaries
@@ -181,7 +185,7 @@ fn requests(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
         let at = start + Duration::milliseconds(i64::from(i) * 3_600_000 / i64::from(per_hour));
         let latency = i64::from(20 + i % 300);
         let status = http::StatusCode::OK;
-        records.push(koe::service::request_record(
+        records.push(koe::edge::request_record(
             &function(binary),
             at,
             latency,
@@ -191,7 +195,7 @@ fn requests(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
     if hour == Hour::Faulty {
         for binary in all {
             for status in [http::StatusCode::BAD_REQUEST, http::StatusCode::BAD_GATEWAY] {
-                records.push(koe::service::request_record(
+                records.push(koe::edge::request_record(
                     &function(binary),
                     start,
                     9,

@@ -135,27 +135,27 @@ pub fn on_time(count: u32, minute: u32) -> Vec<i64> {
 }
 
 /// Requests answered by `function` in `minute`, each `(latency ms, status)`, as the service
-/// writes their records (`koe::service::request_record`).
+/// writes their records (`koe::edge::request_record`).
 pub fn requests(samples: &mut Samples, function: &str, minute: u32, answers: &[(i64, u16)]) {
     let function = format!("{STACK}-{function}");
     let records: Vec<Record> = answers
         .iter()
         .map(|&(latency_ms, status)| {
             let status = http::StatusCode::from_u16(status).unwrap();
-            koe::service::request_record(&function, at(minute), latency_ms, status)
+            koe::edge::request_record(&function, at(minute), latency_ms, status)
         })
         .collect();
     publish(samples, minute, &records);
 }
 
 /// `count` first confirmations of calls in `minute`, as the confirm function writes them
-/// (`koe::api::confirm::confirmed_record`: a repeat writes nothing).
+/// (`koe::handlers::confirm::confirmed_record`: a repeat writes nothing).
 pub fn confirmations(samples: &mut Samples, minute: u32, count: u32) {
     let function = format!("{STACK}-confirm-call");
     let records: Vec<Record> = (0..count)
         .map(|i| {
             let latency_ms = i64::from(400 + (i * 37 + minute) % 900);
-            koe::api::confirm::confirmed_record(&function, at(minute), latency_ms)
+            koe::handlers::confirm::confirmed_record(&function, at(minute), latency_ms)
         })
         .collect();
     publish(samples, minute, &records);

@@ -77,7 +77,7 @@ pub fn path_like(span: &str) -> Option<&str> {
 }
 
 /// A Rust path's segments (`koe::push::pool::PushPool`, `dispatch::run()`,
-/// `koe::entrypoints::lambda::run::<koe::endpoints::Chat>()` → `koe, entrypoints, lambda, run`),
+/// `koe::lambda::http::run::<koe::routes::Chat>()` → `koe, lambda, http, run`),
 /// when it starts with a lowercase name.
 pub fn module_path(span: &str) -> Option<Vec<&str>> {
     let span = span.split("::<").next().unwrap_or("");
@@ -264,8 +264,8 @@ mod tests {
             Some(vec!["dispatch", "run"])
         );
         assert_eq!(
-            module_path("koe::entrypoints::lambda::run::<koe::endpoints::Chat>()"),
-            Some(vec!["koe", "entrypoints", "lambda", "run"])
+            module_path("koe::lambda::http::run::<koe::routes::Chat>()"),
+            Some(vec!["koe", "lambda", "http", "run"])
         );
         for not in ["Store::release_claim", "koe", "a::b c", "x::"] {
             assert_eq!(module_path(not), None, "{not}");

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use koe::api::error::ErrorCode;
 use koe::config::{ApnsPoolConfig, AwsConfig, Config, LogConfig, PushSenderChoice, Vars};
+use koe::handlers::error::ErrorCode;
 use koe_testkit::template::repo_root;
 
 use super::extract::{

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use koe::endpoints::{Api, STREAMED};
+use koe::routes::{Api, STREAMED};
 use koe::{ROUTES, Route};
 use koe_testkit::template::repo_root;
 
@@ -86,11 +86,11 @@ fn code_keys() -> BTreeSet<String> {
     routes.chain(streamed).collect()
 }
 
-/// The source of `impl Endpoint for NAME` up to the next endpoint, in `shared/src/endpoints/`.
+/// The source of `impl Endpoint for NAME` up to the next endpoint, in `shared/src/routes/`.
 fn endpoint_source(name: &str) -> Option<String> {
     let needle = format!("impl Endpoint for {name} {{");
     ["chat_api.rs", "agent_api.rs"].iter().find_map(|file| {
-        let text = read(&Path::new("shared/src/endpoints").join(file));
+        let text = read(&Path::new("shared/src/routes").join(file));
         let rest = text.split(&needle).nth(1)?;
         Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
     })
@@ -122,7 +122,8 @@ fn the_route_table_is_the_route_list() {
         let stem = Path::new(&row.handler)
             .file_stem()
             .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        if !row.handler.starts_with("shared/src/api/") || !repo_root().join(&row.handler).is_file()
+        if !row.handler.starts_with("shared/src/handlers/")
+            || !repo_root().join(&row.handler).is_file()
         {
             problems.push(format!(
                 "{PAGE}: {}: no handler file {}",
@@ -138,9 +139,9 @@ fn the_route_table_is_the_route_list() {
                         row.endpoint, row.function
                     ));
                 }
-                // The streamed endpoint's handler is the stream's (`service::stream`).
+                // The streamed endpoint's handler is the stream's (`edge::stream`).
                 let streamed = row.api == "function URL";
-                if !streamed && !source.contains(&format!("api::{stem}::")) {
+                if !streamed && !source.contains(&format!("handlers::{stem}::")) {
                     problems.push(format!(
                         "{PAGE}: {}'s handle calls nothing in {}",
                         row.endpoint, row.handler
@@ -155,7 +156,7 @@ fn the_route_table_is_the_route_list() {
 // ---------------------------------------------------------------------------------------------
 // `path:line` references.
 
-/// A `path:line` span (`shared/src/api/calls.rs:145`, `entrypoints/lambda.rs:19`): the path
+/// A `path:line` span (`shared/src/handlers/calls.rs:145`, `lambda/http.rs:19`): the path
 /// and the line, or `None`.
 fn path_line(span: &str) -> Option<(&str, usize)> {
     let (path, line) = span.rsplit_once(':')?;
@@ -207,18 +208,15 @@ fn every_path_line_named_is_a_line_of_its_file() {
 #[test]
 fn path_lines_are_paths_with_a_line_number() {
     assert_eq!(
-        path_line("shared/src/api/calls.rs:145"),
-        Some(("shared/src/api/calls.rs", 145))
+        path_line("shared/src/handlers/calls.rs:145"),
+        Some(("shared/src/handlers/calls.rs", 145))
     );
-    assert_eq!(
-        path_line("entrypoints/lambda.rs:19"),
-        Some(("entrypoints/lambda.rs", 19))
-    );
+    assert_eq!(path_line("lambda/http.rs:19"), Some(("lambda/http.rs", 19)));
     for not in [
         "127.0.0.1:3000",
         "shared/src/lib.rs",
         "a/b.rs:x",
-        "koe::api",
+        "koe::handlers",
         "http://x.y/z:1",
     ] {
         assert_eq!(path_line(not), None, "{not}");
@@ -229,7 +227,7 @@ fn path_lines_are_paths_with_a_line_number() {
 fn table_rows_read_the_cells_under_the_heading() {
     let text = "# P\n\n## The route table\n\nText.\n\n| method | path | API | endpoint | handler | binary | function |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n\
-                | GET | /health | chat | `Health` | `shared/src/api/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
+                | GET | /health | chat | `Health` | `shared/src/handlers/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
     let rows = table_rows(text);
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -242,5 +240,5 @@ fn table_rows_read_the_cells_under_the_heading() {
         ),
         "GET /health (chat) health HealthFunction"
     );
-    assert_eq!(rows[0].handler, "shared/src/api/meta.rs");
+    assert_eq!(rows[0].handler, "shared/src/handlers/meta.rs");
 }

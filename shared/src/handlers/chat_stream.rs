@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::Request;
 use super::chat::{answer, model_request};
-use crate::api::error::ApiError;
 use crate::domain::sentences::SentenceCutter;
+use crate::handlers::error::ApiError;
 use crate::model::{ModelReply, ReplyChunk, ReplyStream, StreamingModel, Usage};
 
 pub const EVENT_STREAM: &str = "text/event-stream";
@@ -199,7 +199,7 @@ mod tests {
             Bytes::from_static(b"event: delta\ndata: {\"text\":\"a\\nb\"}\n\n")
         );
         let error = ChatEvent::Error(ApiError::new(
-            crate::api::error::ErrorCode::ProviderError,
+            crate::handlers::error::ErrorCode::ProviderError,
             "the model provider failed",
         ));
         assert_eq!(

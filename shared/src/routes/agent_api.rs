@@ -9,12 +9,12 @@ use http::Method;
 use super::ports::{Adapters, Ports};
 use super::{AGENT_BODY_LIMIT, Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::agent::binding::StepSigner;
-use crate::api::error::ApiError;
-use crate::api::{self, Request, Response};
 use crate::clock::Clock;
 use crate::config::{AgentConfig, ConfigError};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::{DispatchTrigger, TriggerError};
+use crate::handlers::error::ApiError;
+use crate::handlers::{self, Request, Response};
 use crate::metrics::Metrics;
 use crate::model::ModelProvider;
 use crate::oidc::TokenVerifier;
@@ -100,9 +100,9 @@ impl Ports for CallsPorts {
 }
 
 impl CallsPorts {
-    fn context(&self) -> api::calls::CallsContext<'_> {
+    fn context(&self) -> handlers::calls::CallsContext<'_> {
         let now = self.clock.now();
-        api::calls::CallsContext {
+        handlers::calls::CallsContext {
             store: self.store.as_ref(),
             now,
             stale_before: now - self.stale_after,
@@ -211,7 +211,7 @@ impl Endpoint for Agent {
     type Ports = AgentPorts;
 
     async fn handle(ports: &AgentPorts, request: Request) -> Result<Response, ApiError> {
-        let cx = api::agent::AgentContext {
+        let cx = handlers::agent::AgentContext {
             model: ports.model.as_ref(),
             store: ports.store.as_ref(),
             now: ports.clock.now(),
@@ -219,7 +219,7 @@ impl Endpoint for Agent {
             budget: ports.budget,
             signer: &ports.signer,
         };
-        api::agent::agent(&cx, request).await
+        handlers::agent::agent(&cx, request).await
     }
 }
 
@@ -232,7 +232,7 @@ impl Endpoint for PutDevice {
 
     async fn handle(ports: &DevicePorts, request: Request) -> Result<Response, ApiError> {
         let now = ports.clock.now();
-        api::devices::put_device(ports.store.as_ref(), now, &ports.salt, request).await
+        handlers::devices::put_device(ports.store.as_ref(), now, &ports.salt, request).await
     }
 }
 
@@ -244,7 +244,7 @@ impl Endpoint for CreateCall {
     type Ports = CreatePorts;
 
     async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {
-        api::calls::create(&ports.calls.context(), ports.waker.as_ref(), request).await
+        handlers::calls::create(&ports.calls.context(), ports.waker.as_ref(), request).await
     }
 }
 
@@ -256,7 +256,7 @@ impl Endpoint for GetCall {
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
-        api::calls::get(&ports.context(), request).await
+        handlers::calls::get(&ports.context(), request).await
     }
 }
 
@@ -273,7 +273,7 @@ impl Endpoint for CancelCall {
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
-        api::calls::cancel(&ports.context(), request).await
+        handlers::calls::cancel(&ports.context(), request).await
     }
 }
 
@@ -291,19 +291,19 @@ impl Endpoint for ConfirmCall {
 
     async fn handle(ports: &ConfirmPorts, request: Request) -> Result<Response, ApiError> {
         let calls = &ports.calls;
-        let cx = api::confirm::ConfirmContext {
+        let cx = handlers::confirm::ConfirmContext {
             store: calls.store.as_ref(),
             clock: calls.clock.as_ref(),
             grace: calls.grace,
             salt: &calls.salt,
             metrics: &ports.metrics,
         };
-        api::confirm::confirm(&cx, request).await
+        handlers::confirm::confirm(&cx, request).await
     }
 }
 
 /// POST /internal/dispatch: an external scheduler asks for a run (OIDC ID token). The same
-/// function runs the every-minute schedule (`entrypoints::dispatch`).
+/// function runs the every-minute schedule (`lambda::dispatch`).
 pub struct Dispatch;
 
 impl Endpoint for Dispatch {
@@ -319,11 +319,11 @@ impl Endpoint for Dispatch {
     type Ports = DispatchPorts;
 
     async fn handle(ports: &DispatchPorts, request: Request) -> Result<Response, ApiError> {
-        let cx = api::dispatch::DispatchContext {
+        let cx = handlers::dispatch::DispatchContext {
             verifier: ports.verifier.as_deref(),
             trigger: ports.trigger.as_ref(),
             now: ports.clock.now(),
         };
-        api::dispatch::request_run(&cx, request).await
+        handlers::dispatch::request_run(&cx, request).await
     }
 }

@@ -4,8 +4,8 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Response, json_response};
-use crate::api::error::{ApiError, ErrorCode};
 use crate::config::InfoConfig;
+use crate::handlers::error::{ApiError, ErrorCode};
 
 pub fn health() -> Response {
     json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))

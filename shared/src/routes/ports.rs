@@ -11,10 +11,10 @@ use crate::config::{
 };
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::endpoints::Route;
 use crate::metrics::Metrics;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
+use crate::routes::Route;
 use crate::store::prelude::*;
 
 /// An endpoint's ports, built once per process (a Lambda's cold start, koe-local's start).

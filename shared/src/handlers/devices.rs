@@ -6,13 +6,13 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
-use crate::api::error::{ApiError, ErrorCode};
-use crate::api::json::parse_object;
 use crate::domain::device::{
     Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
 };
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::handlers::json::parse_object;
 use crate::store::DeviceStore;
 use crate::store::DeviceWrite;
 

@@ -8,10 +8,10 @@ use std::convert::Infallible;
 
 use lambda_http::RequestExt;
 
-use crate::api::error::{ApiError, ErrorCode};
-use crate::endpoints::{ChatStream, Endpoint};
-use crate::entrypoints::lambda::Error;
-use crate::service::{EventBody, Service, new_request_id};
+use crate::edge::{EventBody, Service, new_request_id};
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::lambda::http::Error;
+use crate::routes::{ChatStream, Endpoint};
 
 /// The whole of the `chat-stream` binary's `main`.
 pub async fn run() -> Result<(), Error> {

@@ -7,8 +7,8 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
-use crate::api::error::{ApiError, ErrorCode};
 use crate::dispatch::trigger::DispatchTrigger;
+use crate::handlers::error::{ApiError, ErrorCode};
 use crate::oidc::{Rejection, TokenVerifier};
 
 pub struct DispatchContext<'a> {

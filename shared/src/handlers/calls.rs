@@ -8,8 +8,6 @@ use sha2::{Digest, Sha256};
 
 use super::devices::{presented_secret, secret_required};
 use super::{Request, Response, json_response, query_param};
-use crate::api::error::{ApiError, ErrorCode};
-use crate::api::json::parse_object;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::dispatch::wake::{Wake, wake_for};
 use crate::domain::device::DeviceId;
@@ -17,6 +15,8 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
 };
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::handlers::json::parse_object;
 use crate::store::prelude::*;
 use crate::store::{CancelError, CreateError, Created, DeviceProof, IdempotentAnswer};
 

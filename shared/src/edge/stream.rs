@@ -15,11 +15,13 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Edge, Service, notify};
-use crate::api::Request;
-use crate::api::body::read_limited;
-use crate::api::chat_stream::{ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream};
-use crate::api::error::{ApiError, ErrorCode};
-use crate::endpoints::{ChatStream, Route};
+use crate::handlers::Request;
+use crate::handlers::body::read_limited;
+use crate::handlers::chat_stream::{
+    ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream,
+};
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::routes::{ChatStream, Route};
 
 /// Events waiting for a slow client; beyond that the model stream waits too.
 const BUFFERED_EVENTS: usize = 64;

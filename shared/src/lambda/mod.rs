@@ -3,11 +3,11 @@
 
 pub mod chat_stream;
 pub mod dispatch;
-pub mod lambda;
+pub mod http;
 
 use crate::config::Vars;
-use crate::endpoints::Endpoint;
-use crate::service::Service;
+use crate::edge::Service;
+use crate::routes::Endpoint;
 use crate::wiring::App;
 
 pub type Error = lambda_http::Error;

@@ -5,9 +5,9 @@ use std::convert::Infallible;
 
 use lambda_http::{Body, RequestExt};
 
-use crate::api::Response;
-use crate::endpoints::Endpoint;
-use crate::service::{Service, new_request_id};
+use crate::edge::{Service, new_request_id};
+use crate::handlers::Response;
+use crate::routes::Endpoint;
 
 pub use super::Error;
 

@@ -4,9 +4,9 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::{Request, Response, json_response};
-use crate::api::error::ApiError;
-use crate::api::json::parse_object;
 use crate::domain::chat::{ChatRequest, Role};
+use crate::handlers::error::ApiError;
+use crate::handlers::json::parse_object;
 use crate::model::{ModelProvider, ModelReply, ModelRequest, Usage};
 
 #[derive(Serialize)]

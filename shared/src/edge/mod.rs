@@ -14,15 +14,15 @@ use futures_util::FutureExt;
 use http::HeaderValue;
 use tracing::Instrument;
 
-use crate::api::body::read_limited;
-use crate::api::error::{ApiError, ErrorCode};
-use crate::api::{Request, Response};
 use crate::clock::Clock;
 use crate::config::{ApiKeys, Secret};
-use crate::endpoints::{Auth, Endpoint, Route};
 use crate::event_bus::{ErrorNotification, EventBus};
+use crate::handlers::body::read_limited;
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::handlers::{Request, Response};
 use crate::metrics::Metrics;
 use crate::metrics::catalogue::API;
+use crate::routes::{Auth, Endpoint, Route};
 use crate::secrets::LiveSecret;
 
 mod stream;
@@ -189,7 +189,7 @@ impl<E: Endpoint> Service<E> {
             },
             Auth::Bearer => crate::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
                 .map(|_| ())
-                .map_err(|_| crate::api::dispatch::unauthorized()),
+                .map_err(|_| crate::handlers::dispatch::unauthorized()),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Endpoints: one definition each (its route, body cap, authentication, the ports it needs and
+//! Routes: each endpoint's one definition (its route, body cap, authentication, the ports it needs and
 //! its handler), and the list of them that the local server, the tests and the contract files
 //! are held to.
 //!
@@ -12,8 +12,8 @@ use std::future::Future;
 
 use http::Method;
 
-use crate::api::error::ApiError;
-use crate::api::{Request, Response};
+use crate::handlers::error::ApiError;
+use crate::handlers::{Request, Response};
 
 mod agent_api;
 mod chat_api;
@@ -191,7 +191,7 @@ pub struct StreamedFunction {
 /// Every streamed function: POST /api/chat with `Accept: text/event-stream` ([`ChatStream`]).
 pub static STREAMED: &[StreamedFunction] = &[StreamedFunction {
     route: <ChatStream as Endpoint>::ROUTE,
-    entrypoint: "koe::entrypoints::chat_stream::run()",
+    entrypoint: "koe::lambda::chat_stream::run()",
 }];
 
 /// What [`each`] calls for every endpoint type.

@@ -6,9 +6,9 @@ use http::Method;
 
 use super::ports::{Adapters, Ports};
 use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
-use crate::api::error::ApiError;
-use crate::api::{self, Request, Response};
 use crate::config::{ConfigError, InfoConfig};
+use crate::handlers::error::ApiError;
+use crate::handlers::{self, Request, Response};
 use crate::model::{ModelProvider, StreamingModel};
 use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi, SpendGuard};
 
@@ -109,7 +109,7 @@ impl Endpoint for Health {
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
-        Ok(api::meta::health())
+        Ok(handlers::meta::health())
     }
 }
 
@@ -121,7 +121,7 @@ impl Endpoint for Info {
     type Ports = InfoPorts;
 
     async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
-        Ok(api::meta::info(&ports.info))
+        Ok(handlers::meta::info(&ports.info))
     }
 }
 
@@ -133,7 +133,7 @@ impl Endpoint for ErrorTest {
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
-        Err(api::meta::error_test())
+        Err(handlers::meta::error_test())
     }
 }
 
@@ -153,7 +153,7 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
-        api::chat::chat(ports.model.as_ref(), ports.budget, request).await
+        handlers::chat::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }
 
@@ -176,6 +176,6 @@ impl Endpoint for ChatStream {
     type Ports = ChatStreamPorts;
 
     async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {
-        api::chat::chat(ports.model.as_ref(), ports.budget, request).await
+        handlers::chat::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }

@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
 use crate::domain::due::Part;
-use crate::endpoints::Dispatch;
-use crate::entrypoints::lambda::{Error, handle_event};
-use crate::service::Service;
+use crate::edge::Service;
+use crate::lambda::http::{Error, handle_event};
+use crate::routes::Dispatch;
 
 /// What an invocation carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use http::{HeaderValue, StatusCode};
 
 use super::calls::{CallsContext, admitted};
 use super::{Request, Response, json_response};
-use crate::api::error::{ApiError, ErrorCode};
-use crate::api::json::parse_object;
 use crate::clock::Clock;
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{CallId, Reservation, ReservationView};
+use crate::handlers::error::{ApiError, ErrorCode};
+use crate::handlers::json::parse_object;
 use crate::metrics::catalogue::DISPATCH;
 use crate::metrics::{Metrics, Record};
 use crate::store::ConfirmAnswer;
