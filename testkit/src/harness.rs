@@ -37,7 +37,7 @@ pub enum Front {
     /// koe-local: axum, the route table, each endpoint's service.
     Local,
     /// A stand-in API Gateway HTTP API, payload v2 events, lambda_http and the Lambda
-    /// entrypoints, as deployed ([`crate::gateway`]).
+    /// glue (`koe::lambda`), as deployed ([`crate::gateway`]).
     Lambda,
 }
 
