@@ -3,7 +3,7 @@
 //! are held to.
 //!
 //! Adding an endpoint: a unit struct with an `impl Endpoint` (here, in the file of its API), its
-//! name in [`endpoints!`] below, a one-line bin in `functions/src/bin/`, a `ports::Ports` impl if
+//! name in [`routes!`] below, a one-line bin in `functions/src/bin/`, a `ports::Ports` impl if
 //! its ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter
 //! is), and the function, route and fixture in `template.yaml`, `openapi.yaml` and `events/`
 //! (`shared/tests/it/contract_files.rs` checks each of these against the list).
@@ -150,7 +150,7 @@ const _: () = assert!(CHAT_BODY_LIMIT <= 3_000_000 && AGENT_BODY_LIMIT <= 3_000_
 pub const SMALL_BODY_LIMIT: usize = 8 * 1024;
 
 /// The list of endpoints. It makes [`ROUTES`] and [`each`]; both follow this order.
-macro_rules! endpoints {
+macro_rules! routes {
     ($($endpoint:ident),+ $(,)?) => {
         /// Every route, in the list's order.
         pub static ROUTES: &[Route] = &[$(<$endpoint as Endpoint>::ROUTE),+];
@@ -163,7 +163,7 @@ macro_rules! endpoints {
     };
 }
 
-endpoints!(
+routes!(
     Chat,
     Info,
     Health,
