@@ -3,6 +3,7 @@
 //! it, and every later write must), read and then written under a condition that the secret's
 //! state is still what was read, so two racing writes cannot both pass the check.
 
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::{
@@ -12,6 +13,7 @@ use super::{
 use crate::domain::device::Device;
 use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
+use crate::store::prelude::*;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
 use std::collections::HashMap;
 
@@ -24,11 +26,9 @@ const SECRET_PROVEN: &str = "secretProven";
 /// Reads and conditional writes before giving up on a record that keeps changing.
 pub const ATTEMPTS: u32 = 2;
 
-/// What [`DynamoStore::register_device_item`] answers.
-pub(super) type WriteResult = Result<DeviceWrite, StoreError>;
-
-impl DynamoStore {
-    pub(super) async fn register_device_item(
+#[async_trait]
+impl DeviceStore for DynamoStore {
+    async fn register_device(
         &self,
         device: &Device,
         presented: Option<&str>,
@@ -126,10 +126,8 @@ impl DynamoStore {
             "DynamoDB item in {table} kept changing during a device registration"
         )))
     }
-}
 
-impl DynamoStore {
-    pub(super) async fn put_device_item(&self, device: &Device) -> Result<(), StoreError> {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         let table = &self.tables.devices;
         self.client
             .put_item()
@@ -141,7 +139,7 @@ impl DynamoStore {
         Ok(())
     }
 
-    pub(super) async fn get_device_item(
+    async fn get_device(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
@@ -163,7 +161,7 @@ impl DynamoStore {
         }
     }
 
-    pub(super) async fn device_proof_item(
+    async fn device_proof(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
@@ -201,17 +199,10 @@ impl DynamoStore {
             has_token,
         })
     }
-}
 
-/// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
-pub(super) fn expired(item: &Item, now: i64) -> bool {
-    matches!(item.get(EXPIRE_AT), Some(AttributeValue::N(t)) if t.parse::<i64>().is_ok_and(|t| t <= now))
-}
-
-impl DynamoStore {
     /// `secretProven` set on the device's record if it still holds `secret_hash` and has not
     /// expired; whether it does.
-    pub(super) async fn prove_device_item(
+    async fn prove_device(
         &self,
         id: &DeviceId,
         secret_hash: &str,
@@ -241,49 +232,11 @@ impl DynamoStore {
             Err(e) => Err(sdk_error("UpdateItem", table, e)),
         }
     }
-}
 
-/// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
-/// the tokens of abandoned installs do not stay for ever (every PUT /devices renews it).
-pub(super) fn device_item(device: &Device) -> Item {
-    let mut item = HashMap::from([
-        (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
-        (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
-        (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
-        (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
-        (EXPIRE_AT.to_owned(), n(device.expire_at())),
-    ]);
-    if device.confirms_calls {
-        item.insert(CONFIRMS_CALLS.to_owned(), AttributeValue::Bool(true));
-    }
-    item
-}
-
-/// The device, if its item has a token (`None` once APNs called it dead and it was removed).
-pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device>, StoreError> {
-    if !item.contains_key(VOIP_TOKEN) {
-        return Ok(None);
-    }
-    let r = Reader { table, item };
-    Ok(Some(Device {
-        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
-        voip_token: VoipToken::from_stored(r.s(VOIP_TOKEN)?.to_owned()),
-        environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
-            .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
-        updated_at: r.time(UPDATED_AT)?,
-        confirms_calls: matches!(item.get(CONFIRMS_CALLS), Some(AttributeValue::Bool(true))),
-    }))
-}
-
-impl DynamoStore {
     /// Removes the token (and its environment) if it is still `token`; the item, with the
     /// device's secret, stays. An item left with neither token nor secret (a device registered
     /// before secrets) is deleted, as the memory store has no record of it either.
-    pub(super) async fn remove_token_item(
-        &self,
-        id: &DeviceId,
-        token: &VoipToken,
-    ) -> Result<bool, StoreError> {
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
         let result = self
             .client
@@ -321,4 +274,41 @@ impl DynamoStore {
         }
         Ok(true)
     }
+}
+
+/// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
+pub(super) fn expired(item: &Item, now: i64) -> bool {
+    matches!(item.get(EXPIRE_AT), Some(AttributeValue::N(t)) if t.parse::<i64>().is_ok_and(|t| t <= now))
+}
+
+/// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
+/// the tokens of abandoned installs do not stay for ever (every PUT /devices renews it).
+pub(super) fn device_item(device: &Device) -> Item {
+    let mut item = HashMap::from([
+        (DEVICE_ID.to_owned(), s(device.device_id.as_str())),
+        (VOIP_TOKEN.to_owned(), s(device.voip_token.expose())),
+        (ENVIRONMENT.to_owned(), s(device.environment.as_str())),
+        (UPDATED_AT.to_owned(), s(rfc3339_millis(device.updated_at))),
+        (EXPIRE_AT.to_owned(), n(device.expire_at())),
+    ]);
+    if device.confirms_calls {
+        item.insert(CONFIRMS_CALLS.to_owned(), AttributeValue::Bool(true));
+    }
+    item
+}
+
+/// The device, if its item has a token (`None` once APNs called it dead and it was removed).
+pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device>, StoreError> {
+    if !item.contains_key(VOIP_TOKEN) {
+        return Ok(None);
+    }
+    let r = Reader { table, item };
+    Ok(Some(Device {
+        device_id: DeviceId::from_stored(r.s(DEVICE_ID)?.to_owned()),
+        voip_token: VoipToken::from_stored(r.s(VOIP_TOKEN)?.to_owned()),
+        environment: PushEnvironment::from_stored(r.s(ENVIRONMENT)?)
+            .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
+        updated_at: r.time(UPDATED_AT)?,
+        confirms_calls: matches!(item.get(CONFIRMS_CALLS), Some(AttributeValue::Bool(true))),
+    }))
 }

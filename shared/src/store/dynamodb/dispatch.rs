@@ -1,22 +1,28 @@
 //! The DynamoDB adapter's dispatch requests: a minute's reservation count, the shard query, the
-//! claim, the mark that a push started, and the outcome (tokens against lost replies: `retried`).
+//! minute's watch (`watchedUntil` on the count item `due#<minute>`: a run's promise to select the
+//! minute again until then, and a create's claim of the duty to wake such a run), the claim, the
+//! mark that a push started, and the outcome (tokens against lost replies: `retried`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 use super::outcome::finish_request;
+use super::reservations::DUE_COUNT_PREFIX;
 use super::{
     CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, DEVICE_ID, DUE_SHARD, DynamoStore,
-    Item, PUSH_STARTED_AT_MS, PUSHES, Reader, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
-    bad_item, n, names, reservation_from_item, s, sdk_error, values, written,
+    EXPIRE_AT, Item, PUSH_STARTED_AT_MS, PUSHES, Reader, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS,
+    UPDATED_AT, bad_item, condition_failed, n, names, reservation_from_item, s, sdk_error, values,
+    written,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{
     CallId, ReservationStatus, RunToken, ScheduledAt, rfc3339_millis,
 };
+use crate::store::prelude::*;
 use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -55,20 +61,23 @@ pub(super) const PUSHED_THEN_ABANDONED: &str = "#callId = :callId AND #status = 
 pub(super) const CLAIMED_BY_RUN: &str =
     "#callId = :callId AND #status = :claimed AND #claimToken = :run";
 
-impl DynamoStore {
+const WATCHED_UNTIL: &str = "watchedUntil";
+/// S: the call whose create claimed the minute's last wake.
+const WAKE_CLAIMANT: &str = "wakeClaimant";
+/// How long a count item made by a watch alone (no reservation for its minute) lives.
+const WATCH_TTL: chrono::Duration = chrono::Duration::days(1);
+
+#[async_trait]
+impl DispatchStore for DynamoStore {
     /// `due#<minute>` in the calls table: the minute's count of reservations made for it,
     /// eventually consistent: the shard queries after it are too (an index has no other
     /// read), so a stale count misses nothing they would not; the next re-selection, at least
     /// 5 s before a call made 10 s ahead, reads it again.
-    pub(super) async fn due_count_item(&self, minute: &str) -> Result<u32, StoreError> {
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         self.count_item(minute, false).await
     }
 
-    pub(super) async fn due_calls_item(
-        &self,
-        minute: &str,
-        shard: u32,
-    ) -> Result<Vec<DueCall>, StoreError> {
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
         let table = &self.tables.calls;
         let mut due = Vec::new();
         let mut start_key: Option<Item> = None;
@@ -100,7 +109,78 @@ impl DynamoStore {
         Ok(due)
     }
 
-    pub(super) async fn claim_due_item(
+    /// Raises the minute's `watchedUntil` to `until` (never lowers it: of overlapping runs the
+    /// latest promise stands); a raised watch is no longer a create's claim (`wakeClaimant`
+    /// goes). One write unit, on the dispatcher's client.
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .dispatch
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+            .update_expression(
+                "SET #watchedUntil = :until, #expireAt = if_not_exists(#expireAt, :expireAt) \
+                 REMOVE #wakeClaimant",
+            )
+            .condition_expression("attribute_not_exists(#watchedUntil) OR #watchedUntil < :until")
+            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL, EXPIRE_AT, WAKE_CLAIMANT])))
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":expireAt", n((until + WATCH_TTL).timestamp()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Another run promised as long or longer.
+            Err(e) if condition_failed(&e) => Ok(()),
+            Err(e) => Err(sdk_error("UpdateItem", table, e)),
+        }
+    }
+
+    /// Raises the minute's `watchedUntil` to `until` unless it already reaches `due_at`
+    /// (one conditional update: of creates at once, one wins), and names the `claimant` in
+    /// `wakeClaimant`. A refusal is `false`, unless the claim that stands is the claimant's own
+    /// (its earlier attempt was applied and its reply lost, or an SDK retry of this one).
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .update_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+            .update_expression(
+                "SET #watchedUntil = :until, #wakeClaimant = :claimant, \
+                 #expireAt = if_not_exists(#expireAt, :expireAt)",
+            )
+            .condition_expression("attribute_not_exists(#watchedUntil) OR #watchedUntil < :due")
+            .set_expression_attribute_names(Some(names(&[WATCHED_UNTIL, WAKE_CLAIMANT, EXPIRE_AT])))
+            .expression_attribute_values(":until", n(until.timestamp_millis()))
+            .expression_attribute_values(":due", n(due_at.timestamp_millis()))
+            .expression_attribute_values(":claimant", s(claimant))
+            .expression_attribute_values(":expireAt", n((until + WATCH_TTL).timestamp()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(true),
+            Err(e) => e,
+        };
+        match err.as_service_error() {
+            Some(UpdateItemError::ConditionalCheckFailedException(refused)) => Ok(refused
+                .item()
+                .and_then(|old| old.get(WAKE_CLAIMANT))
+                .is_some_and(|by| by.as_s().is_ok_and(|by| by == claimant))),
+            _ => Err(sdk_error("UpdateItem", table, err)),
+        }
+    }
+
+    async fn claim_due(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -170,7 +250,7 @@ impl DynamoStore {
         ))
     }
 
-    pub(super) async fn mark_item(
+    async fn mark_push_started(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -210,7 +290,7 @@ impl DynamoStore {
         written("UpdateItem", table, result)
     }
 
-    pub(super) async fn release_item(
+    async fn release_claim(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -251,7 +331,7 @@ impl DynamoStore {
         written("UpdateItem", table, result)
     }
 
-    pub(super) async fn finish_item(
+    async fn finish_reservation(
         &self,
         id: &DeviceId,
         call_id: &CallId,

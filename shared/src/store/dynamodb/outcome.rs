@@ -1,5 +1,6 @@
 //! The DynamoDB adapter's outcome writes: how a call's dispatch ends (`finish_request`, the
-//! UpdateItem of `Store::finish_reservation`) and its device's confirmation (`confirm_item`).
+//! UpdateItem of `Store::finish_reservation`) and its device's confirmation
+//! (`confirm_update`, of `ReservationStore::confirm_call`).
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
@@ -128,25 +129,7 @@ impl FinishRequest {
 }
 
 impl DynamoStore {
-    /// `Store::confirm_call`: one conditional update to `rang` (the first `rangAtMs` kept); a
-    /// refusal is told apart by the record it returns.
-    pub(super) async fn confirm_item(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        // Mostly after its run recorded the push; else a first push confirmed before that, which
-        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
-        // by which branch held.
-        let recorded = self.confirm_update(id, call_id, now, false).await?;
-        if recorded != ConfirmAnswer::NotFound {
-            return Ok(recorded);
-        }
-        self.confirm_update(id, call_id, now, true).await
-    }
-
-    async fn confirm_update(
+    pub(super) async fn confirm_update(
         &self,
         id: &DeviceId,
         call_id: &CallId,
