@@ -10,6 +10,7 @@ use super::{
     DEVICE_ID, DynamoStore, ENVIRONMENT, EXPIRE_AT, Item, Reader, UPDATED_AT, VOIP_TOKEN, bad_item,
     condition_failed, n, names, s, sdk_error, values, written,
 };
+use super::{offer, read_item, update_item};
 use crate::domain::device::Device;
 use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
@@ -36,25 +37,12 @@ impl DeviceStore for DynamoStore {
     ) -> Result<DeviceWrite, StoreError> {
         let table = &self.tables.devices;
         for _ in 0..ATTEMPTS {
-            let read = self
-                .client
-                .get_item()
-                .table_name(table)
-                .key(DEVICE_ID, s(device.device_id.as_str()))
-                .consistent_read(true)
-                .projection_expression("#deviceId, #secretHash, #secretProven, #expireAt")
-                .set_expression_attribute_names(Some(names(&[
-                    DEVICE_ID,
-                    SECRET_HASH,
-                    SECRET_PROVEN,
-                    EXPIRE_AT,
-                ])))
-                .send()
-                .await
-                .map_err(|e| sdk_error("GetItem", table, e))?;
+            let key = device.device_id.as_str();
+            let attributes = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN, EXPIRE_AT];
+            let read = read_item(&self.client, table, key, true, &attributes).await?;
             let now = device.updated_at.timestamp();
             // A record past its TTL is no record (DynamoDB deletes it late): registered anew.
-            let live = read.item().filter(|item| !expired(item, now));
+            let live = read.as_ref().filter(|item| !expired(item, now));
             let stored = live.map(|item| {
                 let hash = item.get(SECRET_HASH).and_then(|v| v.as_s().ok()).cloned();
                 let proven = item
@@ -146,17 +134,8 @@ impl DeviceStore for DynamoStore {
     ) -> Result<Option<Device>, StoreError> {
         // Only the dispatcher reads a device's token.
         let table = &self.tables.devices;
-        let out = self
-            .dispatch
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        match out.item() {
-            Some(item) if !expired(item, now.timestamp()) => device_from_item(table, item),
+        match read_item(&self.dispatch, table, id.as_str(), true, &[]).await? {
+            Some(item) if !expired(&item, now.timestamp()) => device_from_item(table, &item),
             _ => Ok(None),
         }
     }
@@ -167,26 +146,12 @@ impl DeviceStore for DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<DeviceProof, StoreError> {
         let table = &self.tables.devices;
-        let read = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .projection_expression("#deviceId, #secretHash, #secretProven, #voipToken, #expireAt")
-            .set_expression_attribute_names(Some(names(&[
-                DEVICE_ID,
-                SECRET_HASH,
-                SECRET_PROVEN,
-                VOIP_TOKEN,
-                EXPIRE_AT,
-            ])))
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = read.item().filter(|i| !expired(i, now.timestamp())) else {
+        let attributes = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN, VOIP_TOKEN, EXPIRE_AT];
+        let read = read_item(&self.client, table, id.as_str(), true, &attributes).await?;
+        let Some(item) = read.filter(|i| !expired(i, now.timestamp())) else {
             return Ok(DeviceProof::Unregistered);
         };
+        let item = &item;
         let r = Reader { table, item };
         let secret_hash = r.opt_s(SECRET_HASH)?.map(str::to_owned);
         let has_token = item.contains_key(VOIP_TOKEN);
@@ -209,28 +174,21 @@ impl DeviceStore for DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #secretProven = :true")
-            .condition_expression(
-                "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
-            )
-            .set_expression_attribute_names(Some(names(&[SECRET_PROVEN, SECRET_HASH, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "SET #secretProven = :true",
+            "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
+            offer(vec![
                 (":true", AttributeValue::Bool(true)),
                 (":hash", s(secret_hash)),
                 (":now", n(now.timestamp())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+            ]),
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
     }
 
     /// Removes the token (and its environment) if it is still `token`; the item, with the
@@ -238,18 +196,17 @@ impl DeviceStore for DynamoStore {
     /// before secrets) is deleted, as the memory store has no record of it either.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("REMOVE #voipToken, #environment")
-            .condition_expression("#voipToken = :token")
-            .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, ENVIRONMENT])))
-            .set_expression_attribute_values(Some(values(vec![(":token", s(token.expose()))])))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "REMOVE #voipToken, #environment",
+            "#voipToken = :token",
+            offer(vec![(":token", s(token.expose()))]),
+        )
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
         let left = match result {
             Ok(out) => out.attributes().cloned().unwrap_or_default(),
             Err(e) if condition_failed(&e) => return Ok(false),

@@ -2,6 +2,9 @@
 //! contents), an unreadable item, and a conditional write's answer.
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+
+use super::Item;
 
 use crate::store::StoreError;
 
@@ -58,5 +61,20 @@ where
         Ok(_) => Ok(true),
         Err(e) if condition_failed(&e) => Ok(false),
         Err(e) => Err(sdk_error(operation, table, e)),
+    }
+}
+
+/// An UpdateItem's failure: if its condition failed, the item as it was (asked for with
+/// `ReturnValuesOnConditionCheckFailure::AllOld`; `None` if there was none); any other failure
+/// a store error.
+pub(super) fn refused<R: std::fmt::Debug>(
+    table: &str,
+    err: SdkError<UpdateItemError, R>,
+) -> Result<Option<Item>, StoreError> {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+            Ok(failed.item().cloned())
+        }
+        _ => Err(sdk_error("UpdateItem", table, err)),
     }
 }

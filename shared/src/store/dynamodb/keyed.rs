@@ -13,13 +13,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, condition_failed, n,
-    names, s, sdk_error, written,
+    DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, n, names, s, written,
 };
+use super::{offer, read_item, refused, update_item};
 use crate::domain::device::DeviceId;
 use crate::store::prelude::*;
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 /// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
@@ -129,19 +128,11 @@ impl IdempotencyStore for DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<Option<IdempotentAnswer>, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{key}")))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let stored = format!("{IDEMPOTENCY_PREFIX}{key}");
+        let Some(item) = read_item(&self.client, table, stored, true, &[]).await? else {
             return Ok(None);
         };
-        let read = Reader { table, item };
+        let read = Reader { table, item: &item };
         let expire_at = read
             .opt_i64(EXPIRE_AT)?
             .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
@@ -239,44 +230,28 @@ impl DynamoStore {
             }
             None => not_yet.to_owned(),
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(partition))
-            .key(DAY, s(sort))
-            .update_expression("ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token")
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT, LAST_ADD])))
-            .set_expression_attribute_values(Some(super::values(values)))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                let count = Reader { table, item: &item }
-                    .opt_i64(USE_COUNT)?
-                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
-                Ok(Some(count))
-            }
-            Err(e) if condition_failed(&e) => {
-                // Our own earlier attempt (its reply lost) already added: its count stands.
-                let old = match e.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(f)) => f.item(),
-                    _ => None,
-                };
-                let ours = old.and_then(|item| {
-                    let mine = item.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token);
-                    mine.then(|| Reader { table, item }.opt_i64(USE_COUNT))
-                });
-                match ours {
-                    Some(count) => Ok(Some(count?.ok_or_else(|| bad_item(table, USE_COUNT))?)),
-                    None => Ok(None),
-                }
-            }
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+        let result = update_item(
+            &self.client,
+            table,
+            partition,
+            "ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token",
+            &condition,
+            offer(values),
+        )
+        .key(DAY, s(sort))
+        .return_values(ReturnValue::UpdatedNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+        let item = match result {
+            Ok(out) => out.attributes().cloned().unwrap_or_default(),
+            // Our own earlier attempt (its reply lost) already added: its count stands.
+            Err(e) => match refused(table, e)? {
+                Some(old) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,
+                _ => return Ok(None),
+            },
+        };
+        let count = Reader { table, item: &item }.opt_i64(USE_COUNT)?;
+        Ok(Some(count.ok_or_else(|| bad_item(table, USE_COUNT))?))
     }
 }

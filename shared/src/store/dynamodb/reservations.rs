@@ -4,18 +4,18 @@
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
 use super::{
-    CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, PUSHES, SCHEDULED_AT_MS, STATUS,
-    UPDATED_AT, condition_failed, n, names, s, sdk_error, values,
+    CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, condition_failed, n,
+    names, s, sdk_error, values,
 };
+use super::{call_values, offer, read_item, refused, update_item, written};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus, rfc3339_millis};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 use crate::store::prelude::*;
 use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
 
@@ -24,8 +24,6 @@ pub(super) const DUE_COUNT_PREFIX: &str = "due#";
 pub(super) const DUE_COUNT: &str = "count";
 /// The key prefix of a cancelled call's tombstone, `cancelled#<callId>` (`expireAt` only).
 const CANCELLED_PREFIX: &str = "cancelled#";
-/// The `callId` of the count's last `ADD`: a retry of that very `ADD` adds nothing.
-const LAST_CALL: &str = "lastCallId";
 
 #[async_trait]
 impl ReservationStore for DynamoStore {
@@ -112,22 +110,11 @@ impl ReservationStore for DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(
-                DEVICE_ID,
-                s(format!("{CANCELLED_PREFIX}{}", call_id.as_str())),
-            )
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let key = format!("{CANCELLED_PREFIX}{}", call_id.as_str());
+        let Some(item) = read_item(&self.client, table, key, true, &[]).await? else {
             return Ok(false);
         };
-        let expire_at = Reader { table, item }.opt_i64(EXPIRE_AT)?;
+        let expire_at = Reader { table, item: &item }.opt_i64(EXPIRE_AT)?;
         Ok(expire_at.is_none_or(|t| t > now.timestamp()))
     }
 
@@ -165,29 +152,18 @@ impl ReservationStore for DynamoStore {
                 Some(r) => r.call_id,
             },
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #status = :cancelled, #updatedAt = :now REMOVE #dueShard")
-            .condition_expression(
-                "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
-                 AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
-            )
-            .set_expression_attribute_names(Some(names(&[
-                STATUS, UPDATED_AT, DUE_SHARD, CALL_ID, EXPIRE_AT, PUSHES,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":cancelled", s(ReservationStatus::Cancelled.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":now", s(rfc3339_millis(now))),
-                (":callId", s(target.as_str())),
-                (":nowSecs", n(now.timestamp())),
-            ])))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "SET #status = :cancelled, #updatedAt = :updatedAt REMOVE #dueShard",
+            "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
+             AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
+            call_values(&target, now, vec![]),
+        )
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
         let err = match result {
             Ok(_) => {
                 self.entomb(&target, id, now).await;
@@ -195,14 +171,10 @@ impl ReservationStore for DynamoStore {
             }
             Err(e) => e,
         };
-        let old = match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(CancelError::Store(sdk_error("UpdateItem", table, err))),
-        };
-        let Some(old) = old else {
+        let Some(old) = refused(table, err)? else {
             return Err(CancelError::NotFound);
         };
-        let existing = reservation_from_item(table, old)?;
+        let existing = reservation_from_item(table, &old)?;
         match existing.status {
             _ if existing.is_expired(now) || existing.call_id != target => {
                 Err(CancelError::NotFound)
@@ -242,27 +214,22 @@ impl DynamoStore {
     /// create's `ADD` came between: then once too many, never too few).
     async fn count_due(&self, minute: &str, reservation: &Reservation) -> Result<(), StoreError> {
         let table = &self.tables.calls;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .update_expression("ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId")
-            .condition_expression("attribute_not_exists(#lastCallId) OR #lastCallId <> :callId")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL])))
-            .set_expression_attribute_values(Some(values(vec![
+        let result = update_item(
+            &self.client,
+            table,
+            format!("{DUE_COUNT_PREFIX}{minute}"),
+            "ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId",
+            "attribute_not_exists(#lastCallId) OR #lastCallId <> :callId",
+            offer(vec![
                 (":one", n(1)),
                 (":expireAt", n(reservation.expire_at.unwrap_or_default())),
                 (":callId", s(reservation.call_id.as_str())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            // This create's own earlier `ADD` (its reply lost): counted.
-            Err(e) if condition_failed(&e) => Ok(()),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+            ]),
+        )
+        .send()
+        .await;
+        // Refused: this create's own earlier `ADD` (its reply lost) counted it.
+        written("UpdateItem", table, result).map(drop)
     }
 
     /// A put whose count could not be written is deleted again (while no run has claimed it),
@@ -321,21 +288,14 @@ impl DynamoStore {
         consistent: bool,
     ) -> Result<u32, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .consistent_read(consistent)
-            .projection_expression("#count")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT])))
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let key = format!("{DUE_COUNT_PREFIX}{minute}");
+        let read = read_item(&self.client, table, key, consistent, &[DUE_COUNT]).await?;
+        let Some(item) = read else {
             return Ok(0);
         };
-        let count = Reader { table, item }.opt_i64(DUE_COUNT)?.unwrap_or(0);
+        let count = Reader { table, item: &item }
+            .opt_i64(DUE_COUNT)?
+            .unwrap_or(0);
         Ok(u32::try_from(count.max(0)).unwrap_or(u32::MAX))
     }
 
@@ -347,19 +307,10 @@ impl DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
             return Ok(None);
         };
-        let reservation = reservation_from_item(table, item)?;
+        let reservation = reservation_from_item(table, &item)?;
         Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
