@@ -1,14 +1,18 @@
-//! The embedded store's dispatch writes (claim, push mark, release, outcome), with DynamoDB's
-//! conditions: each also accepts a record its own run's token already wrote.
+//! The embedded store's dispatch port (the minute's count and watch, the shard's calls, and the
+//! writes: claim, push mark, release, outcome, with DynamoDB's conditions: each also accepts a
+//! record its own run's token already wrote), and the cancel and confirmation of a call.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::Tables;
+use super::{MemoryStore, Tables};
 use crate::domain::device::DeviceId;
+use crate::domain::due::DueCall;
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
-use crate::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome};
+use crate::store::prelude::*;
+use crate::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome, StoreError};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -27,24 +31,53 @@ fn claimed_by(r: &Reservation, run: &RunToken) -> bool {
     r.status == ReservationStatus::Claimed && r.claimed_by.as_ref() == Some(run)
 }
 
-impl Tables {
-    /// The device's reservation if it is this call's.
-    fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
-        self.reservations
-            .get_mut(id)
-            .filter(|r| &r.call_id == call_id)
+#[async_trait]
+impl DispatchStore for MemoryStore {
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+        Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
     }
 
-    pub(super) fn claim(
-        &mut self,
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+        Ok(self.lock().due_calls(minute, shard))
+    }
+
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).
+        if tables.raise_watch(minute, until, until) {
+            tables.wake_claimants.remove(minute);
+        }
+        Ok(())
+    }
+
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables.raise_watch(minute, due_at, until) {
+            let claimant = claimant.to_owned();
+            tables.wake_claimants.insert(minute.to_owned(), claimant);
+            return Ok(true);
+        }
+        let stands = tables.wake_claimants.get(minute);
+        Ok(stands.is_some_and(|by| by == claimant))
+    }
+
+    async fn claim_due(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> ClaimAnswer {
-        let Some(r) = self.reservations.get_mut(id) else {
-            return ClaimAnswer::Refused(None);
+    ) -> Result<ClaimAnswer, StoreError> {
+        let tables = &mut *self.lock();
+        let Some(r) = tables.reservations.get_mut(id) else {
+            return Ok(ClaimAnswer::Refused(None));
         };
         let early = r.status == ReservationStatus::Scheduled
             && r.pushes > 0
@@ -54,41 +87,43 @@ impl Tables {
             || !(is_claimable(r, abandoned_before) || claimed_by(r, run))
         {
             let current = (!r.is_expired(now)).then(|| Box::new(r.clone()));
-            return ClaimAnswer::Refused(current);
+            return Ok(ClaimAnswer::Refused(current));
         }
         r.status = ReservationStatus::Claimed;
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
-        ClaimAnswer::Won { pushes: r.pushes }
+        Ok(ClaimAnswer::Won { pushes: r.pushes })
     }
 
-    pub(super) fn mark(
-        &mut self,
+    async fn mark_push_started(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
         confirms: bool,
-    ) -> bool {
-        match self.call_mut(id, call_id) {
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
             Some(r) if claimed_by(r, run) => {
                 r.push_started_at.get_or_insert(now);
                 r.confirms |= confirms;
                 true
             }
             _ => false,
-        }
+        })
     }
 
-    pub(super) fn release(
-        &mut self,
+    async fn release_claim(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> bool {
-        match self.call_mut(id, call_id) {
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
             Some(r) if claimed_by(r, run) => {
                 r.status = ReservationStatus::Scheduled;
                 r.claimed_at = None;
@@ -99,20 +134,21 @@ impl Tables {
             }
             Some(r) => r.status == ReservationStatus::Scheduled,
             None => false,
-        }
+        })
     }
 
-    pub(super) fn finish(
-        &mut self,
+    async fn finish_reservation(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> bool {
-        let Some(r) = self.call_mut(id, call_id) else {
-            return false;
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        let Some(r) = tables.call_mut(id, call_id) else {
+            return Ok(false);
         };
         // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
         let own = r.status == outcome.status()
@@ -136,7 +172,7 @@ impl Tables {
                 }
             };
         if !allowed {
-            return false;
+            return Ok(false);
         }
         r.status = outcome.status();
         r.finished_by = Some(run.clone());
@@ -149,14 +185,23 @@ impl Tables {
             r.claimed_by = None;
             r.push_started_at = None;
             r.confirms = false;
-            return true;
+            return Ok(true);
         }
         if outcome == Outcome::Sent {
             r.pushes = r.pushes.max(1);
         }
         r.expire_at = Some(terminal_expiry(now));
-        self.unindex(id);
-        true
+        tables.unindex(id);
+        Ok(true)
+    }
+}
+
+impl Tables {
+    /// The device's reservation if it is this call's.
+    fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
+        self.reservations
+            .get_mut(id)
+            .filter(|r| &r.call_id == call_id)
     }
 
     /// `Store::cancel_reservation`: `scheduled` (no push left) → `cancelled`, kept as the call's

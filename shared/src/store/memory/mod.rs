@@ -7,12 +7,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, StoreError,
+    CancelError, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
+    StoreError,
 };
 use crate::domain::device::{Device, DeviceId, VoipToken};
-use crate::domain::due::DueCall;
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 use crate::store::prelude::*;
 
 mod devices;
@@ -50,8 +49,6 @@ struct Tables {
     due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
     due_keys: HashMap<DeviceId, String>,
 }
-
-type Answer = Result<bool, StoreError>;
 
 #[derive(Default)]
 pub struct MemoryStore {
@@ -215,89 +212,5 @@ impl ReservationStore for MemoryStore {
         now: DateTime<Utc>,
     ) -> Result<ConfirmAnswer, StoreError> {
         Ok(self.lock().confirm(id, call_id, now))
-    }
-}
-
-#[async_trait]
-impl DispatchStore for MemoryStore {
-    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
-        Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
-    }
-
-    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
-        Ok(self.lock().due_calls(minute, shard))
-    }
-
-    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut tables = self.lock();
-        // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).
-        if tables.raise_watch(minute, until, until) {
-            tables.wake_claimants.remove(minute);
-        }
-        Ok(())
-    }
-
-    async fn claim_wake(
-        &self,
-        m: &str,
-        due: DateTime<Utc>,
-        until: DateTime<Utc>,
-        by: &str,
-    ) -> Answer {
-        let mut tables = self.lock();
-        if tables.raise_watch(m, due, until) {
-            tables.wake_claimants.insert(m.to_owned(), by.to_owned());
-            return Ok(true);
-        }
-        Ok(tables
-            .wake_claimants
-            .get(m)
-            .is_some_and(|claimant| claimant == by))
-    }
-
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<ClaimAnswer, StoreError> {
-        Ok(self.lock().claim(id, call_id, run, now, abandoned_before))
-    }
-
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().mark(id, call_id, run, now, confirms))
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().release(id, call_id, run, now))
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self
-            .lock()
-            .finish(id, call_id, outcome, run, now, abandoned_before))
     }
 }
