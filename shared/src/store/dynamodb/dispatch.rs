@@ -14,7 +14,7 @@ use super::{
     CALL_ID, CALLER_NAME, DEVICE_ID, DUE_SHARD, DynamoStore, Item, PUSHES, Reader, SCHEDULED_AT,
     bad_item, n, names, reservation_from_item, s, sdk_error, values, written,
 };
-use super::{call_values, offer, refused, update_item};
+use super::{answered, call_values, offer, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
@@ -152,10 +152,10 @@ impl DispatchStore for DynamoStore {
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
-        let Err(err) = result else {
+        let Err(old) = answered(table, result)? else {
             return Ok(true);
         };
-        Ok(refused(table, err)?
+        Ok(old
             .and_then(|old| old.get(WAKE_CLAIMANT).cloned())
             .is_some_and(|by| by.as_s().is_ok_and(|by| by == claimant)))
     }
@@ -188,19 +188,17 @@ impl DispatchStore for DynamoStore {
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
-        let err = match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
+        let old = match answered(table, result)? {
+            Ok(item) => {
                 let pushes = Reader { table, item: &item }.opt_i64(PUSHES)?.unwrap_or(0);
                 let pushes = u32::try_from(pushes).map_err(|_| bad_item(table, PUSHES))?;
                 return Ok(ClaimAnswer::Won { pushes });
             }
-            Err(err) => err,
+            Err(old) => old,
         };
-        let current = match refused(table, err)? {
-            Some(item) => Some(reservation_from_item(table, &item)?),
-            None => None,
-        };
+        let current = old
+            .map(|item| reservation_from_item(table, &item))
+            .transpose()?;
         Ok(ClaimAnswer::Refused(
             current.filter(|r| !r.is_expired(now)).map(Box::new),
         ))

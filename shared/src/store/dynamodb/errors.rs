@@ -2,7 +2,7 @@
 //! contents), an unreadable item, and a conditional write's answer.
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 
 use super::Item;
 
@@ -64,16 +64,21 @@ where
     }
 }
 
-/// An UpdateItem's failure: if its condition failed, the item as it was (asked for with
-/// `ReturnValuesOnConditionCheckFailure::AllOld`; `None` if there was none); any other failure
-/// a store error.
-pub(super) fn refused<R: std::fmt::Debug>(
+/// A conditional UpdateItem's answer: `Ok` with the attributes it returned (as its
+/// `return_values` asked), or `Err` if its condition failed, with the item as it was (as
+/// `ReturnValuesOnConditionCheckFailure::AllOld` asks; `None`: there was none); any other
+/// failure is a store error.
+pub(super) fn answered<R: std::fmt::Debug>(
     table: &str,
-    err: SdkError<UpdateItemError, R>,
-) -> Result<Option<Item>, StoreError> {
+    result: Result<UpdateItemOutput, SdkError<UpdateItemError, R>>,
+) -> Result<Result<Item, Option<Item>>, StoreError> {
+    let err = match result {
+        Ok(out) => return Ok(Ok(out.attributes.unwrap_or_default())),
+        Err(err) => err,
+    };
     match err.as_service_error() {
         Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-            Ok(failed.item().cloned())
+            Ok(Err(failed.item().cloned()))
         }
         _ => Err(sdk_error("UpdateItem", table, err)),
     }

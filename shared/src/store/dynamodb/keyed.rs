@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use super::{
     DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, n, names, s, written,
 };
-use super::{offer, read_item, refused, update_item};
+use super::{answered, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::store::prelude::*;
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
@@ -243,13 +243,11 @@ impl DynamoStore {
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
-        let item = match result {
-            Ok(out) => out.attributes().cloned().unwrap_or_default(),
+        let item = match answered(table, result)? {
+            Ok(new) => new,
             // Our own earlier attempt (its reply lost) already added: its count stands.
-            Err(e) => match refused(table, e)? {
-                Some(old) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,
-                _ => return Ok(None),
-            },
+            Err(Some(old)) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,
+            Err(_) => return Ok(None),
         };
         let count = Reader { table, item: &item }.opt_i64(USE_COUNT)?;
         Ok(Some(count.ok_or_else(|| bad_item(table, USE_COUNT))?))

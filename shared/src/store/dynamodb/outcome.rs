@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditi
 use chrono::{DateTime, Utc};
 
 use super::{DynamoStore, n, reservation_from_item, s};
-use super::{call_values, refused, update_item};
+use super::{answered, call_values, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::reservation::{CallId, ReservationStatus, RunToken, terminal_expiry};
 use crate::store::dynamodb::dispatch::{CLAIMABLE, CLAIMED_BY_RUN, PUSHED_THEN_ABANDONED};
@@ -123,16 +123,13 @@ impl DynamoStore {
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
-        let err = match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                return Ok(ConfirmAnswer::Rang(Box::new(reservation_from_item(
-                    table, &item,
-                )?)));
+        let old = match answered(table, result)? {
+            Ok(rang) => {
+                let rang = reservation_from_item(table, &rang)?;
+                return Ok(ConfirmAnswer::Rang(Box::new(rang)));
             }
-            Err(e) => e,
+            Err(old) => old,
         };
-        let old = refused(table, err)?;
         let Some(old) = old else {
             return Ok(ConfirmAnswer::NotFound);
         };

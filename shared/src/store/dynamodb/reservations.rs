@@ -12,7 +12,7 @@ use super::{
     CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, condition_failed, n,
     names, s, sdk_error, values,
 };
-use super::{call_values, offer, read_item, refused, update_item, written};
+use super::{answered, call_values, offer, read_item, update_item, written};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
@@ -164,14 +164,14 @@ impl ReservationStore for DynamoStore {
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await;
-        let err = match result {
+        let old = match answered(table, result)? {
             Ok(_) => {
                 self.entomb(&target, id, now).await;
                 return Ok(());
             }
-            Err(e) => e,
+            Err(old) => old,
         };
-        let Some(old) = refused(table, err)? else {
+        let Some(old) = old else {
             return Err(CancelError::NotFound);
         };
         let existing = reservation_from_item(table, &old)?;
