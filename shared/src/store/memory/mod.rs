@@ -6,11 +6,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{
-    CancelError, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite, IdempotentAnswer,
-    StoreError,
-};
-use crate::domain::device::{Device, DeviceId, VoipToken};
+use super::{CancelError, ConfirmAnswer, CreateError, Created, IdempotentAnswer, StoreError};
+use crate::domain::device::{Device, DeviceId};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 use crate::store::prelude::*;
 
@@ -71,72 +68,6 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[async_trait]
-impl DeviceStore for MemoryStore {
-    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        let mut tables = self.lock();
-        tables
-            .devices
-            .insert(device.device_id.clone(), device.clone());
-        // A plain put replaces the whole record, its secret included (as DynamoDB's PutItem).
-        tables.device_secrets.remove(&device.device_id);
-        tables
-            .device_expiry
-            .insert(device.device_id.clone(), device.expire_at());
-        Ok(())
-    }
-
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
-        Ok(self.lock().register(device, presented, new_secret_hash))
-    }
-
-    async fn get_device(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
-        let mut tables = self.lock();
-        tables.expire_device(id, now);
-        Ok(tables.devices.get(id).cloned())
-    }
-
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().prove(id, secret_hash, now))
-    }
-
-    async fn device_proof(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<DeviceProof, StoreError> {
-        Ok(self.lock().proof(id, now))
-    }
-
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        if tables
-            .devices
-            .get(id)
-            .is_some_and(|d| &d.voip_token == token)
-        {
-            // The token goes; the secret and its state stay.
-            tables.devices.remove(id);
-            return Ok(true);
-        }
-        Ok(false)
     }
 }
 
