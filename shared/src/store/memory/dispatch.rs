@@ -1,6 +1,6 @@
-//! The embedded store's dispatch port (the minute's count and watch, the shard's calls, and the
-//! writes: claim, push mark, release, outcome, with DynamoDB's conditions: each also accepts a
-//! record its own run's token already wrote), and the cancel and confirmation of a call.
+//! The embedded store's dispatch port: the minute's count and watch, the shard's calls, and the
+//! writes (claim, push mark, release, outcome) with DynamoDB's conditions: each also accepts a
+//! record its own run's token already wrote.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -12,7 +12,7 @@ use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
 use crate::store::prelude::*;
-use crate::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome, StoreError};
+use crate::store::{ClaimAnswer, Outcome, StoreError};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -198,78 +198,10 @@ impl DispatchStore for MemoryStore {
 
 impl Tables {
     /// The device's reservation if it is this call's.
-    fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
+    pub(super) fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
         self.reservations
             .get_mut(id)
             .filter(|r| &r.call_id == call_id)
-    }
-
-    /// `Store::cancel_reservation`: `scheduled` (no push left) → `cancelled`, kept as the call's
-    /// tombstone; its `callId` remembered until its TTL.
-    pub(super) fn cancel(
-        &mut self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        let r = match self.reservations.get_mut(id) {
-            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
-            _ => return Err(CancelError::NotFound),
-        };
-        match r.status {
-            // A push left already: it waits for its device's confirmation.
-            ReservationStatus::Scheduled if r.pushes > 0 => {
-                return Err(CancelError::TooLate(ReservationStatus::Sent));
-            }
-            ReservationStatus::Scheduled => {}
-            // Cancelled before: by this cancel (an attempt made again), if it names the call.
-            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
-            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            status => return Err(CancelError::TooLate(status)),
-        }
-        r.status = ReservationStatus::Cancelled;
-        r.updated_at = now;
-        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
-        self.unindex(id);
-        self.cancelled_calls.insert(call, expire_at);
-        Ok(())
-    }
-
-    /// `Store::confirm_call`: see its rules there.
-    pub(super) fn confirm(
-        &mut self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> ConfirmAnswer {
-        let Some(r) = self.call_mut(id, call_id).filter(|r| !r.is_expired(now)) else {
-            return ConfirmAnswer::NotFound;
-        };
-        let marked = r.push_started_at.is_some();
-        let confirmable = match r.status {
-            ReservationStatus::Rang => return ConfirmAnswer::Rang(Box::new(r.clone())),
-            ReservationStatus::Sent | ReservationStatus::Unconfirmed => true,
-            ReservationStatus::Scheduled => r.pushes > 0,
-            ReservationStatus::Claimed if r.pushes > 0 && marked => {
-                return ConfirmAnswer::PushInFlight;
-            }
-            ReservationStatus::Claimed => r.pushes > 0 || marked,
-            _ => false,
-        };
-        if !confirmable {
-            return ConfirmAnswer::NotFound;
-        }
-        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
-            // Its first push, confirmed before its run recorded it: it left.
-            r.pushes = 1;
-        }
-        r.status = ReservationStatus::Rang;
-        r.rang_at = Some(now);
-        r.updated_at = now;
-        r.expire_at = Some(terminal_expiry(now));
-        let rang = Box::new(r.clone());
-        self.unindex(id);
-        ConfirmAnswer::Rang(rang)
     }
 }
 

@@ -1,19 +1,20 @@
 //! The embedded store for local runs and fast tests: the same rules as DynamoDB, under one lock.
+//! Each port is implemented in its file: `devices`, `reservations`, `dispatch` (with the bucket
+//! index in `due`), `usage` (counters and kept answers).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{CancelError, ConfirmAnswer, CreateError, Created, IdempotentAnswer, StoreError};
+use super::IdempotentAnswer;
 use crate::domain::device::{Device, DeviceId};
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
-use crate::store::prelude::*;
+use crate::domain::reservation::{CallId, Reservation};
 
 mod devices;
 mod dispatch;
 mod due;
+mod reservations;
 mod usage;
 
 #[derive(Default)]
@@ -68,80 +69,5 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[async_trait]
-impl ReservationStore for MemoryStore {
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        let mut tables = self.lock();
-        if let Some(existing) = tables.reservations.get(&reservation.device_id) {
-            if existing.call_id == reservation.call_id && !existing.is_expired(now) {
-                if existing.status == ReservationStatus::Cancelled {
-                    return Err(CreateError::Cancelled);
-                }
-                // This very reservation again (a retry): created already, counted once.
-                return Ok(Created::Already(Box::new(existing.clone())));
-            }
-            let replaceable = existing.status.is_terminal()
-                || existing.is_expired(now)
-                || existing.scheduled_at.utc() < stale_before;
-            if !replaceable {
-                return Err(CreateError::Exists);
-            }
-        }
-        tables.index_due(reservation);
-        tables
-            .reservations
-            .insert(reservation.device_id.clone(), reservation.clone());
-        Ok(Created::New)
-    }
-
-    async fn get_reservation(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .lock()
-            .reservations
-            .get(id)
-            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
-            .cloned())
-    }
-
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self
-            .lock()
-            .cancelled_calls
-            .get(call_id)
-            .is_some_and(|t| *t > now.timestamp()))
-    }
-
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        self.lock().cancel(id, call_id, now)
-    }
-
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        Ok(self.lock().confirm(id, call_id, now))
     }
 }
