@@ -21,7 +21,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::domain::device::DeviceId;
 use koe::domain::due::shard_key;
-use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, terminal_expiry};
+use koe::domain::reservation::{
+    CallId, Reservation, ReservationStatus, RunToken, ScheduledAt, terminal_expiry,
+};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe::store::{Call, DUE_INDEX, Op, Outcome, StoreError, StoreLayer};
@@ -107,19 +109,20 @@ impl LimitedStore {
         Item::from([("deviceId".to_owned(), s(id.as_str()))])
     }
 
+    /// What a reservation's item and its index entry both hold: its keys and its time.
+    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt) -> Item {
+        Item::from([
+            ("deviceId".to_owned(), s(device.as_str())),
+            ("callId".to_owned(), s(call.as_str())),
+            ("scheduledAt".to_owned(), s(&at.with_offset().to_rfc3339())),
+            ("scheduledAtMs".to_owned(), n(at.utc().timestamp_millis())),
+        ])
+    }
+
     /// The reservation's item as the adapter writes it, in the index partition `due_key`.
     fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
-        let mut item = Item::from([
-            ("deviceId".to_owned(), s(r.device_id.as_str())),
-            ("callId".to_owned(), s(r.call_id.as_str())),
-            (
-                "scheduledAt".to_owned(),
-                s(&r.scheduled_at.with_offset().to_rfc3339()),
-            ),
-            (
-                "scheduledAtMs".to_owned(),
-                n(r.scheduled_at.utc().timestamp_millis()),
-            ),
+        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at);
+        item.extend([
             ("status".to_owned(), s(r.status.as_str())),
             ("createdAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
             ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
@@ -357,19 +360,8 @@ impl LimitedStore {
         let entries: Vec<Item> = calls
             .iter()
             .filter_map(|c| {
-                let mut item = Item::from([
-                    ("deviceId".to_owned(), s(c.device_id.as_str())),
-                    ("callId".to_owned(), s(c.call_id.as_str())),
-                    (
-                        "scheduledAt".to_owned(),
-                        s(&c.scheduled_at.with_offset().to_rfc3339()),
-                    ),
-                    (
-                        "scheduledAtMs".to_owned(),
-                        n(c.scheduled_at.utc().timestamp_millis()),
-                    ),
-                    ("dueShard".to_owned(), s(&key)),
-                ]);
+                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at);
+                item.insert("dueShard".to_owned(), s(&key));
                 if let Some(name) = &c.caller_name {
                     item.insert("callerName".to_owned(), s(name));
                 }
