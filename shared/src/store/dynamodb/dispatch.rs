@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::outcome::finish_request;
 use super::reservations::DUE_COUNT_PREFIX;
@@ -140,7 +140,7 @@ impl DispatchStore for DynamoStore {
             (":due", n(due_at.timestamp_millis())),
             (":claimant", s(claimant)),
         ];
-        let result = update_item(
+        let request = update_item(
             &self.client,
             table,
             format!("{DUE_COUNT_PREFIX}{minute}"),
@@ -148,11 +148,8 @@ impl DispatchStore for DynamoStore {
              #expireAt = if_not_exists(#expireAt, :expireAt)",
             "attribute_not_exists(#watchedUntil) OR #watchedUntil < :due",
             watch_values(until, offered),
-        )
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-        let Err(old) = answered(table, result)? else {
+        );
+        let Err(old) = answered(table, request).await? else {
             return Ok(true);
         };
         Ok(old
@@ -175,7 +172,7 @@ impl DispatchStore for DynamoStore {
             (":run", s(run.as_str())),
             (":dueByMs", n(due_by.timestamp_millis())),
         ];
-        let result = update_item(
+        let request = update_item(
             &self.dispatch,
             table,
             id.as_str(),
@@ -184,11 +181,8 @@ impl DispatchStore for DynamoStore {
             &format!("(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"),
             call_values(call_id, now, offered),
         )
-        .return_values(ReturnValue::AllNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-        let old = match answered(table, result)? {
+        .return_values(ReturnValue::AllNew);
+        let old = match answered(table, request).await? {
             Ok(item) => {
                 let pushes = Reader { table, item: &item }.opt_i64(PUSHES)?.unwrap_or(0);
                 let pushes = u32::try_from(pushes).map_err(|_| bad_item(table, PUSHES))?;

@@ -2,9 +2,6 @@
 //! contents), an unreadable item, and a conditional write's answer.
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
-
-use super::Item;
 
 use crate::store::StoreError;
 
@@ -61,25 +58,5 @@ where
         Ok(_) => Ok(true),
         Err(e) if condition_failed(&e) => Ok(false),
         Err(e) => Err(sdk_error(operation, table, e)),
-    }
-}
-
-/// A conditional UpdateItem's answer: `Ok` with the attributes it returned (as its
-/// `return_values` asked), or `Err` if its condition failed, with the item as it was (as
-/// `ReturnValuesOnConditionCheckFailure::AllOld` asks; `None`: there was none); any other
-/// failure is a store error.
-pub(super) fn answered<R: std::fmt::Debug>(
-    table: &str,
-    result: Result<UpdateItemOutput, SdkError<UpdateItemError, R>>,
-) -> Result<Result<Item, Option<Item>>, StoreError> {
-    let err = match result {
-        Ok(out) => return Ok(Ok(out.attributes.unwrap_or_default())),
-        Err(err) => err,
-    };
-    match err.as_service_error() {
-        Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-            Ok(Err(failed.item().cloned()))
-        }
-        _ => Err(sdk_error("UpdateItem", table, err)),
     }
 }

@@ -19,7 +19,7 @@ use super::{answered, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::store::prelude::*;
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::ReturnValue;
 
 /// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
 const LAST_ADD: &str = "lastAdd";
@@ -230,7 +230,7 @@ impl DynamoStore {
             }
             None => not_yet.to_owned(),
         };
-        let result = update_item(
+        let request = update_item(
             &self.client,
             table,
             partition,
@@ -239,11 +239,8 @@ impl DynamoStore {
             offer(values),
         )
         .key(DAY, s(sort))
-        .return_values(ReturnValue::UpdatedNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-        let item = match answered(table, result)? {
+        .return_values(ReturnValue::UpdatedNew);
+        let item = match answered(table, request).await? {
             Ok(new) => new,
             // Our own earlier attempt (its reply lost) already added: its count stands.
             Err(Some(old)) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,

@@ -81,9 +81,9 @@ mod outcome;
 mod requests;
 mod reservations;
 mod retried;
-use errors::{answered, bad_item, condition_failed, sdk_error, written};
+use errors::{bad_item, condition_failed, sdk_error, written};
 use items::{Reader, reservation_from_item};
-use requests::{call_values, offer, read_item, update_item};
+use requests::{answered, call_values, offer, read_item, update_item};
 use retried::{CLAIM_TOKEN, FINISH_TOKEN};
 
 pub struct DynamoStore {

@@ -2,7 +2,7 @@
 //! UpdateItem of `Store::finish_reservation`) and its device's confirmation
 //! (`confirm_update`, of `ReservationStore::confirm_call`).
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 
 use super::{DynamoStore, n, reservation_from_item, s};
@@ -111,7 +111,7 @@ impl DynamoStore {
             )
         };
         let offered = vec![(":expireAt", n(terminal_expiry(now))), (":one", n(1))];
-        let result = update_item(
+        let request = update_item(
             &self.client,
             table,
             id.as_str(),
@@ -119,11 +119,8 @@ impl DynamoStore {
             condition,
             call_values(call_id, now, offered),
         )
-        .return_values(ReturnValue::AllNew)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-        let old = match answered(table, result)? {
+        .return_values(ReturnValue::AllNew);
+        let old = match answered(table, request).await? {
             Ok(rang) => {
                 let rang = reservation_from_item(table, &rang)?;
                 return Ok(ConfirmAnswer::Rang(Box::new(rang)));

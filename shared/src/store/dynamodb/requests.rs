@@ -1,12 +1,13 @@
 //! The adapter's common requests: a GetItem by partition key, and a conditional UpdateItem whose
 //! attribute names are the `#name`s its expressions mention and whose values are those it uses
-//! of the ones offered (DynamoDB refuses unused names and values).
+//! of the ones offered (DynamoDB refuses unused names and values), and its answer read back.
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 
 use super::{DEVICE_ID, Item, n, names, s, sdk_error};
@@ -65,6 +66,29 @@ pub(super) fn update_item(
         .condition_expression(condition)
         .set_expression_attribute_names(Some(names))
         .set_expression_attribute_values((!values.is_empty()).then_some(values))
+}
+
+/// Sends a conditional UpdateItem, asking for the item as it was if its condition fails: `Ok`
+/// with the attributes it returned (as its `return_values` asked), or `Err` with the item as it
+/// was when its condition failed (`None`: there was none); any other failure is a store error.
+pub(super) async fn answered(
+    table: &str,
+    request: UpdateItemFluentBuilder,
+) -> Result<Result<Item, Option<Item>>, StoreError> {
+    let sent = request
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await;
+    let err = match sent {
+        Ok(out) => return Ok(Ok(out.attributes.unwrap_or_default())),
+        Err(err) => err,
+    };
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+            Ok(Err(failed.item().cloned()))
+        }
+        _ => Err(sdk_error("UpdateItem", table, err)),
+    }
 }
 
 /// Whether `text` uses the placeholder `token` (`:now` is not in `:nowMs`).

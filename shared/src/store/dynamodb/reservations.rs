@@ -4,7 +4,6 @@
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
@@ -152,7 +151,7 @@ impl ReservationStore for DynamoStore {
                 Some(r) => r.call_id,
             },
         };
-        let result = update_item(
+        let request = update_item(
             &self.client,
             table,
             id.as_str(),
@@ -160,11 +159,8 @@ impl ReservationStore for DynamoStore {
             "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
              AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
             call_values(&target, now, vec![]),
-        )
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .send()
-        .await;
-        let old = match answered(table, result)? {
+        );
+        let old = match answered(table, request).await? {
             Ok(_) => {
                 self.entomb(&target, id, now).await;
                 return Ok(());
