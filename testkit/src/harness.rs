@@ -14,16 +14,11 @@ use chrono::{DateTime, Utc};
 use koe::App;
 use koe::clock::Clock;
 use koe::config::Vars;
-use koe::domain::device::{Device, DeviceId, VoipToken};
-use koe::domain::reservation::{CallId, Reservation, RunToken};
+use koe::domain::device::{Device, DeviceId};
 use koe::metrics::MemorySink;
 use koe::push::PushSender;
 use koe::routes::Adapters;
-use koe::store::prelude::*;
-use koe::store::{
-    CancelError, CreateError, Created, IdempotentAnswer, Outcome, SpendOutcome, StoreError,
-    UsageOutcome,
-};
+use koe::store::{Call, Op, Store, StoreError, StoreLayer};
 
 use crate::events::RecordingEventBus;
 use crate::function_url::FunctionUrl;
@@ -427,224 +422,21 @@ pub async fn invalid_field(response: reqwest::Response, field: &str) -> serde_js
 /// A store whose every operation fails, as DynamoDB does in an outage: handlers must answer 503.
 pub struct FailingStore;
 
-impl FailingStore {
-    fn error() -> StoreError {
-        StoreError::new("store down (test)")
-    }
-}
-
 #[async_trait]
-impl DeviceStore for FailingStore {
-    async fn put_device(&self, _: &Device) -> Result<(), StoreError> {
-        Err(Self::error())
+impl StoreLayer for FailingStore {
+    /// None: no request gets past the layer.
+    type Inner = FailingStore;
+
+    fn inner(&self) -> &FailingStore {
+        self
     }
 
-    async fn register_device(
-        &self,
-        _: &Device,
-        _: Option<&str>,
-        _: &str,
-    ) -> Result<koe::store::DeviceWrite, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn get_device(
-        &self,
-        _: &DeviceId,
-        _: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn device_proof(
-        &self,
-        _: &DeviceId,
-        _: DateTime<Utc>,
-    ) -> Result<koe::store::DeviceProof, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn prove_device(
-        &self,
-        _: &DeviceId,
-        _: &str,
-        _: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn remove_device(&self, _: &DeviceId, _: &VoipToken) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-}
-
-#[async_trait]
-impl ReservationStore for FailingStore {
-    async fn was_cancelled(&self, _: &CallId, _: DateTime<Utc>) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn create_reservation(
-        &self,
-        _: &Reservation,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        Err(CreateError::Store(Self::error()))
-    }
-
-    async fn get_reservation(
-        &self,
-        _: &DeviceId,
-        _: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn cancel_reservation(
-        &self,
-        _: &DeviceId,
-        _: Option<&CallId>,
-        _: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        Err(CancelError::Store(Self::error()))
-    }
-
-    async fn confirm_call(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: DateTime<Utc>,
-    ) -> Result<koe::store::ConfirmAnswer, StoreError> {
-        Err(Self::error())
-    }
-}
-
-#[async_trait]
-impl DispatchStore for FailingStore {
-    async fn due_count(&self, _: &str) -> Result<u32, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn due_calls(
-        &self,
-        _: &str,
-        _: u32,
-    ) -> Result<Vec<koe::domain::due::DueCall>, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn watch_minute(&self, _: &str, _: DateTime<Utc>) -> Result<(), StoreError> {
-        Err(Self::error())
-    }
-
-    async fn claim_wake(
-        &self,
-        _: &str,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-        _: &str,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn claim_due(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: &RunToken,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> Result<koe::store::ClaimAnswer, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn mark_push_started(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: &RunToken,
-        _: DateTime<Utc>,
-        _: bool,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn release_claim(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: &RunToken,
-        _: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn finish_reservation(
-        &self,
-        _: &DeviceId,
-        _: &CallId,
-        _: Outcome,
-        _: &RunToken,
-        _: DateTime<Utc>,
-        _: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-}
-
-#[async_trait]
-impl UsageStore for FailingStore {
-    async fn count_agent_use(
-        &self,
-        _: &DeviceId,
-        _: &str,
-        _: u32,
-        _: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn count_plan_answer(&self, _: &str, _: u32, _: i64) -> Result<UsageOutcome, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn reserve_tokens(
-        &self,
-        _: &str,
-        _: &str,
-        _: u64,
-        _: u64,
-        _: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn settle_tokens(&self, _: &str, _: &str, _: i64, _: i64) -> Result<(), StoreError> {
-        Err(Self::error())
-    }
-
-    async fn claim_ceiling_notice(&self, _: &str, _: &str, _: i64) -> Result<bool, StoreError> {
-        Err(Self::error())
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for FailingStore {
-    async fn idempotent_answer(
-        &self,
-        _: &str,
-        _: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        Err(Self::error())
-    }
-
-    async fn keep_idempotent_answer(
-        &self,
-        _: &IdempotentAnswer,
-        _: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Err(Self::error())
+    async fn around<T, E>(&self, _: Op<'_>, _: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        Err(StoreError::new("store down (test)").into())
     }
 }
 

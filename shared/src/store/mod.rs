@@ -17,17 +17,13 @@ use crate::domain::reservation::{CallId, Reservation, RunToken};
 
 mod answers;
 mod error;
-mod forward;
+mod layer;
 pub use answers::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
 };
-/// For the forwarding macros (`forward`): the attribute and the time type their impls use.
-#[doc(hidden)]
-pub use async_trait::async_trait as forwarded_async_trait;
 pub use error::StoreError;
-#[doc(hidden)]
-pub type ForwardedTime = chrono::DateTime<chrono::Utc>;
+pub use layer::{Call, Op, Request, StoreLayer};
 pub mod dynamodb;
 pub mod memory;
 
@@ -347,8 +343,9 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 }
 
-/// Every port of the store at once: what an adapter (DynamoDB, memory) and a wrapper of a whole
-/// store implement, and what `wiring::App` hands out; a user that needs less names its port.
+/// Every port of the store at once: what an adapter (DynamoDB, memory) implements, what a
+/// [`StoreLayer`] is by its one hook, and what `wiring::App` hands out; a user that needs less
+/// names its port.
 pub trait Store:
     DeviceStore + ReservationStore + DispatchStore + UsageStore + IdempotencyStore
 {

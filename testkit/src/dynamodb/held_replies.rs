@@ -28,16 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use koe::domain::device::{Device, DeviceId, VoipToken};
-use koe::domain::due::DueCall;
-use koe::domain::reservation::{CallId, Reservation, RunToken};
 use koe::store::dynamodb::{ATTEMPT_TIMEOUT, DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
-use koe::store::prelude::*;
-use koe::store::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    Outcome, StoreError,
-};
+use koe::store::{Call, Op, Store, StoreError, StoreLayer};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use super::limited_store::{ATTEMPTS, BACKOFF_BASE};
@@ -109,11 +101,7 @@ impl HeldStore {
 
     /// One attempt of a request: carried out at once, answered now or `hold` later; `None` if
     /// the client cut it off at `timeout` first.
-    async fn attempt<T>(
-        &self,
-        timeout: Duration,
-        request: impl Future<Output = Result<T, StoreError>>,
-    ) -> Option<Result<T, StoreError>> {
+    async fn attempt<A>(&self, timeout: Duration, request: impl Future<Output = A>) -> Option<A> {
         let started = Instant::now();
         let held = self.draw(started);
         let answer = request.await;
@@ -134,26 +122,29 @@ impl HeldStore {
     }
 
     /// A request of the dispatch client: one attempt of at most [`DISPATCH_ATTEMPT_TIMEOUT`].
-    async fn once<T>(
+    async fn once<T, E: From<StoreError>>(
         &self,
         operation: &str,
-        request: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
+        request: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
         match self.attempt(DISPATCH_ATTEMPT_TIMEOUT, request).await {
             Some(answer) => answer,
-            None => Err(self.failure(format!(
-                "{operation}: no answer within the attempt timeout \
+            None => Err(self
+                .failure(format!(
+                    "{operation}: no answer within the attempt timeout \
                  ({DISPATCH_ATTEMPT_TIMEOUT:?}): reply held"
-            ))),
+                ))
+                .into()),
         }
     }
 
     /// A request of the normal client: the SDK's attempts and backoff within
     /// [`OPERATION_TIMEOUT`], each attempt made (and drawn) again.
-    async fn retried<T, F, Fut>(&self, operation: &str, request: F) -> Result<T, StoreError>
+    async fn retried<T, E, F, Fut>(&self, operation: &str, request: F) -> Result<T, E>
     where
+        E: From<StoreError>,
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
+        Fut: Future<Output = Result<T, E>>,
     {
         let attempts = async {
             for attempt in 1..=ATTEMPTS {
@@ -171,11 +162,13 @@ impl HeldStore {
         };
         match tokio::time::timeout(OPERATION_TIMEOUT, attempts).await {
             Ok(Ok(answer)) => answer,
-            Ok(Err(message)) => Err(self.failure(message)),
-            Err(_) => Err(self.failure(format!(
-                "{operation}: no answer within the operation timeout ({OPERATION_TIMEOUT:?}): \
+            Ok(Err(message)) => Err(self.failure(message).into()),
+            Err(_) => Err(self
+                .failure(format!(
+                    "{operation}: no answer within the operation timeout ({OPERATION_TIMEOUT:?}): \
                  replies held"
-            ))),
+                ))
+                .into()),
         }
     }
 
@@ -186,197 +179,49 @@ impl HeldStore {
 }
 
 #[async_trait]
-impl DeviceStore for HeldStore {
-    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        self.inner.put_device(device).await
+impl StoreLayer for HeldStore {
+    type Inner = dyn Store;
+
+    fn inner(&self) -> &Self::Inner {
+        &*self.inner
     }
 
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
-        self.inner
-            .register_device(device, presented, new_secret_hash)
-            .await
-    }
-
-    async fn get_device(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
-        self.once("GetItem", self.inner.get_device(id, now)).await
-    }
-
-    async fn device_proof(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<DeviceProof, StoreError> {
-        self.inner.device_proof(id, now).await
-    }
-
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.prove_device(id, secret_hash, now).await
-    }
-
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        self.retried("DeleteItem", || self.inner.remove_device(id, token))
-            .await
+    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        let operation = op.request().as_str();
+        match op {
+            // The dispatcher's requests on a call, through the dispatch client.
+            Op::GetDevice(..)
+            | Op::ClaimDue(..)
+            | Op::MarkPushStarted(..)
+            | Op::ReleaseClaim(..)
+            | Op::FinishReservation(..) => self.once(operation, call()).await,
+            // Its other requests (and confirmations), through the normal client.
+            Op::RemoveDevice(..)
+            | Op::GetReservation(..)
+            | Op::ConfirmCall(..)
+            | Op::DueCount(..)
+            | Op::DueCalls(..)
+            | Op::WatchMinute(..)
+            | Op::ClaimWake(..) => self.retried(operation, call).await,
+            _ => call().await,
+        }
     }
 }
-
-#[async_trait]
-impl ReservationStore for HeldStore {
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.was_cancelled(call_id, now).await
-    }
-
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        self.inner
-            .create_reservation(reservation, now, stale_before)
-            .await
-    }
-
-    async fn get_reservation(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        self.retried("GetItem", || self.inner.get_reservation(id, now))
-            .await
-    }
-
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        self.inner.cancel_reservation(id, call_id, now).await
-    }
-
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        self.retried("UpdateItem", || self.inner.confirm_call(id, call_id, now))
-            .await
-    }
-}
-
-#[async_trait]
-impl DispatchStore for HeldStore {
-    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
-        self.retried("GetItem", || self.inner.due_count(minute))
-            .await
-    }
-
-    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
-        self.retried("Query", || self.inner.due_calls(minute, shard))
-            .await
-    }
-
-    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        self.retried("UpdateItem", || self.inner.watch_minute(minute, until))
-            .await
-    }
-
-    async fn claim_wake(
-        &self,
-        minute: &str,
-        due_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-        claimant: &str,
-    ) -> Result<bool, StoreError> {
-        self.retried("UpdateItem", || {
-            self.inner.claim_wake(minute, due_at, until, claimant)
-        })
-        .await
-    }
-
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<ClaimAnswer, StoreError> {
-        let claim = self
-            .inner
-            .claim_due(id, call_id, run, now, abandoned_before);
-        self.once("UpdateItem", claim).await
-    }
-
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
-        let mark = self
-            .inner
-            .mark_push_started(id, call_id, run, now, confirms);
-        self.once("UpdateItem", mark).await
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let release = self.inner.release_claim(id, call_id, run, now);
-        self.once("UpdateItem", release).await
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let finish =
-            self.inner
-                .finish_reservation(id, call_id, outcome, run, now, abandoned_before);
-        self.once("UpdateItem", finish).await
-    }
-}
-
-koe::forward_usage_store!(HeldStore, inner);
-
-koe::forward_idempotency_store!(HeldStore, inner);
 
 #[cfg(test)]
 mod tests {
-    use koe::domain::device::PushEnvironment;
-    use koe::domain::reservation::{ReservationStatus, ScheduledAt, minute_bucket};
+    use chrono::{DateTime, Utc};
+    use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+    use koe::domain::reservation::{
+        Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket,
+    };
+    use koe::store::ClaimAnswer;
     use koe::store::memory::MemoryStore;
+    use koe::store::prelude::*;
 
     use super::*;
 

@@ -19,15 +19,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use koe::domain::device::{Device, DeviceId, VoipToken};
-use koe::domain::due::{DueCall, shard_key};
-use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, terminal_expiry};
+use koe::domain::device::DeviceId;
+use koe::domain::due::shard_key;
+use koe::domain::reservation::{
+    CallId, Reservation, ReservationStatus, RunToken, ScheduledAt, terminal_expiry,
+};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
-use koe::store::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DUE_INDEX, DeviceProof,
-    DeviceWrite, Outcome, StoreError,
-};
+use koe::store::{Call, DUE_INDEX, Op, Outcome, StoreError, StoreLayer};
 use serde_json::{Value, json};
 
 use super::limits::{Charge, Item, LimitsModel, TableDef, read_charge, write_charges};
@@ -41,6 +40,8 @@ const OPERATION_BUDGET: Duration = koe::store::dynamodb::OPERATION_TIMEOUT;
 
 /// What a run token looks like in an item (`RunToken`: 32 hex digits), for sizes.
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+type Time = DateTime<Utc>;
 
 /// The embedded store behind DynamoDB's per-partition limits.
 pub struct LimitedStore {
@@ -78,19 +79,9 @@ impl LimitedStore {
         &self.model
     }
 
-    /// Charges `charges` as the SDK would send the request: throttled attempts retried with
-    /// backoff, then a store error.
-    async fn charged(&self, operation: &str, charges: &[Charge]) -> Result<(), StoreError> {
-        self.charged_within(operation, charges, ATTEMPTS).await
-    }
-
-    /// Charges a request of the dispatcher's on a call, which the adapter sends once (its
-    /// dispatch client has no SDK retries: the dispatcher makes it again itself).
-    async fn charged_once(&self, operation: &str, charges: &[Charge]) -> Result<(), StoreError> {
-        self.charged_within(operation, charges, 1).await
-    }
-
-    async fn charged_within(
+    /// Charges `charges` as the SDK would send the request in `attempts`: throttled attempts
+    /// retried with backoff, then a store error.
+    async fn charged(
         &self,
         operation: &str,
         charges: &[Charge],
@@ -118,19 +109,20 @@ impl LimitedStore {
         Item::from([("deviceId".to_owned(), s(id.as_str()))])
     }
 
+    /// What a reservation's item and its index entry both hold: its keys and its time.
+    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt) -> Item {
+        Item::from([
+            ("deviceId".to_owned(), s(device.as_str())),
+            ("callId".to_owned(), s(call.as_str())),
+            ("scheduledAt".to_owned(), s(&at.with_offset().to_rfc3339())),
+            ("scheduledAtMs".to_owned(), n(at.utc().timestamp_millis())),
+        ])
+    }
+
     /// The reservation's item as the adapter writes it, in the index partition `due_key`.
     fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
-        let mut item = Item::from([
-            ("deviceId".to_owned(), s(r.device_id.as_str())),
-            ("callId".to_owned(), s(r.call_id.as_str())),
-            (
-                "scheduledAt".to_owned(),
-                s(&r.scheduled_at.with_offset().to_rfc3339()),
-            ),
-            (
-                "scheduledAtMs".to_owned(),
-                n(r.scheduled_at.utc().timestamp_millis()),
-            ),
+        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at);
+        item.extend([
             ("status".to_owned(), s(r.status.as_str())),
             ("createdAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
             ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
@@ -174,16 +166,16 @@ impl LimitedStore {
             .map(|r| (r, due_key)))
     }
 
-    /// Charges an update of the device's reservation from `before` to `after`; `usual` names a
-    /// write whose charges are reused from its first costing (see [`LimitedStore::usual`]).
-    /// A dispatcher's write on a call: sent once (see [`LimitedStore::charged_once`]).
-    async fn update(
+    /// The charges of an update of the device's reservation from `before` to `after`; `usual`
+    /// names a write whose charges are reused from its first costing (see
+    /// [`LimitedStore::usual`]).
+    fn update(
         &self,
         id: &DeviceId,
         usual: Option<&'static str>,
         before: Option<&(Reservation, Option<String>)>,
         after: Option<(&Reservation, Option<&str>)>,
-    ) -> Result<(), StoreError> {
+    ) -> Vec<Charge> {
         let due = before.and_then(|(_, key)| key.clone());
         let cost = || {
             let before = before.map(|(r, key)| Self::call_item(r, key.as_deref()));
@@ -195,11 +187,10 @@ impl LimitedStore {
                 after.as_ref(),
             )
         };
-        let charges = match (usual, &due) {
+        match (usual, &due) {
             (Some(name), Some(due)) => self.reused(name, id.as_str(), due, cost),
             _ => cost(),
-        };
-        self.charged_once("UpdateItem", &charges).await
+        }
     }
 
     /// The usual write `name`'s charges with this call's keys (costed by `cost` the first time).
@@ -247,28 +238,77 @@ fn n(value: i64) -> Value {
 }
 
 #[async_trait]
-impl DeviceStore for LimitedStore {
-    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        self.inner.put_device(device).await
+impl StoreLayer for LimitedStore {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
 
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
-        self.inner
-            .register_device(device, presented, new_secret_hash)
-            .await
+    /// The dispatcher's requests are charged before they are carried out; a throttled one is not
+    /// carried out. The API's requests pass uncharged.
+    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        if let Some((charges, attempts)) = self.cost(op).await? {
+            let operation = op.request().as_str();
+            self.charged(operation, &charges, attempts).await?;
+        }
+        call().await
+    }
+}
+
+impl LimitedStore {
+    /// What the adapter's request for `op` costs on the records as they are, and the attempts
+    /// it is sent with: once for the dispatcher's requests on a call (its dispatch client has
+    /// no SDK retries: the dispatcher makes them again itself), the SDK's for the others.
+    /// `None` for the API's requests.
+    async fn cost(&self, op: Op<'_>) -> Result<Option<(Vec<Charge>, u32)>, StoreError> {
+        let cost = match op {
+            Op::GetDevice(id, now) => (self.device_read(id, now).await?, 1),
+            Op::RemoveDevice(id, _) => {
+                // A dead token's removal: one conditional write on the device's key.
+                let key = Item::from([("deviceId".to_owned(), s(id.as_str()))]);
+                let charges = write_charges(&self.devices, &key, Some(&key), None);
+                (charges, ATTEMPTS)
+            }
+            Op::GetReservation(id, now) => {
+                // The record a miss was refused on: consistent, on the device's key.
+                let current = self.current(id, now).await?;
+                let item = current
+                    .as_ref()
+                    .map(|(r, key)| Self::call_item(r, key.as_deref()));
+                let charge = read_charge(&self.calls, None, id.as_str(), item.as_ref(), true);
+                (vec![charge], ATTEMPTS)
+            }
+            Op::ConfirmCall(id, _, now) => (self.confirm(id, now).await?, 1),
+            Op::DueCount(minute) => (self.count_read(minute).await?, ATTEMPTS),
+            Op::WatchMinute(minute, _) | Op::ClaimWake(minute, ..) => {
+                // A run's watch, a create's claim of a wake: one small conditional update of
+                // the minute's count item (a refusal pays its write too).
+                let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
+                let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
+                (charges, ATTEMPTS)
+            }
+            Op::DueCalls(minute, shard) => (self.shard_query(minute, shard).await?, ATTEMPTS),
+            Op::ClaimDue(id, call_id, run, now, abandoned_before) => (
+                self.claim(id, call_id, run, now, abandoned_before).await?,
+                1,
+            ),
+            Op::MarkPushStarted(id, _, _, now, _) => (self.mark(id, now).await?, 1),
+            Op::ReleaseClaim(id, _, _, now) => (self.release(id, now).await?, 1),
+            Op::FinishReservation(id, _, outcome, _, now, _) => {
+                (self.finish(id, outcome, now).await?, 1)
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(cost))
     }
 
     /// The dispatcher's device read, 2 s before the second: consistent, on the device's key.
-    async fn get_device(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
+    async fn device_read(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
         let device = self.inner.get_device(id, now).await?;
         let item = device.as_ref().map(|d| {
             Item::from([
@@ -282,88 +322,11 @@ impl DeviceStore for LimitedStore {
         });
         let mut charge = read_charge(&self.devices, None, id.as_str(), item.as_ref(), true);
         charge.key = id.as_str().to_owned();
-        self.charged_once("GetItem", &[charge]).await?;
-        Ok(device)
-    }
-
-    async fn device_proof(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<DeviceProof, StoreError> {
-        self.inner.device_proof(id, now).await
-    }
-
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.prove_device(id, secret_hash, now).await
-    }
-
-    /// A dead token's removal: one conditional delete on the device's key.
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        let key = Item::from([("deviceId".to_owned(), s(id.as_str()))]);
-        let charges = write_charges(&self.devices, &key, Some(&key), None);
-        self.charged("DeleteItem", &charges).await?;
-        self.inner.remove_device(id, token).await
-    }
-}
-
-#[async_trait]
-impl ReservationStore for LimitedStore {
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.inner.was_cancelled(call_id, now).await
-    }
-
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        self.inner
-            .create_reservation(reservation, now, stale_before)
-            .await
-    }
-
-    /// The record a miss was refused on: consistent, on the device's key.
-    async fn get_reservation(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        let current = self.current(id, now).await?;
-        let item = current
-            .as_ref()
-            .map(|(r, key)| Self::call_item(r, key.as_deref()));
-        let charge = read_charge(&self.calls, None, id.as_str(), item.as_ref(), true);
-        self.charged("GetItem", &[charge]).await?;
-        Ok(current.map(|(r, _)| r))
-    }
-
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        self.inner.cancel_reservation(id, call_id, now).await
+        Ok(vec![charge])
     }
 
     /// A confirmation: one conditional update on the device's key, out of the index.
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
+    async fn confirm(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().map(|(r, _)| {
             let mut rang = r.clone();
@@ -373,15 +336,11 @@ impl ReservationStore for LimitedStore {
             rang
         });
         let after_ref = after.as_ref().map(|r| (r, None));
-        self.update(id, None, before.as_ref(), after_ref).await?;
-        self.inner.confirm_call(id, call_id, now).await
+        Ok(self.update(id, None, before.as_ref(), after_ref))
     }
-}
 
-#[async_trait]
-impl DispatchStore for LimitedStore {
     /// A minute's count: eventually consistent, on its own key (`due#<minute>`).
-    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+    async fn count_read(&self, minute: &str) -> Result<Vec<Charge>, StoreError> {
         let count = self.inner.due_count(minute).await?;
         let key = format!("due#{minute}");
         let item = Item::from([
@@ -390,54 +349,19 @@ impl DispatchStore for LimitedStore {
             ("expireAt".to_owned(), n(1_800_000_000)),
         ]);
         let charge = read_charge(&self.calls, None, &key, (count > 0).then_some(&item), false);
-        self.charged("GetItem", &[charge]).await?;
-        Ok(count)
-    }
-
-    /// A run's watch: one small conditional update of the minute's count item.
-    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
-        let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
-        self.charged("UpdateItem", &charges).await?;
-        self.inner.watch_minute(minute, until).await
-    }
-
-    /// A create's claim of a wake: one small conditional update of the minute's count item
-    /// (a refusal pays its write too).
-    async fn claim_wake(
-        &self,
-        minute: &str,
-        due_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-        claimant: &str,
-    ) -> Result<bool, StoreError> {
-        let key = Item::from([("deviceId".to_owned(), s(&format!("due#{minute}")))]);
-        let charges = write_charges(&self.calls, &key, Some(&key), Some(&key));
-        self.charged("UpdateItem", &charges).await?;
-        self.inner.claim_wake(minute, due_at, until, claimant).await
+        Ok(vec![charge])
     }
 
     /// A shard's query: eventually consistent, on the index partition, for every entry in it.
-    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+    async fn shard_query(&self, minute: &str, shard: u32) -> Result<Vec<Charge>, StoreError> {
         let calls = self.inner.due_calls(minute, shard).await?;
         let key = shard_key(minute, shard);
         let gsi = self.calls.gsi(DUE_INDEX).expect("the bucket index");
         let entries: Vec<Item> = calls
             .iter()
             .filter_map(|c| {
-                let mut item = Item::from([
-                    ("deviceId".to_owned(), s(c.device_id.as_str())),
-                    ("callId".to_owned(), s(c.call_id.as_str())),
-                    (
-                        "scheduledAt".to_owned(),
-                        s(&c.scheduled_at.with_offset().to_rfc3339()),
-                    ),
-                    (
-                        "scheduledAtMs".to_owned(),
-                        n(c.scheduled_at.utc().timestamp_millis()),
-                    ),
-                    ("dueShard".to_owned(), s(&key)),
-                ]);
+                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at);
+                item.insert("dueShard".to_owned(), s(&key));
                 if let Some(name) = &c.caller_name {
                     item.insert("callerName".to_owned(), s(name));
                 }
@@ -445,18 +369,17 @@ impl DispatchStore for LimitedStore {
             })
             .collect();
         let charge = read_charge(&self.calls, Some(DUE_INDEX), &key, &entries, false);
-        self.charged("Query", &[charge]).await?;
-        Ok(calls)
+        Ok(vec![charge])
     }
 
-    async fn claim_due(
+    async fn claim(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<ClaimAnswer, StoreError> {
+        now: Time,
+        abandoned_before: Time,
+    ) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().and_then(|(r, key)| {
             let claimable = &r.call_id == call_id
@@ -484,21 +407,10 @@ impl DispatchStore for LimitedStore {
             Some((r, key)) => Some((r, key.as_deref())),
             None => before.as_ref().map(|(r, key)| (r, key.as_deref())),
         };
-        self.update(id, usual.then_some("claim"), before.as_ref(), after_ref)
-            .await?;
-        self.inner
-            .claim_due(id, call_id, run, now, abandoned_before)
-            .await
+        Ok(self.update(id, usual.then_some("claim"), before.as_ref(), after_ref))
     }
 
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
+    async fn mark(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().map(|(r, key)| {
             let mut marked = r.clone();
@@ -509,20 +421,10 @@ impl DispatchStore for LimitedStore {
             r.status == ReservationStatus::Claimed && r.push_started_at.is_none()
         });
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
-        self.update(id, usual.then_some("mark"), before.as_ref(), after_ref)
-            .await?;
-        self.inner
-            .mark_push_started(id, call_id, run, now, confirms)
-            .await
+        Ok(self.update(id, usual.then_some("mark"), before.as_ref(), after_ref))
     }
 
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    async fn release(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().map(|(r, key)| {
             let mut released = r.clone();
@@ -532,19 +434,15 @@ impl DispatchStore for LimitedStore {
             (released, key.clone())
         });
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
-        self.update(id, None, before.as_ref(), after_ref).await?;
-        self.inner.release_claim(id, call_id, run, now).await
+        Ok(self.update(id, None, before.as_ref(), after_ref))
     }
 
-    async fn finish_reservation(
+    async fn finish(
         &self,
         id: &DeviceId,
-        call_id: &CallId,
         outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+        now: Time,
+    ) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().map(|(r, key)| {
             let mut finished = r.clone();
@@ -572,14 +470,6 @@ impl DispatchStore for LimitedStore {
             Outcome::Unconfirmed => "finish unconfirmed",
         };
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
-        self.update(id, usual.then_some(name), before.as_ref(), after_ref)
-            .await?;
-        self.inner
-            .finish_reservation(id, call_id, outcome, run, now, abandoned_before)
-            .await
+        Ok(self.update(id, usual.then_some(name), before.as_ref(), after_ref))
     }
 }
-
-koe::forward_usage_store!(LimitedStore, inner);
-
-koe::forward_idempotency_store!(LimitedStore, inner);

@@ -346,30 +346,8 @@ impl PushSender for LimitedConnection {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
-    use koe::domain::device::{DeviceId, PushEnvironment, VoipToken};
-
     use super::*;
-
-    fn push_and_device() -> (VoipPush, Device) {
-        let now = Utc::now();
-        let push = VoipPush {
-            aps: Default::default(),
-            call_id: "c1".into(),
-            attempt: 1,
-            caller_name: None,
-            scheduled_at: "2026-01-01T07:00:00+09:00".into(),
-            expires_at: now,
-        };
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", "d1").unwrap(),
-            voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: now,
-            confirms_calls: false,
-        };
-        (push, device)
-    }
+    use crate::push::push_and_device;
 
     fn send_all(
         connection: &Arc<dyn PushSender>,
@@ -379,7 +357,7 @@ mod tests {
         for _ in 0..n {
             let connection = connection.clone();
             tasks.spawn(async move {
-                let (push, device) = push_and_device();
+                let (push, device) = push_and_device("c1", "d1");
                 connection.send(&push, &device).await
             });
         }
@@ -532,7 +510,7 @@ mod tests {
         let apns = LimitedApns::new(exact(10));
         apns.answer_next([Answer::ResetAfterRead, Answer::RefusedStream]);
         let connection = apns.connection();
-        let (push, device) = push_and_device();
+        let (push, device) = push_and_device("c1", "d1");
         let results = [
             connection.send(&push, &device).await,
             connection.send(&push, &device).await,

@@ -13,8 +13,30 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::clock::Clock;
-use koe::domain::device::{Device, PushEnvironment};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::push::{PushError, PushSender, VoipPush};
+
+/// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the
+/// push pool's tests and benchmark.
+pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
+    let now = Utc::now();
+    let push = VoipPush {
+        aps: Default::default(),
+        call_id: call_id.into(),
+        attempt: 1,
+        caller_name: None,
+        scheduled_at: "2026-01-01T07:00:00+09:00".into(),
+        expires_at: now,
+    };
+    let device = Device {
+        device_id: DeviceId::parse("deviceId", device_id).unwrap(),
+        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+        environment: PushEnvironment::Production,
+        updated_at: now,
+        confirms_calls: false,
+    };
+    (push, device)
+}
 
 /// One push attempt as the sender saw it.
 #[derive(Debug, Clone)]

@@ -21,11 +21,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::push::PushSender;
 use koe::push::pool::{PoolSettings, PushPool};
-use koe::push::{PushSender, VoipPush};
 use koe_testkit::push::limited::{ApnsLimits, LimitedApns};
+use koe_testkit::push::push_and_device;
 use tokio::time::Instant;
 
 /// Time between the last task spawned and the due instant, so every push is waiting for it.
@@ -61,26 +60,6 @@ fn parse_args() -> Result<Options, String> {
     Ok(options)
 }
 
-fn push_and_device() -> (VoipPush, Device) {
-    let now = Utc::now();
-    let push = VoipPush {
-        aps: Default::default(),
-        call_id: "bench".into(),
-        attempt: 1,
-        caller_name: None,
-        scheduled_at: "2026-01-01T07:00:00+09:00".into(),
-        expires_at: now,
-    };
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", "bench-device").unwrap(),
-        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: now,
-        confirms_calls: false,
-    };
-    (push, device)
-}
-
 /// p-th percentile (nearest rank) of sorted milliseconds.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
@@ -110,7 +89,7 @@ async fn run_case(case: &str, pushes: usize) -> String {
         }
     };
 
-    let (push, device) = push_and_device();
+    let (push, device) = push_and_device("bench", "bench-device");
     let (push, device) = (Arc::new(push), Arc::new(device));
     let due = Instant::now() + SETUP_MARGIN;
     let mut tasks = tokio::task::JoinSet::new();

@@ -3,15 +3,18 @@
 //! it, and every later write must), read and then written under a condition that the secret's
 //! state is still what was read, so two racing writes cannot both pass the check.
 
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::{
     DEVICE_ID, DynamoStore, ENVIRONMENT, EXPIRE_AT, Item, Reader, UPDATED_AT, VOIP_TOKEN, bad_item,
     condition_failed, n, names, s, sdk_error, values, written,
 };
+use super::{offer, read_item, update_item};
 use crate::domain::device::Device;
 use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
+use crate::store::prelude::*;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
 use std::collections::HashMap;
 
@@ -24,11 +27,9 @@ const SECRET_PROVEN: &str = "secretProven";
 /// Reads and conditional writes before giving up on a record that keeps changing.
 pub const ATTEMPTS: u32 = 2;
 
-/// What [`DynamoStore::register_device_item`] answers.
-pub(super) type WriteResult = Result<DeviceWrite, StoreError>;
-
-impl DynamoStore {
-    pub(super) async fn register_device_item(
+#[async_trait]
+impl DeviceStore for DynamoStore {
+    async fn register_device(
         &self,
         device: &Device,
         presented: Option<&str>,
@@ -36,25 +37,12 @@ impl DynamoStore {
     ) -> Result<DeviceWrite, StoreError> {
         let table = &self.tables.devices;
         for _ in 0..ATTEMPTS {
-            let read = self
-                .client
-                .get_item()
-                .table_name(table)
-                .key(DEVICE_ID, s(device.device_id.as_str()))
-                .consistent_read(true)
-                .projection_expression("#deviceId, #secretHash, #secretProven, #expireAt")
-                .set_expression_attribute_names(Some(names(&[
-                    DEVICE_ID,
-                    SECRET_HASH,
-                    SECRET_PROVEN,
-                    EXPIRE_AT,
-                ])))
-                .send()
-                .await
-                .map_err(|e| sdk_error("GetItem", table, e))?;
+            let key = device.device_id.as_str();
+            let attributes = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN, EXPIRE_AT];
+            let read = read_item(&self.client, table, key, true, &attributes).await?;
             let now = device.updated_at.timestamp();
             // A record past its TTL is no record (DynamoDB deletes it late): registered anew.
-            let live = read.item().filter(|item| !expired(item, now));
+            let live = read.as_ref().filter(|item| !expired(item, now));
             let stored = live.map(|item| {
                 let hash = item.get(SECRET_HASH).and_then(|v| v.as_s().ok()).cloned();
                 let proven = item
@@ -126,10 +114,8 @@ impl DynamoStore {
             "DynamoDB item in {table} kept changing during a device registration"
         )))
     }
-}
 
-impl DynamoStore {
-    pub(super) async fn put_device_item(&self, device: &Device) -> Result<(), StoreError> {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
         let table = &self.tables.devices;
         self.client
             .put_item()
@@ -141,54 +127,31 @@ impl DynamoStore {
         Ok(())
     }
 
-    pub(super) async fn get_device_item(
+    async fn get_device(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
         // Only the dispatcher reads a device's token.
         let table = &self.tables.devices;
-        let out = self
-            .dispatch
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        match out.item() {
-            Some(item) if !expired(item, now.timestamp()) => device_from_item(table, item),
+        match read_item(&self.dispatch, table, id.as_str(), true, &[]).await? {
+            Some(item) if !expired(&item, now.timestamp()) => device_from_item(table, &item),
             _ => Ok(None),
         }
     }
 
-    pub(super) async fn device_proof_item(
+    async fn device_proof(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<DeviceProof, StoreError> {
         let table = &self.tables.devices;
-        let read = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .projection_expression("#deviceId, #secretHash, #secretProven, #voipToken, #expireAt")
-            .set_expression_attribute_names(Some(names(&[
-                DEVICE_ID,
-                SECRET_HASH,
-                SECRET_PROVEN,
-                VOIP_TOKEN,
-                EXPIRE_AT,
-            ])))
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = read.item().filter(|i| !expired(i, now.timestamp())) else {
+        let attributes = [DEVICE_ID, SECRET_HASH, SECRET_PROVEN, VOIP_TOKEN, EXPIRE_AT];
+        let read = read_item(&self.client, table, id.as_str(), true, &attributes).await?;
+        let Some(item) = read.filter(|i| !expired(i, now.timestamp())) else {
             return Ok(DeviceProof::Unregistered);
         };
+        let item = &item;
         let r = Reader { table, item };
         let secret_hash = r.opt_s(SECRET_HASH)?.map(str::to_owned);
         let has_token = item.contains_key(VOIP_TOKEN);
@@ -201,46 +164,78 @@ impl DynamoStore {
             has_token,
         })
     }
-}
 
-/// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
-pub(super) fn expired(item: &Item, now: i64) -> bool {
-    matches!(item.get(EXPIRE_AT), Some(AttributeValue::N(t)) if t.parse::<i64>().is_ok_and(|t| t <= now))
-}
-
-impl DynamoStore {
     /// `secretProven` set on the device's record if it still holds `secret_hash` and has not
     /// expired; whether it does.
-    pub(super) async fn prove_device_item(
+    async fn prove_device(
         &self,
         id: &DeviceId,
         secret_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #secretProven = :true")
-            .condition_expression(
-                "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
-            )
-            .set_expression_attribute_names(Some(names(&[SECRET_PROVEN, SECRET_HASH, EXPIRE_AT])))
-            .set_expression_attribute_values(Some(values(vec![
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "SET #secretProven = :true",
+            "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
+            offer(vec![
                 (":true", AttributeValue::Bool(true)),
                 (":hash", s(secret_hash)),
                 (":now", n(now.timestamp())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if condition_failed(&e) => Ok(false),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+            ]),
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
     }
+
+    /// Removes the token (and its environment) if it is still `token`; the item, with the
+    /// device's secret, stays. An item left with neither token nor secret (a device registered
+    /// before secrets) is deleted, as the memory store has no record of it either.
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "REMOVE #voipToken, #environment",
+            "#voipToken = :token",
+            offer(vec![(":token", s(token.expose()))]),
+        )
+        .return_values(ReturnValue::AllNew)
+        .send()
+        .await;
+        let left = match result {
+            Ok(out) => out.attributes().cloned().unwrap_or_default(),
+            Err(e) if condition_failed(&e) => return Ok(false),
+            Err(e) => return Err(sdk_error("UpdateItem", table, e)),
+        };
+        if !left.contains_key(SECRET_HASH) {
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(table)
+                .key(DEVICE_ID, s(id.as_str()))
+                .condition_expression(
+                    "attribute_not_exists(#voipToken) AND attribute_not_exists(#secretHash)",
+                )
+                .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, SECRET_HASH])))
+                .send()
+                .await;
+            if let Err(e) = written("DeleteItem", table, deleted) {
+                // Harmless: a record with neither token nor secret reads as unregistered.
+                tracing::warn!(error = %e, "a device record without token or secret was not deleted");
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
+pub(super) fn expired(item: &Item, now: i64) -> bool {
+    matches!(item.get(EXPIRE_AT), Some(AttributeValue::N(t)) if t.parse::<i64>().is_ok_and(|t| t <= now))
 }
 
 /// A device's item; it expires (TTL `expireAt`) [`DEVICE_RETENTION`] after its last write, so
@@ -273,52 +268,4 @@ pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device
         updated_at: r.time(UPDATED_AT)?,
         confirms_calls: matches!(item.get(CONFIRMS_CALLS), Some(AttributeValue::Bool(true))),
     }))
-}
-
-impl DynamoStore {
-    /// Removes the token (and its environment) if it is still `token`; the item, with the
-    /// device's secret, stays. An item left with neither token nor secret (a device registered
-    /// before secrets) is deleted, as the memory store has no record of it either.
-    pub(super) async fn remove_token_item(
-        &self,
-        id: &DeviceId,
-        token: &VoipToken,
-    ) -> Result<bool, StoreError> {
-        let table = &self.tables.devices;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("REMOVE #voipToken, #environment")
-            .condition_expression("#voipToken = :token")
-            .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, ENVIRONMENT])))
-            .set_expression_attribute_values(Some(values(vec![(":token", s(token.expose()))])))
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await;
-        let left = match result {
-            Ok(out) => out.attributes().cloned().unwrap_or_default(),
-            Err(e) if condition_failed(&e) => return Ok(false),
-            Err(e) => return Err(sdk_error("UpdateItem", table, e)),
-        };
-        if !left.contains_key(SECRET_HASH) {
-            let deleted = self
-                .client
-                .delete_item()
-                .table_name(table)
-                .key(DEVICE_ID, s(id.as_str()))
-                .condition_expression(
-                    "attribute_not_exists(#voipToken) AND attribute_not_exists(#secretHash)",
-                )
-                .set_expression_attribute_names(Some(names(&[VOIP_TOKEN, SECRET_HASH])))
-                .send()
-                .await;
-            if let Err(e) = written("DeleteItem", table, deleted) {
-                // Harmless: a record with neither token nor secret reads as unregistered.
-                tracing::warn!(error = %e, "a device record without token or secret was not deleted");
-            }
-        }
-        Ok(true)
-    }
 }

@@ -1,22 +1,24 @@
 //! The DynamoDB adapter's dispatch requests: a minute's reservation count, the shard query, the
-//! claim, the mark that a push started, and the outcome (tokens against lost replies: `retried`).
+//! minute's watch (`watchedUntil` on the count item `due#<minute>`: a run's promise to select the
+//! minute again until then, and a create's claim of the duty to wake such a run), the claim, the
+//! mark that a push started, and the outcome (tokens against lost replies: `retried`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::outcome::finish_request;
+use super::reservations::DUE_COUNT_PREFIX;
 use super::{
-    CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, DEVICE_ID, DUE_SHARD, DynamoStore,
-    Item, PUSH_STARTED_AT_MS, PUSHES, Reader, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
+    CALL_ID, CALLER_NAME, DEVICE_ID, DUE_SHARD, DynamoStore, Item, PUSHES, Reader, SCHEDULED_AT,
     bad_item, n, names, reservation_from_item, s, sdk_error, values, written,
 };
+use super::{answered, call_values, offer, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
-use crate::domain::reservation::{
-    CallId, ReservationStatus, RunToken, ScheduledAt, rfc3339_millis,
-};
+use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
+use crate::store::prelude::*;
 use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -55,20 +57,22 @@ pub(super) const PUSHED_THEN_ABANDONED: &str = "#callId = :callId AND #status = 
 pub(super) const CLAIMED_BY_RUN: &str =
     "#callId = :callId AND #status = :claimed AND #claimToken = :run";
 
-impl DynamoStore {
+/// S: the call whose create claimed the minute's last wake.
+const WAKE_CLAIMANT: &str = "wakeClaimant";
+/// How long a count item made by a watch alone (no reservation for its minute) lives.
+const WATCH_TTL: chrono::Duration = chrono::Duration::days(1);
+
+#[async_trait]
+impl DispatchStore for DynamoStore {
     /// `due#<minute>` in the calls table: the minute's count of reservations made for it,
     /// eventually consistent: the shard queries after it are too (an index has no other
     /// read), so a stale count misses nothing they would not; the next re-selection, at least
     /// 5 s before a call made 10 s ahead, reads it again.
-    pub(super) async fn due_count_item(&self, minute: &str) -> Result<u32, StoreError> {
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
         self.count_item(minute, false).await
     }
 
-    pub(super) async fn due_calls_item(
-        &self,
-        minute: &str,
-        shard: u32,
-    ) -> Result<Vec<DueCall>, StoreError> {
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
         let table = &self.tables.calls;
         let mut due = Vec::new();
         let mut start_key: Option<Item> = None;
@@ -100,7 +104,60 @@ impl DynamoStore {
         Ok(due)
     }
 
-    pub(super) async fn claim_due_item(
+    /// Raises the minute's `watchedUntil` to `until` (never lowers it: of overlapping runs the
+    /// latest promise stands); a raised watch is no longer a create's claim (`wakeClaimant`
+    /// goes). One write unit, on the dispatcher's client.
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let table = &self.tables.calls;
+        let result = update_item(
+            &self.dispatch,
+            table,
+            format!("{DUE_COUNT_PREFIX}{minute}"),
+            "SET #watchedUntil = :until, #expireAt = if_not_exists(#expireAt, :expireAt) \
+             REMOVE #wakeClaimant",
+            "attribute_not_exists(#watchedUntil) OR #watchedUntil < :until",
+            watch_values(until, vec![]),
+        )
+        .send()
+        .await;
+        // Refused: another run promised as long or longer.
+        written("UpdateItem", table, result).map(drop)
+    }
+
+    /// Raises the minute's `watchedUntil` to `until` unless it already reaches `due_at`
+    /// (one conditional update: of creates at once, one wins), and names the `claimant` in
+    /// `wakeClaimant`. A refusal is `false`, unless the claim that stands is the claimant's own
+    /// (its earlier attempt was applied and its reply lost, or an SDK retry of this one).
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let offered = vec![
+            (":due", n(due_at.timestamp_millis())),
+            (":claimant", s(claimant)),
+        ];
+        let request = update_item(
+            &self.client,
+            table,
+            format!("{DUE_COUNT_PREFIX}{minute}"),
+            "SET #watchedUntil = :until, #wakeClaimant = :claimant, \
+             #expireAt = if_not_exists(#expireAt, :expireAt)",
+            "attribute_not_exists(#watchedUntil) OR #watchedUntil < :due",
+            watch_values(until, offered),
+        );
+        let Err(old) = answered(table, request).await? else {
+            return Ok(true);
+        };
+        Ok(old
+            .and_then(|old| old.get(WAKE_CLAIMANT).cloned())
+            .is_some_and(|by| by.as_s().is_ok_and(|by| by == claimant)))
+    }
+
+    async fn claim_due(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -109,68 +166,39 @@ impl DynamoStore {
         abandoned_before: DateTime<Utc>,
     ) -> Result<ClaimAnswer, StoreError> {
         let table = &self.tables.calls;
-        let result = self
-            .dispatch
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #claimToken = :run",
-            )
-            .condition_expression(format!(
-                "(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"
-            ))
-            .set_expression_attribute_names(Some(names(&[
-                CALL_ID,
-                STATUS,
-                CLAIMED_AT_MS,
-                UPDATED_AT,
-                CLAIM_TOKEN,
-                PUSH_STARTED_AT_MS,
-                PUSHES,
-                SCHEDULED_AT_MS,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(call_id.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
-                (":nowMs", n(now.timestamp_millis())),
-                (":updatedAt", s(rfc3339_millis(now))),
-                (":run", s(run.as_str())),
-                (
-                    ":dueByMs",
-                    n((now + PUSH_AGAIN_CLAIM_LEAD).timestamp_millis()),
-                ),
-            ])))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let err = match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
+        let due_by = now + PUSH_AGAIN_CLAIM_LEAD;
+        let offered = vec![
+            (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
+            (":run", s(run.as_str())),
+            (":dueByMs", n(due_by.timestamp_millis())),
+        ];
+        let request = update_item(
+            &self.dispatch,
+            table,
+            id.as_str(),
+            "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
+             #claimToken = :run",
+            &format!("(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"),
+            call_values(call_id, now, offered),
+        )
+        .return_values(ReturnValue::AllNew);
+        let old = match answered(table, request).await? {
+            Ok(item) => {
                 let pushes = Reader { table, item: &item }.opt_i64(PUSHES)?.unwrap_or(0);
                 let pushes = u32::try_from(pushes).map_err(|_| bad_item(table, PUSHES))?;
                 return Ok(ClaimAnswer::Won { pushes });
             }
-            Err(err) => err,
+            Err(old) => old,
         };
-        let current = match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(sdk_error("UpdateItem", table, err)),
-        };
-        let current = match current {
-            Some(item) => Some(reservation_from_item(table, item)?),
-            None => None,
-        };
+        let current = old
+            .map(|item| reservation_from_item(table, &item))
+            .transpose()?;
         Ok(ClaimAnswer::Refused(
             current.filter(|r| !r.is_expired(now)).map(Box::new),
         ))
     }
 
-    pub(super) async fn mark_item(
+    async fn mark_push_started(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -178,80 +206,33 @@ impl DynamoStore {
         now: DateTime<Utc>,
         confirms: bool,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
         // Made again after a lost reply, it meets its own claim and keeps the first time.
         let update = if confirms {
             "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs), #confirms = :true"
         } else {
             "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)"
         };
-        let mut vals = vec![
-            (":callId", s(call_id.as_str())),
-            (":claimed", s(ReservationStatus::Claimed.as_str())),
-            (":run", s(run.as_str())),
-            (":nowMs", n(now.timestamp_millis())),
-        ];
-        let mut attribute_names = vec![CALL_ID, STATUS, CLAIM_TOKEN, PUSH_STARTED_AT_MS];
-        if confirms {
-            vals.push((":true", AttributeValue::Bool(true)));
-            attribute_names.push(CONFIRMS);
-        }
-        let result = self
-            .dispatch
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(update)
-            .condition_expression(CLAIMED_BY_RUN)
-            .set_expression_attribute_names(Some(names(&attribute_names)))
-            .set_expression_attribute_values(Some(values(vals)))
-            .send()
-            .await;
-        written("UpdateItem", table, result)
+        self.run_write(id, call_id, run, now, update, CLAIMED_BY_RUN)
+            .await
     }
 
-    pub(super) async fn release_item(
+    async fn release_claim(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
         // Made again after a lost reply, it finds the call `scheduled`: released.
-        let result = self
-            .dispatch
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(
-                "SET #status = :scheduled, #updatedAt = :updatedAt \
-                 REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs",
-            )
-            .condition_expression(format!(
-                "({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)"
-            ))
-            .set_expression_attribute_names(Some(names(&[
-                CALL_ID,
-                STATUS,
-                CLAIM_TOKEN,
-                CLAIMED_AT_MS,
-                PUSH_STARTED_AT_MS,
-                UPDATED_AT,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(call_id.as_str())),
-                (":claimed", s(ReservationStatus::Claimed.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":run", s(run.as_str())),
-                (":updatedAt", s(rfc3339_millis(now))),
-            ])))
-            .send()
-            .await;
-        written("UpdateItem", table, result)
+        let update = "SET #status = :scheduled, #updatedAt = :updatedAt \
+                      REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs";
+        let condition =
+            format!("({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)");
+        self.run_write(id, call_id, run, now, update, &condition)
+            .await
     }
 
-    pub(super) async fn finish_item(
+    async fn finish_reservation(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -261,18 +242,62 @@ impl DynamoStore {
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        let finished = finish_request(outcome, call_id, run, now, abandoned_before);
-        let result = self
-            .dispatch
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(finished.update)
-            .condition_expression(finished.condition)
-            .set_expression_attribute_names(Some(names(&finished.names)))
-            .set_expression_attribute_values(Some(values(finished.values)))
-            .send()
-            .await;
+        let finished = finish_request(outcome, run, now, abandoned_before);
+        let result = update_item(
+            &self.dispatch,
+            table,
+            id.as_str(),
+            finished.update,
+            &finished.condition,
+            call_values(call_id, now, finished.values),
+        )
+        .send()
+        .await;
         written("UpdateItem", table, result)
     }
+}
+
+impl DynamoStore {
+    /// A write of `run`'s on its claim of the call (`:run`, `:true`, and [`call_values`]), on
+    /// the dispatcher's client: whether its condition held.
+    async fn run_write(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+        update: &str,
+        condition: &str,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let offered = vec![
+            (":run", s(run.as_str())),
+            (":true", AttributeValue::Bool(true)),
+        ];
+        let values = call_values(call_id, now, offered);
+        let result = update_item(
+            &self.dispatch,
+            table,
+            id.as_str(),
+            update,
+            condition,
+            values,
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
+    }
+}
+
+/// A watch's values: `:until` and the count item's TTL (`:expireAt`), with `more`.
+fn watch_values(
+    until: DateTime<Utc>,
+    more: Vec<(&str, AttributeValue)>,
+) -> Vec<(String, AttributeValue)> {
+    let mut values = vec![
+        (":until", n(until.timestamp_millis())),
+        (":expireAt", n((until + WATCH_TTL).timestamp())),
+    ];
+    values.extend(more);
+    offer(values)
 }

@@ -9,15 +9,17 @@
 //!   `spend#agent`, `day` = the Japan day, `useCount` = tokens; `day` = `<day>#notice`: its one
 //!   ceiling notice). Also the counting itself ([`DynamoStore::count`]) of every counter.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, condition_failed, n,
-    names, s, sdk_error, written,
+    DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, n, names, s, written,
 };
+use super::{answered, offer, read_item, update_item};
+use crate::domain::device::DeviceId;
+use crate::store::prelude::*;
 use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::ReturnValue;
 
 /// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
 const LAST_ADD: &str = "lastAdd";
@@ -38,6 +40,140 @@ const IDEMPOTENCY_PREFIX: &str = "idempotency#";
 const REQUEST_HASH: &str = "requestHash";
 const ANSWER_STATUS: &str = "answerStatus";
 const ANSWER_BODY: &str = "answerBody";
+
+#[async_trait]
+impl UsageStore for DynamoStore {
+    async fn count_agent_use(
+        &self,
+        id: &DeviceId,
+        day: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.count(id.as_str(), day, limit, expire_at).await
+    }
+
+    async fn count_plan_answer(
+        &self,
+        plan_id: &str,
+        limit: u32,
+        expire_at: i64,
+    ) -> Result<UsageOutcome, StoreError> {
+        self.count(
+            &format!("{PLAN_PREFIX}{plan_id}"),
+            PLAN_ANSWERS,
+            limit,
+            expire_at,
+        )
+        .await
+    }
+
+    async fn reserve_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        tokens: u64,
+        ceiling: u64,
+        expire_at: i64,
+    ) -> Result<SpendOutcome, StoreError> {
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        match self
+            .add(
+                &format!("{SPEND_PREFIX}{api}"),
+                day,
+                tokens,
+                Some(ceiling),
+                expire_at,
+            )
+            .await?
+        {
+            Some(total) => Ok(SpendOutcome::Reserved {
+                total: total.max(0) as u64,
+            }),
+            None => Ok(SpendOutcome::CeilingReached),
+        }
+    }
+
+    async fn settle_tokens(
+        &self,
+        api: &str,
+        day: &str,
+        delta: i64,
+        expire_at: i64,
+    ) -> Result<(), StoreError> {
+        self.add(&format!("{SPEND_PREFIX}{api}"), day, delta, None, expire_at)
+            .await
+            .map(drop)
+    }
+
+    async fn claim_ceiling_notice(
+        &self,
+        api: &str,
+        day: &str,
+        expire_at: i64,
+    ) -> Result<bool, StoreError> {
+        let notice = format!("{day}{NOTICE_SUFFIX}");
+        let outcome = self
+            .count(&format!("{SPEND_PREFIX}{api}"), &notice, 1, expire_at)
+            .await?;
+        Ok(matches!(outcome, UsageOutcome::Counted { .. }))
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for DynamoStore {
+    async fn idempotent_answer(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        let table = &self.tables.calls;
+        let stored = format!("{IDEMPOTENCY_PREFIX}{key}");
+        let Some(item) = read_item(&self.client, table, stored, true, &[]).await? else {
+            return Ok(None);
+        };
+        let read = Reader { table, item: &item };
+        let expire_at = read
+            .opt_i64(EXPIRE_AT)?
+            .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
+        if expire_at <= now.timestamp() {
+            return Ok(None);
+        }
+        Ok(Some(IdempotentAnswer {
+            key: key.to_owned(),
+            request_hash: read.s(REQUEST_HASH)?.to_owned(),
+            status: read
+                .opt_i64(ANSWER_STATUS)?
+                .and_then(|n| u16::try_from(n).ok())
+                .ok_or_else(|| bad_item(table, ANSWER_STATUS))?,
+            body: read.s(ANSWER_BODY)?.to_owned(),
+            expire_at,
+        }))
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        answer: &IdempotentAnswer,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = self
+            .client
+            .put_item()
+            .table_name(table)
+            .item(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{}", answer.key)))
+            .item(REQUEST_HASH, s(answer.request_hash.as_str()))
+            .item(ANSWER_STATUS, n(answer.status))
+            .item(ANSWER_BODY, s(answer.body.as_str()))
+            .item(EXPIRE_AT, n(answer.expire_at))
+            .condition_expression("attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs")
+            .set_expression_attribute_names(Some(names(&[DEVICE_ID, EXPIRE_AT])))
+            .expression_attribute_values(":nowSecs", n(now.timestamp()))
+            .send()
+            .await;
+        written("PutItem", table, result)
+    }
+}
 
 impl DynamoStore {
     /// One conditional `ADD` of 1 on the usage table's counter (`deviceId`, `day`): counted
@@ -94,170 +230,23 @@ impl DynamoStore {
             }
             None => not_yet.to_owned(),
         };
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(partition))
-            .key(DAY, s(sort))
-            .update_expression("ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token")
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[USE_COUNT, EXPIRE_AT, LAST_ADD])))
-            .set_expression_attribute_values(Some(super::values(values)))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                let count = Reader { table, item: &item }
-                    .opt_i64(USE_COUNT)?
-                    .ok_or_else(|| bad_item(table, USE_COUNT))?;
-                Ok(Some(count))
-            }
-            Err(e) if condition_failed(&e) => {
-                // Our own earlier attempt (its reply lost) already added: its count stands.
-                let old = match e.as_service_error() {
-                    Some(UpdateItemError::ConditionalCheckFailedException(f)) => f.item(),
-                    _ => None,
-                };
-                let ours = old.and_then(|item| {
-                    let mine = item.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token);
-                    mine.then(|| Reader { table, item }.opt_i64(USE_COUNT))
-                });
-                match ours {
-                    Some(count) => Ok(Some(count?.ok_or_else(|| bad_item(table, USE_COUNT))?)),
-                    None => Ok(None),
-                }
-            }
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
-    }
-
-    pub(super) async fn kept_answer(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{key}")))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(None);
-        };
-        let read = Reader { table, item };
-        let expire_at = read
-            .opt_i64(EXPIRE_AT)?
-            .ok_or_else(|| bad_item(table, EXPIRE_AT))?;
-        if expire_at <= now.timestamp() {
-            return Ok(None);
-        }
-        Ok(Some(IdempotentAnswer {
-            key: key.to_owned(),
-            request_hash: read.s(REQUEST_HASH)?.to_owned(),
-            status: read
-                .opt_i64(ANSWER_STATUS)?
-                .and_then(|n| u16::try_from(n).ok())
-                .ok_or_else(|| bad_item(table, ANSWER_STATUS))?,
-            body: read.s(ANSWER_BODY)?.to_owned(),
-            expire_at,
-        }))
-    }
-
-    pub(super) async fn keep_answer(
-        &self,
-        answer: &IdempotentAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let result = self
-            .client
-            .put_item()
-            .table_name(table)
-            .item(DEVICE_ID, s(format!("{IDEMPOTENCY_PREFIX}{}", answer.key)))
-            .item(REQUEST_HASH, s(answer.request_hash.as_str()))
-            .item(ANSWER_STATUS, n(answer.status))
-            .item(ANSWER_BODY, s(answer.body.as_str()))
-            .item(EXPIRE_AT, n(answer.expire_at))
-            .condition_expression("attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs")
-            .set_expression_attribute_names(Some(names(&[DEVICE_ID, EXPIRE_AT])))
-            .expression_attribute_values(":nowSecs", n(now.timestamp()))
-            .send()
-            .await;
-        written("PutItem", table, result)
-    }
-
-    pub(super) async fn reserve(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        match self
-            .add(
-                &format!("{SPEND_PREFIX}{api}"),
-                day,
-                tokens,
-                Some(ceiling),
-                expire_at,
-            )
-            .await?
-        {
-            Some(total) => Ok(SpendOutcome::Reserved {
-                total: total.max(0) as u64,
-            }),
-            None => Ok(SpendOutcome::CeilingReached),
-        }
-    }
-
-    pub(super) async fn count_plan(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.count(
-            &format!("{PLAN_PREFIX}{plan_id}"),
-            PLAN_ANSWERS,
-            limit,
-            expire_at,
+        let request = update_item(
+            &self.client,
+            table,
+            partition,
+            "ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token",
+            &condition,
+            offer(values),
         )
-        .await
-    }
-
-    pub(super) async fn settle(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        expire_at: i64,
-    ) -> Result<(), StoreError> {
-        self.add(&format!("{SPEND_PREFIX}{api}"), day, delta, None, expire_at)
-            .await
-            .map(drop)
-    }
-
-    pub(super) async fn notice(
-        &self,
-        api: &str,
-        day: &str,
-        expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        let notice = format!("{day}{NOTICE_SUFFIX}");
-        let outcome = self
-            .count(&format!("{SPEND_PREFIX}{api}"), &notice, 1, expire_at)
-            .await?;
-        Ok(matches!(outcome, UsageOutcome::Counted { .. }))
+        .key(DAY, s(sort))
+        .return_values(ReturnValue::UpdatedNew);
+        let item = match answered(table, request).await? {
+            Ok(new) => new,
+            // Our own earlier attempt (its reply lost) already added: its count stands.
+            Err(Some(old)) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,
+            Err(_) => return Ok(None),
+        };
+        let count = Reader { table, item: &item }.opt_i64(USE_COUNT)?;
+        Ok(Some(count.ok_or_else(|| bad_item(table, USE_COUNT))?))
     }
 }

@@ -1,9 +1,12 @@
 //! DynamoDB adapter (aws-sdk-dynamodb): the tables `DevicesTable`, `CallsTable` and
 //! `AgentUsageTable` of `template.yaml`.
 //!
-//! Every rule of the [`Store`] port that needs atomicity is one conditional request, so
-//! concurrent callers can never both win; a failed condition is an answer
-//! (`Ok(false)`, `Exists`, `LimitReached`, ...), never an error. Items:
+//! Every rule of the [`Store`](super::Store) port that needs atomicity is one conditional
+//! request, so concurrent callers can never both win; a failed condition is an answer
+//! (`Ok(false)`, `Exists`, `LimitReached`, ...), never an error. Each port is implemented in its
+//! file: devices (`devices`), reservations (`reservations`; the confirmation's update in
+//! `outcome`), the dispatcher's requests and the minute's watch (`dispatch`), counters and kept
+//! answers (`keyed`). Items:
 //!
 //! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S, and the
 //!   device secret's `secretHash` S, `secretProven` BOOL (`devices`).
@@ -14,7 +17,7 @@
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
-//!   minute; `watchedUntil` N: a run's promise to select the minute until then, `watch`, and
+//!   minute; `watchedUntil` N: a run's promise to select the minute until then, `dispatch`, and
 //!   `wakeClaimant` S: the create that claimed its wake) and
 //!   `cancelled#<callId>` (a cancelled call's tombstone, `expireAt` only).
 //!
@@ -25,20 +28,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
 
-use super::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, IdempotentAnswer,
-    Outcome, SpendOutcome, StoreError, TableNames, UsageOutcome,
-};
-use crate::domain::device::{Device, DeviceId, VoipToken};
-use crate::domain::due::DueCall;
-use crate::domain::reservation::{CallId, Reservation, RunToken};
-use crate::store::prelude::*;
+use super::TableNames;
 
 /// Whole-operation budget (all attempts): an outage answers 503 quickly instead of hanging.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -77,9 +71,6 @@ const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 
 type Item = HashMap<String, AttributeValue>;
-/// A yes-or-no answer of the store.
-type Answer = Result<bool, StoreError>;
-type Time = DateTime<Utc>;
 
 pub(crate) mod devices;
 mod dispatch;
@@ -87,12 +78,12 @@ mod errors;
 mod items;
 mod keyed;
 mod outcome;
+mod requests;
 mod reservations;
 mod retried;
-mod watch;
-use devices::WriteResult;
 use errors::{bad_item, condition_failed, sdk_error, written};
 use items::{Reader, reservation_from_item};
+use requests::{answered, call_values, offer, read_item, update_item};
 use retried::{CLAIM_TOKEN, FINISH_TOKEN};
 
 pub struct DynamoStore {
@@ -173,226 +164,4 @@ fn values(list: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> 
     list.into_iter()
         .map(|(placeholder, value)| (placeholder.to_owned(), value))
         .collect()
-}
-
-#[async_trait]
-impl DeviceStore for DynamoStore {
-    async fn register_device(&self, d: &Device, p: Option<&str>, h: &str) -> WriteResult {
-        self.register_device_item(d, p, h).await
-    }
-
-    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        self.put_device_item(device).await
-    }
-
-    async fn get_device(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
-        self.get_device_item(id, now).await
-    }
-
-    async fn device_proof(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<DeviceProof, StoreError> {
-        self.device_proof_item(id, now).await
-    }
-
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.prove_device_item(id, secret_hash, now).await
-    }
-
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        self.remove_token_item(id, token).await
-    }
-}
-
-#[async_trait]
-impl ReservationStore for DynamoStore {
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        self.create_item(reservation, now, stale_before).await
-    }
-
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.was_cancelled_item(call_id, now).await
-    }
-
-    async fn get_reservation(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        self.reservation_item(id, now).await
-    }
-
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        self.cancel_item(id, call_id, now).await
-    }
-
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        self.confirm_item(id, call_id, now).await
-    }
-}
-
-#[async_trait]
-impl DispatchStore for DynamoStore {
-    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
-        self.due_count_item(minute).await
-    }
-
-    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
-        self.due_calls_item(minute, shard).await
-    }
-
-    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        self.watch_item(minute, until).await
-    }
-
-    async fn claim_wake(&self, m: &str, due: Time, until: Time, by: &str) -> Answer {
-        self.claim_wake_item(m, due, until, by).await
-    }
-
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<ClaimAnswer, StoreError> {
-        self.claim_due_item(id, call_id, run, now, abandoned_before)
-            .await
-    }
-
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
-        self.mark_item(id, call_id, run, now, confirms).await
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.release_item(id, call_id, run, now).await
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.finish_item(id, call_id, outcome, run, now, abandoned_before)
-            .await
-    }
-}
-
-#[async_trait]
-impl UsageStore for DynamoStore {
-    async fn count_agent_use(
-        &self,
-        id: &DeviceId,
-        day: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.count(id.as_str(), day, limit, expire_at).await
-    }
-
-    async fn count_plan_answer(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.count_plan(plan_id, limit, expire_at).await
-    }
-
-    async fn reserve_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        self.reserve(api, day, tokens, ceiling, expire_at).await
-    }
-
-    async fn settle_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        expire_at: i64,
-    ) -> Result<(), StoreError> {
-        self.settle(api, day, delta, expire_at).await
-    }
-
-    async fn claim_ceiling_notice(
-        &self,
-        api: &str,
-        day: &str,
-        expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        self.notice(api, day, expire_at).await
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for DynamoStore {
-    async fn idempotent_answer(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        self.kept_answer(key, now).await
-    }
-
-    async fn keep_idempotent_answer(
-        &self,
-        answer: &IdempotentAnswer,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.keep_answer(answer, now).await
-    }
 }

@@ -1,27 +1,22 @@
 //! The DynamoDB adapter's outcome writes: how a call's dispatch ends (`finish_request`, the
-//! UpdateItem of `Store::finish_reservation`) and its device's confirmation (`confirm_item`).
+//! UpdateItem of `Store::finish_reservation`) and its device's confirmation
+//! (`confirm_update`, of `ReservationStore::confirm_call`).
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 
-use super::{
-    CALL_ID, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT,
-    FINISH_TOKEN, PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT_MS, STATUS, UPDATED_AT, n,
-    names, reservation_from_item, s, sdk_error, values,
-};
+use super::{DynamoStore, n, reservation_from_item, s};
+use super::{answered, call_values, update_item};
 use crate::domain::device::DeviceId;
-use crate::domain::reservation::{
-    CallId, ReservationStatus, RunToken, rfc3339_millis, terminal_expiry,
-};
+use crate::domain::reservation::{CallId, ReservationStatus, RunToken, terminal_expiry};
 use crate::store::dynamodb::dispatch::{CLAIMABLE, CLAIMED_BY_RUN, PUSHED_THEN_ABANDONED};
 use crate::store::{ConfirmAnswer, Outcome, StoreError};
 
-/// One outcome's UpdateItem: its update and condition expressions, names and values.
+/// One outcome's UpdateItem: its update and condition expressions, and the values they use
+/// beyond [`call_values`](super::requests::call_values).
 pub(super) struct FinishRequest {
     pub(super) update: &'static str,
     pub(super) condition: String,
-    pub(super) names: Vec<&'static str>,
     pub(super) values: Vec<(&'static str, AttributeValue)>,
 }
 
@@ -30,31 +25,15 @@ pub(super) struct FinishRequest {
 /// attempt whose reply was lost.
 pub(super) fn finish_request(
     outcome: Outcome,
-    call_id: &CallId,
     run: &RunToken,
     now: DateTime<Utc>,
     abandoned_before: DateTime<Utc>,
 ) -> FinishRequest {
     let mut vals = vec![
-        (":callId", s(call_id.as_str())),
-        (":claimed", s(ReservationStatus::Claimed.as_str())),
-        (":scheduled", s(ReservationStatus::Scheduled.as_str())),
         (":outcome", s(outcome.status().as_str())),
-        (":updatedAt", s(rfc3339_millis(now))),
         (":run", s(run.as_str())),
         (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
         (":true", AttributeValue::Bool(true)),
-    ];
-    let mut attribute_names = vec![
-        CALL_ID,
-        STATUS,
-        UPDATED_AT,
-        FINISH_TOKEN,
-        CLAIM_TOKEN,
-        CLAIMED_AT_MS,
-        PUSH_STARTED_AT_MS,
-        CONFIRMS,
-        PUSHES,
     ];
     let own = "#callId = :callId AND #status = :outcome AND #finishToken = :run";
     if let Outcome::Pushed { next_at, pushes } = outcome {
@@ -66,7 +45,6 @@ pub(super) fn finish_request(
             vals.push((":before", n(pushes - 1)));
             "#pushes = :before"
         };
-        attribute_names.push(SCHEDULED_AT_MS);
         return FinishRequest {
             // Due again under the same bucket-index entry: its sort key moves to `next_at`.
             update: "SET #status = :outcome, #pushes = :pushes, #scheduledAtMs = :nextAtMs, \
@@ -76,13 +54,10 @@ pub(super) fn finish_request(
                 "((({CLAIMED_BY_RUN}) OR ({PUSHED_THEN_ABANDONED})) AND {before}) \
                  OR ({own} AND #pushes = :pushes AND #scheduledAtMs = :nextAtMs)"
             ),
-            names: attribute_names,
             values: vals,
-        }
-        .used();
+        };
     }
     vals.push((":expireAt", n(terminal_expiry(now))));
-    attribute_names.extend([EXPIRE_AT, DUE_SHARD]);
     let first = match outcome {
         Outcome::Sent | Outcome::Failed => "#callId = :callId AND #status = :claimed".to_owned(),
         // A call whose push left is never missed (it ends unconfirmed).
@@ -105,48 +80,12 @@ pub(super) fn finish_request(
     FinishRequest {
         update,
         condition: format!("({first}) OR ({own})"),
-        names: attribute_names,
         values: vals,
-    }
-    .used()
-}
-
-impl FinishRequest {
-    /// Only the names and values its expressions use (DynamoDB refuses unused ones).
-    fn used(mut self) -> FinishRequest {
-        let text = format!("{} {}", self.update, self.condition);
-        let mentions = |token: &str| {
-            text.match_indices(token).any(|(at, _)| {
-                !text[at + token.len()..]
-                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-            })
-        };
-        self.names.retain(|name| mentions(&format!("#{name}")));
-        self.values.retain(|(key, _)| mentions(key));
-        self
     }
 }
 
 impl DynamoStore {
-    /// `Store::confirm_call`: one conditional update to `rang` (the first `rangAtMs` kept); a
-    /// refusal is told apart by the record it returns.
-    pub(super) async fn confirm_item(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        // Mostly after its run recorded the push; else a first push confirmed before that, which
-        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
-        // by which branch held.
-        let recorded = self.confirm_update(id, call_id, now, false).await?;
-        if recorded != ConfirmAnswer::NotFound {
-            return Ok(recorded);
-        }
-        self.confirm_update(id, call_id, now, true).await
-    }
-
-    async fn confirm_update(
+    pub(super) async fn confirm_update(
         &self,
         id: &DeviceId,
         call_id: &CallId,
@@ -171,63 +110,27 @@ impl DynamoStore {
                      AND attribute_not_exists(#pushStartedAtMs)))",
             )
         };
-        let mut vals = vec![
-            (":callId", s(call_id.as_str())),
-            (":rang", s(ReservationStatus::Rang.as_str())),
-            (":claimed", s(ReservationStatus::Claimed.as_str())),
-            (":nowMs", n(now.timestamp_millis())),
-            (":nowSecs", n(now.timestamp())),
-            (":updatedAt", s(rfc3339_millis(now))),
-            (":expireAt", n(terminal_expiry(now))),
-        ];
-        if first_push {
-            vals.push((":one", n(1)));
-        } else {
-            vals.extend([
-                (":sent", s(ReservationStatus::Sent.as_str())),
-                (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-            ]);
-        }
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[
-                CALL_ID,
-                STATUS,
-                RANG_AT_MS,
-                UPDATED_AT,
-                EXPIRE_AT,
-                DUE_SHARD,
-                PUSHES,
-                PUSH_STARTED_AT_MS,
-            ])))
-            .set_expression_attribute_values(Some(values(vals)))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let err = match result {
-            Ok(out) => {
-                let item = out.attributes().cloned().unwrap_or_default();
-                return Ok(ConfirmAnswer::Rang(Box::new(reservation_from_item(
-                    table, &item,
-                )?)));
+        let offered = vec![(":expireAt", n(terminal_expiry(now))), (":one", n(1))];
+        let request = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            update,
+            condition,
+            call_values(call_id, now, offered),
+        )
+        .return_values(ReturnValue::AllNew);
+        let old = match answered(table, request).await? {
+            Ok(rang) => {
+                let rang = reservation_from_item(table, &rang)?;
+                return Ok(ConfirmAnswer::Rang(Box::new(rang)));
             }
-            Err(e) => e,
-        };
-        let old = match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(sdk_error("UpdateItem", table, err)),
+            Err(old) => old,
         };
         let Some(old) = old else {
             return Ok(ConfirmAnswer::NotFound);
         };
-        let current = reservation_from_item(table, old)?;
+        let current = reservation_from_item(table, &old)?;
         Ok(
             match (
                 current.status,

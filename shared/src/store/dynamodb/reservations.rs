@@ -3,36 +3,36 @@
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
 use super::{
-    CALL_ID, DEVICE_ID, DUE_SHARD, DynamoStore, EXPIRE_AT, PUSHES, SCHEDULED_AT_MS, STATUS,
-    UPDATED_AT, condition_failed, n, names, s, sdk_error, values,
+    CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, condition_failed, n,
+    names, s, sdk_error, values,
 };
+use super::{answered, call_values, offer, read_item, update_item, written};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus, rfc3339_millis};
-use crate::store::{CancelError, CreateError, Created, StoreError};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
+use crate::store::prelude::*;
+use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
 
 /// The key prefix (in `deviceId`) of a minute's reservation count, `due#2026-01-01T22:00Z`.
 pub(super) const DUE_COUNT_PREFIX: &str = "due#";
 pub(super) const DUE_COUNT: &str = "count";
 /// The key prefix of a cancelled call's tombstone, `cancelled#<callId>` (`expireAt` only).
 const CANCELLED_PREFIX: &str = "cancelled#";
-/// The `callId` of the count's last `ADD`: a retry of that very `ADD` adds nothing.
-const LAST_CALL: &str = "lastCallId";
 
-impl DynamoStore {
+#[async_trait]
+impl ReservationStore for DynamoStore {
     /// The reservation (a conditional put), then its minute's count (`ADD 1`), so a refused or
     /// failed create leaves the count as it was. The shard comes from the count read just
     /// before: the count only grows, and by this create right after its put, so the readers
     /// (who take the count when they read) query this shard. A put whose count cannot be
     /// written is taken back (503): a reservation in a shard the count might not cover could
     /// never ring.
-    pub(super) async fn create_item(
+    async fn create_reservation(
         &self,
         reservation: &Reservation,
         now: DateTime<Utc>,
@@ -102,32 +102,130 @@ impl DynamoStore {
         Ok(created)
     }
 
+    /// Whether `call_id` has a live tombstone.
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let key = format!("{CANCELLED_PREFIX}{}", call_id.as_str());
+        let Some(item) = read_item(&self.client, table, key, true, &[]).await? else {
+            return Ok(false);
+        };
+        let expire_at = Reader { table, item: &item }.opt_i64(EXPIRE_AT)?;
+        Ok(expire_at.is_none_or(|t| t > now.timestamp()))
+    }
+
+    /// The device's reservation in any state but cancelled; `None` if none or expired.
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        Ok(self
+            .reservation_record(id, now)
+            .await?
+            .filter(|r| r.status != ReservationStatus::Cancelled))
+    }
+
+    /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
+    /// the device holds now or `call_id`; then the call's tombstone, so that a keyed retry finds
+    /// it even after a newer reservation replaced this record. Made again after a lost reply,
+    /// the update meets its own `cancelled` record and answers `Ok`.
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        let table = &self.tables.calls;
+        let target = match call_id {
+            Some(call_id) => call_id.clone(),
+            // The reservation there at the first attempt: no attempt made again cancels another.
+            None => match self.get_reservation(id, now).await? {
+                None => return Err(CancelError::NotFound),
+                Some(r) if r.status != ReservationStatus::Scheduled || r.pushes > 0 => {
+                    return Err(CancelError::TooLate(r.status_seen(now)));
+                }
+                Some(r) => r.call_id,
+            },
+        };
+        let request = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "SET #status = :cancelled, #updatedAt = :updatedAt REMOVE #dueShard",
+            "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
+             AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
+            call_values(&target, now, vec![]),
+        );
+        let old = match answered(table, request).await? {
+            Ok(_) => {
+                self.entomb(&target, id, now).await;
+                return Ok(());
+            }
+            Err(old) => old,
+        };
+        let Some(old) = old else {
+            return Err(CancelError::NotFound);
+        };
+        let existing = reservation_from_item(table, &old)?;
+        match existing.status {
+            _ if existing.is_expired(now) || existing.call_id != target => {
+                Err(CancelError::NotFound)
+            }
+            // This cancel's own earlier attempt (its reply lost).
+            ReservationStatus::Cancelled => {
+                self.entomb(&target, id, now).await;
+                Ok(())
+            }
+            // A push left already (it waits for its device's confirmation): `sent`.
+            _ => Err(CancelError::TooLate(existing.status_seen(now))),
+        }
+    }
+
+    /// One conditional update to `rang` (the first `rangAtMs` kept); a
+    /// refusal is told apart by the record it returns.
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        // Mostly after its run recorded the push; else a first push confirmed before that, which
+        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
+        // by which branch held.
+        let recorded = self.confirm_update(id, call_id, now, false).await?;
+        if recorded != ConfirmAnswer::NotFound {
+            return Ok(recorded);
+        }
+        self.confirm_update(id, call_id, now, true).await
+    }
+}
+
+impl DynamoStore {
     /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
     /// after a lost reply, or by a retry of the same create, it adds nothing unless another
     /// create's `ADD` came between: then once too many, never too few).
     async fn count_due(&self, minute: &str, reservation: &Reservation) -> Result<(), StoreError> {
         let table = &self.tables.calls;
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .update_expression("ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId")
-            .condition_expression("attribute_not_exists(#lastCallId) OR #lastCallId <> :callId")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL])))
-            .set_expression_attribute_values(Some(values(vec![
+        let result = update_item(
+            &self.client,
+            table,
+            format!("{DUE_COUNT_PREFIX}{minute}"),
+            "ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId",
+            "attribute_not_exists(#lastCallId) OR #lastCallId <> :callId",
+            offer(vec![
                 (":one", n(1)),
                 (":expireAt", n(reservation.expire_at.unwrap_or_default())),
                 (":callId", s(reservation.call_id.as_str())),
-            ])))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            // This create's own earlier `ADD` (its reply lost): counted.
-            Err(e) if condition_failed(&e) => Ok(()),
-            Err(e) => Err(sdk_error("UpdateItem", table, e)),
-        }
+            ]),
+        )
+        .send()
+        .await;
+        // Refused: this create's own earlier `ADD` (its reply lost) counted it.
+        written("UpdateItem", table, result).map(drop)
     }
 
     /// A put whose count could not be written is deleted again (while no run has claimed it),
@@ -186,21 +284,14 @@ impl DynamoStore {
         consistent: bool,
     ) -> Result<u32, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-            .consistent_read(consistent)
-            .projection_expression("#count")
-            .set_expression_attribute_names(Some(names(&[DUE_COUNT])))
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let key = format!("{DUE_COUNT_PREFIX}{minute}");
+        let read = read_item(&self.client, table, key, consistent, &[DUE_COUNT]).await?;
+        let Some(item) = read else {
             return Ok(0);
         };
-        let count = Reader { table, item }.opt_i64(DUE_COUNT)?.unwrap_or(0);
+        let count = Reader { table, item: &item }
+            .opt_i64(DUE_COUNT)?
+            .unwrap_or(0);
         Ok(u32::try_from(count.max(0)).unwrap_or(u32::MAX))
     }
 
@@ -212,106 +303,11 @@ impl DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
         let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
+        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
             return Ok(None);
         };
-        let reservation = reservation_from_item(table, item)?;
+        let reservation = reservation_from_item(table, &item)?;
         Ok((!reservation.is_expired(now)).then_some(reservation))
-    }
-
-    /// The device's reservation in any state but cancelled; `None` if none or expired.
-    pub(super) async fn reservation_item(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .reservation_record(id, now)
-            .await?
-            .filter(|r| r.status != ReservationStatus::Cancelled))
-    }
-
-    /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
-    /// the device holds now or `call_id`; then the call's tombstone, so that a keyed retry finds
-    /// it even after a newer reservation replaced this record. Made again after a lost reply,
-    /// the update meets its own `cancelled` record and answers `Ok`.
-    pub(super) async fn cancel_item(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        let table = &self.tables.calls;
-        let target = match call_id {
-            Some(call_id) => call_id.clone(),
-            // The reservation there at the first attempt: no attempt made again cancels another.
-            None => match self.reservation_item(id, now).await? {
-                None => return Err(CancelError::NotFound),
-                Some(r) if r.status != ReservationStatus::Scheduled || r.pushes > 0 => {
-                    return Err(CancelError::TooLate(r.status_seen(now)));
-                }
-                Some(r) => r.call_id,
-            },
-        };
-        let result = self
-            .client
-            .update_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(id.as_str()))
-            .update_expression("SET #status = :cancelled, #updatedAt = :now REMOVE #dueShard")
-            .condition_expression(
-                "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
-                 AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
-            )
-            .set_expression_attribute_names(Some(names(&[
-                STATUS, UPDATED_AT, DUE_SHARD, CALL_ID, EXPIRE_AT, PUSHES,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":cancelled", s(ReservationStatus::Cancelled.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-                (":now", s(rfc3339_millis(now))),
-                (":callId", s(target.as_str())),
-                (":nowSecs", n(now.timestamp())),
-            ])))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let err = match result {
-            Ok(_) => {
-                self.entomb(&target, id, now).await;
-                return Ok(());
-            }
-            Err(e) => e,
-        };
-        let old = match err.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
-            _ => return Err(CancelError::Store(sdk_error("UpdateItem", table, err))),
-        };
-        let Some(old) = old else {
-            return Err(CancelError::NotFound);
-        };
-        let existing = reservation_from_item(table, old)?;
-        match existing.status {
-            _ if existing.is_expired(now) || existing.call_id != target => {
-                Err(CancelError::NotFound)
-            }
-            // This cancel's own earlier attempt (its reply lost).
-            ReservationStatus::Cancelled => {
-                self.entomb(&target, id, now).await;
-                Ok(())
-            }
-            // A push left already (it waits for its device's confirmation): `sent`.
-            _ => Err(CancelError::TooLate(existing.status_seen(now))),
-        }
     }
 
     /// Writes the tombstone of a cancelled call (`cancelled#<callId>`, with the record's TTL).
@@ -338,31 +334,5 @@ impl DynamoStore {
             let e = sdk_error("PutItem", table, e);
             tracing::warn!(error = %e, call_id = call_id.as_str(), "cancelled call's tombstone not written");
         }
-    }
-
-    /// Whether `call_id` has a live tombstone.
-    pub(super) async fn was_cancelled_item(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key(
-                DEVICE_ID,
-                s(format!("{CANCELLED_PREFIX}{}", call_id.as_str())),
-            )
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| sdk_error("GetItem", table, e))?;
-        let Some(item) = out.item() else {
-            return Ok(false);
-        };
-        let expire_at = Reader { table, item }.opt_i64(EXPIRE_AT)?;
-        Ok(expire_at.is_none_or(|t| t > now.timestamp()))
     }
 }

@@ -1,11 +1,118 @@
-//! The embedded store's device records: registration against the device secret's state,
-//! proof, and expiry by TTL (a record past `expireAt` is gone, as DynamoDB's reads treat it).
+//! The embedded store's devices port: registration against the device secret's state, proof,
+//! and expiry by TTL (a record past `expireAt` is gone, as DynamoDB's reads treat it).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::Tables;
-use crate::domain::device::{Device, DeviceId};
-use crate::store::{DeviceProof, DeviceWrite};
+use super::{MemoryStore, Tables};
+use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::store::prelude::*;
+use crate::store::{DeviceProof, DeviceWrite, StoreError};
+
+#[async_trait]
+impl DeviceStore for MemoryStore {
+    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        tables
+            .devices
+            .insert(device.device_id.clone(), device.clone());
+        // A plain put replaces the whole record, its secret included (as DynamoDB's PutItem).
+        tables.device_secrets.remove(&device.device_id);
+        tables
+            .device_expiry
+            .insert(device.device_id.clone(), device.expire_at());
+        Ok(())
+    }
+
+    /// PUT /devices' write, at the device's `updated_at`.
+    async fn register_device(
+        &self,
+        device: &Device,
+        presented: Option<&str>,
+        new_secret_hash: &str,
+    ) -> Result<DeviceWrite, StoreError> {
+        let tables = &mut *self.lock();
+        let id = &device.device_id;
+        tables.expire_device(id, device.updated_at);
+        // A record whose token was removed keeps its secret: it still exists.
+        let exists = tables.devices.contains_key(id) || tables.device_secrets.contains_key(id);
+        let stored = tables.device_secrets.get(id).cloned();
+        let (secret, issued) = match (exists, stored, presented) {
+            (false, _, _) => ((new_secret_hash.to_owned(), false), true),
+            (true, Some((hash, _)), Some(p)) if hash == p => ((hash, true), false),
+            (true, _, Some(_)) => return Ok(DeviceWrite::Refused),
+            (true, Some((_, true)), None) => return Ok(DeviceWrite::Refused),
+            (true, Some((hash, false)), None) => ((hash, false), false),
+            (true, None, None) => ((new_secret_hash.to_owned(), false), true),
+        };
+        let proven = secret.1;
+        tables.devices.insert(id.clone(), device.clone());
+        tables.device_secrets.insert(id.clone(), secret);
+        tables.device_expiry.insert(id.clone(), device.expire_at());
+        Ok(DeviceWrite::Written { issued, proven })
+    }
+
+    async fn get_device(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let mut tables = self.lock();
+        tables.expire_device(id, now);
+        Ok(tables.devices.get(id).cloned())
+    }
+
+    /// Whether the record (live at `now`) holds `secret_hash`.
+    async fn prove_device(
+        &self,
+        id: &DeviceId,
+        secret_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        tables.expire_device(id, now);
+        Ok(match tables.device_secrets.get_mut(id) {
+            Some((hash, proven)) if hash == secret_hash => {
+                *proven = true;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn device_proof(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<DeviceProof, StoreError> {
+        let tables = &mut *self.lock();
+        tables.expire_device(id, now);
+        let has_token = tables.devices.contains_key(id);
+        let secret = tables.device_secrets.get(id);
+        if !has_token && secret.is_none() {
+            return Ok(DeviceProof::Unregistered);
+        }
+        Ok(DeviceProof::Registered {
+            secret_hash: secret.map(|(hash, _)| hash.clone()),
+            proven: secret.is_some_and(|(_, proven)| *proven),
+            has_token,
+        })
+    }
+
+    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables
+            .devices
+            .get(id)
+            .is_some_and(|d| &d.voip_token == token)
+        {
+            // The token goes; the secret and its state stay.
+            tables.devices.remove(id);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
 
 impl Tables {
     /// Forgets a device record past its TTL at `now` (as DynamoDB's TTL deletion would; the
@@ -19,60 +126,6 @@ impl Tables {
             self.devices.remove(id);
             self.device_secrets.remove(id);
             self.device_expiry.remove(id);
-        }
-    }
-
-    /// PUT /devices' write (`Store::register_device`), at the device's `updated_at`.
-    pub(super) fn register(
-        &mut self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> DeviceWrite {
-        let id = &device.device_id;
-        self.expire_device(id, device.updated_at);
-        // A record whose token was removed keeps its secret: it still exists.
-        let exists = self.devices.contains_key(id) || self.device_secrets.contains_key(id);
-        let stored = self.device_secrets.get(id).cloned();
-        let (secret, issued) = match (exists, stored, presented) {
-            (false, _, _) => ((new_secret_hash.to_owned(), false), true),
-            (true, Some((hash, _)), Some(p)) if hash == p => ((hash, true), false),
-            (true, _, Some(_)) => return DeviceWrite::Refused,
-            (true, Some((_, true)), None) => return DeviceWrite::Refused,
-            (true, Some((hash, false)), None) => ((hash, false), false),
-            (true, None, None) => ((new_secret_hash.to_owned(), false), true),
-        };
-        let proven = secret.1;
-        self.devices.insert(id.clone(), device.clone());
-        self.device_secrets.insert(id.clone(), secret);
-        self.device_expiry.insert(id.clone(), device.expire_at());
-        DeviceWrite::Written { issued, proven }
-    }
-
-    /// `Store::prove_device`: whether the record (live at `now`) holds `secret_hash`.
-    pub(super) fn prove(&mut self, id: &DeviceId, secret_hash: &str, now: DateTime<Utc>) -> bool {
-        self.expire_device(id, now);
-        match self.device_secrets.get_mut(id) {
-            Some((hash, proven)) if hash == secret_hash => {
-                *proven = true;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// `Store::device_proof` at `now`.
-    pub(super) fn proof(&mut self, id: &DeviceId, now: DateTime<Utc>) -> DeviceProof {
-        self.expire_device(id, now);
-        let has_token = self.devices.contains_key(id);
-        let secret = self.device_secrets.get(id);
-        if !has_token && secret.is_none() {
-            return DeviceProof::Unregistered;
-        }
-        DeviceProof::Registered {
-            secret_hash: secret.map(|(hash, _)| hash.clone()),
-            proven: secret.is_some_and(|(_, proven)| *proven),
-            has_token,
         }
     }
 }

@@ -1,14 +1,18 @@
-//! The embedded store's dispatch writes (claim, push mark, release, outcome), with DynamoDB's
-//! conditions: each also accepts a record its own run's token already wrote.
+//! The embedded store's dispatch port: the minute's count and watch, the shard's calls, and the
+//! writes (claim, push mark, release, outcome) with DynamoDB's conditions: each also accepts a
+//! record its own run's token already wrote.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::Tables;
+use super::{MemoryStore, Tables};
 use crate::domain::device::DeviceId;
+use crate::domain::due::DueCall;
 use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
-use crate::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome};
+use crate::store::prelude::*;
+use crate::store::{ClaimAnswer, Outcome, StoreError};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -27,24 +31,53 @@ fn claimed_by(r: &Reservation, run: &RunToken) -> bool {
     r.status == ReservationStatus::Claimed && r.claimed_by.as_ref() == Some(run)
 }
 
-impl Tables {
-    /// The device's reservation if it is this call's.
-    fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
-        self.reservations
-            .get_mut(id)
-            .filter(|r| &r.call_id == call_id)
+#[async_trait]
+impl DispatchStore for MemoryStore {
+    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
+        Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
     }
 
-    pub(super) fn claim(
-        &mut self,
+    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
+        Ok(self.lock().due_calls(minute, shard))
+    }
+
+    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).
+        if tables.raise_watch(minute, until, until) {
+            tables.wake_claimants.remove(minute);
+        }
+        Ok(())
+    }
+
+    async fn claim_wake(
+        &self,
+        minute: &str,
+        due_at: DateTime<Utc>,
+        until: DateTime<Utc>,
+        claimant: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        if tables.raise_watch(minute, due_at, until) {
+            let claimant = claimant.to_owned();
+            tables.wake_claimants.insert(minute.to_owned(), claimant);
+            return Ok(true);
+        }
+        let stands = tables.wake_claimants.get(minute);
+        Ok(stands.is_some_and(|by| by == claimant))
+    }
+
+    async fn claim_due(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> ClaimAnswer {
-        let Some(r) = self.reservations.get_mut(id) else {
-            return ClaimAnswer::Refused(None);
+    ) -> Result<ClaimAnswer, StoreError> {
+        let tables = &mut *self.lock();
+        let Some(r) = tables.reservations.get_mut(id) else {
+            return Ok(ClaimAnswer::Refused(None));
         };
         let early = r.status == ReservationStatus::Scheduled
             && r.pushes > 0
@@ -54,41 +87,43 @@ impl Tables {
             || !(is_claimable(r, abandoned_before) || claimed_by(r, run))
         {
             let current = (!r.is_expired(now)).then(|| Box::new(r.clone()));
-            return ClaimAnswer::Refused(current);
+            return Ok(ClaimAnswer::Refused(current));
         }
         r.status = ReservationStatus::Claimed;
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
-        ClaimAnswer::Won { pushes: r.pushes }
+        Ok(ClaimAnswer::Won { pushes: r.pushes })
     }
 
-    pub(super) fn mark(
-        &mut self,
+    async fn mark_push_started(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
         confirms: bool,
-    ) -> bool {
-        match self.call_mut(id, call_id) {
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
             Some(r) if claimed_by(r, run) => {
                 r.push_started_at.get_or_insert(now);
                 r.confirms |= confirms;
                 true
             }
             _ => false,
-        }
+        })
     }
 
-    pub(super) fn release(
-        &mut self,
+    async fn release_claim(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> bool {
-        match self.call_mut(id, call_id) {
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
             Some(r) if claimed_by(r, run) => {
                 r.status = ReservationStatus::Scheduled;
                 r.claimed_at = None;
@@ -99,20 +134,21 @@ impl Tables {
             }
             Some(r) => r.status == ReservationStatus::Scheduled,
             None => false,
-        }
+        })
     }
 
-    pub(super) fn finish(
-        &mut self,
+    async fn finish_reservation(
+        &self,
         id: &DeviceId,
         call_id: &CallId,
         outcome: Outcome,
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> bool {
-        let Some(r) = self.call_mut(id, call_id) else {
-            return false;
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        let Some(r) = tables.call_mut(id, call_id) else {
+            return Ok(false);
         };
         // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
         let own = r.status == outcome.status()
@@ -136,7 +172,7 @@ impl Tables {
                 }
             };
         if !allowed {
-            return false;
+            return Ok(false);
         }
         r.status = outcome.status();
         r.finished_by = Some(run.clone());
@@ -149,82 +185,23 @@ impl Tables {
             r.claimed_by = None;
             r.push_started_at = None;
             r.confirms = false;
-            return true;
+            return Ok(true);
         }
         if outcome == Outcome::Sent {
             r.pushes = r.pushes.max(1);
         }
         r.expire_at = Some(terminal_expiry(now));
-        self.unindex(id);
-        true
+        tables.unindex(id);
+        Ok(true)
     }
+}
 
-    /// `Store::cancel_reservation`: `scheduled` (no push left) → `cancelled`, kept as the call's
-    /// tombstone; its `callId` remembered until its TTL.
-    pub(super) fn cancel(
-        &mut self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        let r = match self.reservations.get_mut(id) {
-            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
-            _ => return Err(CancelError::NotFound),
-        };
-        match r.status {
-            // A push left already: it waits for its device's confirmation.
-            ReservationStatus::Scheduled if r.pushes > 0 => {
-                return Err(CancelError::TooLate(ReservationStatus::Sent));
-            }
-            ReservationStatus::Scheduled => {}
-            // Cancelled before: by this cancel (an attempt made again), if it names the call.
-            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
-            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            status => return Err(CancelError::TooLate(status)),
-        }
-        r.status = ReservationStatus::Cancelled;
-        r.updated_at = now;
-        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
-        self.unindex(id);
-        self.cancelled_calls.insert(call, expire_at);
-        Ok(())
-    }
-
-    /// `Store::confirm_call`: see its rules there.
-    pub(super) fn confirm(
-        &mut self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> ConfirmAnswer {
-        let Some(r) = self.call_mut(id, call_id).filter(|r| !r.is_expired(now)) else {
-            return ConfirmAnswer::NotFound;
-        };
-        let marked = r.push_started_at.is_some();
-        let confirmable = match r.status {
-            ReservationStatus::Rang => return ConfirmAnswer::Rang(Box::new(r.clone())),
-            ReservationStatus::Sent | ReservationStatus::Unconfirmed => true,
-            ReservationStatus::Scheduled => r.pushes > 0,
-            ReservationStatus::Claimed if r.pushes > 0 && marked => {
-                return ConfirmAnswer::PushInFlight;
-            }
-            ReservationStatus::Claimed => r.pushes > 0 || marked,
-            _ => false,
-        };
-        if !confirmable {
-            return ConfirmAnswer::NotFound;
-        }
-        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
-            // Its first push, confirmed before its run recorded it: it left.
-            r.pushes = 1;
-        }
-        r.status = ReservationStatus::Rang;
-        r.rang_at = Some(now);
-        r.updated_at = now;
-        r.expire_at = Some(terminal_expiry(now));
-        let rang = Box::new(r.clone());
-        self.unindex(id);
-        ConfirmAnswer::Rang(rang)
+impl Tables {
+    /// The device's reservation if it is this call's.
+    pub(super) fn call_mut(&mut self, id: &DeviceId, call_id: &CallId) -> Option<&mut Reservation> {
+        self.reservations
+            .get_mut(id)
+            .filter(|r| &r.call_id == call_id)
     }
 }
 

@@ -1,23 +1,20 @@
 //! The embedded store for local runs and fast tests: the same rules as DynamoDB, under one lock.
+//! Each port is implemented in its file: `devices`, `reservations`, `dispatch` (with the bucket
+//! index in `due`), `usage` (counters and kept answers).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, StoreError,
-};
-use crate::domain::device::{Device, DeviceId, VoipToken};
-use crate::domain::due::DueCall;
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
-use crate::store::prelude::*;
+use super::IdempotentAnswer;
+use crate::domain::device::{Device, DeviceId};
+use crate::domain::reservation::{CallId, Reservation};
 
 mod devices;
 mod dispatch;
 mod due;
+mod reservations;
 mod usage;
 
 #[derive(Default)]
@@ -51,8 +48,6 @@ struct Tables {
     due_keys: HashMap<DeviceId, String>,
 }
 
-type Answer = Result<bool, StoreError>;
-
 #[derive(Default)]
 pub struct MemoryStore {
     tables: Mutex<Tables>,
@@ -74,230 +69,5 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave a half-written record (every write is one
         // insert/remove), so a poisoned lock is safe to reuse.
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[async_trait]
-impl DeviceStore for MemoryStore {
-    async fn put_device(&self, device: &Device) -> Result<(), StoreError> {
-        let mut tables = self.lock();
-        tables
-            .devices
-            .insert(device.device_id.clone(), device.clone());
-        // A plain put replaces the whole record, its secret included (as DynamoDB's PutItem).
-        tables.device_secrets.remove(&device.device_id);
-        tables
-            .device_expiry
-            .insert(device.device_id.clone(), device.expire_at());
-        Ok(())
-    }
-
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
-        Ok(self.lock().register(device, presented, new_secret_hash))
-    }
-
-    async fn get_device(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Device>, StoreError> {
-        let mut tables = self.lock();
-        tables.expire_device(id, now);
-        Ok(tables.devices.get(id).cloned())
-    }
-
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().prove(id, secret_hash, now))
-    }
-
-    async fn device_proof(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<DeviceProof, StoreError> {
-        Ok(self.lock().proof(id, now))
-    }
-
-    async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        if tables
-            .devices
-            .get(id)
-            .is_some_and(|d| &d.voip_token == token)
-        {
-            // The token goes; the secret and its state stay.
-            tables.devices.remove(id);
-            return Ok(true);
-        }
-        Ok(false)
-    }
-}
-
-#[async_trait]
-impl ReservationStore for MemoryStore {
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        let mut tables = self.lock();
-        if let Some(existing) = tables.reservations.get(&reservation.device_id) {
-            if existing.call_id == reservation.call_id && !existing.is_expired(now) {
-                if existing.status == ReservationStatus::Cancelled {
-                    return Err(CreateError::Cancelled);
-                }
-                // This very reservation again (a retry): created already, counted once.
-                return Ok(Created::Already(Box::new(existing.clone())));
-            }
-            let replaceable = existing.status.is_terminal()
-                || existing.is_expired(now)
-                || existing.scheduled_at.utc() < stale_before;
-            if !replaceable {
-                return Err(CreateError::Exists);
-            }
-        }
-        tables.index_due(reservation);
-        tables
-            .reservations
-            .insert(reservation.device_id.clone(), reservation.clone());
-        Ok(Created::New)
-    }
-
-    async fn get_reservation(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .lock()
-            .reservations
-            .get(id)
-            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
-            .cloned())
-    }
-
-    async fn was_cancelled(
-        &self,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self
-            .lock()
-            .cancelled_calls
-            .get(call_id)
-            .is_some_and(|t| *t > now.timestamp()))
-    }
-
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
-        self.lock().cancel(id, call_id, now)
-    }
-
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
-        Ok(self.lock().confirm(id, call_id, now))
-    }
-}
-
-#[async_trait]
-impl DispatchStore for MemoryStore {
-    async fn due_count(&self, minute: &str) -> Result<u32, StoreError> {
-        Ok(self.lock().due_counts.get(minute).copied().unwrap_or(0))
-    }
-
-    async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError> {
-        Ok(self.lock().due_calls(minute, shard))
-    }
-
-    async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-        let mut tables = self.lock();
-        // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).
-        if tables.raise_watch(minute, until, until) {
-            tables.wake_claimants.remove(minute);
-        }
-        Ok(())
-    }
-
-    async fn claim_wake(
-        &self,
-        m: &str,
-        due: DateTime<Utc>,
-        until: DateTime<Utc>,
-        by: &str,
-    ) -> Answer {
-        let mut tables = self.lock();
-        if tables.raise_watch(m, due, until) {
-            tables.wake_claimants.insert(m.to_owned(), by.to_owned());
-            return Ok(true);
-        }
-        Ok(tables
-            .wake_claimants
-            .get(m)
-            .is_some_and(|claimant| claimant == by))
-    }
-
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<ClaimAnswer, StoreError> {
-        Ok(self.lock().claim(id, call_id, run, now, abandoned_before))
-    }
-
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().mark(id, call_id, run, now, confirms))
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().release(id, call_id, run, now))
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        Ok(self
-            .lock()
-            .finish(id, call_id, outcome, run, now, abandoned_before))
     }
 }

@@ -1,0 +1,198 @@
+//! A store layer: one hook ([`StoreLayer::around`]) that every request of the five ports passes.
+//!
+//! A layer in front of an inner store (the test kit's held replies, its DynamoDB limits, its
+//! failing store) implements [`StoreLayer`] and is a [`Store`] by that alone: each method of
+//! the ports becomes an [`Op`] naming the request and its arguments, and the hook decides what
+//! happens around the inner store's answer (hold it, retry it, charge it, refuse it). What a
+//! layer does not change it hands on with `call().await`.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{
+    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+};
+use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::due::DueCall;
+use crate::domain::reservation::{CallId, Reservation, RunToken};
+use crate::store::prelude::*;
+
+type Time = DateTime<Utc>;
+
+/// The inner store's answer to one request, made when called (and made again when called again,
+/// as a retry makes it).
+pub type Call<'a, T, E> =
+    &'a (dyn Fn() -> Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'a>> + Send + Sync);
+
+/// What a layer does around each request of the store's ports on its way to [`StoreLayer::inner`].
+#[async_trait]
+pub trait StoreLayer: Send + Sync {
+    /// The store behind the layer.
+    type Inner: Store + ?Sized;
+
+    fn inner(&self) -> &Self::Inner;
+
+    /// Answers `op`: with `call()`, the inner store's answer, or without it.
+    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send;
+}
+
+/// One request of the store's ports: a variant per method, named after it, with the method's
+/// arguments in its order.
+#[derive(Clone, Copy)]
+pub enum Op<'a> {
+    PutDevice(&'a Device),
+    RegisterDevice(&'a Device, Option<&'a str>, &'a str),
+    GetDevice(&'a DeviceId, Time),
+    DeviceProof(&'a DeviceId, Time),
+    ProveDevice(&'a DeviceId, &'a str, Time),
+    RemoveDevice(&'a DeviceId, &'a VoipToken),
+    CreateReservation(&'a Reservation, Time, Time),
+    WasCancelled(&'a CallId, Time),
+    GetReservation(&'a DeviceId, Time),
+    CancelReservation(&'a DeviceId, Option<&'a CallId>, Time),
+    ConfirmCall(&'a DeviceId, &'a CallId, Time),
+    DueCount(&'a str),
+    DueCalls(&'a str, u32),
+    WatchMinute(&'a str, Time),
+    ClaimWake(&'a str, Time, Time, &'a str),
+    ClaimDue(&'a DeviceId, &'a CallId, &'a RunToken, Time, Time),
+    MarkPushStarted(&'a DeviceId, &'a CallId, &'a RunToken, Time, bool),
+    ReleaseClaim(&'a DeviceId, &'a CallId, &'a RunToken, Time),
+    FinishReservation(&'a DeviceId, &'a CallId, Outcome, &'a RunToken, Time, Time),
+    CountAgentUse(&'a DeviceId, &'a str, u32, i64),
+    CountPlanAnswer(&'a str, u32, i64),
+    ReserveTokens(&'a str, &'a str, u64, u64, i64),
+    SettleTokens(&'a str, &'a str, i64, i64),
+    ClaimCeilingNotice(&'a str, &'a str, i64),
+    IdempotentAnswer(&'a str, Time),
+    KeepIdempotentAnswer(&'a IdempotentAnswer, Time),
+}
+
+/// The DynamoDB request an [`Op`] stands for: the one the DynamoDB adapter makes its change (or
+/// its read) with (a few make a read or a count before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    GetItem,
+    PutItem,
+    UpdateItem,
+    Query,
+}
+
+impl Request {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Request::GetItem => "GetItem",
+            Request::PutItem => "PutItem",
+            Request::UpdateItem => "UpdateItem",
+            Request::Query => "Query",
+        }
+    }
+}
+
+impl Op<'_> {
+    pub fn request(&self) -> Request {
+        use Op::*;
+        match self {
+            GetDevice(..) | DeviceProof(..) | WasCancelled(..) | GetReservation(..)
+            | DueCount(..) | IdempotentAnswer(..) => Request::GetItem,
+            PutDevice(..)
+            | RegisterDevice(..)
+            | CreateReservation(..)
+            | KeepIdempotentAnswer(..) => Request::PutItem,
+            DueCalls(..) => Request::Query,
+            ProveDevice(..)
+            | RemoveDevice(..)
+            | CancelReservation(..)
+            | ConfirmCall(..)
+            | WatchMinute(..)
+            | ClaimWake(..)
+            | ClaimDue(..)
+            | MarkPushStarted(..)
+            | ReleaseClaim(..)
+            | FinishReservation(..)
+            | CountAgentUse(..)
+            | CountPlanAnswer(..)
+            | ReserveTokens(..)
+            | SettleTokens(..)
+            | ClaimCeilingNotice(..) => Request::UpdateItem,
+        }
+    }
+}
+
+/// The ports for every [`StoreLayer`], from one table: each method's [`Op`], its arguments and
+/// its answer. The inner call is made only when the hook calls it.
+macro_rules! layered {
+    ($($port:ident { $($op:ident: fn $method:ident($($arg:ident: $ty:ty),*) -> $answer:ty;)* })*) => {$(
+        #[async_trait]
+        impl<L: StoreLayer> $port for L {$(
+            async fn $method(&self, $($arg: $ty),*) -> $answer {
+                let inner = self.inner();
+                self.around(Op::$op($($arg),*), &move || inner.$method($($arg),*))
+                    .await
+            }
+        )*}
+    )*};
+}
+
+type Answer<T> = Result<T, StoreError>;
+
+layered! {
+    DeviceStore {
+        PutDevice: fn put_device(device: &Device) -> Answer<()>;
+        RegisterDevice: fn register_device(
+            device: &Device, presented: Option<&str>, new_secret_hash: &str) -> Answer<DeviceWrite>;
+        GetDevice: fn get_device(id: &DeviceId, now: Time) -> Answer<Option<Device>>;
+        DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
+        ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
+        RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
+    }
+    ReservationStore {
+        CreateReservation: fn create_reservation(
+            reservation: &Reservation, now: Time, stale_before: Time) -> Result<Created, CreateError>;
+        WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
+        GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
+        CancelReservation: fn cancel_reservation(
+            id: &DeviceId, call_id: Option<&CallId>, now: Time) -> Result<(), CancelError>;
+        ConfirmCall: fn confirm_call(
+            id: &DeviceId, call_id: &CallId, now: Time) -> Answer<ConfirmAnswer>;
+    }
+    DispatchStore {
+        DueCount: fn due_count(minute: &str) -> Answer<u32>;
+        DueCalls: fn due_calls(minute: &str, shard: u32) -> Answer<Vec<DueCall>>;
+        WatchMinute: fn watch_minute(minute: &str, until: Time) -> Answer<()>;
+        ClaimWake: fn claim_wake(
+            minute: &str, due_at: Time, until: Time, claimant: &str) -> Answer<bool>;
+        ClaimDue: fn claim_due(id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time,
+            abandoned_before: Time) -> Answer<ClaimAnswer>;
+        MarkPushStarted: fn mark_push_started(id: &DeviceId, call_id: &CallId, run: &RunToken,
+            now: Time, confirms: bool) -> Answer<bool>;
+        ReleaseClaim: fn release_claim(
+            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
+        FinishReservation: fn finish_reservation(id: &DeviceId, call_id: &CallId,
+            outcome: Outcome, run: &RunToken, now: Time, abandoned_before: Time) -> Answer<bool>;
+    }
+    UsageStore {
+        CountAgentUse: fn count_agent_use(
+            id: &DeviceId, day: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
+        CountPlanAnswer: fn count_plan_answer(
+            plan_id: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
+        ReserveTokens: fn reserve_tokens(api: &str, day: &str, tokens: u64, ceiling: u64,
+            expire_at: i64) -> Answer<SpendOutcome>;
+        SettleTokens: fn settle_tokens(
+            api: &str, day: &str, delta: i64, expire_at: i64) -> Answer<()>;
+        ClaimCeilingNotice: fn claim_ceiling_notice(
+            api: &str, day: &str, expire_at: i64) -> Answer<bool>;
+    }
+    IdempotencyStore {
+        IdempotentAnswer: fn idempotent_answer(key: &str, now: Time) -> Answer<Option<IdempotentAnswer>>;
+        KeepIdempotentAnswer: fn keep_idempotent_answer(
+            answer: &IdempotentAnswer, now: Time) -> Answer<bool>;
+    }
+}

@@ -1,0 +1,137 @@
+//! The embedded store's reservations port: a device's one reservation, its create, read and
+//! cancel (to a tombstone its `callId` is remembered by), and the device's confirmation.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::MemoryStore;
+use crate::domain::device::DeviceId;
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
+use crate::store::prelude::*;
+use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
+
+#[async_trait]
+impl ReservationStore for MemoryStore {
+    async fn create_reservation(
+        &self,
+        reservation: &Reservation,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<Created, CreateError> {
+        let mut tables = self.lock();
+        if let Some(existing) = tables.reservations.get(&reservation.device_id) {
+            if existing.call_id == reservation.call_id && !existing.is_expired(now) {
+                if existing.status == ReservationStatus::Cancelled {
+                    return Err(CreateError::Cancelled);
+                }
+                // This very reservation again (a retry): created already, counted once.
+                return Ok(Created::Already(Box::new(existing.clone())));
+            }
+            let replaceable = existing.status.is_terminal()
+                || existing.is_expired(now)
+                || existing.scheduled_at.utc() < stale_before;
+            if !replaceable {
+                return Err(CreateError::Exists);
+            }
+        }
+        tables.index_due(reservation);
+        tables
+            .reservations
+            .insert(reservation.device_id.clone(), reservation.clone());
+        Ok(Created::New)
+    }
+
+    async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        Ok(self
+            .lock()
+            .reservations
+            .get(id)
+            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
+            .cloned())
+    }
+
+    async fn was_cancelled(
+        &self,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        Ok(self
+            .lock()
+            .cancelled_calls
+            .get(call_id)
+            .is_some_and(|t| *t > now.timestamp()))
+    }
+
+    /// `scheduled` (no push left) → `cancelled`, kept as the call's
+    /// tombstone; its `callId` remembered until its TTL.
+    async fn cancel_reservation(
+        &self,
+        id: &DeviceId,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        let tables = &mut *self.lock();
+        let r = match tables.reservations.get_mut(id) {
+            Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
+            _ => return Err(CancelError::NotFound),
+        };
+        match r.status {
+            // A push left already: it waits for its device's confirmation.
+            ReservationStatus::Scheduled if r.pushes > 0 => {
+                return Err(CancelError::TooLate(ReservationStatus::Sent));
+            }
+            ReservationStatus::Scheduled => {}
+            // Cancelled before: by this cancel (an attempt made again), if it names the call.
+            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
+            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
+            status => return Err(CancelError::TooLate(status)),
+        }
+        r.status = ReservationStatus::Cancelled;
+        r.updated_at = now;
+        let (call, expire_at) = (r.call_id.clone(), r.expire_at.unwrap_or(i64::MAX));
+        tables.unindex(id);
+        tables.cancelled_calls.insert(call, expire_at);
+        Ok(())
+    }
+
+    async fn confirm_call(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        now: DateTime<Utc>,
+    ) -> Result<ConfirmAnswer, StoreError> {
+        let tables = &mut *self.lock();
+        let Some(r) = tables.call_mut(id, call_id).filter(|r| !r.is_expired(now)) else {
+            return Ok(ConfirmAnswer::NotFound);
+        };
+        let marked = r.push_started_at.is_some();
+        let confirmable = match r.status {
+            ReservationStatus::Rang => return Ok(ConfirmAnswer::Rang(Box::new(r.clone()))),
+            ReservationStatus::Sent | ReservationStatus::Unconfirmed => true,
+            ReservationStatus::Scheduled => r.pushes > 0,
+            ReservationStatus::Claimed if r.pushes > 0 && marked => {
+                return Ok(ConfirmAnswer::PushInFlight);
+            }
+            ReservationStatus::Claimed => r.pushes > 0 || marked,
+            _ => false,
+        };
+        if !confirmable {
+            return Ok(ConfirmAnswer::NotFound);
+        }
+        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
+            // Its first push, confirmed before its run recorded it: it left.
+            r.pushes = 1;
+        }
+        r.status = ReservationStatus::Rang;
+        r.rang_at = Some(now);
+        r.updated_at = now;
+        r.expire_at = Some(terminal_expiry(now));
+        let rang = Box::new(r.clone());
+        tables.unindex(id);
+        Ok(ConfirmAnswer::Rang(rang))
+    }
+}
