@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # APNs pool: N pushes all due at one instant (07:00:00 JST, say) against the stand-in APNs with
-# production's limits (testkit/src/push/limited.rs: 1,000 streams per connection, 120 ± 30 ms per
+# production's limits (testkit/src/push/limited/mod.rs: 1,000 streams per connection, 120 ± 30 ms per
 # push, 150 ms handshake on a connection's first unwarmed use), through one open connection, the
 # push pool prepared ahead of the instant, and the pool cold (bench/bins/src/bin/bench-apns-pool.rs).
 # Prints a table of lateness after the due instant: when each push left (had a stream) and when it

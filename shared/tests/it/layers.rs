@@ -1,21 +1,31 @@
-//! The library's shape: no two top-level modules of `shared/src` import each other, directly or
-//! through others (the layers run one way), and no file is over ~400 lines except the ones
-//! docs/architecture.md names with the reason.
+//! The code's shape: no two top-level modules of `shared/src` import each other, directly or
+//! through others (the layers run one way), and no source file of the workspace's packages is
+//! over 400 lines or lacks its `//!` summary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use koe_testkit::template::repo_root;
 
-/// Files allowed past 400 lines (docs/architecture.md, "Where things are"), with the most they
-/// may have.
-const LONG_FILES: &[(&str, usize)] = &[("domain/agent.rs", 520)];
 const MAX_LINES: usize = 400;
+
+/// The source folders of the workspace's packages (`members` in Cargo.toml).
+const PACKAGE_DIRS: &[&str] = &[
+    "shared/src",
+    "shared/tests",
+    "testkit",
+    "functions",
+    "koe-local",
+    "bench/bins",
+];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
+            if path.file_name().is_some_and(|name| name == "target") {
+                continue;
+            }
             sources(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
@@ -111,17 +121,35 @@ fn the_circle_check_finds_a_circle() {
     assert!(circle(&graph).is_some());
 }
 
+/// A binary's root (`src/bin/*.rs`, `src/main.rs`): it needs no `//!` summary, other files do.
+fn is_binary_root(rel: &str) -> bool {
+    rel.contains("/src/bin/") || rel.ends_with("/src/main.rs")
+}
+
 #[test]
-fn files_stay_short_except_the_named_ones() {
-    for (rel, file) in library_files() {
-        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
-        let max = LONG_FILES
-            .iter()
-            .find(|(name, _)| *name == rel)
-            .map_or(MAX_LINES, |(_, max)| *max);
-        assert!(
-            lines <= max,
-            "shared/src/{rel} has {lines} lines (at most {max})"
-        );
+fn every_source_file_is_short_and_opens_with_its_summary() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in PACKAGE_DIRS {
+        sources(&root.join(dir), &mut files);
     }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut problems = Vec::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines = text.lines().count();
+        if lines > MAX_LINES {
+            problems.push(format!("{rel} has {lines} lines (at most {MAX_LINES})"));
+        }
+        if !is_binary_root(&rel) && !text.starts_with("//!") {
+            problems.push(format!("{rel} does not open with a `//!` summary"));
+        }
+    }
+    problems.sort();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

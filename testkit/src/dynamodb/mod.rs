@@ -3,7 +3,7 @@
 //! TTL), so the tests exercise exactly the tables that get deployed. Nothing about the schema is
 //! written here.
 //!
-//! The tests start DynamoDB Local themselves ([`DynamoDbLocal`], in `dynamodb/local.rs`): each
+//! The tests start DynamoDB Local themselves ([`DynamoDbLocal`], in `dynamodb/local/`): each
 //! test process starts one shared in-memory instance on first use ([`endpoint`], [`client`],
 //! [`fresh_store`]) and it dies with the process; tests of an outage start instances of their
 //! own ([`DynamoDbLocal::on_disk`]) and stop and start them. `KOE_TEST_DYNAMODB_ENDPOINT`, if

@@ -1,6 +1,8 @@
 //! Unit tests of the limits model: rates, refill, all or nothing, debts, refunds, and its
 //! in-process use on items.
 
+use std::time::{Duration, Instant};
+
 use super::*;
 
 fn write(target: Target, key: &str, units: f64) -> Charge {

@@ -9,8 +9,7 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use koe::App;
 use koe::clock::Clock;
 use koe::config::Vars;
@@ -18,7 +17,7 @@ use koe::domain::device::{Device, DeviceId};
 use koe::metrics::MemorySink;
 use koe::push::PushSender;
 use koe::routes::Adapters;
-use koe::store::{Call, Op, Store, StoreError, StoreLayer};
+use koe::store::Store;
 
 use crate::events::RecordingEventBus;
 use crate::function_url::FunctionUrl;
@@ -315,162 +314,11 @@ pub fn on_store(app: App, store: Option<Arc<dyn Store>>) -> App {
         None => app,
     }
 }
+mod answers;
+mod fakes;
 
-/// Sends a request built with `TestApp::agent*`.
-pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Response {
-    request.send().await.expect("request reaches the app")
-}
-
-/// Sends the request, presenting the device's secret (`X-Device-Secret`) when it has one.
-pub async fn send_with_secret(
-    request: reqwest::RequestBuilder,
-    secret: Option<&str>,
-) -> reqwest::Response {
-    match secret {
-        Some(secret) => send(request.header("x-device-secret", secret)).await,
-        None => send(request).await,
-    }
-}
-
-/// A response header as text, if present.
-pub fn header(response: &reqwest::Response, name: &str) -> Option<String> {
-    response
-        .headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
-}
-
-/// Asserts the contract's error body and returns it.
-pub async fn error_body(response: reqwest::Response, status: u16, code: &str) -> serde_json::Value {
-    assert_eq!(response.status().as_u16(), status, "status");
-    assert_eq!(
-        response.headers()["content-type"],
-        "application/json",
-        "content-type"
-    );
-    let body: serde_json::Value = response.json().await.expect("error body is JSON");
-    assert_eq!(body["code"], code, "code in {body}");
-    assert!(
-        body["message"].as_str().is_some_and(|m| !m.is_empty()),
-        "message in {body}"
-    );
-    assert_eq!(
-        body["error"], body["message"],
-        "error mirrors message in {body}"
-    );
-    body
-}
-
-/// As [`error_body`]; returns the error's message.
-pub async fn error_message(response: reqwest::Response, status: u16, code: &str) -> String {
-    let body = error_body(response, status, code).await;
-    body["message"].as_str().unwrap_or_default().to_owned()
-}
-
-/// Asserts the answer to a request that no route matches, as the front gives it: koe-local's
-/// contract error (404 NOT_FOUND, or 405 METHOD_NOT_ALLOWED with `Allow: allow` when the path
-/// has other methods), or API Gateway's own 404 `{"message":"Not Found"}` (an HTTP API has no
-/// 405: a method without a route is a route that does not exist).
-pub async fn route_miss(response: reqwest::Response, allow: Option<&str>) {
-    match (front(), allow) {
-        (Front::Local, None) => {
-            error_body(response, 404, "NOT_FOUND").await;
-        }
-        (Front::Local, Some(allow)) => {
-            assert_eq!(header(&response, "allow").as_deref(), Some(allow), "Allow");
-            error_body(response, 405, "METHOD_NOT_ALLOWED").await;
-        }
-        (Front::Lambda, _) => {
-            assert_eq!(
-                header(&response, "allow"),
-                None,
-                "API Gateway sends no Allow"
-            );
-            gateway_error(response, 404, "Not Found").await;
-        }
-    }
-}
-
-/// Asserts one of API Gateway's own answers (no function ran): `status`, JSON
-/// `{"message": message}` and nothing else.
-pub async fn gateway_error(response: reqwest::Response, status: u16, message: &str) {
-    assert_eq!(response.status().as_u16(), status, "status");
-    assert_eq!(
-        header(&response, "content-type").as_deref(),
-        Some("application/json"),
-        "content-type"
-    );
-    assert!(
-        header(&response, "apigw-requestid").is_some(),
-        "API Gateway's request id"
-    );
-    let body: serde_json::Value = response.json().await.expect("API Gateway's body is JSON");
-    assert_eq!(body, serde_json::json!({ "message": message }));
-}
-
-/// Asserts a 400 INVALID_REQUEST whose message starts with `field` (the field it names).
-pub async fn invalid_field(response: reqwest::Response, field: &str) -> serde_json::Value {
-    let body = error_body(response, 400, "INVALID_REQUEST").await;
-    let message = body["message"].as_str().unwrap_or_default();
-    assert!(
-        message.starts_with(&format!("{field} ")),
-        "message names {field}: {body}"
-    );
-    body
-}
-
-/// A store whose every operation fails, as DynamoDB does in an outage: handlers must answer 503.
-pub struct FailingStore;
-
-#[async_trait]
-impl StoreLayer for FailingStore {
-    /// None: no request gets past the layer.
-    type Inner = FailingStore;
-
-    fn inner(&self) -> &FailingStore {
-        self
-    }
-
-    async fn around<T, E>(&self, _: Op<'_>, _: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        Err(StoreError::new("store down (test)").into())
-    }
-}
-
-/// Step ids as round 1 issues them for `device` at `now` (a plan of `steps` steps, signed with
-/// [`TEST_STEP_KEY`], the device hashed with `salt`): for tests of round 2 that do not run a
-/// round 1 first.
-pub fn issued_step_ids_with(
-    salt: &str,
-    device: &str,
-    steps: usize,
-    now: DateTime<Utc>,
-) -> Vec<String> {
-    use koe::agent::binding::StepSigner;
-    use koe::domain::agent::{Capability, PlanStep};
-    let t = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00+09:00").expect("valid");
-    let mut plan: Vec<PlanStep> = (0..steps)
-        .map(|_| PlanStep {
-            id: String::new(),
-            tool: Capability::Calendar,
-            from: t,
-            to: t + chrono::Duration::days(1),
-        })
-        .collect();
-    let device = DeviceId::parse("deviceId", device).expect("a valid device id");
-    StepSigner::new(koe::config::Secret::new(TEST_STEP_KEY)).sign_plan(
-        &mut plan,
-        &device.log_hash(salt),
-        now,
-    );
-    plan.into_iter().map(|s| s.id).collect()
-}
-
-/// One step id of a fresh plan, as round 1 issues it for `device` at `now` with the default
-/// `DEVICE_HASH_SALT` (`koe`).
-pub fn issued_step_id(device: &str, now: DateTime<Utc>) -> String {
-    issued_step_ids_with("koe", device, 1, now).remove(0)
-}
+pub use self::answers::{
+    error_body, error_message, gateway_error, header, invalid_field, route_miss, send,
+    send_with_secret,
+};
+pub use self::fakes::{FailingStore, issued_step_id, issued_step_ids_with};
