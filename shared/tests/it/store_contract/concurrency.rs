@@ -119,6 +119,9 @@ async fn concurrent_creates_for_one_device_have_one_winner(store: DynStore) {
     );
 }
 
+// The race takes its trials per adapter (fewer on DynamoDB Local), so the two modules that
+// `contract_suite!` would make are written out here.
+
 mod memory {
     on_each_store!(@store koe::store::memory::MemoryStore::new();
         ; threads 4: concurrent_creates_for_one_device_have_one_winner);

@@ -49,4 +49,4 @@ async fn idempotent_answers_are_kept_first_wins_until_they_expire(store: DynStor
     assert_eq!(store.idempotent_answer(&other, now).await.unwrap(), None);
 }
 
-contract_suite!(idempotent_answers_are_kept_first_wins_until_they_expire,);
+contract_suite!(idempotent_answers_are_kept_first_wins_until_they_expire);
