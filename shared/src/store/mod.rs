@@ -2,7 +2,7 @@
 //! [`UsageStore`], [`IdempotencyStore`]; [`Store`] is their sum, what an adapter implements).
 //!
 //! Two adapters with the same semantics, held to one contract test suite
-//! (`shared/tests/it/store_contract.rs` and its `store_contract_*` siblings): DynamoDB
+//! (`shared/tests/it/store_contract/` and its `store_contract_*` siblings): DynamoDB
 //! (`dynamodb`) and in-memory (`memory`).
 //! Every conditional rule below is one conditional write in DynamoDB, so concurrent callers can
 //! never both win. The store takes `now` from the caller (the app's `Clock`): records whose TTL

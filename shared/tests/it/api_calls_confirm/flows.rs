@@ -1,139 +1,22 @@
-//! POST /calls/confirm and `confirmsCalls` over HTTP against the real local server, with a manual
-//! clock, on the memory store and on DynamoDB Local. Pushes are driven through the store the
-//! server uses, as the dispatcher makes them (claim, push mark, outcome).
+//! The flows of confirming a call, run on each store (memory, DynamoDB Local).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use koe::clock::Clock;
-use koe::domain::reservation::{CallId, RunToken};
-use koe::store::{ClaimAnswer, Outcome};
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{
-    TestApp, error_body, header, invalid_field, send, send_with_secret, spawn_app_with,
-};
+use koe_testkit::harness::{TestApp, error_body, invalid_field, spawn_app_with};
 use serde_json::{Value, json};
 
-use super::api_calls::{device_id, get_ok, post_raw, token};
+use crate::api_calls::{get_ok, token};
 
-/// The tests' time: in 2035, so that no TTL they write on DynamoDB Local has passed by the wall
-/// clock (it deletes expired items at moments of its own: docs/testing.md).
-const NOW: &str = "2035-03-01T00:00:00Z";
-/// 30 s after [`NOW`], in JST.
-const AT: &str = "2035-03-01T09:00:30+09:00";
-
-async fn app_at_now() -> (TestApp, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone())).await;
-    (app, clock)
-}
-
-/// How long the dispatcher waits for a confirmation before it pushes again (its default).
-const WAIT: Duration = Duration::seconds(5);
-
-async fn put_device(app: &TestApp, body: Value) -> reqwest::Response {
-    send(
-        app.agent(http::Method::PUT, "/devices")
-            .body(body.to_string()),
-    )
-    .await
-}
-
-/// Registers `device` as an app that confirms its calls; the registration's answer.
-async fn register_confirming(app: &TestApp, device: &str) -> Value {
-    let body = json!({"deviceId": device, "voipToken": token(), "confirmsCalls": true});
-    let response = put_device(app, body).await;
-    assert_eq!(response.status().as_u16(), 200, "PUT /devices {device}");
-    response.json().await.unwrap()
-}
-
-async fn confirm_raw(app: &TestApp, body: &str, secret: Option<&str>) -> reqwest::Response {
-    send_with_secret(
-        app.agent(http::Method::POST, "/calls/confirm")
-            .body(body.to_owned()),
-        secret,
-    )
-    .await
-}
-
-async fn confirm(app: &TestApp, device: &str, call: &str) -> reqwest::Response {
-    let body = json!({"deviceId": device, "callId": call}).to_string();
-    confirm_raw(app, &body, None).await
-}
-
-/// Confirms, asserting the 200; returns the body.
-async fn confirm_ok(app: &TestApp, device: &str, call: &str) -> Value {
-    let response = confirm(app, device, call).await;
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(status, 200, "POST /calls/confirm {device}: {body}");
-    body
-}
-
-/// A reservation at [`AT`] for `device`; its `callId`.
-async fn reserve(app: &TestApp, device: &str) -> String {
-    let response = post_raw(app, &json!({"deviceId": device, "scheduledAt": AT})).await;
-    assert_eq!(response.status().as_u16(), 201, "POST /calls {device}");
-    let body: Value = response.json().await.unwrap();
-    body["callId"].as_str().unwrap().to_owned()
-}
-
-/// The reserved second, [`AT`].
-fn at() -> DateTime<Utc> {
-    AT.parse().unwrap()
-}
+use super::{
+    NOW, app_at_now, at, confirm, confirm_ok, confirm_raw, push_leaves, pushed, put_device,
+    register_confirming, reserve,
+};
 
 fn millis(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// A push leaving: the run that claimed and marked it, and the call's pushes with it.
-struct Leaving {
-    run: RunToken,
-    pushes: u32,
-}
-
-/// As a dispatch run does: claims the call and writes its push mark (to a device that confirms
-/// its calls).
-async fn push_leaves(app: &TestApp, device: &str, call: &str) -> Leaving {
-    let (id, call) = (device_id(device), CallId::from_stored(call.to_owned()));
-    let (run, now) = (RunToken::generate(), app.clock.now());
-    let claim = app
-        .store
-        .claim_due(&id, &call, &run, now, now - Duration::seconds(30));
-    let ClaimAnswer::Won { pushes } = claim.await.unwrap() else {
-        panic!("claimed {device}");
-    };
-    let marked = app.store.mark_push_started(&id, &call, &run, now, true);
-    assert!(marked.await.unwrap(), "push mark of {device}");
-    Leaving {
-        run,
-        pushes: pushes + 1,
-    }
-}
-
-/// The push is recorded: the call is due again after the wait.
-async fn push_recorded(app: &TestApp, device: &str, call: &str, leaving: &Leaving) {
-    let (id, call) = (device_id(device), CallId::from_stored(call.to_owned()));
-    let (run, now) = (&leaving.run, app.clock.now());
-    let next_at = now + WAIT;
-    let outcome = Outcome::Pushed {
-        next_at,
-        pushes: leaving.pushes,
-    };
-    let done = app
-        .store
-        .finish_reservation(&id, &call, outcome, run, now, now - Duration::seconds(30))
-        .await
-        .unwrap();
-    assert!(done, "{device}: push recorded");
-}
-
-/// A push of the call left and was recorded, as the dispatcher does it at the call's second.
-async fn pushed(app: &TestApp, clock: &ManualClock, device: &str, call: &str) {
-    clock.set(at());
-    let leaving = push_leaves(app, device, call).await;
-    push_recorded(app, device, call, &leaving).await;
 }
 
 /// The `Confirmed` records the app wrote, as (ConfirmLatency, Function).
@@ -152,9 +35,6 @@ fn confirmed_records(app: &TestApp) -> Vec<(i64, String)> {
         })
         .collect()
 }
-
-// ---------------------------------------------------------------------------------------------
-// The flows, run on each store.
 
 async fn confirms_calls_round_trips_on_put_devices(app: &TestApp, _: &ManualClock) {
     let device = "confirm-flag";
@@ -352,56 +232,4 @@ on_both_stores! {
     a_proven_secret_is_required =>
         a_proven_secret_is_required_on_the_memory_store,
         a_proven_secret_is_required_on_dynamodb_local;
-}
-
-// ---------------------------------------------------------------------------------------------
-// A push again of the call leaving while the confirmation comes.
-
-/// The call's first push left and was recorded; its second is claimed and marked now.
-async fn second_push_leaving(app: &TestApp, clock: &ManualClock, dev: &str) -> (String, Leaving) {
-    register_confirming(app, dev).await;
-    let call = reserve(app, dev).await;
-    pushed(app, clock, dev, &call).await;
-    clock.advance(WAIT);
-    let leaving = push_leaves(app, dev, &call).await;
-    (call, leaving)
-}
-
-#[tokio::test]
-async fn a_confirmation_waits_for_a_push_leaving_then_counts() {
-    let (app, clock) = app_at_now().await;
-    let app = Arc::new(app);
-    let device = "confirm-waits";
-    let (call, run) = second_push_leaving(&app, &clock, device).await;
-    let recorder = {
-        let (app, call) = (app.clone(), call.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            push_recorded(&app, device, &call, &run).await;
-        })
-    };
-    let body = confirm_ok(&app, device, &call).await;
-    recorder.await.unwrap();
-    assert_eq!(body["status"], "rang", "{body}");
-    assert_eq!(body["pushes"], 2, "{body}");
-}
-
-#[tokio::test]
-async fn a_push_still_leaving_after_the_wait_is_503_with_retry_after() {
-    let (app, clock) = app_at_now().await;
-    let device = "confirm-in-flight";
-    let (call, run) = second_push_leaving(&app, &clock, device).await;
-    let started = std::time::Instant::now();
-    let response = confirm(&app, device, &call).await;
-    assert!(started.elapsed().as_secs() >= 2, "it waited");
-    assert_eq!(header(&response, "retry-after").as_deref(), Some("1"));
-    error_body(response, 503, "SERVICE_UNAVAILABLE").await;
-    assert!(app.events.published().is_empty(), "no error notification");
-    // Once the push is recorded, the same confirmation counts.
-    push_recorded(&app, device, &call, &run).await;
-    let body = confirm_ok(&app, device, &call).await;
-    assert_eq!(
-        (&body["status"], &body["pushes"]),
-        (&json!("rang"), &json!(2))
-    );
 }

@@ -1,0 +1,124 @@
+//! The due index is sparse: finished reservations leave it.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::Duration;
+use koe::domain::reservation::{Reservation, RunToken, ScheduledAt};
+use koe::store::prelude::*;
+use koe::store::{DUE_INDEX, Outcome, TableNames};
+
+use super::{at, device_id, store};
+
+/// Index entries in `minute`'s one shard (the tests here make few enough for one).
+async fn index_count(client: &Client, tables: &TableNames, minute: &str) -> i32 {
+    client
+        .query()
+        .table_name(&tables.calls)
+        .index_name(DUE_INDEX)
+        .key_condition_expression("#m = :m")
+        .expression_attribute_names("#m", "dueShard")
+        .expression_attribute_values(":m", AttributeValue::S(format!("{minute}#0")))
+        .send()
+        .await
+        .unwrap()
+        .count()
+}
+
+#[tokio::test]
+async fn finished_reservations_leave_the_due_index() {
+    let (client, tables, store) = store().await;
+    let now = at("2026-01-01T00:00:00Z");
+    let minute = "2026-01-01T00:05Z";
+    let stale_before = now - Duration::minutes(2);
+
+    let mut calls = Vec::new();
+    for (device, time) in [
+        ("d-late", "2026-01-01T09:05:40+09:00"),
+        ("d-early", "2026-01-01T00:05:01Z"),
+        ("d-mid", "2026-01-01T00:05:20.5Z"),
+    ] {
+        let at_time = ScheduledAt::parse("scheduledAt", time, now).unwrap();
+        let r = Reservation::new(device_id(device), at_time, None, now);
+        store
+            .create_reservation(&r, now, stale_before)
+            .await
+            .unwrap();
+        calls.push(r);
+    }
+    assert_eq!(store.due_count(minute).await.unwrap(), 3);
+    let due: Vec<String> = store
+        .due_calls(minute, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.device_id.as_str().to_owned())
+        .collect();
+    assert_eq!(due, ["d-early", "d-mid", "d-late"], "in time order");
+    assert_eq!(index_count(&client, &tables, minute).await, 3);
+
+    let send_at = at("2026-01-01T00:05:01Z");
+    let abandoned = send_at - Duration::seconds(60);
+    let early = &calls[1];
+    assert!(
+        store
+            .claim_reservation(
+                &early.device_id,
+                &early.call_id,
+                &RunToken::generate(),
+                send_at,
+                abandoned,
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.due_calls(minute, 0).await.unwrap().len(), 3);
+    for (r, outcome) in [(&calls[1], Outcome::Sent), (&calls[0], Outcome::Missed)] {
+        assert!(
+            store
+                .finish_reservation(
+                    &r.device_id,
+                    &r.call_id,
+                    outcome,
+                    &RunToken::generate(),
+                    send_at,
+                    abandoned,
+                )
+                .await
+                .unwrap()
+        );
+    }
+    let due = store.due_calls(minute, 0).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].device_id.as_str(), "d-mid");
+    // Not filtered out: gone from the index itself.
+    assert_eq!(index_count(&client, &tables, minute).await, 1);
+
+    let mid = &calls[2];
+    assert!(
+        store
+            .claim_reservation(
+                &mid.device_id,
+                &mid.call_id,
+                &RunToken::generate(),
+                send_at,
+                abandoned,
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .finish_reservation(
+                &mid.device_id,
+                &mid.call_id,
+                Outcome::Failed,
+                &RunToken::generate(),
+                send_at,
+                abandoned
+            )
+            .await
+            .unwrap()
+    );
+    assert!(store.due_calls(minute, 0).await.unwrap().is_empty());
+    assert_eq!(index_count(&client, &tables, minute).await, 0);
+}
