@@ -16,9 +16,9 @@ use super::api_idempotency::post_with_key;
 
 /// The DynamoDB Local tests' time: in 2035, so that no TTL they write has passed by the wall
 /// clock (DynamoDB Local deletes expired items, at moments of its own).
-const NOW_2035: &str = "2035-03-01T00:00:00Z";
+pub(super) const NOW_2035: &str = "2035-03-01T00:00:00Z";
 /// 30 s after [`NOW_2035`], in JST.
-const AT_2035: &str = "2035-03-01T09:00:30+09:00";
+pub(super) const AT_2035: &str = "2035-03-01T09:00:30+09:00";
 
 async fn delete_call(app: &TestApp, device: &str, call_id: &str) -> reqwest::Response {
     send(app.agent(

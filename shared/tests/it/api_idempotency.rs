@@ -13,6 +13,7 @@ use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_w
 use serde_json::{Value, json};
 
 use super::api_calls::{AT, NOW, app_at_now, delete, device_id, get_ok, post_raw, register, token};
+use super::api_calls_refusals::{AT_2035, NOW_2035};
 
 /// POST /calls with an `Idempotency-Key`.
 pub(super) async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> reqwest::Response {
@@ -238,14 +239,15 @@ async fn an_idempotency_key_is_the_devices_own_and_its_replay_needs_the_devices_
     assert_eq!(replayed.json::<Value>().await.unwrap(), first);
 }
 
-/// On DynamoDB Local behind a proxy: the reservation's put is written but every reply is lost,
+/// On DynamoDB Local behind a proxy (in 2035, so DynamoDB Local's TTL sweep cannot take the
+/// records mid-test): the reservation's put is written but every reply is lost,
 /// and so is the read that would have found it, so the app gets a 503. Its retry with the same
 /// key makes the same reservation (201, the first one's id) and the minute is counted once;
 /// without a key, a retry is told the slot is taken (409) and where to look.
 #[tokio::test]
 async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when_retried() {
     let world = ProxiedWorld::new().await;
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW_2035));
     let store = world.store.clone();
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
     let calls = world.tables.calls.clone();
@@ -257,11 +259,11 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
         let read_back = format!(r#""TableName":"{calls}","Key":{{"deviceId":{{"S":"{device}""#);
         world.dropper.refuse_requests("GetItem", &read_back, 3);
     };
-    let minute = "2026-03-01T00:00Z";
+    let minute = "2035-03-01T00:00Z";
 
     let device = "lost-create-keyed";
     register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
+    let body = json!({"deviceId": device, "scheduledAt": AT_2035});
     let key = "7d0c8f1e-0000-4000-8000-000000000006";
     lose_the_create(device);
     error_body(
@@ -294,7 +296,7 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     // Without a key the retry is a new request: the slot is taken by the first.
     let device = "lost-create-unkeyed";
     register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
+    let body = json!({"deviceId": device, "scheduledAt": AT_2035});
     lose_the_create(device);
     error_body(post_raw(&app, &body).await, 503, "SERVICE_UNAVAILABLE").await;
     let taken = error_body(post_raw(&app, &body).await, 409, "RESERVATION_EXISTS").await;
