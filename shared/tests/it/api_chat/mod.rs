@@ -7,6 +7,7 @@ mod validation;
 use koe_testkit::harness::{TestApp, error_body};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
+
 pub(super) const ROUTE: &str = "POST /api/chat";
 
 pub(super) fn one_message() -> Value {

@@ -10,6 +10,7 @@ use super::{
     assert_one_notification, assert_provider_failure, chat_body_of_len, chat_with_provider,
     one_message, post_json,
 };
+
 #[tokio::test]
 async fn provider_500_twice_is_provider_error_after_exactly_one_retry() {
     let app = spawn_app(&[]).await;

@@ -5,6 +5,7 @@ use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
 use super::{one_message, post_json, user_messages};
+
 #[tokio::test]
 async fn success_returns_the_reply_with_both_usage_shapes_and_sends_the_bearer_key() {
     let app = spawn_app(&[]).await;

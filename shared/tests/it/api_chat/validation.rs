@@ -6,6 +6,7 @@ use koe_testkit::harness::{TestApp, error_body, spawn_app};
 use serde_json::{Value, json};
 
 use super::{assert_fits_within, chat_body_of_len, padded_to, post_json, user_messages};
+
 /// `(case, raw body, expected message: exact when it starts with '=', else a fragment)`.
 fn invalid_cases() -> Vec<(String, Vec<u8>, String)> {
     let mut cases: Vec<(String, Vec<u8>, String)> = Vec::new();

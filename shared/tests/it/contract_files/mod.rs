@@ -7,6 +7,7 @@ mod routes;
 mod scripts;
 
 use serde_norway::Value;
+
 /// The value under a CloudFormation short-form tag (`!Ref X` → `X`), or the value itself.
 pub(super) fn untag(value: &Value) -> &Value {
     match value {

@@ -13,6 +13,7 @@ mod parts;
 use std::path::{Path, PathBuf};
 
 use koe_testkit::template::repo_root;
+
 pub(super) const README_MAX_LINES: usize = 250;
 
 /// The markdown files these tests cover, relative to the repository root.

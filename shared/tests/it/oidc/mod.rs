@@ -16,6 +16,7 @@ use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, error_body, spawn_app_with};
 use koe_testkit::oidc::{KID_1, StandInIssuer, TestKey, claims_with, mint, valid_token};
+
 #[derive(Default)]
 pub(super) struct CountingTrigger(AtomicUsize);
 
