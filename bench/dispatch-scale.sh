@@ -6,7 +6,7 @@
 # on the limits models: DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s per partition
 # key, on the table and on each index; testkit/src/dynamodb/limited_store/mod.rs) and APNs's
 # (1,000 streams per connection, 120 ± 30 ms a push; testkit/src/push/limited/mod.rs).
-# bench/bins/src/bin/bench-dispatch-scale.rs does one case; this prints the table docs/scale.md
+# bench/bins/src/bin/bench-dispatch-scale/ does one case; this prints the table docs/scale.md
 # quotes and draws docs/benchmarks-dispatch-scale.png. Not a test, and not run by CI.
 #
 #   bench/dispatch-scale.sh                       # 1,000 / 10,000 / 100,000 in one second + spike

@@ -102,7 +102,7 @@ step "cargo test"
 cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: 2>&1 | tee -a "$LOG" ||
   FAILED+=("cargo test --workspace")
 # Every events/ fixture through its function's real built binary under a Lambda Runtime API
-# emulator, with events/env.json (functions/tests/fixtures.rs), today and a year later: builds
+# emulator, with events/env.json (functions/tests/fixtures/), today and a year later: builds
 # the bins, not their empty unit-test harnesses. It mostly waits (two dispatch runs of 70 s
 # each pass), so it runs beside the gateway pass and is waited for after it.
 cargo test -p koe-functions --locked --test fixtures --no-run
@@ -118,7 +118,7 @@ KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_calls_confirm:: api_calls_refusals:: api_chat:: api_chat_stream:: api_devices:: api_idempotency:: api_meta:: agent_auth:: agent_limit:: agent_device_secret:: oidc:: \
   faults_dynamodb:: faults_oversized_bodies:: faults_provider:: observability:: spend_guard:: spend_guard_paths:: a_cancel_racing_the_claim \
   --skip dispatch_load:: 2>&1 | tee -a "$LOG" || FAILED+=("cargo test (KOE_TEST_FRONT=lambda)")
-step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures.rs)"
+step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures/)"
 FIXTURES_OK=0
 wait "$FIXTURES_PID" || FIXTURES_OK=$?
 tee -a "$LOG" <"$FIXTURES_LOG"

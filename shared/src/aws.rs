@@ -153,7 +153,7 @@ mod tests {
             Some("http://127.0.0.1:4011")
         );
         assert_eq!(endpoints.load_config(key("DynamoDB")), None);
-        // (That the client really goes there: functions/tests/fixtures.rs, POST /internal/dispatch
+        // (That the client really goes there: functions/tests/fixtures/, POST /internal/dispatch
         // through the dispatch binary to the stand-in EventBridge.)
     }
 }

@@ -6,7 +6,7 @@
 //! name in [`routes!`] below, a one-line bin in `functions/src/bin/`, a `ports::Ports` impl if
 //! its ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter
 //! is), and the function, route and fixture in `template.yaml`, `openapi.yaml` and `events/`
-//! (`shared/tests/it/contract_files.rs` checks each of these against the list).
+//! (`shared/tests/it/contract_files/` checks each of these against the list).
 
 use std::future::Future;
 

@@ -14,7 +14,7 @@ impl App {
     /// A deployed function's adapters, from the Lambda environment.
     pub fn lambda(vars: Vars) -> App {
         let app = App::new(vars, Mode::Lambda, aws::lambda_environment);
-        // The fixture test's year-later pass (functions/tests/fixtures.rs); release builds,
+        // The fixture test's year-later pass (functions/tests/fixtures/); release builds,
         // the deployed ones, never read the variable.
         #[cfg(debug_assertions)]
         if let Some(days) = app

@@ -15,7 +15,7 @@ const ROTATED_KEY: &str = "rotated-key-abcdef";
 
 fn agent_routes() -> Vec<&'static Route> {
     // POST /internal/dispatch is on the agent API but takes an OIDC ID token instead of the key
-    // (its refusals are in oidc.rs).
+    // (its refusals are in oidc/).
     let routes: Vec<&Route> = ROUTES
         .iter()
         .filter(|r| r.api == Api::Agent && r.auth == Auth::ApiKey)

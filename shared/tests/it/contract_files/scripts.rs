@@ -1,0 +1,101 @@
+//! scripts/test.sh's gateway-front pass and `events/env.json` agree with the suites and the template.
+
+use std::collections::BTreeSet;
+
+use koe_testkit::template::{load_yaml, repo_root};
+use serde_norway::Value;
+
+use super::{template_functions, untag};
+
+/// scripts/test.sh runs the HTTP suites a second time through the gateway front
+/// (`KOE_TEST_FRONT=lambda`) by naming their modules: every module that starts the app through
+/// the harness must be named there (dispatch_runs by its one such test, gateway_front always
+/// runs through the gateway; this file only names the calls), or a new suite would silently skip production's path.
+#[test]
+fn test_sh_runs_every_http_suite_through_the_gateway_front() {
+    let root = repo_root();
+    let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
+    let line_start = script
+        .find("KOE_TEST_FRONT=lambda cargo test")
+        .expect("test.sh has the gateway-front pass");
+    let command: String = script[line_start..]
+        .lines()
+        .take_while(|l| !l.contains("tee -a"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("shared/tests/it")).unwrap() {
+        let path = entry.unwrap().path();
+        let module = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        // A module folder (`docs_facts/`): its files together.
+        let source = if path.is_dir() {
+            std::fs::read_dir(&path)
+                .unwrap()
+                .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap_or_default())
+                .collect::<String>()
+        } else {
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let starts_app = ["spawn_app(", "spawn_app_with(", "spawn_app_on("]
+            .iter()
+            .any(|call| source.contains(call));
+        if !starts_app
+            || ["gateway_front", "dispatch_runs", "contract_files"].contains(&module.as_str())
+        {
+            continue;
+        }
+        if !command.contains(&format!(" {module}::")) {
+            missing.push(module);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules using spawn_app* not in test.sh's gateway-front pass: {missing:?}"
+    );
+    assert!(
+        command.contains("a_cancel_racing_the_claim"),
+        "dispatch_runs' one harness test is in the pass"
+    );
+}
+
+/// `events/env.json` (for `sam local invoke --env-vars`) has a section for every function of the
+/// template and nothing else but `Parameters`, and a function's section names only variables the
+/// template declares for it (its own or `Globals`): SAM applies no other (docs/local.md,
+/// "Fixtures and local invocation"). Secrets are named by ARN, as deployed (the fixture test's stand-in Secrets
+/// Manager holds them).
+#[test]
+fn env_json_covers_every_function_with_variables_sam_applies() {
+    let template = load_yaml("template.yaml");
+    let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();
+    let env: serde_json::Value = serde_json::from_str(&text).expect("events/env.json is JSON");
+    let env = env.as_object().expect("an object");
+    let declared_in = |vars: &Value| -> BTreeSet<String> {
+        untag(vars)
+            .as_mapping()
+            .map(|m| m.keys().map(|k| k.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    };
+    let globals = declared_in(&template["Globals"]["Function"]["Environment"]["Variables"]);
+    let functions = template_functions(&template);
+    let mut sections: BTreeSet<&str> = env.keys().map(String::as_str).collect();
+    assert!(sections.remove("Parameters"), "env.json has Parameters");
+    let ids: BTreeSet<&str> = functions.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(sections, ids, "one section per template function");
+    for (id, _) in &functions {
+        let resource = &template["Resources"][id.as_str()];
+        let own = declared_in(&resource["Properties"]["Environment"]["Variables"]);
+        let section = env[id.as_str()].as_object().unwrap();
+        for name in section.keys() {
+            assert!(
+                own.contains(name) || globals.contains(name),
+                "env.json sets {name} for {id}, which template.yaml does not declare for it"
+            );
+        }
+        for (var, _) in koe::secrets::SECRET_VARS {
+            assert!(
+                !section.contains_key(var),
+                "env.json gives {id} the secret {var} as a value: name its ARN instead"
+            );
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Exactly once: overlapping runs, a racing cancel and dead runs never push a call twice.
+
+use std::collections::HashMap;
+use std::time::Duration as StdDuration;
+
+use chrono::{Duration, FixedOffset};
+use koe::clock::Clock;
+use koe::dispatch::InFlight;
+use koe::domain::device::PushEnvironment;
+use koe::domain::reservation::{ReservationStatus, RunToken};
+use koe_testkit::harness::{send, spawn_app_with};
+
+use crate::dispatch_world::{DynStore, PATIENCE, STEP, World, at, at_ms};
+
+pub(super) async fn duplicate_and_overlapping_runs_push_once(store: DynStore) {
+    let w = World::new(store);
+    let mut reservations = Vec::new();
+    for i in 0..20 {
+        let device = w
+            .device(&format!("dup-{i}"), PushEnvironment::Production)
+            .await;
+        reservations.push(w.reserve(&device, at_ms(11_000 + i * 2_950)).await);
+    }
+    // An at-least-once delivery: three runs start together; a fourth overlaps them later.
+    let mut runs = vec![w.start_run(), w.start_run(), w.start_run()];
+    w.step_to(at(30)).await;
+    runs.push(w.start_run());
+    let reports = w
+        .finish(runs, at(30) + w.window() + Duration::seconds(2))
+        .await;
+
+    for r in &reservations {
+        let pushes = w.push.sent_for_call(r.call_id.as_str());
+        assert_eq!(pushes.len(), 1, "{}: {pushes:#?}", r.call_id.as_str());
+        assert!(pushes[0].at >= r.scheduled_at.utc(), "never early");
+        assert_eq!(w.stored(r).await.unwrap().status, ReservationStatus::Sent);
+    }
+    assert_eq!(
+        w.push.attempts().len(),
+        20,
+        "no attempt beyond one per call"
+    );
+    let claimed: u32 = reports.iter().map(|r| r.claimed).sum();
+    let sent: u32 = reports.iter().map(|r| r.sent).sum();
+    assert_eq!((claimed, sent), (20, 20), "{reports:#?}");
+}
+
+pub(super) async fn overlapping_runs_of_one_process_leave_each_others_calls_alone(store: DynStore) {
+    let w = World::new(store);
+    let mut reservations = Vec::new();
+    for i in 0..20 {
+        let device = w
+            .device(&format!("own-{i}"), PushEnvironment::Production)
+            .await;
+        // 11 s .. 95 s: the first run's 70 s window holds the first 14.
+        reservations.push(w.reserve(&device, at_ms(11_000 + i * 4_400)).await);
+    }
+    let in_flight = InFlight::default();
+    let first = w.start_run_sharing(&in_flight);
+    w.step_to(at(30)).await;
+    let second = w.start_run_sharing(&in_flight);
+    let reports = w
+        .finish(
+            vec![first, second],
+            at(30) + w.window() + Duration::seconds(2),
+        )
+        .await;
+
+    for r in &reservations {
+        assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
+        assert_eq!(w.stored(r).await.unwrap().status, ReservationStatus::Sent);
+    }
+    let in_first = reservations
+        .iter()
+        .filter(|r| r.scheduled_at.utc() < at(70))
+        .count() as u32;
+    assert_eq!(in_first, 14);
+    assert_eq!(
+        (reports[0].selected, reports[0].sent, reports[0].lost),
+        (in_first, in_first, 0),
+        "{reports:#?}"
+    );
+    assert_eq!(
+        (reports[1].selected, reports[1].sent, reports[1].lost),
+        (20 - in_first, 20 - in_first, 0),
+        "the second run takes only what the first does not hold: {reports:#?}"
+    );
+    assert!(in_flight.is_empty(), "every call released");
+}
+
+pub(super) async fn a_cancel_racing_the_claim_either_wins_or_gets_too_late_never_both(
+    store: DynStore,
+    per_round: usize,
+) {
+    let w = World::new(store.clone());
+    let clock = w.clock.clone();
+    let push = w.push.clone();
+    let app = spawn_app_with(&[], |app| {
+        app.with_clock(clock.clone())
+            .with_store(store.clone())
+            .with_push(push.clone())
+    })
+    .await;
+
+    let rounds = [20, 30, 40, 50, 60];
+    let mut calls: HashMap<String, (String, i64)> = HashMap::new(); // device → (callId, second)
+    for (round, second) in rounds.iter().enumerate() {
+        for i in 0..per_round {
+            let device = format!("race-{round}-{i}");
+            let body = serde_json::json!({"deviceId": device, "voipToken": "ab".repeat(32)});
+            let response = send(
+                app.agent(http::Method::PUT, "/devices")
+                    .body(body.to_string()),
+            )
+            .await;
+            assert_eq!(response.status(), 200);
+            let scheduled = (at(*second)).with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap());
+            let body =
+                serde_json::json!({"deviceId": device, "scheduledAt": scheduled.to_rfc3339()});
+            let response = send(
+                app.agent(http::Method::POST, "/calls")
+                    .body(body.to_string()),
+            )
+            .await;
+            assert_eq!(response.status(), 201);
+            let created: serde_json::Value = response.json().await.unwrap();
+            calls.insert(
+                device,
+                (created["callId"].as_str().unwrap().to_owned(), *second),
+            );
+        }
+    }
+
+    let run = w.start_run();
+    let mut outcomes: HashMap<String, u16> = HashMap::new();
+    for (round, second) in rounds.iter().enumerate() {
+        let claim_at = at(*second) - Duration::from_std(w.settings.claim_lead).unwrap();
+        w.step_to(claim_at - STEP).await;
+        // The cancels and the claims (woken by the clock) race.
+        let cancels: Vec<_> = (0..per_round)
+            .map(|i| {
+                let device = format!("race-{round}-{i}");
+                let request = app.agent(http::Method::DELETE, &format!("/calls?deviceId={device}"));
+                tokio::spawn(async move {
+                    tokio::time::sleep(StdDuration::from_micros(fastrand::u64(0..2_000))).await;
+                    (device, send(request).await.status().as_u16())
+                })
+            })
+            .collect();
+        tokio::time::sleep(StdDuration::from_micros(fastrand::u64(0..1_000))).await;
+        w.clock.set(claim_at);
+        for cancel in cancels {
+            let (device, status) = cancel.await.unwrap();
+            assert!(status == 204 || status == 409, "{device}: {status}");
+            outcomes.insert(device, status);
+        }
+        w.step_to(at(*second)).await;
+        let too_late: Vec<String> = outcomes
+            .iter()
+            .filter(|(d, s)| **s == 409 && d.starts_with(&format!("race-{round}-")))
+            .map(|(d, _)| calls[d].0.clone())
+            .collect();
+        w.push
+            .wait_for(
+                "the pushes of the calls cancelled too late",
+                PATIENCE,
+                |a| {
+                    too_late
+                        .iter()
+                        .all(|call| a.iter().any(|p| &p.call_id == call && p.accepted))
+                },
+            )
+            .await;
+    }
+    let [report] = w.finish(vec![run], at(72)).await.try_into().unwrap();
+
+    let (mut won, mut too_late) = (0u32, 0u32);
+    for (device, status) in &outcomes {
+        let (call, second) = &calls[device];
+        let pushes = w.push.sent_for_call(call);
+        match status {
+            204 => {
+                won += 1;
+                assert!(pushes.is_empty(), "{device}: cancelled (204) yet pushed");
+            }
+            _ => {
+                too_late += 1;
+                assert_eq!(pushes.len(), 1, "{device}: 409 TOO_LATE must mean one push");
+                assert_eq!(pushes[0].at, at(*second));
+            }
+        }
+    }
+    eprintln!(
+        "cancel vs claim: {} trials, cancel won {won}, TOO_LATE {too_late}",
+        outcomes.len()
+    );
+    assert_eq!(outcomes.len(), rounds.len() * per_round);
+    assert_eq!((report.sent, report.lost), (too_late, won), "{report:?}");
+}
+
+pub(super) async fn a_run_that_died_after_claiming_is_recovered_once_by_a_later_run(
+    store: DynStore,
+) {
+    let w = World::new(store);
+    let device = w.device("crashed", PushEnvironment::Production).await;
+    let r = w.reserve(&device, at(30)).await;
+    // A run claims it a moment before its second, then dies (no push, no outcome).
+    w.step_to(at_ms(29_500)).await;
+    let claim_at = w.clock.now();
+    assert!(
+        w.store
+            .claim_reservation(
+                &r.device_id,
+                &r.call_id,
+                &RunToken::generate(),
+                claim_at,
+                claim_at - Duration::seconds(30)
+            )
+            .await
+            .unwrap()
+    );
+
+    // A run that starts while the claim is fresh leaves it alone.
+    w.step_to(at(40)).await;
+    let fresh_run = w.start_run();
+    w.step_to(at(59)).await;
+    tokio::time::sleep(StdDuration::from_millis(30)).await;
+    assert!(
+        w.push.attempts().is_empty(),
+        "a fresh claim is not taken over"
+    );
+
+    // Past the claim timeout (30 s), the next run re-sends it, within grace.
+    w.step_to(at(61)).await;
+    let later_run = w.start_run();
+    w.push
+        .wait_for("the recovered push", PATIENCE, |a| {
+            a.iter().any(|p| p.accepted)
+        })
+        .await;
+    let reports = w.finish(vec![fresh_run, later_run], at(61 + 72)).await;
+
+    let pushes = w.push.sent_for_call(r.call_id.as_str());
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].at, at(61), "sent at once by the later run");
+    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
+    assert_eq!(w.stored(&r).await.unwrap().status, ReservationStatus::Sent);
+    assert_eq!((reports[0].sent, reports[1].sent), (0, 1), "{reports:#?}");
+    assert_eq!(reports[1].lateness_ms, vec![31_000]);
+}
+
+pub(super) async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again(
+    store: DynStore,
+) {
+    let w = World::new(store);
+    let device = w.device("died-pushing", PushEnvironment::Production).await;
+    let r = w.reserve(&device, at(30)).await;
+    // A run claims it, marks its push as started, then dies (the push may have left).
+    w.step_to(at_ms(29_500)).await;
+    let claimed_at = w.clock.now();
+    let abandoned_before = claimed_at - Duration::seconds(30);
+    let dead_run = RunToken::generate();
+    assert!(
+        w.store
+            .claim_reservation(
+                &r.device_id,
+                &r.call_id,
+                &dead_run,
+                claimed_at,
+                abandoned_before
+            )
+            .await
+            .unwrap()
+    );
+    w.step_to(at_ms(29_800)).await;
+    assert!(
+        w.store
+            .mark_push_started(&r.device_id, &r.call_id, &dead_run, w.clock.now(), false)
+            .await
+            .unwrap()
+    );
+
+    // Past the claim timeout, a later run records it failed without pushing.
+    w.step_to(at(61)).await;
+    let later_run = w.start_run();
+    w.wait_status(&r, ReservationStatus::Failed).await;
+    let [report] = w
+        .finish(vec![later_run], at(61 + 72))
+        .await
+        .try_into()
+        .unwrap();
+
+    assert!(
+        w.push.attempts().is_empty(),
+        "never pushed a second time: {:#?}",
+        w.push.attempts()
+    );
+    assert_eq!(
+        (report.sent, report.failed, report.claimed),
+        (0, 1, 0),
+        "{report:?}"
+    );
+}
