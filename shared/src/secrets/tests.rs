@@ -67,6 +67,24 @@ async fn resolved(source: &Arc<Source>, clock: &Arc<TestClock>, vars: &[(&str, &
         .unwrap()
 }
 
+/// `name`, read at start from the secret `arn` (holding `value`) that `{name}_SECRET_ARN` names:
+/// the source, the test's clock, and the live secret.
+async fn live(
+    name: &'static str,
+    arn: &str,
+    value: &str,
+) -> (Arc<Source>, Arc<TestClock>, LiveSecret) {
+    let source = Arc::new(Source::default());
+    source.set(arn, value);
+    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
+    let var = format!("{name}_SECRET_ARN");
+    let vars = [(var.as_str(), arn)];
+    let secret = resolved(&source, &clock, &vars)
+        .await
+        .live(name, &Vars::from_pairs(&vars));
+    (source, clock, secret)
+}
+
 /// Lets spawned background reads finish.
 async fn settle() {
     for _ in 0..10 {
@@ -114,12 +132,7 @@ async fn a_secret_that_cannot_be_read_stops_the_start_naming_its_variable() {
 
 #[tokio::test]
 async fn a_rotated_value_is_in_use_after_the_refresh_period() {
-    let source = Arc::new(Source::default());
-    source.set("arn:keys", "k1");
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let vars = [("AGENT_API_KEYS_SECRET_ARN", "arn:keys")];
-    let secrets = resolved(&source, &clock, &vars).await;
-    let keys = secrets.live("AGENT_API_KEYS", &Vars::from_pairs(&vars));
+    let (source, clock, keys) = live("AGENT_API_KEYS", "arn:keys", "k1").await;
     source.set("arn:keys", "k1,k2");
     clock.advance(REFRESH_EVERY - Duration::seconds(1));
     assert_eq!(keys.current().as_ref().map(Secret::expose), Some("k1"));
@@ -138,12 +151,7 @@ async fn a_rotated_value_is_in_use_after_the_refresh_period() {
 
 #[tokio::test]
 async fn a_refused_credential_reads_again_at_once_but_not_more_than_every_gap() {
-    let source = Arc::new(Source::default());
-    source.set("arn:openai", "sk-old");
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let vars = [("OPENAI_API_KEY_SECRET_ARN", "arn:openai")];
-    let secrets = resolved(&source, &clock, &vars).await;
-    let key = secrets.live("OPENAI_API_KEY", &Vars::from_pairs(&vars));
+    let (source, clock, key) = live("OPENAI_API_KEY", "arn:openai", "sk-old").await;
     source.set("arn:openai", "sk-new");
     assert!(key.refused().await, "changed");
     assert_eq!(key.current().as_ref().map(Secret::expose), Some("sk-new"));
@@ -158,12 +166,7 @@ async fn a_refused_credential_reads_again_at_once_but_not_more_than_every_gap() 
 
 #[tokio::test]
 async fn an_empty_secret_is_read_again_soon_so_a_value_set_after_deploy_is_picked_up() {
-    let source = Arc::new(Source::default());
-    source.set("arn:openai", NOT_SET);
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let vars = [("OPENAI_API_KEY_SECRET_ARN", "arn:openai")];
-    let secrets = resolved(&source, &clock, &vars).await;
-    let key = secrets.live("OPENAI_API_KEY", &Vars::from_pairs(&vars));
+    let (source, clock, key) = live("OPENAI_API_KEY", "arn:openai", NOT_SET).await;
     assert_eq!(key.current(), None, "not set yet");
     source.set("arn:openai", "sk-set-later");
     clock.advance(MIN_GAP);
