@@ -124,18 +124,20 @@ async fn without_configured_keys_every_key_is_refused_even_an_empty_one() {
     }
 }
 
+/// PUT /devices for `device` with `token`, sent with the agent key `key`.
+async fn put_device(app: &TestApp, key: &str, device: &str, token: &str) -> reqwest::Response {
+    let body = serde_json::json!({"deviceId": device, "voipToken": token});
+    send(
+        app.agent_with_key(http::Method::PUT, "/devices", key)
+            .body(body.to_string()),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_refused_request_changes_nothing() {
     let app = rotated_app().await;
-    let body = serde_json::json!({
-        "deviceId": "auth-device-1",
-        "voipToken": "ab".repeat(32),
-    });
-    let response = send(
-        app.agent_with_key(http::Method::PUT, "/devices", "wrong-key")
-            .body(body.to_string()),
-    )
-    .await;
+    let response = put_device(&app, "wrong-key", "auth-device-1", &"ab".repeat(32)).await;
     assert_unauthorized(response, "PUT /devices with a wrong key").await;
     let id = koe::domain::device::DeviceId::parse("deviceId", "auth-device-1").unwrap();
     assert!(
@@ -265,15 +267,7 @@ async fn both_rotated_keys_are_accepted_on_every_agent_route() {
 #[tokio::test]
 async fn a_rotated_key_works_for_a_real_request() {
     let app = rotated_app().await;
-    let body = serde_json::json!({
-        "deviceId": "auth-device-2",
-        "voipToken": "cd".repeat(32),
-    });
-    let response = send(
-        app.agent_with_key(http::Method::PUT, "/devices", ROTATED_KEY)
-            .body(body.to_string()),
-    )
-    .await;
+    let response = put_device(&app, ROTATED_KEY, "auth-device-2", &"cd".repeat(32)).await;
     assert_eq!(response.status().as_u16(), 200);
     let response = send(app.agent_with_key(
         http::Method::GET,

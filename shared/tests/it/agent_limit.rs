@@ -94,6 +94,11 @@ async fn refused(app: &TestApp, device: &str, limit: u32) -> u64 {
     retry_after.parse().expect("Retry-After is whole seconds")
 }
 
+/// One more use of the device's count for `day` (stored under `limit`), read back.
+async fn count(app: &TestApp, id: &DeviceId, day: &str, limit: u32) -> UsageOutcome {
+    app.store.count_agent_use(id, day, limit, 0).await.unwrap()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The behaviours, each run on both adapters below.
 
@@ -156,10 +161,7 @@ async fn remaining_counts_down_then_429_with_retry_after(adapter: Adapter) {
     // The refusals were not counted: the stored count is still 3.
     let id = DeviceId::parse("deviceId", &device).unwrap();
     assert_eq!(
-        app.store
-            .count_agent_use(&id, "2035-03-01", 4, 0)
-            .await
-            .unwrap(),
+        count(&app, &id, "2035-03-01", 4).await,
         UsageOutcome::Counted { count: 4 }
     );
 }
@@ -184,10 +186,7 @@ async fn the_utc_date_does_not_decide_the_day(adapter: Adapter) {
     allowed(&app, &device, 0).await;
     let id = DeviceId::parse("deviceId", &device).unwrap();
     assert_eq!(
-        app.store
-            .count_agent_use(&id, "2035-03-02", 1, 0)
-            .await
-            .unwrap(),
+        count(&app, &id, "2035-03-02", 1).await,
         UsageOutcome::LimitReached,
         "counted on the Japan date"
     );
@@ -203,10 +202,7 @@ async fn the_utc_date_does_not_decide_the_day(adapter: Adapter) {
 
     // The UTC date's key was never touched.
     assert_eq!(
-        app.store
-            .count_agent_use(&id, "2035-03-01", 1, 0)
-            .await
-            .unwrap(),
+        count(&app, &id, "2035-03-01", 1).await,
         UsageOutcome::Counted { count: 1 }
     );
 }

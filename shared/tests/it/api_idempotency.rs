@@ -25,6 +25,29 @@ pub(super) async fn post_with_key(app: &TestApp, key: &str, body: &Value) -> req
     .await
 }
 
+/// POST /calls with an `Idempotency-Key` and the device's secret.
+async fn post_with_key_and_secret(
+    app: &TestApp,
+    key: &str,
+    secret: &str,
+    body: &Value,
+) -> reqwest::Response {
+    send(
+        app.agent(http::Method::POST, "/calls")
+            .header("Idempotency-Key", key)
+            .header("x-device-secret", secret)
+            .body(body.to_string()),
+    )
+    .await
+}
+
+/// An app at now with `device` registered, and the body of a reservation for it at `AT`.
+async fn registered_app(device: &str) -> (TestApp, Value) {
+    let (app, _) = app_at_now().await;
+    register(&app, device).await;
+    (app, json!({"deviceId": device, "scheduledAt": AT}))
+}
+
 /// The same key and body get the first 201 again (also after `scheduledAt` has come too
 /// close, and after the reservation changed state); another body with that key is 409
 /// IDEMPOTENCY_KEY_REUSED; after 24 hours the key is free again.
@@ -58,19 +81,10 @@ async fn idempotent_retries_get_the_first_answer(app: &TestApp, clock: &ManualCl
     error_body(post_raw(app, &other).await, 409, "RESERVATION_EXISTS").await;
 
     // The same key with another body.
-    let conflict = error_body(
-        post_with_key(app, &key, &other).await,
-        409,
-        "IDEMPOTENCY_KEY_REUSED",
-    )
-    .await;
-    assert!(
-        conflict["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("Idempotency-Key "),
-        "{conflict}"
-    );
+    let response = post_with_key(app, &key, &other).await;
+    let conflict = error_body(response, 409, "IDEMPOTENCY_KEY_REUSED").await;
+    let message = conflict["message"].as_str().unwrap();
+    assert!(message.starts_with("Idempotency-Key "), "{conflict}");
 
     // 24 hours on, the key is free: judged as a new request again.
     clock.advance(Duration::hours(24));
@@ -124,10 +138,8 @@ async fn only_a_201_is_kept_so_an_error_can_be_retried() {
 
 #[tokio::test]
 async fn concurrent_copies_of_one_request_all_get_the_one_reservation() {
-    let (app, _) = app_at_now().await;
     let device = "idem-race";
-    register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
+    let (app, body) = registered_app(device).await;
     let key = "7d0c8f1e-0000-4000-8000-000000000002";
     let mut answers = Vec::new();
     let tasks: Vec<_> = (0..8)
@@ -157,27 +169,16 @@ async fn concurrent_copies_of_one_request_all_get_the_one_reservation() {
 /// reservation, and a replay once that reservation is gone says so (what is true now).
 #[tokio::test]
 async fn a_replay_after_the_reservation_was_cancelled_is_409_reservation_gone() {
-    let (app, _) = app_at_now().await;
     let device = "idem-cancelled";
-    register(&app, device).await;
-    let body = json!({"deviceId": device, "scheduledAt": AT});
+    let (app, body) = registered_app(device).await;
     let key = "7d0c8f1e-0000-4000-8000-000000000003";
     let first = post_with_key(&app, key, &body).await;
     assert_eq!(first.status().as_u16(), 201);
     assert_eq!(delete(&app, device).await.status().as_u16(), 204);
-    let gone = error_body(
-        post_with_key(&app, key, &body).await,
-        409,
-        "RESERVATION_GONE",
-    )
-    .await;
-    assert!(
-        gone["message"]
-            .as_str()
-            .unwrap()
-            .contains("Idempotency-Key"),
-        "{gone}"
-    );
+    let response = post_with_key(&app, key, &body).await;
+    let gone = error_body(response, 409, "RESERVATION_GONE").await;
+    let message = gone["message"].as_str().unwrap();
+    assert!(message.contains("Idempotency-Key"), "{gone}");
     // Nothing was made again: the device has no reservation.
     assert_eq!(
         send(app.agent(http::Method::GET, &format!("/calls?deviceId={device}")))
@@ -203,13 +204,7 @@ async fn an_idempotency_key_is_the_devices_own_and_its_replay_needs_the_devices_
     register(&app, b).await;
 
     let body_a = json!({"deviceId": a, "scheduledAt": AT});
-    let first = send(
-        app.agent(http::Method::POST, "/calls")
-            .header("Idempotency-Key", key)
-            .header("x-device-secret", &secret)
-            .body(body_a.to_string()),
-    )
-    .await;
+    let first = post_with_key_and_secret(&app, key, &secret, &body_a).await;
     assert_eq!(first.status().as_u16(), 201);
     let first: Value = first.json().await.unwrap();
 
@@ -228,13 +223,7 @@ async fn an_idempotency_key_is_the_devices_own_and_its_replay_needs_the_devices_
         "DEVICE_SECRET_REQUIRED",
     )
     .await;
-    let replayed = send(
-        app.agent(http::Method::POST, "/calls")
-            .header("Idempotency-Key", key)
-            .header("x-device-secret", &secret)
-            .body(body_a.to_string()),
-    )
-    .await;
+    let replayed = post_with_key_and_secret(&app, key, &secret, &body_a).await;
     assert_eq!(replayed.status().as_u16(), 201);
     assert_eq!(replayed.json::<Value>().await.unwrap(), first);
 }

@@ -86,6 +86,13 @@ async fn device(app: &App, name: &str) -> Device {
     device
 }
 
+/// The device's record as stored now.
+async fn stored_device(app: &App, device: &Device) -> Option<Device> {
+    let store = app.store().await.unwrap();
+    let now = Utc::now();
+    store.get_device(&device.device_id, now).await.unwrap()
+}
+
 async fn reserve(app: &App, device: &Device, at: DateTime<Utc>) -> Reservation {
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();
     let now = Utc::now();
@@ -212,15 +219,7 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
             "no retry of a dead token"
         );
         assert_eq!(status(&app, r).await, ReservationStatus::Failed);
-        assert_eq!(
-            app.store()
-                .await
-                .unwrap()
-                .get_device(&d.device_id, chrono::Utc::now())
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(stored_device(&app, d).await, None);
         faults::record(
             name,
             "call failed at once, the device's token removed (POST /calls then 409 until re-registered)",
@@ -250,15 +249,7 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
     let span = (tries.last().unwrap().at - tries[0].at).num_milliseconds();
     assert!(span < 1000, "all attempts within the 1 s budget: {span} ms");
     assert_eq!(status(&app, &calls[4]).await, ReservationStatus::Failed);
-    assert!(
-        app.store()
-            .await
-            .unwrap()
-            .get_device(&failing.device_id, chrono::Utc::now())
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(stored_device(&app, &failing).await.is_some());
     faults::record(
         "APNs: 500 InternalServerError, every time",
         "retried with backoff until 1 s after the second, then failed; token kept",

@@ -5,8 +5,10 @@
 
 use std::time::Duration as StdDuration;
 
-use koe::domain::reservation::ReservationStatus;
+use koe::dispatch::RunReport;
+use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe_testkit::dispatching::ProxiedWorld as World;
+use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 use koe_testkit::faults;
 
 const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
@@ -14,13 +16,22 @@ const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 const FINISH: &str = "finishToken";
 const MARK: &str = "SET #pushStartedAtMs";
 
+/// A fresh world with one call 1.5 s away, its proxy's fault set by `fault`, and one run.
+async fn one_run(name: &str, fault: impl FnOnce(&ReplyDropper)) -> (World, Reservation, RunReport) {
+    let w = World::new().await;
+    let r = w.reserve(name, 1500).await;
+    fault(&w.dropper);
+    let report = w.run(CLAIM_TIMEOUT).await;
+    (w, r, report)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_the_store_refused_is_retried_until_it_is_recorded() {
-    let w = World::new().await;
-    let r = w.reserve("finish-refused", 1500).await;
     // The first three attempts of the finish get a 500 (nothing written).
-    w.dropper.refuse_requests("UpdateItem", FINISH, 3);
-    let report = w.run(CLAIM_TIMEOUT).await;
+    let (w, r, report) = one_run("finish-refused", |d| {
+        d.refuse_requests("UpdateItem", FINISH, 3)
+    })
+    .await;
     assert_eq!(w.dropper.dropped(), 3, "the first finish failed");
     assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
     assert_eq!(
@@ -42,12 +53,9 @@ async fn an_outcome_the_store_refused_is_retried_until_it_is_recorded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_written_though_every_reply_was_lost_counts_as_recorded() {
-    let w = World::new().await;
-    let r = w.reserve("finish-lost", 1500).await;
     // The write happens, but the first three attempts' replies never arrive: the next attempt
     // meets this run's own outcome (its token) and is answered as written.
-    w.dropper.drop_replies("UpdateItem", FINISH, 3);
-    let report = w.run(CLAIM_TIMEOUT).await;
+    let (w, r, report) = one_run("finish-lost", |d| d.drop_replies("UpdateItem", FINISH, 3)).await;
     assert_eq!(w.dropper.dropped(), 3);
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
     assert_eq!((report.sent, report.store_errors), (1, 0), "{report:?}");
@@ -55,11 +63,9 @@ async fn an_outcome_written_though_every_reply_was_lost_counts_as_recorded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() {
-    let w = World::new().await;
-    let r = w.reserve("mark-refused", 1500).await;
     // Three attempts of the mark get a 500 (nothing written); the run makes it again.
-    w.dropper.refuse_requests("UpdateItem", MARK, 3);
-    let report = w.run(CLAIM_TIMEOUT).await;
+    let (w, r, report) =
+        one_run("mark-refused", |d| d.refuse_requests("UpdateItem", MARK, 3)).await;
     assert_eq!(w.dropper.dropped(), 3);
     let pushes = w.push.sent_for_call(r.call_id.as_str());
     assert_eq!(pushes.len(), 1, "{pushes:#?}");

@@ -14,6 +14,20 @@ use super::store_contract::{
 
 const WAIT: Duration = Duration::seconds(5);
 
+/// A new call to a device that confirms, created at `t0()`; the call and its second.
+async fn new_call(store: &DynStore) -> (Reservation, DateTime<Utc>) {
+    let r = reservation(&new_device_id(), t0(), LEAD);
+    create(store, &r, t0()).await;
+    let due = r.scheduled_at.utc();
+    (r, due)
+}
+
+/// `run` claims the call's first push at `due` and marks it started (no outcome yet).
+async fn first_push_marked(store: &DynStore, r: &Reservation, run: &RunToken, due: DateTime<Utc>) {
+    assert_eq!(claim_pushes(store, r, run, due).await, Some(0));
+    assert!(mark(store, r, run, due).await);
+}
+
 async fn claim_pushes(
     store: &DynStore,
     r: &Reservation,
@@ -71,9 +85,7 @@ fn rang(answer: ConfirmAnswer) -> Reservation {
 /// Three pushes at least the wait apart, none confirmed: `sent` between them (the API's view),
 /// never claimed before it is due again, then `unconfirmed` at the last wait's end.
 async fn an_unconfirmed_call_is_pushed_three_times_then_ends_unconfirmed(store: DynStore) {
-    let r = reservation(&new_device_id(), t0(), LEAD);
-    create(&store, &r, t0()).await;
-    let due = r.scheduled_at.utc();
+    let (r, due) = new_call(&store).await;
     for pushes in 0..3 {
         let at = due + WAIT * pushes as i32;
         if pushes > 0 {
@@ -122,12 +134,9 @@ async fn an_unconfirmed_call_is_pushed_three_times_then_ends_unconfirmed(store: 
 /// `rang` with its time and the pushes that left; repeated, the same record; no claim after.
 async fn a_confirmed_call_is_rang_and_never_claimed_again(store: DynStore) {
     // Confirmed while its first push's outcome is not recorded yet (mark written).
-    let r = reservation(&new_device_id(), t0(), LEAD);
-    create(&store, &r, t0()).await;
-    let due = r.scheduled_at.utc();
+    let (r, due) = new_call(&store).await;
     let run = RunToken::generate();
-    assert_eq!(claim_pushes(&store, &r, &run, due).await, Some(0));
-    assert!(mark(&store, &r, &run, due).await);
+    first_push_marked(&store, &r, &run, due).await;
     let at = due + Duration::milliseconds(300);
     let first = rang(confirm(&store, &r, at).await);
     assert_eq!((first.rang_at, first.pushes), (Some(at), 1));
@@ -171,9 +180,7 @@ async fn a_confirmed_call_is_rang_and_never_claimed_again(store: DynStore) {
 /// is written; one claimed but not marked yet is stopped by the confirmation (its mark is
 /// refused): no push follows a stored confirmation.
 async fn a_confirmation_never_precedes_a_push_again(store: DynStore) {
-    let r = reservation(&new_device_id(), t0(), LEAD);
-    create(&store, &r, t0()).await;
-    let due = r.scheduled_at.utc();
+    let (r, due) = new_call(&store).await;
     push_once(&store, &r, 0, due).await;
     let again = due + WAIT;
     let run = RunToken::generate();
@@ -240,12 +247,9 @@ async fn a_confirmation_of_no_push_is_not_found(store: DynStore) {
 /// is abandoned, another run counts that push and pushes again; a call waiting for its push
 /// again can no longer be cancelled, nor missed (it ends unconfirmed).
 async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
-    let r = reservation(&new_device_id(), t0(), LEAD);
-    create(&store, &r, t0()).await;
-    let due = r.scheduled_at.utc();
+    let (r, due) = new_call(&store).await;
     let gone = RunToken::generate();
-    assert_eq!(claim_pushes(&store, &r, &gone, due).await, Some(0));
-    assert!(mark(&store, &r, &gone, due).await);
+    first_push_marked(&store, &r, &gone, due).await;
     let later = due + CLAIM_TIMEOUT + secs(1);
     let run = RunToken::generate();
     let refused = store

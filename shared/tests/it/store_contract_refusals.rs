@@ -9,8 +9,8 @@ use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Outcome};
 
 use super::store_contract::{
-    DynStore, LEAD, create, device, finish, get, get_some, new_device_id, reservation, secs,
-    stale_before, t0,
+    DynStore, LEAD, create, device, finish, get, get_some, new_device_id, reservation, secs, t0,
+    try_create,
 };
 
 async fn count_of(store: &DynStore, minute: &str) -> u32 {
@@ -30,9 +30,7 @@ async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
         let refused = reservation(&id, now, LEAD);
         assert_eq!(refused.scheduled_at.due_minute(), minute);
         assert_eq!(
-            store
-                .create_reservation(&refused, now, stale_before(now))
-                .await,
+            try_create(&store, &refused, now).await,
             Err(CreateError::Exists)
         );
     }
@@ -65,9 +63,7 @@ async fn a_cancelled_reservation_is_never_made_again(store: DynStore) {
     assert!(store.was_cancelled(&r.call_id, now).await.unwrap());
     let later = now + secs(5);
     assert_eq!(
-        store
-            .create_reservation(&r, later, stale_before(later))
-            .await,
+        try_create(&store, &r, later).await,
         Err(CreateError::Cancelled)
     );
     assert_eq!(get(&store, &id, later).await, None);
@@ -124,12 +120,7 @@ async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) 
     );
     // A reservation made in between survives a cancel made again of the first.
     let second = reservation(&id, now, LEAD + secs(2));
-    assert_eq!(
-        store
-            .create_reservation(&second, now, stale_before(now))
-            .await,
-        Ok(Created::New)
-    );
+    assert_eq!(try_create(&store, &second, now).await, Ok(Created::New));
     assert_eq!(
         store
             .cancel_reservation(&id, Some(&first.call_id), now + secs(1))

@@ -180,17 +180,22 @@ fn the_runbook_table_and_the_template_state_the_same_alarms() {
 
 const HOURS: u32 = 6;
 
-#[test]
-fn a_healthy_stack_pages_no_one_for_hours() {
-    let samples = published::healthy(HOURS);
+/// No alarm of the template fires on `samples` in all of [`HOURS`]; `what` names them.
+fn pages_no_one(samples: &Samples, what: &str) {
     for (name, alarm) in template_alarms() {
-        let evaluation = alarm.evaluate(&samples, 0..HOURS * 60);
+        let evaluation = alarm.evaluate(samples, 0..HOURS * 60);
         assert_eq!(
             evaluation.alarms(),
             Vec::<u32>::new(),
-            "{name} fired on a healthy stack"
+            "{name} fired on {what}"
         );
     }
+}
+
+#[test]
+fn a_healthy_stack_pages_no_one_for_hours() {
+    let samples = published::healthy(HOURS);
+    pages_no_one(&samples, "a healthy stack");
 }
 
 #[test]
@@ -206,14 +211,7 @@ fn an_idle_stack_publishes_one_metric_of_its_own_and_pages_no_one() {
         [&published::dispatch("RunDuration", "dispatch")],
         "an idle run writes its duration only"
     );
-    for (name, alarm) in template_alarms() {
-        let evaluation = alarm.evaluate(&samples, 0..HOURS * 60);
-        assert_eq!(
-            evaluation.alarms(),
-            Vec::<u32>::new(),
-            "{name} fired on an idle stack"
-        );
-    }
+    pages_no_one(&samples, "an idle stack");
 }
 
 // ---------------------------------------------------------------------------------------------

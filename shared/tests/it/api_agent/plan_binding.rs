@@ -39,11 +39,12 @@ fn round_2_for(ids: &[&str]) -> Value {
     json!({"message": "明日の予定は？", "deviceId": DEVICE, "results": results})
 }
 
-/// Asserts a 400 naming `field` whose message contains `words`, and that no model was called
-/// for it.
-async fn refused(app: &TestApp, body: Value, field: &str, words: &str) {
+/// Asserts that round 2 answering the step `ids` is a 400 naming `field` whose message
+/// contains `words`, and that no model was called for it.
+async fn refused(app: &TestApp, ids: &[&str], field: &str, words: &str) {
     let calls = app.openai.request_count();
-    let body = invalid_field(post(app, body.to_string()).await, field).await;
+    let body = round_2_for(ids).to_string();
+    let body = invalid_field(post(app, body).await, field).await;
     let message = body["message"].as_str().unwrap();
     assert!(message.contains(words), "{message}");
     assert_eq!(
@@ -84,7 +85,7 @@ async fn made_up_step_ids_are_400_and_call_no_model() {
     ] {
         refused(
             &app,
-            round_2_for(&[&made_up]),
+            &[&made_up],
             "results[0].stepId",
             "was not issued by round 1",
         )
@@ -102,13 +103,7 @@ async fn made_up_step_ids_are_400_and_call_no_model() {
         .await;
         planned_ids(&other).await.remove(0)
     };
-    refused(
-        &app,
-        round_2_for(&[&foreign]),
-        "results[0].stepId",
-        "was not issued",
-    )
-    .await;
+    refused(&app, &[&foreign], "results[0].stepId", "was not issued").await;
     assert_eq!(app.openai.request_count(), 0);
 }
 
@@ -125,22 +120,10 @@ async fn altered_step_ids_are_400_and_call_no_model() {
             b'7'
         };
         let altered = String::from_utf8(altered).unwrap();
-        refused(
-            &app,
-            round_2_for(&[&altered]),
-            "results[0].stepId",
-            "was not issued",
-        )
-        .await;
+        refused(&app, &[&altered], "results[0].stepId", "was not issued").await;
     }
     // A step the plan does not have, and the same step twice.
-    refused(
-        &app,
-        round_2_for(&[&id, &id]),
-        "results[1].stepId",
-        "another plan",
-    )
-    .await;
+    refused(&app, &[&id, &id], "results[1].stepId", "another plan").await;
     assert_eq!(app.openai.request_count(), 1, "only the planner");
 }
 
@@ -180,13 +163,7 @@ async fn expired_step_ids_are_400_and_call_no_model() {
     let (app, clock) = app_and_clock().await;
     let id = planned_ids(&app).await.remove(0);
     clock.advance(chrono::Duration::minutes(10));
-    refused(
-        &app,
-        round_2_for(&[&id]),
-        "results[0].stepId",
-        "has expired",
-    )
-    .await;
+    refused(&app, &[&id], "results[0].stepId", "has expired").await;
     assert_eq!(app.openai.request_count(), 1, "only the planner");
 }
 
@@ -200,7 +177,7 @@ async fn a_plan_is_answered_at_most_three_times() {
     }
     refused(
         &app,
-        round_2_for(&[&id]),
+        &[&id],
         "results[0].stepId",
         "already answered 3 times",
     )

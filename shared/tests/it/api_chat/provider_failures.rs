@@ -11,111 +11,85 @@ use super::{
     one_message, post_json,
 };
 
+/// A fresh app whose provider answers as scripted: a 500 with `code` after `requests` requests.
+async fn provider_fails(script: Vec<Behaviour>, code: &str, requests: usize) {
+    let app = spawn_app(&[]).await;
+    let response = chat_with_provider(&app, script).await;
+    assert_provider_failure(&app, response, code, requests).await;
+}
+
+/// A fresh app whose provider answers as scripted: a 200 with `content` after two requests.
+async fn provider_recovers(script: Vec<Behaviour>, content: &str) {
+    let app = spawn_app(&[]).await;
+    let response = chat_with_provider(&app, script).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["message"]["content"], content);
+    assert_eq!(app.openai.request_count(), 2);
+    assert!(app.events.published().is_empty());
+}
+
+fn raw(status: u16, body: String) -> Behaviour {
+    Behaviour::Raw { status, body }
+}
+
 #[tokio::test]
 async fn provider_500_twice_is_provider_error_after_exactly_one_retry() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::server_error(), Behaviour::server_error()],
-    )
-    .await;
-    assert_provider_failure(&app, response, "PROVIDER_ERROR", 2).await;
+    let script = vec![Behaviour::server_error(), Behaviour::server_error()];
+    provider_fails(script, "PROVIDER_ERROR", 2).await;
 }
 
 #[tokio::test]
 async fn provider_500_then_success_is_200_after_one_retry() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::server_error(), Behaviour::complete("second try")],
-    )
-    .await;
-    assert_eq!(response.status().as_u16(), 200);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["message"]["content"], "second try");
-    assert_eq!(app.openai.request_count(), 2);
-    assert!(app.events.published().is_empty());
+    let script = vec![Behaviour::server_error(), Behaviour::complete("second try")];
+    provider_recovers(script, "second try").await;
 }
 
 #[tokio::test]
 async fn rate_limit_429_then_success_is_200_after_one_retry() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![
-            Behaviour::rate_limited(),
-            Behaviour::complete("after the limit"),
-        ],
-    )
-    .await;
-    assert_eq!(response.status().as_u16(), 200);
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["message"]["content"], "after the limit");
-    assert_eq!(app.openai.request_count(), 2);
-    assert!(app.events.published().is_empty());
+    let script = vec![
+        Behaviour::rate_limited(),
+        Behaviour::complete("after the limit"),
+    ];
+    provider_recovers(script, "after the limit").await;
 }
 
 #[tokio::test]
 async fn insufficient_quota_429_is_insufficient_credits_without_retry() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(&app, vec![Behaviour::insufficient_quota()]).await;
-    assert_provider_failure(&app, response, "INSUFFICIENT_CREDITS", 1).await;
+    provider_fails(
+        vec![Behaviour::insufficient_quota()],
+        "INSUFFICIENT_CREDITS",
+        1,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn payment_required_402_is_insufficient_credits() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::Raw {
-            status: 402,
-            body: json!({"error": {"message": "Payment required", "type": "billing"}}).to_string(),
-        }],
-    )
-    .await;
-    assert_provider_failure(&app, response, "INSUFFICIENT_CREDITS", 1).await;
+    let body = json!({"error": {"message": "Payment required", "type": "billing"}});
+    provider_fails(vec![raw(402, body.to_string())], "INSUFFICIENT_CREDITS", 1).await;
 }
 
 #[tokio::test]
 async fn provider_200_with_invalid_json_is_provider_bad_response() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(&app, vec![Behaviour::garbage()]).await;
-    assert_provider_failure(&app, response, "PROVIDER_BAD_RESPONSE", 1).await;
+    provider_fails(vec![Behaviour::garbage()], "PROVIDER_BAD_RESPONSE", 1).await;
 }
 
 #[tokio::test]
 async fn completion_with_null_content_is_provider_bad_response() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(&app, vec![Behaviour::refusal()]).await;
-    assert_provider_failure(&app, response, "PROVIDER_BAD_RESPONSE", 1).await;
+    provider_fails(vec![Behaviour::refusal()], "PROVIDER_BAD_RESPONSE", 1).await;
 }
 
 #[tokio::test]
 async fn completion_without_choices_is_provider_bad_response() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::Raw {
-            status: 200,
-            body: r#"{"choices": []}"#.into(),
-        }],
-    )
-    .await;
-    assert_provider_failure(&app, response, "PROVIDER_BAD_RESPONSE", 1).await;
+    let body = r#"{"choices": []}"#;
+    provider_fails(vec![raw(200, body.into())], "PROVIDER_BAD_RESPONSE", 1).await;
 }
 
 #[tokio::test]
 async fn provider_401_is_provider_error_without_retry() {
-    let app = spawn_app(&[]).await;
-    let response = chat_with_provider(
-        &app,
-        vec![Behaviour::Raw {
-            status: 401,
-            body: json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}).to_string(),
-        }],
-    )
-    .await;
-    assert_provider_failure(&app, response, "PROVIDER_ERROR", 1).await;
+    let body = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+    provider_fails(vec![raw(401, body.to_string())], "PROVIDER_ERROR", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,20 +209,8 @@ async fn provider_error_bodies_are_never_passed_to_the_client() {
     let app = spawn_app(&[]).await;
     let upstream =
         json!({"error": {"message": "UPSTREAM-DETAIL-3b9e", "type": "server_error"}}).to_string();
-    let response = chat_with_provider(
-        &app,
-        vec![
-            Behaviour::Raw {
-                status: 503,
-                body: upstream.clone(),
-            },
-            Behaviour::Raw {
-                status: 503,
-                body: upstream,
-            },
-        ],
-    )
-    .await;
+    let script = vec![raw(503, upstream.clone()), raw(503, upstream)];
+    let response = chat_with_provider(&app, script).await;
     let text = {
         assert_eq!(response.status().as_u16(), 500);
         response.text().await.unwrap()

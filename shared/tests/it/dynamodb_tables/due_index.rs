@@ -2,8 +2,9 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{Reservation, RunToken, ScheduledAt};
+use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
 use koe::store::{DUE_INDEX, Outcome, TableNames};
 
@@ -22,6 +23,26 @@ async fn index_count(client: &Client, tables: &TableNames, minute: &str) -> i32 
         .await
         .unwrap()
         .count()
+}
+
+/// A claim of `r` at `now` by a run of its own (claims a minute old are abandoned).
+async fn claim(store: &DynamoStore, r: &Reservation, now: DateTime<Utc>) -> bool {
+    let (run, abandoned) = (RunToken::generate(), now - Duration::seconds(60));
+    let claimed = store.claim_reservation(&r.device_id, &r.call_id, &run, now, abandoned);
+    claimed.await.unwrap()
+}
+
+/// `r`'s outcome recorded at `now` by a run of its own.
+async fn finish(
+    store: &DynamoStore,
+    r: &Reservation,
+    outcome: Outcome,
+    now: DateTime<Utc>,
+) -> bool {
+    let (run, abandoned) = (RunToken::generate(), now - Duration::seconds(60));
+    let (device, call) = (&r.device_id, &r.call_id);
+    let finished = store.finish_reservation(device, call, outcome, &run, now, abandoned);
+    finished.await.unwrap()
 }
 
 #[tokio::test]
@@ -57,35 +78,11 @@ async fn finished_reservations_leave_the_due_index() {
     assert_eq!(index_count(&client, &tables, minute).await, 3);
 
     let send_at = at("2026-01-01T00:05:01Z");
-    let abandoned = send_at - Duration::seconds(60);
     let early = &calls[1];
-    assert!(
-        store
-            .claim_reservation(
-                &early.device_id,
-                &early.call_id,
-                &RunToken::generate(),
-                send_at,
-                abandoned,
-            )
-            .await
-            .unwrap()
-    );
+    assert!(claim(&store, early, send_at).await);
     assert_eq!(store.due_calls(minute, 0).await.unwrap().len(), 3);
     for (r, outcome) in [(&calls[1], Outcome::Sent), (&calls[0], Outcome::Missed)] {
-        assert!(
-            store
-                .finish_reservation(
-                    &r.device_id,
-                    &r.call_id,
-                    outcome,
-                    &RunToken::generate(),
-                    send_at,
-                    abandoned,
-                )
-                .await
-                .unwrap()
-        );
+        assert!(finish(&store, r, outcome, send_at).await);
     }
     let due = store.due_calls(minute, 0).await.unwrap();
     assert_eq!(due.len(), 1);
@@ -94,31 +91,8 @@ async fn finished_reservations_leave_the_due_index() {
     assert_eq!(index_count(&client, &tables, minute).await, 1);
 
     let mid = &calls[2];
-    assert!(
-        store
-            .claim_reservation(
-                &mid.device_id,
-                &mid.call_id,
-                &RunToken::generate(),
-                send_at,
-                abandoned,
-            )
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .finish_reservation(
-                &mid.device_id,
-                &mid.call_id,
-                Outcome::Failed,
-                &RunToken::generate(),
-                send_at,
-                abandoned
-            )
-            .await
-            .unwrap()
-    );
+    assert!(claim(&store, mid, send_at).await);
+    assert!(finish(&store, mid, Outcome::Failed, send_at).await);
     assert!(store.due_calls(minute, 0).await.unwrap().is_empty());
     assert_eq!(index_count(&client, &tables, minute).await, 0);
 }

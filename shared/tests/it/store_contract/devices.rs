@@ -1,30 +1,31 @@
 //! The device records: put, get, the device secret's proof and hold, remove by token.
 
-use koe::domain::device::{Device, PushEnvironment};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 
 use super::{DynStore, device, new_device_id, new_token, secs, t0};
+
+/// The device's record as read now.
+async fn get(store: &DynStore, id: &DeviceId) -> Option<Device> {
+    store
+        .get_device(id, chrono::Utc::now())
+        .await
+        .expect("get_device")
+}
+
+/// Whether removing the device with `token` removed a record.
+async fn removed(store: &DynStore, id: &DeviceId, token: &VoipToken) -> bool {
+    store.remove_device(id, token).await.expect("remove_device")
+}
 
 async fn put_device_then_get_returns_the_same_record(store: DynStore) {
     let id = new_device_id();
     let d = device(&id, PushEnvironment::Sandbox, t0());
     store.put_device(&d).await.expect("put_device");
-    assert_eq!(
-        store
-            .get_device(&id, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        Some(d)
-    );
+    assert_eq!(get(&store, &id).await, Some(d));
 
     let other = device(&new_device_id(), PushEnvironment::Production, t0());
     store.put_device(&other).await.expect("put_device");
-    assert_eq!(
-        store
-            .get_device(&other.device_id, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        Some(other)
-    );
+    assert_eq!(get(&store, &other.device_id).await, Some(other));
 }
 
 async fn put_device_again_replaces_token_and_environment(store: DynStore) {
@@ -34,13 +35,7 @@ async fn put_device_again_replaces_token_and_environment(store: DynStore) {
     let second = device(&id, PushEnvironment::Production, t0() + secs(5));
     assert_ne!(first.voip_token, second.voip_token);
     store.put_device(&second).await.expect("put_device again");
-    assert_eq!(
-        store
-            .get_device(&id, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        Some(second)
-    );
+    assert_eq!(get(&store, &id).await, Some(second));
 }
 
 /// PUT /devices' write against the device's secret (docs/security.md, "Device-scoped access").
@@ -80,7 +75,7 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     assert!(proven.has_token());
     assert!(!proven.admits(None) && proven.admits(Some("h1")) && !proven.admits(Some("h2")));
     // APNs called the token dead: the token goes, the proven secret stays and is still needed.
-    assert!(store.remove_device(&id, &d.voip_token).await.unwrap());
+    assert!(removed(&store, &id, &d.voip_token).await);
     let tokenless = proof().await;
     assert_eq!(
         tokenless,
@@ -92,16 +87,12 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
     );
     assert!(!tokenless.has_token());
     assert!(!tokenless.admits(None) && tokenless.admits(Some("h1")));
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        None,
-        "nothing to push to"
-    );
+    assert_eq!(get(&store, &id).await, None, "nothing to push to");
     // A device of before secrets loses its record with its token.
     let legacy = new_device_id();
     let old = device(&legacy, PushEnvironment::Production, t0());
     store.put_device(&old).await.unwrap();
-    assert!(store.remove_device(&legacy, &old.voip_token).await.unwrap());
+    assert!(removed(&store, &legacy, &old.voip_token).await);
     assert_eq!(
         store
             .device_proof(&legacy, chrono::Utc::now())
@@ -129,42 +120,24 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     assert_eq!(register(v(1), None, "h2").await, written(false, false));
     // A wrong secret is refused and changes nothing.
     assert_eq!(register(v(2), Some("h2"), "h3").await, Refused);
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        Some(v(1))
-    );
+    assert_eq!(get(&store, &id).await, Some(v(1)));
     // The right one: written, and proven from now on.
     assert_eq!(register(v(3), Some("h1"), "h4").await, written(false, true));
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        Some(v(3))
-    );
+    assert_eq!(get(&store, &id).await, Some(v(3)));
     // Proven: without the secret, or with another, refused; with it, written.
     assert_eq!(register(v(4), None, "h5").await, Refused);
     assert_eq!(register(v(5), Some("h5"), "h6").await, Refused);
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        Some(v(3))
-    );
+    assert_eq!(get(&store, &id).await, Some(v(3)));
     assert_eq!(register(v(6), Some("h1"), "h7").await, written(false, true));
     // The token removed (APNs called it dead): the proven secret still holds the device, so a
     // new token without it is refused (nobody else can take the device over), with it written.
-    store.remove_device(&id, &v(6).voip_token).await.unwrap();
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        None
-    );
+    removed(&store, &id, &v(6).voip_token).await;
+    assert_eq!(get(&store, &id).await, None);
     assert_eq!(register(v(7), None, "h8").await, Refused);
     assert_eq!(register(v(7), Some("h8"), "h9").await, Refused);
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        None
-    );
+    assert_eq!(get(&store, &id).await, None);
     assert_eq!(register(v(7), Some("h1"), "h9").await, written(false, true));
-    assert_eq!(
-        store.get_device(&id, chrono::Utc::now()).await.unwrap(),
-        Some(v(7))
-    );
+    assert_eq!(get(&store, &id).await, Some(v(7)));
     // A record written without a secret (before secrets existed) gets one.
     let legacy = new_device_id();
     let old = device(&legacy, PushEnvironment::Sandbox, t0());
@@ -184,13 +157,7 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
 }
 
 async fn get_unknown_device_is_none(store: DynStore) {
-    assert_eq!(
-        store
-            .get_device(&new_device_id(), chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        None
-    );
+    assert_eq!(get(&store, &new_device_id()).await, None);
 }
 
 async fn remove_device_with_the_current_token_deletes_it(store: DynStore) {
@@ -198,24 +165,12 @@ async fn remove_device_with_the_current_token_deletes_it(store: DynStore) {
     let d = device(&id, PushEnvironment::Production, t0());
     store.put_device(&d).await.expect("put_device");
     assert!(
-        store
-            .remove_device(&id, &d.voip_token)
-            .await
-            .expect("remove_device"),
+        removed(&store, &id, &d.voip_token).await,
         "removed with the current token"
     );
-    assert_eq!(
-        store
-            .get_device(&id, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        None
-    );
+    assert_eq!(get(&store, &id).await, None);
     assert!(
-        !store
-            .remove_device(&id, &d.voip_token)
-            .await
-            .expect("remove_device"),
+        !removed(&store, &id, &d.voip_token).await,
         "nothing left to remove"
     );
 }
@@ -227,35 +182,17 @@ async fn remove_device_with_a_stale_token_keeps_it(store: DynStore) {
     let new = device(&id, PushEnvironment::Production, t0() + secs(1));
     store.put_device(&new).await.expect("put_device again");
     assert!(
-        !store
-            .remove_device(&id, &old.voip_token)
-            .await
-            .expect("remove_device"),
+        !removed(&store, &id, &old.voip_token).await,
         "a stale token removes nothing"
     );
-    assert_eq!(
-        store
-            .get_device(&id, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        Some(new)
-    );
+    assert_eq!(get(&store, &id).await, Some(new));
 
     let unknown = new_device_id();
     assert!(
-        !store
-            .remove_device(&unknown, &new_token())
-            .await
-            .expect("remove_device"),
+        !removed(&store, &unknown, &new_token()).await,
         "an unknown device removes nothing"
     );
-    assert_eq!(
-        store
-            .get_device(&unknown, chrono::Utc::now())
-            .await
-            .expect("get_device"),
-        None
-    );
+    assert_eq!(get(&store, &unknown).await, None);
 }
 
 contract_suite!(

@@ -9,6 +9,13 @@ use super::{
     scheduled_at, secs, seeded, t0, try_cancel, try_create,
 };
 
+/// The statuses a call ends in.
+const ENDED: [ReservationStatus; 3] = [
+    ReservationStatus::Sent,
+    ReservationStatus::Failed,
+    ReservationStatus::Missed,
+];
+
 async fn create_then_get_returns_the_equal_record(store: DynStore) {
     // A caller name beyond ASCII, a fractional second and a non-UTC offset.
     let id = new_device_id();
@@ -110,11 +117,7 @@ async fn the_same_reservation_made_again_is_created_once_and_counted_once(store:
 }
 
 async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
-    for status in [
-        ReservationStatus::Sent,
-        ReservationStatus::Failed,
-        ReservationStatus::Missed,
-    ] {
+    for status in ENDED {
         let (old, ended) = seeded(&store, status).await;
         let now = ended + secs(1);
         let new = reservation(&old.device_id, now, secs(600));
@@ -219,11 +222,7 @@ async fn cancel_claimed_is_too_late_and_keeps_it(store: DynStore) {
 }
 
 async fn cancel_sent_failed_or_missed_is_too_late_with_its_status(store: DynStore) {
-    for status in [
-        ReservationStatus::Sent,
-        ReservationStatus::Failed,
-        ReservationStatus::Missed,
-    ] {
+    for status in ENDED {
         let (r, ended) = seeded(&store, status).await;
         let now = ended + secs(60);
         assert_eq!(

@@ -59,6 +59,30 @@ async fn usage_is_counted_per_day_and_per_device(store: DynStore) {
     assert_eq!(count(&store, &a, DAY, 2).await, UsageOutcome::LimitReached);
 }
 
+/// Runs `n` tasks made by `task`, released together by a barrier; their answers in order.
+async fn all_at_once<T, F, Fut>(n: usize, task: F) -> Vec<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let barrier = Arc::new(Barrier::new(n));
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (barrier, work) = (barrier.clone(), task());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                work.await
+            })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(n);
+    for t in tasks {
+        answers.push(t.await.expect("concurrent task"));
+    }
+    answers
+}
+
 /// `callers` concurrent counts for one fresh device on [`DAY`]; the device and the outcomes.
 async fn concurrent_usage(
     store: &DynStore,
@@ -66,20 +90,11 @@ async fn concurrent_usage(
     limit: u32,
 ) -> (DeviceId, Vec<UsageOutcome>) {
     let id = new_device_id();
-    let barrier = Arc::new(Barrier::new(callers));
-    let tasks: Vec<_> = (0..callers)
-        .map(|_| {
-            let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                count(&store, &id, DAY, limit).await
-            })
-        })
-        .collect();
-    let mut outcomes = Vec::with_capacity(callers);
-    for task in tasks {
-        outcomes.push(task.await.expect("count task"));
-    }
+    let outcomes = all_at_once(callers, || {
+        let (store, id) = (store.clone(), id.clone());
+        async move { count(&store, &id, DAY, limit).await }
+    })
+    .await;
     (id, outcomes)
 }
 
@@ -97,28 +112,26 @@ fn split(outcomes: &[UsageOutcome]) -> (Vec<u32>, usize) {
     (counts, refused)
 }
 
-async fn concurrent_usage_never_exceeds_the_limit(store: DynStore) {
-    let (id, outcomes) = concurrent_usage(&store, 60, 50).await;
+/// `callers` concurrent uses under a limit of 50: the device, its sorted counts, the refusals;
+/// and its stored count is then at the limit (the refusals counted nothing).
+async fn fifty_of(store: &DynStore, callers: usize) -> (DeviceId, Vec<u32>, usize) {
+    let (id, outcomes) = concurrent_usage(store, callers, 50).await;
     let (counts, refused) = split(&outcomes);
+    assert_eq!(count(store, &id, DAY, 50).await, UsageOutcome::LimitReached);
+    (id, counts, refused)
+}
+
+async fn concurrent_usage_never_exceeds_the_limit(store: DynStore) {
+    let (id, counts, refused) = fifty_of(&store, 60).await;
     assert_eq!(counts, (1..=50).collect::<Vec<u32>>(), "50 distinct counts");
     assert_eq!(refused, 10, "10 refused");
-    // The stored count is exactly 50: the refusals counted nothing.
-    assert_eq!(
-        count(&store, &id, DAY, 50).await,
-        UsageOutcome::LimitReached
-    );
     assert_eq!(count(&store, &id, DAY, 51).await, counted(51));
 }
 
 async fn concurrent_usage_at_exactly_the_limit_counts_everyone(store: DynStore) {
-    let (id, outcomes) = concurrent_usage(&store, 50, 50).await;
-    let (counts, refused) = split(&outcomes);
+    let (_, counts, refused) = fifty_of(&store, 50).await;
     assert_eq!(counts, (1..=50).collect::<Vec<u32>>(), "all 50 counted");
     assert_eq!(refused, 0, "none refused");
-    assert_eq!(
-        count(&store, &id, DAY, 50).await,
-        UsageOutcome::LimitReached
-    );
 }
 
 /// A fresh plan id, as `agent::binding` makes them (14 base64url characters).
@@ -153,23 +166,16 @@ async fn plan_answers_count_up_to_the_bound_per_plan(store: DynStore) {
 
 async fn concurrent_plan_answers_never_exceed_the_bound(store: DynStore) {
     let plan = new_plan_id();
-    let barrier = Arc::new(Barrier::new(20));
-    let tasks: Vec<_> = (0..20)
-        .map(|_| {
-            let (store, plan, barrier) = (store.clone(), plan.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                store
-                    .count_plan_answer(&plan, 3, usage_expiry(t0()))
-                    .await
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(task.await.unwrap());
-    }
+    let outcomes = all_at_once(20, || {
+        let (store, plan) = (store.clone(), plan.clone());
+        async move {
+            store
+                .count_plan_answer(&plan, 3, usage_expiry(t0()))
+                .await
+                .unwrap()
+        }
+    })
+    .await;
     let (counts, refused) = split(&outcomes);
     assert_eq!(counts, vec![1, 2, 3]);
     assert_eq!(refused, 17);
@@ -253,31 +259,27 @@ async fn tokens_reserve_below_the_ceiling_settle_both_ways_and_notice_once(store
 
 async fn concurrent_reservations_stop_exactly_at_the_ceiling_and_one_notice_wins(store: DynStore) {
     let api = spend_api();
-    let barrier = Arc::new(Barrier::new(30));
-    let tasks: Vec<_> = (0..30)
-        .map(|_| {
-            let (store, api, barrier) = (store.clone(), api.clone(), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                let outcome = store
-                    .reserve_tokens(&api, DAY, 100, 1000, usage_expiry(t0()))
+    let answers = all_at_once(30, || {
+        let (store, api) = (store.clone(), api.clone());
+        async move {
+            let outcome = store
+                .reserve_tokens(&api, DAY, 100, 1000, usage_expiry(t0()))
+                .await
+                .unwrap();
+            let noticed = match outcome {
+                SpendOutcome::CeilingReached => store
+                    .claim_ceiling_notice(&api, DAY, usage_expiry(t0()))
                     .await
-                    .unwrap();
-                let noticed = match outcome {
-                    SpendOutcome::CeilingReached => store
-                        .claim_ceiling_notice(&api, DAY, usage_expiry(t0()))
-                        .await
-                        .unwrap(),
-                    SpendOutcome::Reserved { .. } => false,
-                };
-                (outcome, noticed)
-            })
-        })
-        .collect();
+                    .unwrap(),
+                SpendOutcome::Reserved { .. } => false,
+            };
+            (outcome, noticed)
+        }
+    })
+    .await;
     let mut totals = Vec::new();
     let mut notices = 0;
-    for task in tasks {
-        let (outcome, noticed) = task.await.unwrap();
+    for (outcome, noticed) in answers {
         if let SpendOutcome::Reserved { total } = outcome {
             totals.push(total);
         }
