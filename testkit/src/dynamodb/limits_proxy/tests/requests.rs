@@ -22,25 +22,19 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
         units: 1000.0,
     }]);
 
-    let claim = |status: &str| {
+    // `SET attribute = value` on d1.
+    let set = |attribute: &str, value: &str| {
         client
             .update_item()
             .table_name(&calls.table)
             .key("deviceId", s("d1"))
-            .update_expression("SET #status = :status")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":status", s(status))
+            .update_expression("SET #a = :v")
+            .expression_attribute_names("#a", attribute)
+            .expression_attribute_values(":v", s(value))
     };
+    let claim = |status: &str| set("status", status);
     // The index carries callerName (INCLUDE): changing it writes the exhausted partition.
-    let rename = |name: &str| {
-        client
-            .update_item()
-            .table_name(&calls.table)
-            .key("deviceId", s("d1"))
-            .update_expression("SET #callerName = :name")
-            .expression_attribute_names("#callerName", "callerName")
-            .expression_attribute_values(":name", s(name))
-    };
+    let rename = |name: &str| set("callerName", name);
     let err = rename("Koe").send().await.unwrap_err();
     let throttle = match err.as_service_error() {
         Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ThrottlingException(t)) => {
@@ -105,12 +99,7 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
     );
 
     // Moving the entry to another minute pays the old partition and the new one.
-    client
-        .update_item()
-        .table_name(&calls.table)
-        .key("deviceId", s("d1"))
-        .update_expression("SET dueShard = :later")
-        .expression_attribute_values(":later", s("2026-01-01T23:00Z"))
+    set("dueShard", "2026-01-01T23:00Z")
         .send()
         .await
         .expect("UpdateItem");
