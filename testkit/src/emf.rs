@@ -64,6 +64,13 @@ pub struct Emf {
     pub metrics: Vec<Metric>,
 }
 
+/// `value` as an array, or an error naming `what`.
+fn array<'a>(value: Option<&'a Value>, what: &str) -> Result<&'a Vec<Value>, String> {
+    value
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("{what} is not an array"))
+}
+
 /// Parses one log line as EMF, or says which rule it breaks.
 pub fn parse(line: &str) -> Result<Emf, String> {
     let root: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
@@ -77,10 +84,7 @@ pub fn parse(line: &str) -> Result<Emf, String> {
         .and_then(Value::as_i64)
         .filter(|t| *t >= 0)
         .ok_or("`_aws.Timestamp` is not a non-negative integer")?;
-    let directives = aws
-        .get("CloudWatchMetrics")
-        .and_then(Value::as_array)
-        .ok_or("`_aws.CloudWatchMetrics` is not an array")?;
+    let directives = array(aws.get("CloudWatchMetrics"), "`_aws.CloudWatchMetrics`")?;
     let mut metrics = Vec::new();
     for directive in directives {
         let namespace = directive
@@ -88,10 +92,7 @@ pub fn parse(line: &str) -> Result<Emf, String> {
             .and_then(Value::as_str)
             .filter(|n| (1..=1024).contains(&n.chars().count()))
             .ok_or("a directive's `Namespace` is not a string of 1 to 1024 characters")?;
-        let sets = directive
-            .get("Dimensions")
-            .and_then(Value::as_array)
-            .ok_or("a directive's `Dimensions` is not an array")?;
+        let sets = array(directive.get("Dimensions"), "a directive's `Dimensions`")?;
         let mut dimensions = Vec::new();
         for set in sets {
             let set = set.as_array().ok_or("a dimension set is not an array")?;
@@ -110,10 +111,7 @@ pub fn parse(line: &str) -> Result<Emf, String> {
             }
             dimensions.push(values);
         }
-        let definitions = directive
-            .get("Metrics")
-            .and_then(Value::as_array)
-            .ok_or("a directive's `Metrics` is not an array")?;
+        let definitions = array(directive.get("Metrics"), "a directive's `Metrics`")?;
         if definitions.len() > 100 {
             return Err("a directive defines more than 100 metrics".into());
         }

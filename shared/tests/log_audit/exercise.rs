@@ -21,33 +21,17 @@ use crate::sentinels::*;
 pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
     let d = &pass.devices;
     match binary {
-        "health" => {
+        "health" | "info" | "error-test" => {
+            let (path, status) = match binary {
+                "health" => ("/health", 200),
+                "info" => ("/api/info", 200),
+                _ => ("/api/error", 500),
+            };
+            let url = format!("{}{path}", pass.app.chat_url);
             pass.expect(
-                "GET /health",
-                pass.app.client.get(format!("{}/health", pass.app.chat_url)),
-                200,
-                false,
-            )
-            .await;
-        }
-        "info" => {
-            pass.expect(
-                "GET /api/info",
-                pass.app
-                    .client
-                    .get(format!("{}/api/info", pass.app.chat_url)),
-                200,
-                false,
-            )
-            .await;
-        }
-        "error-test" => {
-            pass.expect(
-                "GET /api/error",
-                pass.app
-                    .client
-                    .get(format!("{}/api/error", pass.app.chat_url)),
-                500,
+                &format!("GET {path}"),
+                pass.app.client.get(url),
+                status,
                 false,
             )
             .await;
@@ -59,15 +43,12 @@ pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
                 {"role": "user", "content": CHAT_TEXT},
             ]})
             .to_string();
+            let post = async |what: &str, body: String, status: u16| {
+                let request = pass.app.client.post(&url).body(body);
+                pass.expect(what, request, status, false).await
+            };
             pass.app.openai.script([Behaviour::complete(CHAT_REPLY)]);
-            let reply = pass
-                .expect(
-                    "chat",
-                    pass.app.client.post(&url).body(body.clone()),
-                    200,
-                    false,
-                )
-                .await;
+            let reply = post("chat", body.clone(), 200).await;
             assert_eq!(reply["message"]["content"], CHAT_REPLY);
             // A provider error whose body echoes the request and the key.
             pass.app.openai.script([Behaviour::Raw {
@@ -76,13 +57,7 @@ pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
                     "type": "invalid_request_error"}})
                 .to_string(),
             }]);
-            pass.expect(
-                "chat, provider 400",
-                pass.app.client.post(&url).body(body),
-                500,
-                false,
-            )
-            .await;
+            post("chat, provider 400", body, 500).await;
             // Refusals next to the data.
             for bad in [
                 json!({"messages": [{"role": CHAT_TEXT, "content": CHAT_TEXT}]}).to_string(),
@@ -90,13 +65,7 @@ pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
                     .to_string(),
                 format!(r#"{{"messages": [{{"role": "user", "content": "{CHAT_TEXT}" ,,"#),
             ] {
-                pass.expect(
-                    "chat, invalid",
-                    pass.app.client.post(&url).body(bad),
-                    400,
-                    false,
-                )
-                .await;
+                post("chat, invalid", bad, 400).await;
             }
         }
         "agent" => {

@@ -100,10 +100,15 @@ pub(super) async fn calls_idempotency(pass: &mut Pass) {
     .await;
 }
 
+/// The device whose secret is proven, and its secret.
+async fn proven_device(pass: &mut Pass) -> (String, String) {
+    let secret = pass.device_secret().await;
+    (pass.devices.secret.clone(), secret)
+}
+
 /// `/calls` for the device whose secret is proven: with it, with another, without.
 pub(super) async fn calls_device_secret(pass: &mut Pass) {
-    let secret = pass.device_secret().await;
-    let device = pass.devices.secret.clone();
+    let (device, secret) = proven_device(pass).await;
     let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
     let body = json!({"deviceId": device, "scheduledAt": at, "callerName": CALLER});
     pass.expect(
@@ -146,8 +151,7 @@ pub(super) async fn calls_device_secret(pass: &mut Pass) {
 /// with another secret (403); a call the device does not hold (404); a malformed `callId`
 /// carrying a sentinel (400).
 pub(super) async fn calls_confirm(pass: &mut Pass) {
-    let secret = pass.device_secret().await;
-    let device = pass.devices.secret.clone();
+    let (device, secret) = proven_device(pass).await;
     let call_id = if pass.down {
         CallId::generate()
     } else {

@@ -249,31 +249,33 @@ impl Parser<'_> {
     }
 
     fn additive(&mut self) -> Expression {
-        let mut left = self.term();
-        loop {
-            let op = if self.eat("+") {
-                Operator::Add
-            } else if self.eat("-") {
-                Operator::Subtract
-            } else {
-                return left;
-            };
-            left = Expression::Binary(op, Box::new(left), Box::new(self.term()));
-        }
+        self.left_associative(
+            [("+", Operator::Add), ("-", Operator::Subtract)],
+            Self::term,
+        )
     }
 
     fn term(&mut self) -> Expression {
-        let mut left = self.unary();
-        loop {
-            let op = if self.eat("*") {
-                Operator::Multiply
-            } else if self.eat("/") {
-                Operator::Divide
-            } else {
-                return left;
-            };
-            left = Expression::Binary(op, Box::new(left), Box::new(self.unary()));
+        self.left_associative(
+            [("*", Operator::Multiply), ("/", Operator::Divide)],
+            Self::unary,
+        )
+    }
+
+    /// `operand (op operand)*`, folded from the left, for the two operators of one level.
+    fn left_associative(
+        &mut self,
+        operators: [(&str, Operator); 2],
+        operand: fn(&mut Self) -> Expression,
+    ) -> Expression {
+        let mut left = operand(self);
+        while let Some(op) = operators
+            .iter()
+            .find_map(|(symbol, op)| self.eat(symbol).then_some(*op))
+        {
+            left = Expression::Binary(op, Box::new(left), Box::new(operand(self)));
         }
+        left
     }
 
     fn unary(&mut self) -> Expression {

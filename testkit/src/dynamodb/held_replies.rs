@@ -219,9 +219,8 @@ mod tests {
     use koe::domain::reservation::{
         Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket,
     };
-    use koe::store::ClaimAnswer;
-    use koe::store::memory::MemoryStore;
     use koe::store::prelude::*;
+    use koe::store::{ClaimAnswer, memory::MemoryStore};
 
     use super::*;
 
@@ -262,6 +261,15 @@ mod tests {
             until: now + for_,
             seed: 1,
         }
+    }
+
+    /// The one call's minute counted with every reply held for `for_`: the answer, its time.
+    async fn due_count_held_for(for_: Duration) -> (Result<u32, StoreError>, Duration, HeldStore) {
+        let (inner, r) = one_call().await;
+        let store = HeldStore::new(inner, every_reply(HOLD, for_));
+        let started = Instant::now();
+        let minute = minute_bucket(r.scheduled_at.utc());
+        (store.due_count(&minute).await, started.elapsed(), store)
     }
 
     #[tokio::test(start_paused = true)]
@@ -328,12 +336,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_read_held_every_time_fails_after_its_attempts_within_the_operation_budget() {
-        let (inner, r) = one_call().await;
-        let store = HeldStore::new(inner, every_reply(HOLD, Duration::from_secs(60)));
-        let minute = minute_bucket(r.scheduled_at.utc());
-        let started = Instant::now();
-        assert!(store.due_count(&minute).await.is_err());
-        let took = started.elapsed();
+        let (count, took, store) = due_count_held_for(Duration::from_secs(60)).await;
+        assert!(count.is_err());
         // At least two attempts cut off at 1 s each; the third only if the backoffs left room.
         assert!(
             took >= 2 * ATTEMPT_TIMEOUT && took <= OPERATION_TIMEOUT,
@@ -346,13 +350,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_read_whose_retry_is_answered_answers_after_one_attempt_timeout() {
-        let (inner, r) = one_call().await;
         // Only the first attempt is in the window.
-        let store = HeldStore::new(inner, every_reply(HOLD, Duration::from_millis(1)));
-        let minute = minute_bucket(r.scheduled_at.utc());
-        let started = Instant::now();
-        assert_eq!(store.due_count(&minute).await.unwrap(), 1);
-        let took = started.elapsed();
+        let (count, took, store) = due_count_held_for(Duration::from_millis(1)).await;
+        assert_eq!(count.unwrap(), 1);
         assert!(
             took >= ATTEMPT_TIMEOUT && took <= ATTEMPT_TIMEOUT + BACKOFF_BASE,
             "{took:?}"

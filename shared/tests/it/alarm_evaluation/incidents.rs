@@ -54,6 +54,29 @@ fn idle_run(samples: &mut Samples, minute: u32, change: fn(&mut RunReport)) {
     replace_run(samples, "dispatch", minute, &run);
 }
 
+/// `function`'s runs of `minutes`, each sending `punctual` pushes on time and the `late` ones
+/// (lateness in ms).
+fn late_pushes(
+    samples: &mut Samples,
+    function: &str,
+    minutes: [u32; 2],
+    punctual: u32,
+    late: &[i64],
+) {
+    for minute in minutes {
+        let mut pushes = on_time(punctual, minute);
+        pushes.extend(late);
+        replace_run(samples, function, minute, &sending(minute, pushes));
+    }
+}
+
+/// `api` answers `count` requests 5xx in each of `minutes`.
+fn gateway_5xx(samples: &mut Samples, api: &str, minutes: std::ops::Range<u32>, count: f64) {
+    for minute in minutes {
+        samples.put(&gateway("5xx", api), minute, count);
+    }
+}
+
 fn missed(run: &mut RunReport) {
     run.selected += 1;
     run.missed += 1;
@@ -156,13 +179,7 @@ pub fn incidents() -> Vec<Incident> {
             what: "the coordinator's p99 over 1 s in minutes 40 and 42 (2 of 3)",
             met_in: 42,
             cleared_by: Some(50),
-            inject: |s| {
-                for minute in [40, 42] {
-                    let mut pushes = on_time(97, minute);
-                    pushes.extend([1500; 3]);
-                    replace_run(s, "dispatch", minute, &sending(minute, pushes));
-                }
-            },
+            inject: |s| late_pushes(s, "dispatch", [40, 42], 97, &[1500; 3]),
         },
         Incident {
             alarm: "dispatch-lateness",
@@ -170,13 +187,7 @@ pub fn incidents() -> Vec<Incident> {
             what: "the parts' p99 over 1 s in minutes 150 and 151",
             met_in: 151,
             cleared_by: Some(160),
-            inject: |s| {
-                for minute in [150, 151] {
-                    let mut pushes = on_time(48, minute);
-                    pushes.extend([1200; 2]);
-                    replace_run(s, "dispatch-part", minute, &sending(minute, pushes));
-                }
-            },
+            inject: |s| late_pushes(s, "dispatch-part", [150, 151], 48, &[1200; 2]),
         },
         Incident {
             alarm: "dispatch-silent",
@@ -254,11 +265,7 @@ pub fn incidents() -> Vec<Incident> {
             what: "the chat API answers 3 of its 30 requests a minute 5xx, minutes 150 to 154",
             met_in: 154,
             cleared_by: Some(165),
-            inject: |s| {
-                for minute in 150..155 {
-                    s.put(&gateway("5xx", "ChatApi"), minute, 3.0);
-                }
-            },
+            inject: |s| gateway_5xx(s, "ChatApi", 150..155, 3.0),
         },
         Incident {
             alarm: "chat-api-5xx",
@@ -287,11 +294,7 @@ pub fn incidents() -> Vec<Incident> {
             what: "the agent API answers 2 of its 10 requests a minute 5xx, minutes 200 to 204",
             met_in: 204,
             cleared_by: Some(215),
-            inject: |s| {
-                for minute in 200..205 {
-                    s.put(&gateway("5xx", "AgentApi"), minute, 2.0);
-                }
-            },
+            inject: |s| gateway_5xx(s, "AgentApi", 200..205, 2.0),
         },
         Incident {
             alarm: "chat-spend-80",

@@ -75,14 +75,20 @@ fn a_bucket_refills_continuously_up_to_its_burst() {
     );
 }
 
-#[test]
-fn a_request_pays_every_partition_or_none() {
+/// A model whose GSI partition "m" has already been charged `units` write units at `t0`.
+fn gsi_partition_holding(units: f64) -> (LimitsModel, Instant, Target) {
     let model = LimitsModel::new(Limits::default());
     let t0 = Instant::now();
     let gsi = Target::index("calls", "byDueMinute");
     model
-        .charge_at("PutItem", &[write(gsi.clone(), "m", 999.5)], t0)
+        .charge_at("PutItem", &[write(gsi.clone(), "m", units)], t0)
         .unwrap();
+    (model, t0, gsi)
+}
+
+#[test]
+fn a_request_pays_every_partition_or_none() {
+    let (model, t0, gsi) = gsi_partition_holding(999.5);
     let both = [write(calls(), "d", 1.0), write(gsi.clone(), "m", 1.0)];
     let throttled = model.charge_at("PutItem", &both, t0).unwrap_err();
     assert_eq!(throttled.target, gsi);
@@ -97,12 +103,7 @@ fn a_request_pays_every_partition_or_none() {
 
 #[test]
 fn two_charges_to_one_partition_are_summed_before_the_check() {
-    let model = LimitsModel::new(Limits::default());
-    let t0 = Instant::now();
-    let gsi = Target::index("calls", "byDueMinute");
-    model
-        .charge_at("PutItem", &[write(gsi.clone(), "m", 999.0)], t0)
-        .unwrap();
+    let (model, t0, gsi) = gsi_partition_holding(999.0);
     let twice = [write(gsi.clone(), "m", 1.0), write(gsi.clone(), "m", 1.0)];
     assert!(model.charge_at("UpdateItem", &twice, t0).is_err());
 }

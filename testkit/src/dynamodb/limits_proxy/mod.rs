@@ -108,6 +108,27 @@ fn io(e: &dyn std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
+/// One client request as the proxy received it.
+struct Call<'a> {
+    shared: &'a Shared,
+    headers: &'a HeaderMap,
+    operation: &'a str,
+    request: &'a Map<String, Value>,
+    body: Bytes,
+}
+
+impl Call<'_> {
+    /// Sends the request as received.
+    async fn forward(&self) -> Result<Answer, std::io::Error> {
+        self.send(self.operation, self.body.clone()).await
+    }
+
+    /// Sends `body` as `operation` with this request's headers.
+    async fn send(&self, operation: &str, body: Bytes) -> Result<Answer, std::io::Error> {
+        send(self.shared, self.headers, operation, body).await
+    }
+}
+
 async fn handle(
     shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
@@ -121,14 +142,17 @@ async fn handle(
         .get("TableName")
         .and_then(Value::as_str)
         .and_then(|name| shared.tables.get(name));
+    let call = Call {
+        shared,
+        headers: &parts.headers,
+        operation: &operation,
+        request: &request,
+        body,
+    };
     let answer = match (operation.as_str(), def) {
-        ("PutItem" | "UpdateItem" | "DeleteItem", Some(def)) => {
-            write(shared, &parts.headers, &operation, def, &request, body).await?
-        }
-        ("GetItem" | "Query", Some(def)) => {
-            read(shared, &parts.headers, &operation, def, &request, body).await?
-        }
-        _ => send(shared, &parts.headers, &operation, body).await?,
+        ("PutItem" | "UpdateItem" | "DeleteItem", Some(def)) => write(call, def).await?,
+        ("GetItem" | "Query", Some(def)) => read(call, def).await?,
+        _ => call.forward().await?,
     };
     Ok(front::respond(answer.status, &answer.headers, answer.body))
 }
@@ -210,24 +234,18 @@ fn map_of<'a>(request: &'a Map<String, Value>, field: &str) -> &'a Map<String, V
         .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
-async fn write(
-    shared: &Shared,
-    headers: &HeaderMap,
-    operation: &str,
-    def: &TableDef,
-    request: &Map<String, Value>,
-    body: Bytes,
-) -> Result<Answer, std::io::Error> {
+async fn write(call: Call<'_>, def: &TableDef) -> Result<Answer, std::io::Error> {
+    let (shared, operation, request) = (call.shared, call.operation, call.request);
     let item = item_of(request.get("Item"));
     let key = match &item {
         Some(item) => def.key_of(item),
         None => item_of(request.get("Key")).unwrap_or_default(),
     };
     let get = json!({"TableName": def.name, "Key": key, "ConsistentRead": true});
-    let current = send(shared, headers, "GetItem", Bytes::from(get.to_string())).await?;
+    let current = call.send("GetItem", Bytes::from(get.to_string())).await?;
     if current.status != 200 {
         // No before-image (e.g. a malformed key): DynamoDB Local's own refusal will do.
-        return send(shared, headers, operation, body).await;
+        return call.forward().await;
     }
     let before = item_of(current.json().as_ref().and_then(|v| v.get("Item")));
     let charges = match operation {
@@ -238,7 +256,7 @@ async fn write(
     if let Err(t) = shared.model.charge(operation, &charges) {
         return Ok(throttled(&t));
     }
-    let answer = send(shared, headers, operation, body).await?;
+    let answer = call.forward().await?;
     if answer.is_condition_failure() {
         let gsi: Vec<Charge> = charges
             .into_iter()
@@ -285,14 +303,8 @@ fn update_charges(
     }
 }
 
-async fn read(
-    shared: &Shared,
-    headers: &HeaderMap,
-    operation: &str,
-    def: &TableDef,
-    request: &Map<String, Value>,
-    body: Bytes,
-) -> Result<Answer, std::io::Error> {
+async fn read(call: Call<'_>, def: &TableDef) -> Result<Answer, std::io::Error> {
+    let (shared, operation, request) = (call.shared, call.operation, call.request);
     let consistent = request.get("ConsistentRead") == Some(&Value::Bool(true));
     let index = request.get("IndexName").and_then(Value::as_str);
     let partition = match operation {
@@ -303,13 +315,13 @@ async fn read(
         _ => query_partition(def, request),
     };
     let Some(partition) = partition else {
-        return send(shared, headers, operation, body).await;
+        return call.forward().await;
     };
     let least = read_charge(def, index, &partition, [], consistent);
     if let Err(t) = shared.model.charge(operation, std::slice::from_ref(&least)) {
         return Ok(throttled(&t));
     }
-    let answer = send(shared, headers, operation, body).await?;
+    let answer = call.forward().await?;
     if answer.status != 200 {
         // A refused read (a validation error, say) costs nothing.
         shared.model.refund(std::slice::from_ref(&least));
@@ -320,7 +332,7 @@ async fn read(
         item_of(reply.get("Item")).into_iter().collect()
     } else if trimmed(request, &reply) {
         let all = evaluated_query(request);
-        let again = send(shared, headers, operation, Bytes::from(all.to_string())).await?;
+        let again = call.send(operation, Bytes::from(all.to_string())).await?;
         items_of(&again.json().unwrap_or_default())
     } else {
         items_of(&reply)

@@ -22,25 +22,14 @@ fn the_stores_expressions_are_evaluated() {
         "#useCount": "useCount", "#expireAt": "expireAt"}));
     let values = map(json!({":outcome": {"S": "sent"}, ":amount": {"N": "3"},
         ":expireAt": {"N": "99"}}));
-    let after = apply_update(
-        &before,
-        "SET #status = :outcome, #expireAt = :expireAt REMOVE #dueMinute",
-        &names,
-        &values,
-    )
-    .unwrap();
+    let update = |expression: &str| apply_update(&before, expression, &names, &values).unwrap();
+    let after = update("SET #status = :outcome, #expireAt = :expireAt REMOVE #dueMinute");
     assert_eq!(
         after,
         item(json!({"deviceId": {"S": "d"}, "status": {"S": "sent"},
             "useCount": {"N": "2"}, "expireAt": {"N": "99"}}))
     );
-    let after = apply_update(
-        &before,
-        "ADD #useCount :amount SET #expireAt = :expireAt",
-        &names,
-        &values,
-    )
-    .unwrap();
+    let after = update("ADD #useCount :amount SET #expireAt = :expireAt");
     assert_eq!(after["useCount"], json!({"N": "5"}));
     assert_eq!(after["expireAt"], json!({"N": "99"}));
 }
@@ -53,13 +42,10 @@ fn if_not_exists_arithmetic_and_sets() {
         json!({":one": {"N": "1"}, ":zero": {"N": "0"}, ":c": {"SS": ["c", "a"]},
         ":a": {"SS": ["a", "b"]}, ":l": {"L": [{"S": "x"}]}}),
     );
-    let after = apply_update(
-        &before,
+    let update = |expression: &str| apply_update(&before, expression, &names, &values).unwrap();
+    let after = update(
         "set m = if_not_exists(m, :zero), n = n - :one, o = if_not_exists(n, :zero) add tags :c",
-        &names,
-        &values,
-    )
-    .unwrap();
+    );
     assert_eq!(after["m"], json!({"N": "0"}));
     assert_eq!(after["n"], json!({"N": "9"}));
     assert_eq!(
@@ -68,13 +54,7 @@ fn if_not_exists_arithmetic_and_sets() {
         "operands read the before-image"
     );
     assert_eq!(after["tags"], json!({"SS": ["a", "b", "c"]}));
-    let after = apply_update(
-        &before,
-        "DELETE tags :a SET l = list_append(:l, :l)",
-        &names,
-        &values,
-    )
-    .unwrap();
+    let after = update("DELETE tags :a SET l = list_append(:l, :l)");
     assert!(!after.contains_key("tags"), "an emptied set is removed");
     assert_eq!(after["l"], json!({"L": [{"S": "x"}, {"S": "x"}]}));
 }

@@ -1,16 +1,27 @@
 //! Single requests under the limits: a throttled update, the SDK's retries, reads by size.
 
+use aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+
 use super::*;
+
+/// A `PutItem` of `item` into the calls table.
+fn put(
+    client: &Client,
+    calls: &Calls,
+    item: HashMap<String, AttributeValue>,
+) -> PutItemFluentBuilder {
+    client
+        .put_item()
+        .table_name(&calls.table)
+        .set_item(Some(item))
+}
 
 #[tokio::test]
 async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pays_the_base_only() {
     let calls = Calls::start(LimitsModel::with_frozen_clock(Limits::default())).await;
     let client = calls.client(RetryConfig::disabled());
     let model = calls.proxy.model();
-    client
-        .put_item()
-        .table_name(&calls.table)
-        .set_item(Some(reservation("d1", MINUTE, 1)))
+    put(&client, &calls, reservation("d1", MINUTE, 1))
         .send()
         .await
         .expect("PutItem");
@@ -22,25 +33,19 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
         units: 1000.0,
     }]);
 
-    let claim = |status: &str| {
+    // `SET attribute = value` on d1.
+    let set = |attribute: &str, value: &str| {
         client
             .update_item()
             .table_name(&calls.table)
             .key("deviceId", s("d1"))
-            .update_expression("SET #status = :status")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":status", s(status))
+            .update_expression("SET #a = :v")
+            .expression_attribute_names("#a", attribute)
+            .expression_attribute_values(":v", s(value))
     };
+    let claim = |status: &str| set("status", status);
     // The index carries callerName (INCLUDE): changing it writes the exhausted partition.
-    let rename = |name: &str| {
-        client
-            .update_item()
-            .table_name(&calls.table)
-            .key("deviceId", s("d1"))
-            .update_expression("SET #callerName = :name")
-            .expression_attribute_names("#callerName", "callerName")
-            .expression_attribute_values(":name", s(name))
-    };
+    let rename = |name: &str| set("callerName", name);
     let err = rename("Koe").send().await.unwrap_err();
     let throttle = match err.as_service_error() {
         Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ThrottlingException(t)) => {
@@ -105,12 +110,7 @@ async fn a_throttled_update_leaves_the_item_unchanged_and_a_failed_condition_pay
     );
 
     // Moving the entry to another minute pays the old partition and the new one.
-    client
-        .update_item()
-        .table_name(&calls.table)
-        .key("deviceId", s("d1"))
-        .update_expression("SET dueShard = :later")
-        .expression_attribute_values(":later", s("2026-01-01T23:00Z"))
+    set("dueShard", "2026-01-01T23:00Z")
         .send()
         .await
         .expect("UpdateItem");
@@ -132,14 +132,14 @@ async fn the_sdk_retries_a_throttle_with_backoff_and_gives_up_after_its_attempts
     let standard = RetryConfig::standard()
         .with_max_attempts(3)
         .with_initial_backoff(Duration::from_millis(10));
-    let err = calls
-        .client(standard)
-        .put_item()
-        .table_name(&calls.table)
-        .set_item(Some(reservation("d1", MINUTE, 1)))
-        .send()
-        .await
-        .unwrap_err();
+    let err = put(
+        &calls.client(standard),
+        &calls,
+        reservation("d1", MINUTE, 1),
+    )
+    .send()
+    .await
+    .unwrap_err();
     assert!(err.as_service_error().unwrap().is_throttling_exception());
     assert_eq!(
         calls.proxy.stats().throttled_by_operation["PutItem"],
@@ -163,11 +163,7 @@ async fn the_sdk_retries_a_throttle_with_backoff_and_gives_up_after_its_attempts
         .with_max_attempts(10)
         .with_initial_backoff(Duration::from_millis(50))
         .with_max_backoff(Duration::from_millis(200));
-    calls
-        .client(patient)
-        .put_item()
-        .table_name(&calls.table)
-        .set_item(Some(reservation("d2", MINUTE, 1)))
+    put(&calls.client(patient), &calls, reservation("d2", MINUTE, 1))
         .send()
         .await
         .expect("written by a retry");
@@ -194,13 +190,7 @@ async fn reads_pay_by_size_and_a_query_pays_for_what_its_filter_dropped() {
         let caller = if i < 10 { "a" } else { "b" };
         item.insert("callerName".to_owned(), s(&caller.repeat(2100)));
         item.insert("note".to_owned(), s("not in the index"));
-        client
-            .put_item()
-            .table_name(&calls.table)
-            .set_item(Some(item))
-            .send()
-            .await
-            .expect("PutItem");
+        put(&client, &calls, item).send().await.expect("PutItem");
     }
     let out = client
         .query()
