@@ -294,7 +294,7 @@ mod tests {
             .chain_update(inner)
             .finalize()
             .into();
-        let hex: String = outer.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::domain::hex(&outer);
         assert_eq!(
             hex,
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"

@@ -49,7 +49,7 @@ impl DeviceId {
             .chain_update([0u8])
             .chain_update(self.0.as_bytes())
             .finalize();
-        digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+        super::hex(&digest[..6])
     }
 }
 
@@ -81,10 +81,7 @@ impl std::fmt::Debug for DeviceSecret {
 
 /// SHA-256 (hex) of a presented or issued device secret: what the store keeps and compares.
 pub fn secret_hash(secret: &str) -> String {
-    Sha256::digest(secret.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    super::hex(&Sha256::digest(secret.as_bytes()))
 }
 
 /// An APNs VoIP device token: 64 to 200 hex digits, stored lowercase. Never logged or returned.

@@ -26,9 +26,14 @@ impl Invalid {
     }
 }
 
+/// `bytes` as lowercase hex digits, two a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// `N` random bytes from the operating system's generator, as `2 * N` hex digits.
 fn random_hex<const N: usize>() -> String {
     let mut bytes = [0u8; N];
     getrandom::getrandom(&mut bytes).expect("the operating system's random generator works");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&bytes)
 }

@@ -112,10 +112,7 @@ fn idempotency_key(request: &Request) -> Result<Option<String>, ApiError> {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::domain::hex(&Sha256::digest(bytes))
 }
 
 /// A key's kept answer, for one device: `calls#<sha256 hex of device id and key digest>`. The
