@@ -7,7 +7,7 @@
 //!
 //! The top-level modules import one another one way: none imports one that imports it back,
 //! directly or through others (`shared/tests/it/layers.rs` checks that, not an order). Today,
-//! lowest first, each importing only from those before it: `clock`, `config`, `domain`,
+//! lowest first, each importing only from those before it: `clock`, `deadline`, `config`, `domain`,
 //! `https`, `metrics` → `aws_http`, `oidc`, `push`, `telemetry` → `aws`, `store` → `event_bus`,
 //! `secrets` → `dispatch`, `model` → `agent` → `handlers`, `spend_guard` → `routes` → `edge`
 //! → `budgets`, `wiring` → `lambda`.
@@ -18,6 +18,7 @@ pub mod aws_http;
 pub mod budgets;
 pub mod clock;
 pub mod config;
+pub mod deadline;
 pub mod dispatch;
 pub mod domain;
 pub mod edge;

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::clock::Clock;
 use crate::config::{ApiKeys, Secret};
+use crate::deadline::{self, Deadline};
 use crate::event_bus::{ErrorNotification, EventBus};
 use crate::handlers::body::read_limited;
 use crate::handlers::error::{ApiError, ErrorCode};
@@ -149,19 +150,31 @@ impl<E: Endpoint> Service<E> {
         B: http_body::Body<Data = Bytes> + Unpin,
     {
         let span = tracing::info_span!("request", request_id);
-        async {
+        // The invocation's deadline: the Lambda context's, else the function's timeout from
+        // now; the answer is out `MARGIN` before it, the handler done `ANSWER_RESERVE` before
+        // that (what an error answer's notification may take).
+        let invoked = tokio::time::Instant::now();
+        let deadline = request
+            .extensions()
+            .get::<Deadline>()
+            .map_or(invoked + self.route.timeout, |d| d.0);
+        let end = deadline.checked_sub(deadline::MARGIN).unwrap_or(invoked);
+        let handler_end = end.checked_sub(deadline::ANSWER_RESERVE).unwrap_or(invoked);
+        deadline::scope(end, async {
             let started = Instant::now();
             // A panicking handler (a bug) answers this request 500 INTERNAL_ERROR, with its
             // notification, and the process goes on serving (the release profile unwinds).
             // `telemetry::install_panic_hook` logged where it happened, not its message.
-            let result = match AssertUnwindSafe(self.answer(request)).catch_unwind().await {
-                Ok(result) => result,
-                Err(_) => {
+            let answer = AssertUnwindSafe(deadline::scope(handler_end, self.answer(request)));
+            let result = match tokio::time::timeout_at(handler_end, answer.catch_unwind()).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => {
                     Err(ApiError::internal().caused_by("handler panicked", "see the panic line"))
                 }
+                Err(_) => Err(ApiError::deadline()),
             };
             self.finish(request_id, started, result).await
-        }
+        })
         .instrument(span)
         .await
     }
@@ -250,7 +263,8 @@ async fn notify(edge: &Edge, route: &Route, code: ErrorCode, request_id: &str) {
         repeats: 0,
         grouped: false,
     };
-    match tokio::time::timeout(NOTIFY_TIMEOUT, edge.events.publish(&notification)).await {
+    let limit = deadline::cap(NOTIFY_TIMEOUT);
+    match tokio::time::timeout(limit, edge.events.publish(&notification)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(error = %e, code = code.as_str(), "error notification not published")

@@ -147,6 +147,20 @@ impl ApiError {
         ApiError::new(ErrorCode::InternalError, "internal error")
     }
 
+    /// The invocation's deadline came before the handler was done (a slow dependency): 503
+    /// with `Retry-After`, while there is still time to answer (`crate::deadline`).
+    pub fn deadline() -> Self {
+        ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the request could not be finished in time (a dependency is slow); retry later",
+        )
+        .with_header(http::header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS))
+        .caused_by(
+            "deadline reached",
+            "the handler was not done before the invocation's deadline",
+        )
+    }
+
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.headers.push((name, value));
         self
@@ -207,13 +221,17 @@ impl From<Invalid> for ApiError {
     }
 }
 
-/// The store failed (outage, throttling): 503. The cause is logged when the answer goes out.
+/// What a 503 for a slow or failing store asks a client to wait before it retries.
+const RETRY_AFTER_SECS: u64 = 1;
+
+/// The store failed (outage, throttling, the deadline): 503 with `Retry-After`. The cause is logged when the answer goes out.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         ApiError::new(
             ErrorCode::ServiceUnavailable,
             "the data store is unavailable; retry later",
         )
+        .with_header(http::header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS))
         .caused_by("store unavailable", e)
     }
 }

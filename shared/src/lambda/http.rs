@@ -5,6 +5,7 @@ use std::convert::Infallible;
 
 use lambda_http::{Body, RequestExt};
 
+use crate::deadline::Deadline;
 use crate::edge::{Service, new_request_id};
 use crate::handlers::Response;
 use crate::routes::Endpoint;
@@ -25,13 +26,18 @@ pub async fn run<E: Endpoint>() -> Result<(), Error> {
 /// One API Gateway event through the service.
 pub async fn handle_event<E: Endpoint>(
     service: &Service<E>,
-    event: lambda_http::Request,
+    mut event: lambda_http::Request,
 ) -> lambda_http::Response<Body> {
-    let request_id = event
-        .lambda_context_ref()
+    let context = event.lambda_context_ref();
+    let request_id = context
         .map(|c| c.request_id.clone())
         .filter(|id| !id.is_empty())
         .unwrap_or_else(new_request_id);
+    // The invocation's deadline, which the edge spends (`crate::deadline`); a context without
+    // one (0) leaves the route's timeout.
+    if let Some(deadline) = context.and_then(|c| Deadline::from_lambda(c.deadline)) {
+        event.extensions_mut().insert(deadline);
+    }
     to_lambda_response(service.handle(&request_id, event).await)
 }
 

@@ -183,6 +183,7 @@ const fn agent_route(
     path: &'static str,
     function: &'static str,
     binary: &'static str,
+    timeout_secs: u64,
 ) -> Route {
     Route {
         api: Api::Agent,
@@ -191,6 +192,7 @@ const fn agent_route(
         function,
         binary,
         body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(timeout_secs),
         auth: Auth::ApiKey,
     }
 }
@@ -206,6 +208,7 @@ impl Endpoint for Agent {
         function: "AgentFunction",
         binary: "agent",
         body_limit: AGENT_BODY_LIMIT,
+        timeout: Duration::from_secs(28),
         auth: Auth::ApiKey,
     };
     type Ports = AgentPorts;
@@ -227,7 +230,7 @@ impl Endpoint for Agent {
 pub struct PutDevice;
 
 impl Endpoint for PutDevice {
-    const ROUTE: Route = agent_route(Method::PUT, "/devices", "PutDeviceFunction", "put-device");
+    const ROUTE: Route = agent_route(Method::PUT, "/devices", "PutDeviceFunction", "put-device", 15);
     type Ports = DevicePorts;
 
     async fn handle(ports: &DevicePorts, request: Request) -> Result<Response, ApiError> {
@@ -240,7 +243,7 @@ impl Endpoint for PutDevice {
 pub struct CreateCall;
 
 impl Endpoint for CreateCall {
-    const ROUTE: Route = agent_route(Method::POST, "/calls", "CreateCallFunction", "create-call");
+    const ROUTE: Route = agent_route(Method::POST, "/calls", "CreateCallFunction", "create-call", 20);
     type Ports = CreatePorts;
 
     async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {
@@ -252,7 +255,7 @@ impl Endpoint for CreateCall {
 pub struct GetCall;
 
 impl Endpoint for GetCall {
-    const ROUTE: Route = agent_route(Method::GET, "/calls", "GetCallFunction", "get-call");
+    const ROUTE: Route = agent_route(Method::GET, "/calls", "GetCallFunction", "get-call", 10);
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
@@ -269,6 +272,7 @@ impl Endpoint for CancelCall {
         "/calls",
         "CancelCallFunction",
         "cancel-call",
+        10,
     );
     type Ports = CallsPorts;
 
@@ -286,6 +290,7 @@ impl Endpoint for ConfirmCall {
         "/calls/confirm",
         "ConfirmCallFunction",
         "confirm-call",
+        15,
     );
     type Ports = ConfirmPorts;
 
@@ -314,6 +319,7 @@ impl Endpoint for Dispatch {
         function: "DispatchRouteFunction",
         binary: "dispatch",
         body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(10),
         auth: Auth::Bearer,
     };
     type Ports = DispatchPorts;

@@ -1,6 +1,7 @@
 //! The chat API's endpoints (`{base_url}`, no authentication): health, info, the error test, chat.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Method;
 
@@ -89,6 +90,7 @@ const fn chat_route(
     path: &'static str,
     function: &'static str,
     binary: &'static str,
+    timeout_secs: u64,
 ) -> Route {
     Route {
         api: Api::Chat,
@@ -97,6 +99,7 @@ const fn chat_route(
         function,
         binary,
         body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(timeout_secs),
         auth: Auth::None,
     }
 }
@@ -105,7 +108,7 @@ const fn chat_route(
 pub struct Health;
 
 impl Endpoint for Health {
-    const ROUTE: Route = chat_route(Method::GET, "/health", "HealthFunction", "health");
+    const ROUTE: Route = chat_route(Method::GET, "/health", "HealthFunction", "health", 5);
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
@@ -117,7 +120,7 @@ impl Endpoint for Health {
 pub struct Info;
 
 impl Endpoint for Info {
-    const ROUTE: Route = chat_route(Method::GET, "/api/info", "InfoFunction", "info");
+    const ROUTE: Route = chat_route(Method::GET, "/api/info", "InfoFunction", "info", 5);
     type Ports = InfoPorts;
 
     async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
@@ -129,7 +132,7 @@ impl Endpoint for Info {
 pub struct ErrorTest;
 
 impl Endpoint for ErrorTest {
-    const ROUTE: Route = chat_route(Method::GET, "/api/error", "ErrorTestFunction", "error-test");
+    const ROUTE: Route = chat_route(Method::GET, "/api/error", "ErrorTestFunction", "error-test", 5);
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
@@ -148,6 +151,7 @@ impl Endpoint for Chat {
         function: "ChatFunction",
         binary: "chat",
         body_limit: CHAT_BODY_LIMIT,
+        timeout: Duration::from_secs(28),
         auth: Auth::None,
     };
     type Ports = ChatPorts;
@@ -171,6 +175,7 @@ impl Endpoint for ChatStream {
         function: "ChatStreamFunction",
         binary: "chat-stream",
         body_limit: CHAT_BODY_LIMIT,
+        timeout: Duration::from_secs(35),
         auth: Auth::None,
     };
     type Ports = ChatStreamPorts;

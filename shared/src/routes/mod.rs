@@ -9,6 +9,7 @@
 //! (`shared/tests/it/contract_files/` checks each of these against the list).
 
 use std::future::Future;
+use std::time::Duration;
 
 use http::Method;
 
@@ -80,6 +81,9 @@ pub struct Route {
     pub binary: &'static str,
     /// Largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// The function's `Timeout` in `template.yaml` (held to it by `contract_files`): the
+    /// deadline of a request where no Lambda context gives one (koe-local, tests).
+    pub timeout: Duration,
     pub auth: Auth,
 }
 

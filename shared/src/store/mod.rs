@@ -16,12 +16,14 @@ use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, RunToken};
 
 mod answers;
+mod deadlined;
 mod error;
 mod layer;
 pub use answers::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
 };
+pub use deadlined::Deadlined;
 pub use error::StoreError;
 pub use layer::{Call, Op, Request, StoreLayer};
 pub mod dynamodb;

@@ -46,6 +46,7 @@ use crate::routes::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::secrets::Secrets;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
+use crate::store::Deadlined;
 use crate::store::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +141,7 @@ impl App {
 
     pub fn with_store(self, store: Arc<dyn Store>) -> App {
         App {
-            store: OnceCell::new_with(Some(store)),
+            store: OnceCell::new_with(Some(Arc::new(Deadlined(store)))),
             ..self
         }
     }
@@ -292,7 +293,8 @@ impl Adapters for App {
                         Arc::new(DynamoStore::new(client, config.tables))
                     }
                 };
-                Ok(store)
+                // Each request within the invocation's deadline, for every endpoint.
+                Ok(Arc::new(Deadlined(store)) as Arc<dyn Store>)
             })
             .await
             .cloned()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{StatusCode, header};
@@ -208,7 +208,8 @@ impl Front {
         context.request_id = uuid();
         let arn = "arn:aws:lambda:eu-west-1:123456789012:function";
         context.invoked_function_arn = format!("{arn}:{}", route.binary);
-        context.deadline = (SystemTime::now() + Duration::from_secs(30))
+        // The function's timeout, as Lambda gives it (the route's is the template's).
+        context.deadline = (SystemTime::now() + route.timeout)
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         context.xray_trace_id = Some(format!("Root=1-{}-{}", random_id(8), random_id(24)));

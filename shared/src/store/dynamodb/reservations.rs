@@ -17,6 +17,51 @@ use crate::domain::due::{shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 use crate::store::prelude::*;
 use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+
+/// A create's condition on the device's record: none, expired, or another reservation that has
+/// ended or gone stale. This very reservation (a retry of this write) is never written over.
+const CREATE_CONDITION: &str = "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
+     OR (#callId <> :callId \
+         AND (#status IN (:sent, :failed, :missed, :cancelled, :rang, :unconfirmed) \
+              OR #scheduledAtMs < :staleBeforeMs))";
+const LAST_CALL_ID: &str = "lastCallId";
+
+fn create_names() -> std::collections::HashMap<String, String> {
+    names(&[DEVICE_ID, STATUS, EXPIRE_AT, SCHEDULED_AT_MS, CALL_ID])
+}
+
+fn create_values(
+    reservation: &Reservation,
+    now: DateTime<Utc>,
+    stale_before: DateTime<Utc>,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    values(vec![
+        (":callId", s(reservation.call_id.as_str())),
+        (":sent", s(ReservationStatus::Sent.as_str())),
+        (":failed", s(ReservationStatus::Failed.as_str())),
+        (":missed", s(ReservationStatus::Missed.as_str())),
+        (":cancelled", s(ReservationStatus::Cancelled.as_str())),
+        (":rang", s(ReservationStatus::Rang.as_str())),
+        (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
+        (":nowSecs", n(now.timestamp())),
+        (":staleBeforeMs", n(stale_before.timestamp_millis())),
+    ])
+}
+
+/// A transaction cancelled because the put's condition failed (the count's update has none).
+fn put_refused<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
+    match e.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+            .cancellation_reasons()
+            .first()
+            .and_then(|reason| reason.code())
+            == Some("ConditionalCheckFailed"),
+        _ => false,
+    }
+}
 
 /// The key prefix (in `deviceId`) of a minute's reservation count, `due#2026-01-01T22:00Z`.
 pub(super) const DUE_COUNT_PREFIX: &str = "due#";
@@ -26,12 +71,13 @@ const CANCELLED_PREFIX: &str = "cancelled#";
 
 #[async_trait]
 impl ReservationStore for DynamoStore {
-    /// The reservation (a conditional put), then its minute's count (`ADD 1`), so a refused or
-    /// failed create leaves the count as it was. The shard comes from the count read just
-    /// before: the count only grows, and by this create right after its put, so the readers
-    /// (who take the count when they read) query this shard. A put whose count cannot be
-    /// written is taken back (503): a reservation in a shard the count might not cover could
-    /// never ring.
+    /// The reservation (a conditional put), then its minute's count (`ADD 1`), so a refused
+    /// create leaves the count as it was. A create stopped anywhere (killed, timed out) leaves
+    /// no reservation that no run selects:
+    /// - the shard comes from the count as read before the put, never more: the count only
+    ///   grows, so every reader's count covers it whether or not this create's `ADD` follows;
+    /// - a minute's first reservation (count 0: no run reads the minute) is put together with
+    ///   its count in one transaction, both or neither.
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -41,7 +87,12 @@ impl ReservationStore for DynamoStore {
         let table = &self.tables.calls;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.count_item(&minute, false).await?;
-        let shard = shard_of(&reservation.call_id, shards_for(count.saturating_add(1)));
+        if count == 0 {
+            return self
+                .create_first_of_minute(reservation, &minute, now, stale_before)
+                .await;
+        }
+        let shard = shard_of(&reservation.call_id, shards_for(count));
         let result = self
             .client
             .put_item()
@@ -49,30 +100,9 @@ impl ReservationStore for DynamoStore {
             .set_item(Some(reservation_item(reservation, shard)))
             // This very reservation (a retry of this write) is never written over: the
             // condition fails and the read below finds it.
-            .condition_expression(
-                "attribute_not_exists(#deviceId) OR #expireAt <= :nowSecs \
-                 OR (#callId <> :callId \
-                     AND (#status IN (:sent, :failed, :missed, :cancelled, :rang, :unconfirmed) \
-                          OR #scheduledAtMs < :staleBeforeMs))",
-            )
-            .set_expression_attribute_names(Some(names(&[
-                DEVICE_ID,
-                STATUS,
-                EXPIRE_AT,
-                SCHEDULED_AT_MS,
-                CALL_ID,
-            ])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(reservation.call_id.as_str())),
-                (":sent", s(ReservationStatus::Sent.as_str())),
-                (":failed", s(ReservationStatus::Failed.as_str())),
-                (":missed", s(ReservationStatus::Missed.as_str())),
-                (":cancelled", s(ReservationStatus::Cancelled.as_str())),
-                (":rang", s(ReservationStatus::Rang.as_str())),
-                (":unconfirmed", s(ReservationStatus::Unconfirmed.as_str())),
-                (":nowSecs", n(now.timestamp())),
-                (":staleBeforeMs", n(stale_before.timestamp_millis())),
-            ])))
+            .condition_expression(CREATE_CONDITION)
+            .set_expression_attribute_names(Some(create_names()))
+            .set_expression_attribute_values(Some(create_values(reservation, now, stale_before)))
             .send()
             .await;
         let created = match result {
@@ -86,8 +116,7 @@ impl ReservationStore for DynamoStore {
                 match self.reservation_record(&reservation.device_id, now).await {
                     Ok(Some(stored)) if stored.call_id == reservation.call_id => Created::New,
                     Ok(_) => return Err(CreateError::Store(err)),
-                    // Unknown: it may be stored, so it is counted (once too many if it is not;
-                    // a stored reservation the count did not cover could never ring).
+                    // Unknown: it may be stored, so it is counted (once too many if it is not).
                     Err(_) => {
                         let _ = self.count_due(&minute, reservation).await;
                         return Err(CreateError::Store(err));
@@ -95,9 +124,14 @@ impl ReservationStore for DynamoStore {
                 }
             }
         };
+        // The reservation is in a shard every reader covers: a count not raised (an outage now)
+        // only leaves the minute's shards fuller than `CALLS_PER_SHARD`, so the call is made.
         if let Err(e) = self.count_due(&minute, reservation).await {
-            self.take_back(reservation, now).await;
-            return Err(CreateError::Store(e));
+            tracing::warn!(
+                error = %e,
+                call_id = reservation.call_id.as_str(),
+                "reservation made, its minute's count not raised"
+            );
         }
         Ok(created)
     }
@@ -228,32 +262,69 @@ impl DynamoStore {
         written("UpdateItem", table, result).map(drop)
     }
 
-    /// A put whose count could not be written is deleted again (while no run has claimed it),
-    /// so the app's retry makes it anew. If that fails too, the reservation stays in a shard the
-    /// count covers unless its count crossed a shard boundary (one in 32).
-    async fn take_back(&self, reservation: &Reservation, now: DateTime<Utc>) {
+    /// A minute's first reservation: the put and the count's `ADD` in one transaction (the
+    /// SDK's retries carry one client token, so a retry after a lost reply is the same
+    /// transaction), refused as a whole when the put's condition fails.
+    async fn create_first_of_minute(
+        &self,
+        reservation: &Reservation,
+        minute: &str,
+        now: DateTime<Utc>,
+        stale_before: DateTime<Utc>,
+    ) -> Result<Created, CreateError> {
         let table = &self.tables.calls;
+        let build = || -> Result<Vec<TransactWriteItem>, StoreError> {
+            let bad = |e: aws_sdk_dynamodb::error::BuildError| {
+                StoreError::new(format!("DynamoDB TransactWriteItems on {table}: {e}"))
+            };
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(reservation_item(reservation, 0)))
+                .condition_expression(CREATE_CONDITION)
+                .set_expression_attribute_names(Some(create_names()))
+                .set_expression_attribute_values(Some(create_values(
+                    reservation,
+                    now,
+                    stale_before,
+                )))
+                .build()
+                .map_err(bad)?;
+            let count = Update::builder()
+                .table_name(table)
+                .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
+                .update_expression(
+                    "ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId",
+                )
+                .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL_ID])))
+                .set_expression_attribute_values(Some(values(vec![
+                    (":one", n(1)),
+                    (":expireAt", n(reservation.expire_at.unwrap_or_default())),
+                    (":callId", s(reservation.call_id.as_str())),
+                ])))
+                .build()
+                .map_err(bad)?;
+            Ok(vec![
+                TransactWriteItem::builder().put(put).build(),
+                TransactWriteItem::builder().update(count).build(),
+            ])
+        };
         let result = self
             .client
-            .delete_item()
-            .table_name(table)
-            .key(DEVICE_ID, s(reservation.device_id.as_str()))
-            .condition_expression("#callId = :callId AND #status = :scheduled")
-            .set_expression_attribute_names(Some(names(&[CALL_ID, STATUS])))
-            .set_expression_attribute_values(Some(values(vec![
-                (":callId", s(reservation.call_id.as_str())),
-                (":scheduled", s(ReservationStatus::Scheduled.as_str())),
-            ])))
+            .transact_write_items()
+            .set_transact_items(Some(build()?))
             .send()
             .await;
-        if let Err(e) = result {
-            let e = sdk_error("DeleteItem", table, e);
-            tracing::error!(
-                error = %e,
-                call_id = reservation.call_id.as_str(),
-                at = %now,
-                "a reservation whose count was not written was not taken back"
-            );
+        match result {
+            Ok(_) => Ok(Created::New),
+            Err(e) if put_refused(&e) => self.refused_create(reservation, now).await,
+            Err(e) => {
+                let err = sdk_error("TransactWriteItems", table, e);
+                match self.reservation_record(&reservation.device_id, now).await {
+                    // Made (its count with it), the reply lost.
+                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Ok(Created::New),
+                    _ => Err(CreateError::Store(err)),
+                }
+            }
         }
     }
 
