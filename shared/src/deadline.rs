@@ -106,7 +106,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_step_gets_the_shorter_of_its_timeout_and_what_is_left() {
-        assert_eq!(cap(Duration::from_secs(3)), Duration::from_secs(3), "no scope");
+        assert_eq!(
+            cap(Duration::from_secs(3)),
+            Duration::from_secs(3),
+            "no scope"
+        );
         let end = Instant::now() + Duration::from_secs(2);
         scope(end, async {
             assert_eq!(cap(Duration::from_secs(3)), Duration::from_secs(2));

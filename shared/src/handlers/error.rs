@@ -154,7 +154,10 @@ impl ApiError {
             ErrorCode::ServiceUnavailable,
             "the request could not be finished in time (a dependency is slow); retry later",
         )
-        .with_header(http::header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS))
+        .with_header(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(RETRY_AFTER_SECS),
+        )
         .caused_by(
             "deadline reached",
             "the handler was not done before the invocation's deadline",
@@ -231,7 +234,10 @@ impl From<StoreError> for ApiError {
             ErrorCode::ServiceUnavailable,
             "the data store is unavailable; retry later",
         )
-        .with_header(http::header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS))
+        .with_header(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(RETRY_AFTER_SECS),
+        )
         .caused_by("store unavailable", e)
     }
 }

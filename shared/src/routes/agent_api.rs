@@ -230,7 +230,13 @@ impl Endpoint for Agent {
 pub struct PutDevice;
 
 impl Endpoint for PutDevice {
-    const ROUTE: Route = agent_route(Method::PUT, "/devices", "PutDeviceFunction", "put-device", 15);
+    const ROUTE: Route = agent_route(
+        Method::PUT,
+        "/devices",
+        "PutDeviceFunction",
+        "put-device",
+        15,
+    );
     type Ports = DevicePorts;
 
     async fn handle(ports: &DevicePorts, request: Request) -> Result<Response, ApiError> {
@@ -243,7 +249,13 @@ impl Endpoint for PutDevice {
 pub struct CreateCall;
 
 impl Endpoint for CreateCall {
-    const ROUTE: Route = agent_route(Method::POST, "/calls", "CreateCallFunction", "create-call", 20);
+    const ROUTE: Route = agent_route(
+        Method::POST,
+        "/calls",
+        "CreateCallFunction",
+        "create-call",
+        20,
+    );
     type Ports = CreatePorts;
 
     async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {

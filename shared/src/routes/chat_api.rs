@@ -132,7 +132,13 @@ impl Endpoint for Info {
 pub struct ErrorTest;
 
 impl Endpoint for ErrorTest {
-    const ROUTE: Route = chat_route(Method::GET, "/api/error", "ErrorTestFunction", "error-test", 5);
+    const ROUTE: Route = chat_route(
+        Method::GET,
+        "/api/error",
+        "ErrorTestFunction",
+        "error-test",
+        5,
+    );
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {

@@ -44,9 +44,9 @@ use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::push::PushSender;
 use crate::routes::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::secrets::Secrets;
+use crate::store::Deadlined;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
-use crate::store::Deadlined;
 use crate::store::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -240,11 +240,11 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     let store = world.store.clone();
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
     let calls = world.tables.calls.clone();
-    let lose_the_create = |device: &str| {
+    let lose_the_create = |device: &str, write: &str| {
         // The first attempt is carried out and its reply lost; the SDK's retries are lost
-        // on the way.
-        world.dropper.drop_replies("PutItem", "scheduledAtMs", 1);
-        world.dropper.refuse_requests("PutItem", "scheduledAtMs", 2);
+        // on the way. (A minute's first create is one transaction, its put and its count.)
+        world.dropper.drop_replies(write, "scheduledAtMs", 1);
+        world.dropper.refuse_requests(write, "scheduledAtMs", 2);
         let read_back = format!(r#""TableName":"{calls}","Key":{{"deviceId":{{"S":"{device}""#);
         world.dropper.refuse_requests("GetItem", &read_back, 3);
     };
@@ -254,7 +254,7 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     register(&app, device).await;
     let body = json!({"deviceId": device, "scheduledAt": AT_2035});
     let key = "7d0c8f1e-0000-4000-8000-000000000006";
-    lose_the_create(device);
+    lose_the_create(device, "TransactWriteItems");
     error_body(
         post_with_key(&app, key, &body).await,
         503,
@@ -286,7 +286,7 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     let device = "lost-create-unkeyed";
     register(&app, device).await;
     let body = json!({"deviceId": device, "scheduledAt": AT_2035});
-    lose_the_create(device);
+    lose_the_create(device, "PutItem");
     error_body(post_raw(&app, &body).await, 503, "SERVICE_UNAVAILABLE").await;
     let taken = error_body(post_raw(&app, &body).await, 409, "RESERVATION_EXISTS").await;
     assert!(

@@ -51,6 +51,20 @@ async fn create(
         .await
 }
 
+/// Another device's reservation in `r`'s second, created first: `r` is then not its minute's
+/// first, so its create is a put and then the count's `ADD` (a minute's first is one
+/// transaction: `a_minutes_first_create_whose_reply_is_lost_is_created_and_counted_once`).
+async fn neighbour_created(store: &DynamoStore, r: &Reservation, now: DateTime<Utc>) {
+    let id = format!("{}-neighbour", r.device_id.as_str());
+    let neighbour = Reservation::new(
+        DeviceId::parse("deviceId", &id).unwrap(),
+        r.scheduled_at.clone(),
+        None,
+        now,
+    );
+    create(store, &neighbour, now).await.unwrap();
+}
+
 /// A reservation for `device` created (its reply not lost), and the time it was made.
 async fn created(store: &DynamoStore, device: &str) -> (Reservation, DateTime<Utc>) {
     let r = reservation(device);
@@ -165,6 +179,7 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-reply-create");
     let now = Utc::now();
+    neighbour_created(&store, &r, now).await;
     dropper.drop_replies("PutItem", "scheduledAtMs", 1);
     create(&store, &r, now)
         .await
@@ -190,6 +205,7 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let (store, dropper) = store_behind_a_dropper().await;
     let r = reservation("lost-create-all");
     let now = Utc::now();
+    neighbour_created(&store, &r, now).await;
     // The put's first attempt is carried out, its reply lost, the SDK's retries lost on the way;
     // the count's reply is lost too (its retry meets its own token).
     dropper.drop_replies("PutItem", "scheduledAtMs", 1);
@@ -204,12 +220,12 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let minute = r.scheduled_at.due_minute();
     assert_eq!(
         store.due_count(&minute).await.unwrap(),
-        1,
-        "the count's retried ADD is recognised by its callId: counted once"
+        2,
+        "the count's retried ADD is recognised by its callId: counted once (and the neighbour)"
     );
     // The same reservation sent again by a client retry: created, still counted once.
     create(&store, &r, now).await.unwrap();
-    assert_eq!(store.due_count(&minute).await.unwrap(), 1);
+    assert_eq!(store.due_count(&minute).await.unwrap(), 2);
     assert!(
         store
             .due_calls(&minute, 0)
@@ -223,6 +239,39 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
         "DynamoDB: every reply of POST /calls' put and count is lost (both written)",
         "the put read back, the count's ADD recognised by its callId: created, counted once",
         "created; count 1 (also after the same create again); in shard 0",
+    );
+}
+
+/// A minute's first create (its put and its count in one transaction) whose reply is lost, and
+/// whose SDK retries are refused: read back, created and counted once.
+#[tokio::test]
+async fn a_minutes_first_create_whose_reply_is_lost_is_created_and_counted_once() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let r = reservation("lost-first-create");
+    let now = Utc::now();
+    dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
+    dropper.refuse_requests("TransactWriteItems", "scheduledAtMs", 2);
+    create(&store, &r, now)
+        .await
+        .expect("a create that was written is created, whatever became of its replies");
+    assert_eq!(dropper.dropped(), 3);
+    assert_eq!(stored(&store, &r, now).await.call_id, r.call_id);
+    let minute = r.scheduled_at.due_minute();
+    assert_eq!(
+        store.due_count(&minute).await.unwrap(),
+        1,
+        "counted with it"
+    );
+    create(&store, &r, now).await.unwrap();
+    assert_eq!(
+        store.due_count(&minute).await.unwrap(),
+        1,
+        "a retry counts nothing"
+    );
+    faults::record(
+        "DynamoDB: every reply of a minute's first create (one transaction) is lost",
+        "read back: created, its count written with it",
+        "created; count 1 (also after the same create again)",
     );
 }
 

@@ -55,6 +55,7 @@ mod api_idempotency;
 mod api_meta;
 mod apns_errors;
 mod contract_files;
+mod deadlines;
 mod deploy_commands;
 mod dispatch_confirm;
 mod dispatch_fan_out;

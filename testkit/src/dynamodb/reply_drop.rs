@@ -49,6 +49,11 @@ struct Shared {
     /// Requests of each rule's operation seen (the SDK's retries included).
     seen: Mutex<Vec<String>>,
     watches: Mutex<Vec<Arc<Watch>>>,
+    /// A brownout: every request's first sending answered this late, its SDK retries this late.
+    brownout: Mutex<Option<(Duration, Duration)>>,
+    /// Requests still let through before every later one is refused unforwarded (a process
+    /// stopped after that many requests: nothing after them reaches DynamoDB).
+    let_through: Mutex<Option<usize>>,
 }
 
 /// The forwarded requests that match any of its (operation, piece of the body) pairs: how many
@@ -124,6 +129,8 @@ impl ReplyDropper {
             dropped: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
             watches: Mutex::new(Vec::new()),
+            brownout: Mutex::new(None),
+            let_through: Mutex::new(None),
         });
         let server = front::start_proxy("the reply dropper", &shared, forward).await;
         ReplyDropper { server, shared }
@@ -187,9 +194,25 @@ impl ReplyDropper {
         self.add(operation, needle, times, Action::Refuse, None);
     }
 
+    /// A brownout of every request, as DynamoDB's front end has them: each request is carried
+    /// out at once, its answer comes `first` late on its first sending (past the SDK's attempt
+    /// timeout: as good as lost) and `retry` late on the SDK's retries (header
+    /// `amz-sdk-request: attempt=N`).
+    pub fn brownout(&self, first: Duration, retry: Duration) {
+        *self.shared.brownout.lock().unwrap() = Some((first, retry));
+    }
+
+    /// Forwards the next `n` requests, then refuses every later one without forwarding it: what
+    /// DynamoDB sees of a process stopped after its `n`th request.
+    pub fn stop_after(&self, n: usize) {
+        *self.shared.let_through.lock().unwrap() = Some(n);
+    }
+
     /// Forgets every rule: from now on every request is forwarded and answered as it comes.
     pub fn clear(&self) {
         self.shared.rules.lock().unwrap().clear();
+        *self.shared.brownout.lock().unwrap() = None;
+        *self.shared.let_through.lock().unwrap() = None;
     }
 
     /// How many replies were lost, held back or refused so far.
@@ -232,7 +255,25 @@ async fn forward(
     shared.seen.lock().unwrap().push(operation.clone());
     let _watched = Watched::start(shared, &operation, &body);
     let received = Instant::now();
-    let action = take_rule(shared, &operation, &body, received);
+    let mut action = take_rule(shared, &operation, &body, received);
+    if let Some(left) = shared.let_through.lock().unwrap().as_mut() {
+        if *left == 0 {
+            action = Some(Action::Refuse);
+        } else {
+            *left -= 1;
+        }
+    }
+    if action.is_none()
+        && let Some((first, retry)) = *shared.brownout.lock().unwrap()
+    {
+        let attempt = parts
+            .headers
+            .get("amz-sdk-request")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("attempt=1");
+        let first_sending = attempt.split(';').any(|p| p.trim() == "attempt=1");
+        action = Some(Action::Hold(if first_sending { first } else { retry }));
+    }
     if action == Some(Action::Refuse) {
         shared.dropped.fetch_add(1, Ordering::SeqCst);
         return Ok(hyper::Response::builder()

@@ -54,11 +54,13 @@ fn create_values(
 /// A transaction cancelled because the put's condition failed (the count's update has none).
 fn put_refused<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
     match e.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
-            .cancellation_reasons()
-            .first()
-            .and_then(|reason| reason.code())
-            == Some("ConditionalCheckFailed"),
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+            cancelled
+                .cancellation_reasons()
+                .first()
+                .and_then(|reason| reason.code())
+                == Some("ConditionalCheckFailed")
+        }
         _ => false,
     }
 }

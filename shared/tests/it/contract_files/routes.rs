@@ -140,3 +140,32 @@ fn every_route_has_a_fixture_for_its_method_and_path() {
         );
     }
 }
+
+/// Each endpoint's `timeout` (the deadline the edge spends where no Lambda context gives one:
+/// koe-local, the tests) is its function's `Timeout` in the template.
+#[test]
+fn every_routes_timeout_is_its_functions_timeout_in_the_template() {
+    let template = load_yaml("template.yaml");
+    let timeout = |id: &str| {
+        template["Resources"][id]["Properties"]["Timeout"]
+            .as_u64()
+            .or_else(|| template["Globals"]["Function"]["Timeout"].as_u64())
+            .unwrap_or_else(|| panic!("{id} has a timeout"))
+    };
+    struct Timeouts(Vec<(&'static str, u64)>);
+    impl koe::routes::Visit for Timeouts {
+        fn visit<E: koe::Endpoint>(&mut self) {
+            self.0.push((E::ROUTE.function, E::ROUTE.timeout.as_secs()));
+        }
+    }
+    let mut found = Timeouts(Vec::new());
+    koe::routes::each(&mut found);
+    assert!(found.0.len() >= ROUTES.len(), "{:?}", found.0);
+    for (function, secs) in found.0 {
+        assert_eq!(
+            secs,
+            timeout(function),
+            "{function}: route timeout vs template"
+        );
+    }
+}

@@ -1,0 +1,487 @@
+//! Every answer before its timeout (`koe::deadline`), measured on the code's own runs instead of
+//! counted by hand:
+//! - every agent endpoint along its longest path with each store request as slow as the
+//!   store's timeouts allow (a layer over both stores): each answers before its function's
+//!   `Timeout` in the template (its route's `timeout`) with a contract answer, a 503 with
+//!   `Retry-After` when time ran out; the store requests each path makes are counted here;
+//! - DynamoDB Local in a brownout (every request's first sending answered past the SDK's 1 s
+//!   attempt timeout, its retry in 0.85 s): the same, and a keyed create is a 201 that reads
+//!   back and whose retry is the same reservation;
+//! - a create stopped after each of its requests in turn (a function killed there) leaves no
+//!   reservation that no run selects, on both stores (port by port) and on DynamoDB Local
+//!   (request by request, through a proxy that lets nothing after that request through).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use koe::domain::device::DeviceId;
+use koe::domain::due::shards_for;
+use koe::domain::reservation::minute_bucket;
+use koe::routes::{CancelCall, ConfirmCall, CreateCall, GetCall, PutDevice};
+use koe::store::dynamodb::{DynamoStore, OPERATION_TIMEOUT};
+use koe::store::memory::MemoryStore;
+use koe::store::prelude::*;
+use koe::store::{Call, Op, Store, StoreError, StoreLayer};
+use koe::{Endpoint, Route};
+use koe_testkit::clock::ManualClock;
+use koe_testkit::dispatching::ProxiedWorld;
+use koe_testkit::harness::{TestApp, send_with_secret, spawn_app_with};
+use serde_json::{Value, json};
+
+const NOW: &str = "2035-03-01T00:00:00Z";
+
+fn now() -> DateTime<Utc> {
+    NOW.parse().unwrap()
+}
+
+/// `now` plus `secs`, as the app sends it.
+fn at(secs: i64) -> String {
+    (now() + chrono::Duration::seconds(secs)).to_rfc3339()
+}
+
+/// A store whose every request is `delay` late while slow, each request's kind counted.
+struct Slow {
+    inner: Arc<dyn Store>,
+    delay: Duration,
+    slow: AtomicBool,
+    made: Mutex<Vec<&'static str>>,
+}
+
+#[async_trait]
+impl StoreLayer for Slow {
+    type Inner = dyn Store;
+
+    fn inner(&self) -> &Self::Inner {
+        self.inner.as_ref()
+    }
+
+    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        if self.slow.load(Ordering::SeqCst) {
+            self.made.lock().unwrap().push(op.request().as_str());
+            tokio::time::sleep(self.delay * requests_in(&op)).await;
+        }
+        call().await
+    }
+}
+
+/// How many DynamoDB requests the adapter makes for `op` at most (besides the SDK's retries):
+/// a slow store is that many times slow on it.
+fn requests_in(op: &Op<'_>) -> u32 {
+    match op {
+        // The minute's count, the put, the count's `ADD`.
+        Op::CreateReservation(..) => 3,
+        // The record, then the cancel; the secret's state, then its write; two conditions.
+        Op::CancelReservation(_, None, _) | Op::RegisterDevice(..) | Op::ConfirmCall(..) => 2,
+        _ => 1,
+    }
+}
+
+/// A store that answers the next `left` requests, then refuses every later one without making
+/// it: what the store sees of a process stopped after that request.
+struct StopAfter {
+    inner: Arc<dyn Store>,
+    left: AtomicUsize,
+}
+
+#[async_trait]
+impl StoreLayer for StopAfter {
+    type Inner = dyn Store;
+
+    fn inner(&self) -> &Self::Inner {
+        self.inner.as_ref()
+    }
+
+    async fn around<T, E>(&self, _: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        let go_on = self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if !go_on {
+            return Err(StoreError::new("the process stopped (test)").into());
+        }
+        call().await
+    }
+}
+
+/// One request and how it was answered.
+struct Answered {
+    route: Route,
+    took: Duration,
+    status: u16,
+    body: Value,
+    retry_after: bool,
+}
+
+impl Answered {
+    /// Before the function's timeout, with a contract answer: a success or refusal the
+    /// endpoint gives, or a 503 with `Retry-After`, never a 5xx of another kind.
+    fn holds(&self) {
+        let what = format!("{} {}", self.route.method, self.route.path);
+        assert!(
+            self.took < self.route.timeout,
+            "{what}: answered after {:?}, its timeout is {:?}",
+            self.took,
+            self.route.timeout
+        );
+        if self.status >= 500 {
+            assert_eq!(self.status, 503, "{what}: {}", self.body);
+            assert_eq!(self.body["code"], "SERVICE_UNAVAILABLE", "{what}");
+            assert!(self.retry_after, "{what}: a 503 carries Retry-After");
+        }
+    }
+}
+
+async fn answered<E: Endpoint>(request: reqwest::RequestBuilder, secret: &str) -> Answered {
+    let started = Instant::now();
+    let response = send_with_secret(request, Some(secret)).await;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    let retry_after = response.headers().contains_key("retry-after");
+    let body = response.json().await.unwrap_or(Value::Null);
+    Answered {
+        route: E::ROUTE,
+        took,
+        status,
+        body,
+        retry_after,
+    }
+}
+
+/// A registered device with its secret proven, and its reservation due `due_in` seconds ahead
+/// (made with `key`): the state each endpoint's longest path starts from.
+async fn device_with_call(app: &TestApp, device: &str, due_in: i64, key: &str) -> (String, Value) {
+    let token = "ab".repeat(32);
+    let secret = app.register_proven_device(device, &token).await;
+    let body = json!({"deviceId": device, "scheduledAt": at(due_in), "callerName": "Koe"});
+    let made = send_with_secret(
+        app.agent(http::Method::POST, "/calls")
+            .header("Idempotency-Key", key)
+            .body(body.to_string()),
+        Some(&secret),
+    )
+    .await;
+    assert_eq!(made.status().as_u16(), 201, "setup: POST /calls");
+    let made: Value = made.json().await.unwrap();
+    (secret, made)
+}
+
+/// Every agent endpoint that touches the store, each along its longest path, at once (each on
+/// its own device): a keyed create of a call due soon (device proof, kept answer, tombstone,
+/// count, put, wake, kept answer), its retry, a read, a confirmation, a cancel by `callId`, a
+/// registration presenting its secret.
+async fn every_endpoint(app: &TestApp, label: &str, slow_down: impl Fn(bool)) -> Vec<Answered> {
+    let tag = format!("{label}-{:08x}", fastrand::u32(..));
+    let token = "cd".repeat(32);
+    let create_device = format!("slow-create-{tag}");
+    let create_secret = app.register_proven_device(&create_device, &token).await;
+    let (get_secret, _) = device_with_call(app, &format!("slow-get-{tag}"), 600, "k-get").await;
+    let (confirm_secret, confirm_call) =
+        device_with_call(app, &format!("slow-confirm-{tag}"), 600, "k-confirm").await;
+    let (cancel_secret, cancel_call) =
+        device_with_call(app, &format!("slow-cancel-{tag}"), 600, "k-cancel").await;
+    let put_device = format!("slow-put-{tag}");
+    let put_secret = app.register_proven_device(&put_device, &token).await;
+    slow_down(true);
+
+    let create_body = json!({"deviceId": create_device, "scheduledAt": at(15)});
+    let create = || {
+        app.agent(http::Method::POST, "/calls")
+            .header("Idempotency-Key", format!("k-create-{tag}"))
+            .body(create_body.to_string())
+    };
+    let get_device = format!("slow-get-{tag}");
+    let confirm_device = format!("slow-confirm-{tag}");
+    let cancel_device = format!("slow-cancel-{tag}");
+    let (created, got, confirmed, cancelled, put) = tokio::join!(
+        answered::<CreateCall>(create(), &create_secret),
+        answered::<GetCall>(
+            app.agent(http::Method::GET, &format!("/calls?deviceId={get_device}")),
+            &get_secret,
+        ),
+        answered::<ConfirmCall>(
+            app.agent(http::Method::POST, "/calls/confirm").body(
+                json!({"deviceId": confirm_device, "callId": confirm_call["callId"]}).to_string()
+            ),
+            &confirm_secret,
+        ),
+        answered::<CancelCall>(
+            app.agent(
+                http::Method::DELETE,
+                &format!(
+                    "/calls?deviceId={cancel_device}&callId={}",
+                    cancel_call["callId"].as_str().unwrap()
+                ),
+            ),
+            &cancel_secret,
+        ),
+        answered::<PutDevice>(
+            app.agent(http::Method::PUT, "/devices")
+                .body(json!({"deviceId": put_device, "voipToken": token}).to_string()),
+            &put_secret,
+        ),
+    );
+    let retried = answered::<CreateCall>(create(), &create_secret).await;
+    slow_down(false);
+    vec![created, retried, got, confirmed, cancelled, put]
+}
+
+fn slow_over(inner: Arc<dyn Store>, delay: Duration) -> Arc<Slow> {
+    Arc::new(Slow {
+        inner,
+        delay,
+        slow: AtomicBool::new(false),
+        made: Mutex::new(Vec::new()),
+    })
+}
+
+/// Each store request as slow as the DynamoDB client's whole-operation timeout allows (just
+/// under it): every endpoint still answers before its timeout, a 503 with `Retry-After` where
+/// its requests outlast it.
+async fn a_store_as_slow_as_its_timeouts_allow_costs_no_answer(inner: Arc<dyn Store>, label: &str) {
+    let slow = slow_over(inner, OPERATION_TIMEOUT - Duration::from_millis(100));
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let store: Arc<dyn Store> = slow.clone();
+    let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(store)).await;
+    let answers = every_endpoint(&app, label, |on| slow.slow.store(on, Ordering::SeqCst)).await;
+    let mut made = BTreeMap::new();
+    for request in slow.made.lock().unwrap().iter() {
+        *made.entry(*request).or_insert(0) += 1;
+    }
+    for a in &answers {
+        eprintln!(
+            "{label}: {} {} answered {} in {:?} (timeout {:?})",
+            a.route.method, a.route.path, a.status, a.took, a.route.timeout
+        );
+        a.holds();
+    }
+    eprintln!("{label}: store requests made by the six paths: {made:?}");
+    assert!(
+        answers.iter().any(|a| a.status == 503),
+        "the slowest path (the keyed create) runs out of time: {:?}",
+        answers.iter().map(|a| a.status).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_memory_store_as_slow_as_its_timeouts_allow_costs_no_answer() {
+    a_store_as_slow_as_its_timeouts_allow_costs_no_answer(Arc::new(MemoryStore::new()), "memory")
+        .await;
+}
+
+#[tokio::test]
+async fn a_dynamodb_store_as_slow_as_its_timeouts_allow_costs_no_answer() {
+    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
+    a_store_as_slow_as_its_timeouts_allow_costs_no_answer(store, "dynamodb").await;
+}
+
+/// The brownout of the issue that found the counted budgets wrong: DynamoDB Local behind a proxy
+/// that answers every request's first sending 1.1 s late (past the SDK's 1 s attempt
+/// timeout) and its retry 0.85 s late, every write carried out. Every endpoint answers before
+/// its timeout; the keyed create is a 201 that reads back, and its retry the same reservation.
+#[tokio::test]
+async fn in_a_dynamodb_brownout_every_endpoint_answers_before_its_timeout() {
+    let world = ProxiedWorld::new().await;
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let store: Arc<dyn Store> = world.store.clone();
+    let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(store)).await;
+    let before = Mutex::new(0);
+    let answers = every_endpoint(&app, "brownout", |on| {
+        if on {
+            *before.lock().unwrap() = world.dropper.operations().len();
+            world
+                .dropper
+                .brownout(Duration::from_millis(1100), Duration::from_millis(850));
+        } else {
+            world.dropper.clear();
+        }
+    })
+    .await;
+    let before = *before.lock().unwrap();
+    for a in &answers {
+        eprintln!(
+            "brownout: {} {} answered {} in {:?} (timeout {:?})",
+            a.route.method, a.route.path, a.status, a.took, a.route.timeout
+        );
+        a.holds();
+    }
+    let requests = world.dropper.operations().len() - before;
+    eprintln!("brownout: {requests} DynamoDB requests (SDK retries included)");
+    let (created, retried) = (&answers[0], &answers[1]);
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(retried.status, 201, "{}", retried.body);
+    assert_eq!(
+        retried.body["callId"], created.body["callId"],
+        "the same one"
+    );
+    world.dropper.clear();
+    let device = created.body["deviceId"].as_str().unwrap();
+    let stored = world
+        .store
+        .get_reservation(&DeviceId::parse("deviceId", device).unwrap(), now())
+        .await
+        .unwrap()
+        .expect("the 201's reservation reads back");
+    assert_eq!(stored.call_id.as_str(), created.body["callId"]);
+}
+
+/// Whether a run at the reservation's time selects it: its minute's count covers its shard
+/// (what every run's selection queries).
+async fn a_run_selects(store: &dyn Store, id: &DeviceId) -> Option<bool> {
+    let r = store.get_reservation(id, now()).await.unwrap()?;
+    let minute = minute_bucket(r.scheduled_at.utc());
+    let count = store.due_count(&minute).await.unwrap();
+    if count == 0 {
+        return Some(false);
+    }
+    for shard in 0..shards_for(count) {
+        let due = store.due_calls(&minute, shard).await.unwrap();
+        if due.iter().any(|c| c.call_id == r.call_id) {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// POST /calls (keyed, due soon: its wake claimed, its answer kept) with the store stopped after
+/// its `n`th request, for every `n` the full create makes: the reservation is then absent, or a
+/// run selects it.
+async fn a_create_stopped_after_each_request(
+    app_store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
+    stop_after: impl Fn(usize),
+    requests_made: impl Fn() -> usize,
+    label: &str,
+) {
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(app_store)).await;
+    let token = "ef".repeat(32);
+    let mut n = 0;
+    loop {
+        // A minute of its own (its first create) and one shared with others, in turn.
+        let device = format!("stopped-{label}-{n}-{:08x}", fastrand::u32(..));
+        let secret = app.register_proven_device(&device, &token).await;
+        let due_in = if n % 2 == 0 { 45 + 60 * (n as i64) } else { 45 };
+        let body = json!({"deviceId": device, "scheduledAt": at(due_in)});
+        let before = requests_made();
+        stop_after(n);
+        let answer = send_with_secret(
+            app.agent(http::Method::POST, "/calls")
+                .header("Idempotency-Key", format!("stop-{n}"))
+                .body(body.to_string()),
+            Some(&secret),
+        )
+        .await;
+        stop_after(usize::MAX);
+        let status = answer.status().as_u16();
+        let id = DeviceId::parse("deviceId", &device).unwrap();
+        match a_run_selects(store.as_ref(), &id).await {
+            None => eprintln!("{label}: stopped after {n}: {status}, no reservation"),
+            Some(selected) => {
+                assert!(
+                    selected,
+                    "{label}: stopped after request {n} ({status}): a reservation no run selects"
+                );
+                eprintln!("{label}: stopped after {n}: {status}, reservation selected");
+            }
+        }
+        let made = requests_made() - before;
+        if status == 201 && made <= n {
+            assert!(n > 0);
+            eprintln!("{label}: a whole create makes {made} requests");
+            break;
+        }
+        n += 1;
+        assert!(n < 40, "{label}: a create of more than 40 requests");
+    }
+}
+
+#[tokio::test]
+async fn a_create_stopped_after_each_port_request_leaves_no_call_no_run_selects() {
+    for (inner, label) in [
+        (
+            Arc::new(MemoryStore::new()) as Arc<dyn Store>,
+            "memory store, by port request",
+        ),
+        (
+            Arc::new(koe_testkit::dynamodb::fresh_store().await) as Arc<dyn Store>,
+            "DynamoDB store, by port request",
+        ),
+    ] {
+        let stop = Arc::new(StopAfter {
+            inner: inner.clone(),
+            left: AtomicUsize::new(usize::MAX),
+        });
+        let counted = slow_over(stop.clone(), Duration::ZERO);
+        counted.slow.store(true, Ordering::SeqCst);
+        let made = counted.clone();
+        a_create_stopped_after_each_request(
+            counted,
+            inner,
+            |n| stop.left.store(n, Ordering::SeqCst),
+            move || made.made.lock().unwrap().len(),
+            label,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_create_stopped_after_each_dynamodb_request_leaves_no_call_no_run_selects() {
+    let world = ProxiedWorld::new().await;
+    let direct = DynamoStore::new(koe_testkit::dynamodb::client().await, world.tables.clone());
+    let direct: Arc<dyn Store> = Arc::new(direct);
+    let proxied: Arc<dyn Store> = world.store.clone();
+    // The app on the proxied store; the checks read DynamoDB Local directly.
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(proxied)).await;
+    let token = "ef".repeat(32);
+    let mut n = 0;
+    loop {
+        let device = format!("stopped-ddb-{n}-{:08x}", fastrand::u32(..));
+        let secret = app.register_proven_device(&device, &token).await;
+        let due_in = if n % 2 == 0 { 45 + 60 * (n as i64) } else { 45 };
+        let body = json!({"deviceId": device, "scheduledAt": at(due_in)});
+        let before = world.dropper.operations().len();
+        world.dropper.stop_after(n);
+        let answer = send_with_secret(
+            app.agent(http::Method::POST, "/calls")
+                .header("Idempotency-Key", format!("stop-{n}"))
+                .body(body.to_string()),
+            Some(&secret),
+        )
+        .await;
+        world.dropper.clear();
+        let status = answer.status().as_u16();
+        let made = world.dropper.operations().len() - before;
+        let id = DeviceId::parse("deviceId", &device).unwrap();
+        match a_run_selects(direct.as_ref(), &id).await {
+            None => eprintln!("DynamoDB requests: stopped after {n}: {status}, no reservation"),
+            Some(selected) => {
+                assert!(
+                    selected,
+                    "stopped after DynamoDB request {n} ({status}): a reservation no run selects"
+                );
+                eprintln!("DynamoDB requests: stopped after {n}: {status}, selected");
+            }
+        }
+        if status == 201 && made <= n {
+            assert!(n > 0);
+            eprintln!("DynamoDB requests: a whole create makes {made}");
+            break;
+        }
+        n += 1;
+        assert!(n < 40, "a create of more than 40 DynamoDB requests");
+    }
+}
