@@ -83,7 +83,12 @@ pub async fn wake_for(
     {
         return Wake::Watched;
     }
-    match tokio::time::timeout(WAKE_TIMEOUT, trigger.wake(due_at, until)).await {
+    match tokio::time::timeout(
+        crate::deadline::cap(WAKE_TIMEOUT),
+        trigger.wake(due_at, until),
+    )
+    .await
+    {
         Ok(Ok(())) => Wake::Sent,
         Ok(Err(e)) => Wake::Failed(e.0),
         Err(_) => Wake::Failed(format!("no answer within {WAKE_TIMEOUT:?}")),

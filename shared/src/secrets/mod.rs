@@ -43,13 +43,10 @@ pub const REFRESH_EVERY: Duration = Duration::minutes(5);
 /// a flood of bad keys cannot turn into a flood of Secrets Manager calls.
 pub const MIN_GAP: Duration = Duration::seconds(30);
 /// Deadline of one read once the function serves: a forced read (an unknown `X-Api-Key`) runs
-/// inside the request, before its handler, so this comes on top of the worst cases of
-/// `crate::budgets` for every function behind the agent API's key. The tightest keep 0.5 s of
-/// their timeout past worst case and margin (AgentFunction: 28 s = 25 s provider budget + 2 s
-/// notification + 0.5 s margin; PutDeviceFunction: 15 s = 4 x 3 s store + 2 s + 0.5 s), so
-/// 500 ms, a test in `tests.rs` holds it to `template.yaml`. GetSecretValue answers within tens
-/// of milliseconds in-region: one that takes this long has failed (the value in hand stays in
-/// use, and the next read is due as after any failure).
+/// inside the request, before its handler, within the request's deadline (`crate::deadline`,
+/// which also cuts it). GetSecretValue answers within tens of milliseconds in-region: one that
+/// takes this long has failed (the value in hand stays in use, and the next read is due as
+/// after any failure).
 pub const READ_TIMEOUT: StdDuration = StdDuration::from_millis(500);
 /// Deadline of the cold start's reads (all at once, before the first request, so outside every
 /// request's budget): within Lambda's 10 s init phase with room for the rest of the init, and
@@ -109,7 +106,7 @@ async fn read_within(
     arn: &str,
     timeout: StdDuration,
 ) -> Result<String, SecretError> {
-    tokio::time::timeout(timeout, source.read(arn))
+    tokio::time::timeout(crate::deadline::cap(timeout), source.read(arn))
         .await
         .unwrap_or_else(|_| {
             Err(SecretError(format!(
