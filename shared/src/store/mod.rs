@@ -134,7 +134,8 @@ pub trait ReservationStore: Send + Sync {
     /// given): it becomes `cancelled`, read as absent from then on. Without `call_id` it is the
     /// reservation the device holds at the first attempt: an attempt made again (its reply
     /// lost) never cancels a reservation made in between. A cancel made again of one it
-    /// already cancelled answers `Ok`.
+    /// already cancelled answers `Ok`; with `call_id`, also once a newer reservation replaced
+    /// it (its tombstone, [`ReservationStore::was_cancelled`], answers), cancelling nothing.
     async fn cancel_reservation(
         &self,
         id: &DeviceId,

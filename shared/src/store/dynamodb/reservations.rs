@@ -168,12 +168,12 @@ impl ReservationStore for DynamoStore {
             Err(old) => old,
         };
         let Some(old) = old else {
-            return Err(CancelError::NotFound);
+            return self.cancelled_before(call_id, now).await;
         };
         let existing = reservation_from_item(table, &old)?;
         match existing.status {
             _ if existing.is_expired(now) || existing.call_id != target => {
-                Err(CancelError::NotFound)
+                self.cancelled_before(call_id, now).await
             }
             // This cancel's own earlier attempt (its reply lost).
             ReservationStatus::Cancelled => {
@@ -205,6 +205,20 @@ impl ReservationStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// A cancel that names a call the device no longer holds: `Ok` if that call was cancelled
+    /// (its tombstone lives: a DELETE made again after a newer reservation replaced it), else
+    /// [`CancelError::NotFound`].
+    async fn cancelled_before(
+        &self,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        match call_id {
+            Some(call_id) if self.was_cancelled(call_id, now).await? => Ok(()),
+            _ => Err(CancelError::NotFound),
+        }
+    }
+
     /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
     /// after a lost reply, or by a retry of the same create, it adds nothing unless another
     /// create's `ADD` came between: then once too many, never too few).
