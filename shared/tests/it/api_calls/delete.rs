@@ -3,19 +3,7 @@
 use koe::store::Outcome;
 use koe_testkit::harness::error_body;
 
-use koe_testkit::harness::{TestApp, send};
-
-use super::{
-    AT, app_at_now, claim, create, delete, device_id, encode, finish, get, get_ok, now, register,
-};
-
-async fn delete_call(app: &TestApp, device: &str, call_id: &str) -> reqwest::Response {
-    send(app.agent(
-        http::Method::DELETE,
-        &format!("/calls?deviceId={}&callId={call_id}", encode(device)),
-    ))
-    .await
-}
+use super::{AT, app_at_now, claim, create, delete, device_id, finish, get, get_ok, now, register};
 
 #[tokio::test]
 async fn delete_cancels_then_get_and_delete_are_404() {
@@ -77,30 +65,4 @@ async fn delete_after_sent_is_409_too_late() {
     finish(&app, "dev-1", &created, Outcome::Sent).await;
     error_body(delete(&app, "dev-1").await, 409, "TOO_LATE").await;
     assert_eq!(get_ok(&app, "dev-1").await["status"], "sent");
-}
-
-/// A DELETE with `callId` made again after a newer reservation replaced the one it cancelled
-/// (its first answer lost) is 204 again and cancels nothing else; another `callId` is 404.
-#[tokio::test]
-async fn delete_with_call_id_again_after_a_newer_reservation_is_204_and_keeps_it() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let first = create(&app, "dev-1", AT).await;
-    let first_id = first["callId"].as_str().unwrap();
-    assert_eq!(delete_call(&app, "dev-1", first_id).await.status(), 204);
-    let newer = create(&app, "dev-1", AT).await;
-
-    let again = delete_call(&app, "dev-1", first_id).await;
-    assert_eq!(
-        again.status().as_u16(),
-        204,
-        "204 again for the one it cancelled"
-    );
-    let kept = get_ok(&app, "dev-1").await;
-    assert_eq!(
-        (&kept["callId"], &kept["status"]),
-        (&newer["callId"], &"scheduled".into())
-    );
-    let never = "0123456789abcdef0123456789abcdef";
-    error_body(delete_call(&app, "dev-1", never).await, 404, "NOT_FOUND").await;
 }
