@@ -150,7 +150,8 @@ pub trait ReservationStore: Send + Sync {
     /// confirmation before the outcome counts) or for a push again whose mark is not written
     /// (that push then never leaves: its mark is refused). A `claimed` push again whose mark is
     /// written is [`ConfirmAnswer::PushInFlight`]. Made again, it answers the same record (the
-    /// first `rangAt` kept).
+    /// first `rangAt` kept). `pushes` becomes at least 1. One conditional write over all those
+    /// states: an outcome the run writes meanwhile never turns it into [`ConfirmAnswer::NotFound`].
     async fn confirm_call(
         &self,
         id: &DeviceId,

@@ -18,7 +18,7 @@ use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
 
 /// A store whose client talks to DynamoDB Local through the dropper (tables made directly).
-async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
+pub(super) async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
     let upstream = tokio::task::spawn_blocking(dynamodb::endpoint)
         .await
         .unwrap();

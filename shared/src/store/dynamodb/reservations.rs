@@ -175,22 +175,15 @@ impl ReservationStore for DynamoStore {
         }
     }
 
-    /// One conditional update to `rang` (the first `rangAtMs` kept); a
-    /// refusal is told apart by the record it returns.
+    /// One conditional update to `rang` (the first `rangAtMs` kept), whose condition covers
+    /// every state whose push left; a refusal is told apart by the record it returns.
     async fn confirm_call(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
     ) -> Result<ConfirmAnswer, StoreError> {
-        // Mostly after its run recorded the push; else a first push confirmed before that, which
-        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
-        // by which branch held.
-        let recorded = self.confirm_update(id, call_id, now, false).await?;
-        if recorded != ConfirmAnswer::NotFound {
-            return Ok(recorded);
-        }
-        self.confirm_update(id, call_id, now, true).await
+        self.confirm_update(id, call_id, now).await
     }
 }
 

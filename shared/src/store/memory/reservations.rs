@@ -135,10 +135,8 @@ impl ReservationStore for MemoryStore {
         if !confirmable {
             return Ok(ConfirmAnswer::NotFound);
         }
-        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
-            // Its first push, confirmed before its run recorded it: it left.
-            r.pushes = 1;
-        }
+        // A push left: at least one (its first, confirmed before its run recorded it).
+        r.pushes = r.pushes.max(1);
         r.status = ReservationStatus::Rang;
         r.rang_at = Some(now);
         r.updated_at = now;
