@@ -305,7 +305,8 @@ pub async fn get(cx: &CallsContext<'_>, request: Request) -> Result<Response, Ap
 }
 
 /// DELETE /calls: cancels the device's reservation while it is `scheduled`; with `callId`
-/// (query), only that reservation, so a retried DELETE can never cancel one made since.
+/// (query), only that reservation, so a retried DELETE can never cancel one made since: it is
+/// 204 again for the one it cancelled (its tombstone), even after a newer one replaced it.
 pub async fn cancel(cx: &CallsContext<'_>, request: Request) -> Result<Response, ApiError> {
     let device_id = device_in_query(&request)?;
     let call_id = query_param(&request, "callId")

@@ -82,6 +82,9 @@ pub enum Request {
     GetItem,
     PutItem,
     UpdateItem,
+    /// Writes of several items at once, all or none (the cancel and its tombstone): 2 WCU per
+    /// item and KB.
+    TransactWriteItems,
     Query,
 }
 
@@ -91,6 +94,7 @@ impl Request {
             Request::GetItem => "GetItem",
             Request::PutItem => "PutItem",
             Request::UpdateItem => "UpdateItem",
+            Request::TransactWriteItems => "TransactWriteItems",
             Request::Query => "Query",
         }
     }
@@ -107,9 +111,9 @@ impl Op<'_> {
             | CreateReservation(..)
             | KeepIdempotentAnswer(..) => Request::PutItem,
             DueCalls(..) => Request::Query,
+            CancelReservation(..) => Request::TransactWriteItems,
             ProveDevice(..)
             | RemoveDevice(..)
-            | CancelReservation(..)
             | ConfirmCall(..)
             | WatchMinute(..)
             | ClaimWake(..)

@@ -136,7 +136,8 @@ pub trait ReservationStore: Send + Sync {
     /// given): it becomes `cancelled`, read as absent from then on. Without `call_id` it is the
     /// reservation the device holds at the first attempt: an attempt made again (its reply
     /// lost) never cancels a reservation made in between. A cancel made again of one it
-    /// already cancelled answers `Ok`.
+    /// already cancelled answers `Ok`; with `call_id`, also once a newer reservation replaced
+    /// it (its tombstone, [`ReservationStore::was_cancelled`], answers), cancelling nothing.
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
@@ -151,7 +152,8 @@ pub trait ReservationStore: Send + Sync {
     /// confirmation before the outcome counts) or for a push again whose mark is not written
     /// (that push then never leaves: its mark is refused). A `claimed` push again whose mark is
     /// written is [`ConfirmAnswer::PushInFlight`]. Made again, it answers the same record (the
-    /// first `rangAt` kept).
+    /// first `rangAt` kept). `pushes` becomes at least 1. One conditional write over all those
+    /// states: an outcome the run writes meanwhile never turns it into [`ConfirmAnswer::NotFound`].
     async fn confirm_call(
         &self,
         id: &DeviceId,

@@ -13,12 +13,12 @@ use koe::domain::device::DeviceId;
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
-use koe::store::{CreateError, Created, Outcome, StoreError};
+use koe::store::{CancelError, CreateError, Created, Outcome, StoreError};
 use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
 
 /// A store whose client talks to DynamoDB Local through the dropper (tables made directly).
-async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
+pub(super) async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
     let upstream = tokio::task::spawn_blocking(dynamodb::endpoint)
         .await
         .unwrap();
@@ -279,18 +279,19 @@ async fn a_minutes_first_create_whose_reply_is_lost_is_created_and_counted_once(
 async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
     let (store, dropper) = store_behind_a_dropper().await;
     let (r, now) = created(&store, "lost-reply-cancel").await;
-    dropper.drop_replies("UpdateItem", "cancelled", 1);
-    let before = updates(&dropper, "UpdateItem");
+    dropper.drop_replies("TransactWriteItems", "cancelled", 1);
+    let before = updates(&dropper, "TransactWriteItems");
     store
         .cancel_reservation(&r.device_id, None, now)
         .await
         .expect("the retry of a cancel that was carried out is not 'not found'");
     assert_eq!(dropper.dropped(), 1);
     assert_eq!(
-        updates(&dropper, "UpdateItem") - before,
+        updates(&dropper, "TransactWriteItems") - before,
         2,
         "one lost, one retried (and met its own cancelled record)"
     );
+    assert!(store.was_cancelled(&r.call_id, now).await.unwrap());
     assert_eq!(
         store.get_reservation(&r.device_id, now).await.unwrap(),
         None
@@ -298,12 +299,68 @@ async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
     // Without a reservation, a cancel is still "not found".
     assert!(matches!(
         store.cancel_reservation(&r.device_id, None, now).await,
-        Err(koe::store::CancelError::NotFound)
+        Err(CancelError::NotFound)
     ));
     faults::record(
         "DynamoDB: the reply to DELETE /calls' cancel is lost (the cancel happened)",
         "the retry meets the record it cancelled (same callId, cancelled): 204, not 404",
         "cancelled; a later cancel of nothing still not found",
+    );
+}
+
+/// The cancel and its tombstone are written together or not at all: a tombstone DynamoDB
+/// refuses leaves the reservation `scheduled` and the cancel a store error (503: the app sends
+/// it again), never a 204 without a tombstone; cancelled then, the call never comes back, even
+/// after a newer reservation replaced its record and ended, more than a day later.
+#[tokio::test]
+async fn a_cancel_whose_tombstone_is_refused_cancels_nothing() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let (r, now) = created(&store, "refused-tombstone").await;
+    dropper.refuse_requests("", "cancelled#", 10);
+    let refused = store
+        .cancel_reservation(&r.device_id, Some(&r.call_id), now)
+        .await;
+    dropper.clear();
+    assert!(
+        matches!(refused, Err(CancelError::Store(_))),
+        "no tombstone, no cancel: {refused:?}"
+    );
+    assert!(!store.was_cancelled(&r.call_id, now).await.unwrap());
+    assert_eq!(
+        stored(&store, &r, now).await.status,
+        ReservationStatus::Scheduled,
+        "neither written"
+    );
+
+    // The app's DELETE again: both written.
+    let again = now + Duration::seconds(1);
+    store
+        .cancel_reservation(&r.device_id, Some(&r.call_id), again)
+        .await
+        .expect("cancelled");
+    // A newer reservation replaces the record and ends; more than a day later the keyed
+    // retry of the cancelled create (its kept answer gone) still finds the tombstone.
+    let newer = reservation("refused-tombstone");
+    create(&store, &newer, again).await.unwrap();
+    let run = RunToken::generate();
+    let due = newer.scheduled_at.utc();
+    assert!(
+        claim(&store, &newer, &run, due, due - Duration::seconds(30))
+            .await
+            .unwrap()
+    );
+    let (device, call) = (&newer.device_id, &newer.call_id);
+    let finish = store.finish_reservation(device, call, Outcome::Sent, &run, due, due);
+    assert!(finish.await.unwrap());
+    let day_later = now + Duration::hours(25);
+    assert!(
+        store.was_cancelled(&r.call_id, day_later).await.unwrap(),
+        "the keyed retry is 409 RESERVATION_GONE, the call does not come back"
+    );
+    faults::record(
+        "DynamoDB: the cancel's tombstone write is refused",
+        "one transaction: neither written, 503; the cancel again writes both",
+        "still scheduled, no tombstone; then cancelled, its tombstone outlives a newer reservation",
     );
 }
 

@@ -3,9 +3,13 @@
 //! confirmation ends it `rang` (never while a push again is leaving), the last wait ends it
 //! `unconfirmed`, and a push whose run stopped after its mark counts and goes again.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
+use koe::store::memory::MemoryStore;
 use koe::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome};
+use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 
 use super::store_contract::{
     CLAIM_TIMEOUT, DynStore, LEAD, abandoned_before, create, finish_as, get_some, new_device_id,
@@ -291,6 +295,63 @@ async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
         get_some(&store, &r.device_id, past).await.status,
         ReservationStatus::Unconfirmed
     );
+}
+
+/// A confirmation of a first push whose outcome (counted, due again) the run writes while the
+/// confirmation is being stored: on DynamoDB Local the confirmation's write is answered late
+/// (`hold`) and the outcome lands before its answer. It is `rang` (the push rang), never 404.
+async fn a_confirmation_meeting_its_push_outcome_is_rang(
+    store: DynStore,
+    hold: Option<&ReplyDropper>,
+) {
+    let (r, due) = new_call(&store).await;
+    let run = RunToken::generate();
+    first_push_marked(&store, &r, &run, due).await;
+    let at = due + Duration::milliseconds(300);
+    if let Some(proxy) = hold {
+        proxy.hold_replies(
+            "UpdateItem",
+            "rangAtMs",
+            1,
+            std::time::Duration::from_millis(500),
+        );
+    }
+    let confirming = tokio::spawn({
+        let (store, r) = (store.clone(), r.clone());
+        async move { confirm(&store, &r, at).await }
+    });
+    if let Some(proxy) = hold {
+        // The confirmation's write was carried out; its answer is held.
+        while proxy.dropped() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    let pushed = Outcome::Pushed {
+        next_at: at + WAIT,
+        pushes: 1,
+    };
+    finish_as(&store, &r, pushed, &run, at).await;
+    let answer = confirming.await.unwrap();
+    let confirmed = rang(answer);
+    assert_eq!(
+        (confirmed.status, confirmed.pushes),
+        (ReservationStatus::Rang, 1)
+    );
+    let stored = get_some(&store, &r.device_id, at).await;
+    assert_eq!((stored.status, stored.pushes), (ReservationStatus::Rang, 1));
+}
+
+#[tokio::test]
+async fn a_confirmation_meeting_its_push_outcome_is_rang_on_the_memory_store() {
+    let store: DynStore = Arc::new(MemoryStore::new());
+    a_confirmation_meeting_its_push_outcome_is_rang(store, None).await;
+}
+
+#[tokio::test]
+async fn a_confirmation_meeting_its_push_outcome_is_rang_on_dynamodb_local() {
+    let (store, proxy) = super::faults_lost_replies::store_behind_a_dropper().await;
+    let store: DynStore = Arc::new(store);
+    a_confirmation_meeting_its_push_outcome_is_rang(store, Some(&proxy)).await;
 }
 
 on_each_store!(

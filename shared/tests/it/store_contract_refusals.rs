@@ -98,7 +98,8 @@ async fn a_cancelled_reservation_is_never_made_again(store: DynStore) {
 
 /// A cancel names the reservation it cancels: given its `callId`, only that one; without, the
 /// one the device holds at the first attempt. Made again after its reply was lost, it answers
-/// `Ok` and never cancels a reservation made in between.
+/// `Ok` (with its `callId`, even after a newer reservation replaced the cancelled one) and
+/// never cancels a reservation made in between.
 async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) {
     let id = new_device_id();
     let first = reservation(&id, t0(), LEAD);
@@ -118,14 +119,23 @@ async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) 
             .await,
         Ok(())
     );
-    // A reservation made in between survives a cancel made again of the first.
+    // A reservation made in between survives a cancel made again of the first, which still
+    // answers `Ok` (204 again for the one it cancelled: its tombstone says so).
     let second = reservation(&id, now, LEAD + secs(2));
     assert_eq!(try_create(&store, &second, now).await, Ok(Created::New));
     assert_eq!(
         store
             .cancel_reservation(&id, Some(&first.call_id), now + secs(1))
             .await,
-        Err(CancelError::NotFound)
+        Ok(()),
+        "a cancel made again of the call it cancelled, after a newer reservation replaced it"
+    );
+    assert_eq!(
+        store
+            .cancel_reservation(&id, Some(&wrong), now + secs(1))
+            .await,
+        Err(CancelError::NotFound),
+        "a call never cancelled is still not found"
     );
     let kept = get_some(&store, &id, now + secs(1)).await;
     assert_eq!(

@@ -85,31 +85,28 @@ pub(super) fn finish_request(
 }
 
 impl DynamoStore {
+    /// The confirmation's one conditional update to `rang` (see
+    /// `ReservationStore::confirm_call`): one condition for every state whose push left, so an
+    /// outcome the run records meanwhile (the push counted, the call ended `unconfirmed`)
+    /// cannot fall between two updates and make it 404. `pushes` becomes 1 where none is
+    /// recorded yet (a first push confirmed before its run recorded it), else is kept.
     pub(super) async fn confirm_update(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
-        first_push: bool,
     ) -> Result<ConfirmAnswer, StoreError> {
         let table = &self.tables.calls;
-        let (update, condition) = if first_push {
-            (
-                "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #expireAt = :expireAt, #pushes = :one REMOVE #dueShard",
-                "#callId = :callId AND #expireAt > :nowSecs AND #status = :claimed \
-                 AND attribute_not_exists(#pushes) AND attribute_exists(#pushStartedAtMs)",
-            )
-        } else {
-            (
-                "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #expireAt = :expireAt REMOVE #dueShard",
-                "#callId = :callId AND #expireAt > :nowSecs AND (#status IN (:sent, :unconfirmed) \
-                 OR (#status = :scheduled AND attribute_exists(#pushes)) \
-                 OR (#status = :claimed AND attribute_exists(#pushes) \
-                     AND attribute_not_exists(#pushStartedAtMs)))",
-            )
-        };
+        let update = "SET #status = :rang, #rangAtMs = :nowMs, #updatedAt = :updatedAt, \
+                      #expireAt = :expireAt, #pushes = if_not_exists(#pushes, :one) \
+                      REMOVE #dueShard";
+        let condition = "#callId = :callId AND #expireAt > :nowSecs AND (\
+                         #status IN (:sent, :unconfirmed) \
+                         OR (#status = :scheduled AND attribute_exists(#pushes)) \
+                         OR (#status = :claimed AND attribute_exists(#pushes) \
+                             AND attribute_not_exists(#pushStartedAtMs)) \
+                         OR (#status = :claimed AND attribute_not_exists(#pushes) \
+                             AND attribute_exists(#pushStartedAtMs)))";
         let offered = vec![(":expireAt", n(terminal_expiry(now))), (":one", n(1))];
         let request = update_item(
             &self.client,

@@ -48,6 +48,28 @@ pub(super) fn update_item(
     condition: &str,
     offered: Vec<(String, AttributeValue)>,
 ) -> UpdateItemFluentBuilder {
+    let (names, values) = mentioned(update, condition, offered);
+    client
+        .update_item()
+        .table_name(table)
+        .key(DEVICE_ID, s(key))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(values)
+}
+
+/// The attribute names `update` and `condition` mention, and the values of `offered` they use
+/// (`None` if none): what an update's request carries.
+#[allow(clippy::type_complexity)]
+pub(super) fn mentioned(
+    update: &str,
+    condition: &str,
+    offered: Vec<(String, AttributeValue)>,
+) -> (
+    HashMap<String, String>,
+    Option<HashMap<String, AttributeValue>>,
+) {
     let text = format!("{update} {condition}");
     let names: HashMap<String, String> = text
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '#'))
@@ -58,14 +80,7 @@ pub(super) fn update_item(
         .into_iter()
         .filter(|(placeholder, _)| mentions(&text, placeholder))
         .collect();
-    client
-        .update_item()
-        .table_name(table)
-        .key(DEVICE_ID, s(key))
-        .update_expression(update)
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(names))
-        .set_expression_attribute_values((!values.is_empty()).then_some(values))
+    (names, (!values.is_empty()).then_some(values))
 }
 
 /// Sends a conditional UpdateItem, asking for the item as it was if its condition fails: `Ok`

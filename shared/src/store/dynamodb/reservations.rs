@@ -1,17 +1,23 @@
 //! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then its
-//! minute's count), read, cancel (to a `cancelled` tombstone) and the cancelled-call look-up.
+//! minute's count), read, cancel (to `cancelled`, with the call's tombstone in one
+//! transaction) and the cancelled-call look-up.
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
 
 use super::items::{Reader, reservation_from_item, reservation_item};
+use super::requests::mentioned;
 use super::{
     CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, condition_failed, n,
     names, s, sdk_error, values,
 };
-use super::{answered, call_values, offer, read_item, update_item, written};
+use super::{call_values, offer, read_item, update_item, written};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
@@ -166,81 +172,72 @@ impl ReservationStore for DynamoStore {
     }
 
     /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
-    /// the device holds now or `call_id`; then the call's tombstone, so that a keyed retry finds
-    /// it even after a newer reservation replaced this record. Made again after a lost reply,
-    /// the update meets its own `cancelled` record and answers `Ok`.
+    /// the device holds now or `call_id`, and the call's tombstone, so that a keyed retry finds
+    /// it even after a newer reservation replaced this record: both in one transaction (the
+    /// record's conditional update and the tombstone's put), so neither is ever without the
+    /// other. Made again after a lost reply, it meets its own `cancelled` record (or, once a
+    /// newer reservation replaced it, its tombstone) and answers `Ok`.
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
     ) -> Result<(), CancelError> {
-        let table = &self.tables.calls;
-        let target = match call_id {
-            Some(call_id) => call_id.clone(),
-            // The reservation there at the first attempt: no attempt made again cancels another.
-            None => match self.get_reservation(id, now).await? {
-                None => return Err(CancelError::NotFound),
-                Some(r) if r.status != ReservationStatus::Scheduled || r.pushes > 0 => {
-                    return Err(CancelError::TooLate(r.status_seen(now)));
-                }
-                Some(r) => r.call_id,
-            },
+        // The record as it is: the call to cancel (the one there at the first attempt, without
+        // `call_id`: no attempt made again cancels another) and its TTL, the tombstone's.
+        let record = match self.reservation_record(id, now).await? {
+            Some(r) if call_id.is_none_or(|c| c == &r.call_id) => r,
+            _ => return self.cancelled_before(call_id, now).await,
         };
-        let request = update_item(
-            &self.client,
-            table,
-            id.as_str(),
-            "SET #status = :cancelled, #updatedAt = :updatedAt REMOVE #dueShard",
-            "#callId = :callId AND #status = :scheduled AND attribute_not_exists(#pushes) \
-             AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)",
-            call_values(&target, now, vec![]),
-        );
-        let old = match answered(table, request).await? {
-            Ok(_) => {
-                self.entomb(&target, id, now).await;
-                return Ok(());
-            }
-            Err(old) => old,
-        };
-        let Some(old) = old else {
-            return Err(CancelError::NotFound);
-        };
-        let existing = reservation_from_item(table, &old)?;
-        match existing.status {
-            _ if existing.is_expired(now) || existing.call_id != target => {
-                Err(CancelError::NotFound)
-            }
+        match record.status {
+            ReservationStatus::Scheduled if record.pushes == 0 => {}
             // This cancel's own earlier attempt (its reply lost).
-            ReservationStatus::Cancelled => {
-                self.entomb(&target, id, now).await;
-                Ok(())
-            }
+            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
+            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
             // A push left already (it waits for its device's confirmation): `sent`.
-            _ => Err(CancelError::TooLate(existing.status_seen(now))),
+            _ => return Err(CancelError::TooLate(record.status_seen(now))),
+        }
+        let Some(existing) = self.cancel_and_entomb(&record, now).await? else {
+            return Ok(());
+        };
+        // Refused: the record changed since it was read.
+        match existing {
+            Some(r) if !r.is_expired(now) && r.call_id == record.call_id => match r.status {
+                // This cancel's own attempt made again by the SDK (its reply lost).
+                ReservationStatus::Cancelled => Ok(()),
+                _ => Err(CancelError::TooLate(r.status_seen(now))),
+            },
+            _ => self.cancelled_before(call_id, now).await,
         }
     }
 
-    /// One conditional update to `rang` (the first `rangAtMs` kept); a
-    /// refusal is told apart by the record it returns.
+    /// One conditional update to `rang` (the first `rangAtMs` kept), whose condition covers
+    /// every state whose push left; a refusal is told apart by the record it returns.
     async fn confirm_call(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
     ) -> Result<ConfirmAnswer, StoreError> {
-        // Mostly after its run recorded the push; else a first push confirmed before that, which
-        // left: it counts (`pushes` = 1). Two conditions, since an update cannot choose its SET
-        // by which branch held.
-        let recorded = self.confirm_update(id, call_id, now, false).await?;
-        if recorded != ConfirmAnswer::NotFound {
-            return Ok(recorded);
-        }
-        self.confirm_update(id, call_id, now, true).await
+        self.confirm_update(id, call_id, now).await
     }
 }
 
 impl DynamoStore {
+    /// A cancel that names a call the device no longer holds: `Ok` if that call was cancelled
+    /// (its tombstone lives: a DELETE made again after a newer reservation replaced it), else
+    /// [`CancelError::NotFound`].
+    async fn cancelled_before(
+        &self,
+        call_id: Option<&CallId>,
+        now: DateTime<Utc>,
+    ) -> Result<(), CancelError> {
+        match call_id {
+            Some(call_id) if self.was_cancelled(call_id, now).await? => Ok(()),
+            _ => Err(CancelError::NotFound),
+        }
+    }
+
     /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
     /// after a lost reply, or by a retry of the same create, it adds nothing unless another
     /// create's `ADD` came between: then once too many, never too few).
@@ -383,29 +380,72 @@ impl DynamoStore {
         Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
-    /// Writes the tombstone of a cancelled call (`cancelled#<callId>`, with the record's TTL).
-    /// A failure is logged: the record itself stays `cancelled` until it is replaced.
-    async fn entomb(&self, call_id: &CallId, id: &DeviceId, now: DateTime<Utc>) {
+    /// The cancel's transaction (TransactWriteItems): `record` (read just before) `scheduled`
+    /// → `cancelled` if it still is, with no push left and its TTL not passed, and its
+    /// tombstone `cancelled#<callId>` (`expireAt`: the record's). `None` when both are written;
+    /// `Some` with the record as it is (`None`: none) when the update's condition refused it
+    /// (then neither is written).
+    async fn cancel_and_entomb(
+        &self,
+        record: &Reservation,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Option<Reservation>>, StoreError> {
         let table = &self.tables.calls;
-        let expire_at = match self.reservation_record(id, now).await {
-            Ok(Some(r)) => r.expire_at,
-            _ => None,
-        }
-        .unwrap_or((now + crate::domain::reservation::UNFINISHED_EXPIRY).timestamp());
-        let result = self
-            .client
-            .put_item()
+        let id = &record.device_id;
+        let update = "SET #status = :cancelled, #updatedAt = :updatedAt REMOVE #dueShard";
+        let condition = "#callId = :callId AND #status = :scheduled \
+                         AND attribute_not_exists(#pushes) \
+                         AND (attribute_not_exists(#expireAt) OR #expireAt > :nowSecs)";
+        let (update_names, update_values) =
+            mentioned(update, condition, call_values(&record.call_id, now, vec![]));
+        let expire_at = record
+            .expire_at
+            .unwrap_or((now + crate::domain::reservation::UNFINISHED_EXPIRY).timestamp());
+        let cancel = Update::builder()
+            .table_name(table)
+            .key(DEVICE_ID, s(id.as_str()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(update_names))
+            .set_expression_attribute_values(update_values)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::new(format!("cancel's update: {e}")))?;
+        let tombstone = Put::builder()
             .table_name(table)
             .item(
                 DEVICE_ID,
-                s(format!("{CANCELLED_PREFIX}{}", call_id.as_str())),
+                s(format!("{CANCELLED_PREFIX}{}", record.call_id.as_str())),
             )
             .item(EXPIRE_AT, n(expire_at))
+            .build()
+            .map_err(|e| StoreError::new(format!("cancel's tombstone: {e}")))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(cancel).build())
+            .transact_items(TransactWriteItem::builder().put(tombstone).build())
             .send()
             .await;
-        if let Err(e) = result {
-            let e = sdk_error("PutItem", table, e);
-            tracing::warn!(error = %e, call_id = call_id.as_str(), "cancelled call's tombstone not written");
+        let err = match result {
+            Ok(_) => return Ok(None),
+            Err(err) => err,
+        };
+        let refused = match err.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+                .cancellation_reasons()
+                .first()
+                .filter(|reason| reason.code() == Some("ConditionalCheckFailed"))
+                .map(|reason| reason.item().cloned()),
+            _ => None,
+        };
+        let Some(old) = refused else {
+            return Err(sdk_error("TransactWriteItems", table, err));
+        };
+        match old {
+            Some(item) => Ok(Some(Some(reservation_from_item(table, &item)?))),
+            // No item returned: none there, or a DynamoDB that does not return it; read it.
+            None => Ok(Some(self.reservation_record(id, now).await?)),
         }
     }
 }

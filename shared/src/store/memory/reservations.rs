@@ -77,7 +77,20 @@ impl ReservationStore for MemoryStore {
         let tables = &mut *self.lock();
         let r = match tables.reservations.get_mut(id) {
             Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
-            _ => return Err(CancelError::NotFound),
+            // A call the device no longer holds: cancelled before (a DELETE made again after a
+            // newer reservation replaced it) while its tombstone lives.
+            _ => {
+                let entombed = |c: &CallId| {
+                    tables
+                        .cancelled_calls
+                        .get(c)
+                        .is_some_and(|t| *t > now.timestamp())
+                };
+                return match call_id {
+                    Some(c) if entombed(c) => Ok(()),
+                    _ => Err(CancelError::NotFound),
+                };
+            }
         };
         match r.status {
             // A push left already: it waits for its device's confirmation.
@@ -122,10 +135,8 @@ impl ReservationStore for MemoryStore {
         if !confirmable {
             return Ok(ConfirmAnswer::NotFound);
         }
-        if r.status == ReservationStatus::Claimed && r.pushes == 0 {
-            // Its first push, confirmed before its run recorded it: it left.
-            r.pushes = 1;
-        }
+        // A push left: at least one (its first, confirmed before its run recorded it).
+        r.pushes = r.pushes.max(1);
         r.status = ReservationStatus::Rang;
         r.rang_at = Some(now);
         r.updated_at = now;

@@ -9,6 +9,8 @@
 //!   entry changes, all or nothing, before forwarding. A write DynamoDB Local then refuses on its
 //!   condition keeps its base charge only (as DynamoDB charges it); any other refusal pays
 //!   nothing.
+//! - TransactWriteItems: each action costed as its own write (its item read first), its
+//!   base-table units doubled (2 WCU per KB), all charged at once (`transact_write`).
 //! - GetItem, Query: the least a read can cost (0.5 or 1 RCU) is charged before forwarding (an
 //!   empty bucket throttles it), the rest from what DynamoDB Local answered, even into debt (a
 //!   read DynamoDB Local refuses pays nothing). A Query pays for every item it evaluated: when
@@ -152,6 +154,7 @@ async fn handle(
     let answer = match (operation.as_str(), def) {
         ("PutItem" | "UpdateItem" | "DeleteItem", Some(def)) => write(call, def).await?,
         ("GetItem" | "Query", Some(def)) => read(call, def).await?,
+        ("TransactWriteItems", _) => transact_write(call).await?,
         _ => call.forward().await?,
     };
     Ok(front::respond(answer.status, &answer.headers, answer.body))
@@ -258,6 +261,78 @@ async fn write(call: Call<'_>, def: &TableDef) -> Result<Answer, std::io::Error>
     }
     let answer = call.forward().await?;
     if answer.is_condition_failure() {
+        let gsi: Vec<Charge> = charges
+            .into_iter()
+            .filter(|c| c.target.index.is_some())
+            .collect();
+        shared.model.refund(&gsi);
+    } else if answer.status != 200 {
+        shared.model.refund(&charges);
+    }
+    Ok(answer)
+}
+
+/// A TransactWriteItems: each action costed as its single write would be (its item read
+/// first), its base-table units doubled (a transactional write takes 2 WCU per KB; index
+/// entries as usual), all charged at once. A transaction cancelled on a condition keeps its
+/// base charges; any other refusal pays nothing.
+async fn transact_write(call: Call<'_>) -> Result<Answer, std::io::Error> {
+    let (shared, request) = (call.shared, call.request);
+    let actions = request
+        .get("TransactItems")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut charges = Vec::new();
+    for action in &actions {
+        let Some((kind, body)) = action.as_object().and_then(|a| a.iter().next()) else {
+            continue;
+        };
+        let Some(body) = body.as_object() else {
+            continue;
+        };
+        let def = body
+            .get("TableName")
+            .and_then(Value::as_str)
+            .and_then(|name| shared.tables.get(name));
+        let Some(def) = def else {
+            continue;
+        };
+        let item = item_of(body.get("Item"));
+        let key = match &item {
+            Some(item) => def.key_of(item),
+            None => item_of(body.get("Key")).unwrap_or_default(),
+        };
+        let get = json!({"TableName": def.name, "Key": key, "ConsistentRead": true});
+        let current = call.send("GetItem", Bytes::from(get.to_string())).await?;
+        if current.status != 200 {
+            return call.forward().await;
+        }
+        let before = item_of(current.json().as_ref().and_then(|v| v.get("Item")));
+        let mut action_charges = match kind.as_str() {
+            "Put" => write_charges(def, &key, before.as_ref(), item.as_ref()),
+            "Delete" => write_charges(def, &key, before.as_ref(), None),
+            "Update" => update_charges(def, &key, before.as_ref(), body),
+            // A ConditionCheck writes nothing: its item's base units only.
+            _ => write_charges(def, &key, before.as_ref(), before.as_ref())
+                .into_iter()
+                .filter(|c| c.target.index.is_none())
+                .collect(),
+        };
+        for c in &mut action_charges {
+            if c.target.index.is_none() {
+                c.units *= 2.0;
+            }
+        }
+        charges.extend(action_charges);
+    }
+    if let Err(t) = shared.model.charge(call.operation, &charges) {
+        return Ok(throttled(&t));
+    }
+    let answer = call.forward().await?;
+    let cancelled = answer.status == 400
+        && String::from_utf8_lossy(&answer.body).contains("TransactionCanceledException");
+    if cancelled {
         let gsi: Vec<Charge> = charges
             .into_iter()
             .filter(|c| c.target.index.is_some())

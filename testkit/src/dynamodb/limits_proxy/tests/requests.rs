@@ -238,3 +238,64 @@ async fn reads_pay_by_size_and_a_query_pays_for_what_its_filter_dropped() {
     assert!(err.as_service_error().unwrap().is_throttling_exception());
     assert_eq!(calls.proxy.stats().throttled_by_operation["GetItem"], 1);
 }
+
+/// A transaction (the cancel: the reservation's update and the tombstone's put) pays 2 WCU per
+/// item on the base table, index entries as usual; cancelled on its condition, it keeps its
+/// base charge.
+#[tokio::test]
+async fn a_transaction_pays_two_units_per_item() {
+    use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+
+    let calls = Calls::start(LimitsModel::with_frozen_clock(Limits::default())).await;
+    let client = calls.client(RetryConfig::disabled());
+    put(&client, &calls, reservation("d1", MINUTE, 1))
+        .send()
+        .await
+        .expect("PutItem");
+    let consumed = |target: &Target| calls.proxy.stats().consumed[target].wcu;
+    let base = Target::base(&calls.table);
+    let (base_before, gsi_before) = (consumed(&base), consumed(&calls.gsi()));
+    let cancel = |condition: &str| {
+        let update = Update::builder()
+            .table_name(&calls.table)
+            .key("deviceId", s("d1"))
+            .update_expression("SET #s = :c REMOVE #d")
+            .condition_expression(condition)
+            .expression_attribute_names("#s", "status")
+            .expression_attribute_names("#d", "dueShard")
+            .expression_attribute_values(":c", s("cancelled"))
+            .build()
+            .unwrap();
+        let tombstone = Put::builder()
+            .table_name(&calls.table)
+            .item("deviceId", s("cancelled#c1"))
+            .build()
+            .unwrap();
+        client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .transact_items(TransactWriteItem::builder().put(tombstone).build())
+    };
+    cancel("attribute_exists(#s)")
+        .send()
+        .await
+        .expect("TransactWriteItems");
+    assert_eq!(consumed(&base), base_before + 4.0, "2 items, 2 WCU each");
+    assert_eq!(
+        consumed(&calls.gsi()),
+        gsi_before + 1.0,
+        "the entry removed"
+    );
+    let err = cancel("attribute_not_exists(#s)").send().await.unwrap_err();
+    assert!(
+        format!("{}", DisplayErrorContext(&err)).contains("TransactionCanceled"),
+        "{}",
+        DisplayErrorContext(&err)
+    );
+    assert_eq!(
+        consumed(&base),
+        base_before + 8.0,
+        "a cancelled one still pays"
+    );
+    assert_eq!(consumed(&calls.gsi()), gsi_before + 1.0);
+}
