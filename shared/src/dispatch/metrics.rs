@@ -19,6 +19,7 @@ pub fn records(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<Rec
         ("Sent", report.sent),
         ("Failed", report.failed),
         ("PushUnknown", report.push_unknown),
+        ("DeadTokens", report.dead_tokens),
         ("Missed", report.missed),
         ("Lost", report.lost),
         ("Released", report.released),
@@ -160,6 +161,7 @@ mod tests {
             sent: 1,
             failed: 1,
             push_unknown: 1,
+            dead_tokens: 1,
             missed: 1,
             lost: 1,
             released: 1,
@@ -177,11 +179,11 @@ mod tests {
         };
         let lines = lines(&records(&one, "koe-dispatch-part", at()));
         let names = declared(&lines[0]);
-        // Each of the catalogue's run counts: the 18 counts and the duration.
-        assert_eq!(names.len(), 19, "{names:?}");
-        for name in &names[..18] {
+        // Each of the catalogue's run counts: the 19 counts and the duration.
+        assert_eq!(names.len(), 20, "{names:?}");
+        for name in &names[..19] {
             assert_eq!(lines[0][*name], 1, "{name}");
         }
-        assert_eq!(names[18], "RunDuration");
+        assert_eq!(names[19], "RunDuration");
     }
 }

@@ -133,6 +133,7 @@ impl Dispatcher {
             abandoned = report.abandoned,
             released = report.released,
             push_unknown = report.push_unknown,
+            dead_tokens = report.dead_tokens,
             resolved = report.resolved,
             unresolved = report.unresolved,
             store_retries = report.store_retries,

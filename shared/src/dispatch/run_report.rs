@@ -52,6 +52,10 @@ pub struct RunReport {
     /// after their push had started (the run that started it is gone), and pushes of this run
     /// that got no answer after they were sent (the connection broke, no answer in time).
     pub push_unknown: u32,
+    /// Of `failed`: calls to a dead device, the app's state rather than a fault of ours: APNs
+    /// called the token invalid (400 `BadDeviceToken`, 410 `Unregistered`: an uninstall, a
+    /// stale token), or the device's record was gone (expired: an abandoned install).
+    pub dead_tokens: u32,
     /// Store requests of the deliveries (device read, claim, push mark, release, outcome) that
     /// got no answer (a reply lost or late, a store error) and were then made again until
     /// answered: how often the run resolved a write whose outcome it did not know.

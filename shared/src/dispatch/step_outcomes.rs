@@ -81,8 +81,12 @@ pub(super) enum Record {
     /// its push had started, or this run's push that got no answer after it was sent. Recorded
     /// `failed`, never pushed (again).
     PushUnknown(Recorded),
-    /// `token`: what became of the device's token, if APNs called it invalid.
-    Failed {
+    /// APNs refused the push for a cause of ours (5xx after the retries, a bad provider key,
+    /// another 4xx).
+    Failed(Recorded),
+    /// The device is dead: APNs called its token invalid (`token`: what became of it), or its
+    /// record is gone (`None`). Recorded `failed`, and counted apart as the app's state.
+    DeadToken {
         token: Option<TokenRemoval>,
         recorded: Recorded,
     },
@@ -168,13 +172,17 @@ impl Counted for Record {
                 t.failed += 1;
                 t.push_unknown += 1;
             }),
-            Record::Failed { token, recorded } => {
+            Record::Failed(recorded) => recorded.count_as(t, |t| t.failed += 1),
+            Record::DeadToken { token, recorded } => {
                 match token {
                     Some(TokenRemoval::Removed) => t.tokens_removed += 1,
                     Some(TokenRemoval::StoreError) => t.store_errors += 1,
                     Some(TokenRemoval::Kept) | None => {}
                 }
-                recorded.count_as(t, |t| t.failed += 1);
+                recorded.count_as(t, |t| {
+                    t.failed += 1;
+                    t.dead_tokens += 1;
+                });
             }
         }
     }
@@ -244,39 +252,55 @@ mod tests {
         );
 
         let not_sent = Push::Ended(Pushed::NoDevice, limit.try_acquire().expect("free"));
-        let failed = |token, recorded| Record::Failed { token, recorded };
+        let dead = |token, recorded| Record::DeadToken { token, recorded };
         assert_eq!(
             counted(&[
                 &read,
                 &won,
                 &not_sent,
-                &failed(Some(TokenRemoval::Removed), Recorded::Written)
+                &dead(Some(TokenRemoval::Removed), Recorded::Written)
             ]),
             RunReport {
                 claimed: 1,
                 tokens_removed: 1,
                 failed: 1,
+                dead_tokens: 1,
                 ..RunReport::default()
-            }
+            },
+            "a dead token: failed, and counted apart"
         );
         assert_eq!(
-            counted(&[&failed(Some(TokenRemoval::Kept), Recorded::Changed)]),
+            counted(&[&dead(Some(TokenRemoval::Kept), Recorded::Changed)]),
             RunReport::default()
         );
         assert_eq!(
-            counted(&[&failed(
-                Some(TokenRemoval::StoreError),
-                Recorded::StoreError
-            )]),
+            counted(&[&dead(Some(TokenRemoval::StoreError), Recorded::StoreError)]),
             RunReport {
                 store_errors: 2,
                 ..RunReport::default()
             }
         );
         assert_eq!(
-            counted(&[&failed(None, Recorded::Written)]),
+            counted(&[&dead(None, Recorded::Written)]),
             RunReport {
                 failed: 1,
+                dead_tokens: 1,
+                ..RunReport::default()
+            },
+            "a device whose record is gone: a dead token"
+        );
+        assert_eq!(
+            counted(&[&Record::Failed(Recorded::Written)]),
+            RunReport {
+                failed: 1,
+                ..RunReport::default()
+            },
+            "APNs refused the push for a cause of ours: failed, not a dead token"
+        );
+        assert_eq!(
+            counted(&[&Record::Failed(Recorded::StoreError)]),
+            RunReport {
+                store_errors: 1,
                 ..RunReport::default()
             }
         );

@@ -67,9 +67,16 @@ impl Run {
                     | PushError::MaybeDelivered { .. } => None,
                 };
                 let recorded = self.fail(r, error.status(), attempts, error.reason()).await;
-                Record::Failed { token, recorded }
+                match token {
+                    Some(token) => Record::DeadToken {
+                        token: Some(token),
+                        recorded,
+                    },
+                    None => Record::Failed(recorded),
+                }
             }
-            Pushed::NoDevice => Record::Failed {
+            // Its record expired (an abandoned install): the app's state, as a dead token.
+            Pushed::NoDevice => Record::DeadToken {
                 token: None,
                 recorded: self
                     .fail(r, None, 0, "the device is no longer registered")

@@ -46,6 +46,7 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "Sent", Count, F, "pushes APNs accepted"),
     m(DISPATCH, "Failed", Count, F, "calls recorded failed"),
     m(DISPATCH, "PushUnknown", Count, F, "of Failed: pushes that may have left"),
+    m(DISPATCH, "DeadTokens", Count, F, "of Failed: calls to a dead device (APNs 400 BadDeviceToken, 410 Unregistered; an expired device record): the app's state, not ours"),
     m(DISPATCH, "RePushed", Count, F, "pushes again of a call its device did not confirm in time (attempt 2 or later)"),
     m(DISPATCH, "Unconfirmed", Count, F, "calls to devices that confirm their calls that ended with every push unconfirmed"),
     m(DISPATCH, "Confirmed", Count, F, "call pushes a device confirmed (POST /calls/confirm, first confirmation of a call)"),

@@ -115,6 +115,7 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
             for count in [
                 &mut run.failed,
                 &mut run.push_unknown,
+                &mut run.dead_tokens,
                 &mut run.missed,
                 &mut run.lost,
                 &mut run.released,

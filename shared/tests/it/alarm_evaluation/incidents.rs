@@ -6,8 +6,8 @@ use koe_testkit::cloudwatch::Samples;
 
 use super::HOURS;
 use super::published::{
-    api, confirm, confirmations, coordinator_run, dead_letters, gateway, lambda, on_time, part_run,
-    quiet, remove_runs, replace_run, requests, sending,
+    api, confirm, confirmations, coordinator_run, dead_letters, dead_tokens, gateway, lambda,
+    on_time, part_run, quiet, remove_runs, replace_run, requests, sending,
 };
 
 /// The stack an incident happens on.
@@ -77,19 +77,22 @@ fn gateway_5xx(samples: &mut Samples, api: &str, minutes: std::ops::Range<u32>, 
     }
 }
 
-fn missed(run: &mut RunReport) {
+pub fn missed(run: &mut RunReport) {
     run.selected += 1;
     run.missed += 1;
 }
 
-fn failed(run: &mut RunReport) {
+/// A call failed by APNs, a fault of ours: 500 after the push budget's retries.
+pub fn apns_5xx(run: &mut RunReport) {
     run.selected += 1;
     run.claimed += 1;
     run.failed += 1;
-    run.apns_errors.insert("BadDeviceToken".into(), 1);
+    *run.apns_errors
+        .entry("InternalServerError".into())
+        .or_default() += 1;
 }
 
-fn push_unknown(run: &mut RunReport) {
+pub fn push_unknown(run: &mut RunReport) {
     run.selected += 1;
     run.claimed += 1;
     run.failed += 1;
@@ -128,23 +131,23 @@ pub fn incidents() -> Vec<Incident> {
         Incident {
             alarm: "dispatch-failed",
             on: Healthy,
-            what: "one failed call in minute 7",
+            what: "one call failed by APNs 500 in minute 7",
             met_in: 7,
             cleared_by: Some(20),
-            inject: |s| coordinator(s, 7, failed),
+            inject: |s| coordinator(s, 7, apns_5xx),
         },
         Incident {
             alarm: "dispatch-failed",
             on: Healthy,
-            what: "one failed call every other minute for 20 minutes, by the coordinator and \
-                   a part in turn",
+            what: "one call failed by APNs 500 every other minute for 20 minutes, by the \
+                   coordinator and a part in turn",
             met_in: 40,
             cleared_by: Some(70),
             inject: |s| {
                 for minute in every_other_minute(40, 60) {
                     match minute % 4 {
-                        0 => coordinator(s, minute, failed),
-                        _ => part(s, minute, failed),
+                        0 => coordinator(s, minute, apns_5xx),
+                        _ => part(s, minute, apns_5xx),
                     }
                 }
             },
@@ -152,10 +155,46 @@ pub fn incidents() -> Vec<Incident> {
         Incident {
             alarm: "dispatch-failed",
             on: Idle,
-            what: "after hours of idle runs, one failed call in minute 250",
+            what: "after hours of idle runs, one call failed by APNs 500 in minute 250",
             met_in: 250,
             cleared_by: Some(265),
-            inject: |s| idle_run(s, 250, failed),
+            inject: |s| idle_run(s, 250, apns_5xx),
+        },
+        Incident {
+            alarm: "dispatch-failed",
+            on: Healthy,
+            what: "a part's call fails by APNs 503 in minute 90, amid 12 dead tokens",
+            met_in: 90,
+            cleared_by: Some(105),
+            inject: |s| {
+                part(s, 90, |run| {
+                    dead_tokens(run, 12);
+                    apns_5xx(run);
+                })
+            },
+        },
+        Incident {
+            alarm: "dispatch-dead-tokens",
+            on: Healthy,
+            what: "an app release breaks its tokens: 6 dead tokens a minute (a third of the \
+                   pushes), minutes 150 to 154, in the coordinator and the parts",
+            met_in: 154,
+            cleared_by: Some(165),
+            inject: |s| {
+                for minute in 150..155 {
+                    coordinator(s, minute, |run| dead_tokens(run, 3));
+                    part(s, minute, |run| dead_tokens(run, 3));
+                }
+            },
+        },
+        Incident {
+            alarm: "dispatch-dead-tokens",
+            on: Idle,
+            what: "after hours of idle runs, 25 calls of minute 242 all meet dead tokens (the \
+                   APNs environment wrong for a fleet)",
+            met_in: 242,
+            cleared_by: Some(255),
+            inject: |s| idle_run(s, 242, |run| dead_tokens(run, 25)),
         },
         Incident {
             alarm: "dispatch-push-unknown",
@@ -240,22 +279,22 @@ pub fn incidents() -> Vec<Incident> {
         Incident {
             alarm: "calls-unconfirmed",
             on: Healthy,
-            what: "iOS stopped waking the app: 30% of 40 confirming calls in 15 minutes \
-                   (minutes 135 to 149) end unconfirmed",
+            what: "iOS stopped waking the app: 30% of 100 confirming calls in 5 minutes \
+                   (minutes 135 to 139) end unconfirmed",
             met_in: 139,
-            cleared_by: Some(170),
-            inject: |s| confirming_quarter(s, 135, 28, 12),
+            cleared_by: Some(150),
+            inject: |s| confirming_window(s, 135, 70, 30),
         },
         Incident {
             alarm: "calls-unconfirmed",
             on: Healthy,
             what: "the confirmations fail for an hour: every confirming call from minute 200 \
                    ends unconfirmed, in the coordinator and the parts",
-            met_in: 200,
-            cleared_by: Some(285),
+            met_in: 204,
+            cleared_by: Some(270),
             inject: |s| {
-                for quarter in (195..255).step_by(15) {
-                    confirming_quarter(s, quarter, 0, 60);
+                for window in (200..260).step_by(5) {
+                    confirming_window(s, window, 0, 25);
                 }
             },
         },
@@ -341,21 +380,24 @@ pub fn incidents() -> Vec<Incident> {
     ]
 }
 
-/// The confirming devices' calls of the quarter hour from `from` (a period of the
+/// The calls-unconfirmed alarm's period, in minutes.
+const CONFIRMING_WINDOW: u32 = 5;
+
+/// The confirming devices' calls of the 5 minutes from `from` (a period of the
 /// calls-unconfirmed alarm) replaced by `confirmed` confirmed and `unconfirmed` unconfirmed
 /// calls, spread over its minutes; the unconfirmed ones alternate between the coordinator's run
 /// and a part's.
-pub fn confirming_quarter(samples: &mut Samples, from: u32, confirmed: u32, unconfirmed: u32) {
-    let minutes = from..from + 15;
+pub fn confirming_window(samples: &mut Samples, from: u32, confirmed: u32, unconfirmed: u32) {
+    let minutes = from..from + CONFIRMING_WINDOW;
     samples.remove(&confirm("Confirmed"), minutes.clone());
     samples.remove(&confirm("ConfirmLatency"), minutes.clone());
     for i in 0..confirmed {
-        confirmations(samples, from + i % 15, 1);
+        confirmations(samples, from + i % CONFIRMING_WINDOW, 1);
     }
     for minute in minutes {
         let in_minute = |part: u32| {
             (0..unconfirmed)
-                .filter(|i| from + i % 15 == minute && i % 2 == part)
+                .filter(|i| from + i % CONFIRMING_WINDOW == minute && i % 2 == part)
                 .count() as u32
         };
         let mut run = coordinator_run(minute);

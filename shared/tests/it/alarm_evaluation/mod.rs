@@ -11,10 +11,12 @@ mod published;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use koe::dispatch::RunReport;
 use koe_testkit::cloudwatch::{Alarm, Comparison, MetricId, Samples, State, alarm_from_properties};
 use serde_norway::Value;
 
-use incidents::{Stack, confirming_quarter, incidents};
+use incidents::{Stack, confirming_window, incidents};
+use published::{dead_tokens, on_time, quiet, replace_run, sending};
 
 /// The stack's name in the model: `${AWS::StackName}-dispatch` is `koe-dispatch`.
 const STACK: &str = "koe";
@@ -215,6 +217,98 @@ fn an_idle_stack_publishes_one_metric_of_its_own_and_pages_no_one() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One key holder.
+
+/// The run of `minute` on `on` when one key holder also calls: `dead` devices whose tokens are
+/// dead in each 5 minutes (each fails its call, its token removed, and is registered again), and
+/// one phone that never confirms, called again as soon as each call ends (a reservation at
+/// least 10 s ahead, 3 pushes 5 s apart, the last wait: one call every 25 s).
+fn key_holder_run(on: Stack, minute: u32, dead: u32) -> RunReport {
+    let mut run = match on {
+        Stack::Healthy => published::coordinator_run(minute),
+        Stack::Idle => quiet(minute),
+    };
+    if minute % 5 == 2 {
+        dead_tokens(&mut run, dead);
+    }
+    let calls = (minute + 1) * 60 / 25 - minute * 60 / 25;
+    run.selected += calls;
+    run.claimed += 3 * calls;
+    run.sent += 3 * calls;
+    run.re_pushed += 2 * calls;
+    run.unconfirmed += calls;
+    run.lateness_ms.extend(on_time(3 * calls, minute));
+    run
+}
+
+/// A fault of ours, as a run reports it.
+type Fault = fn(&mut RunReport);
+
+/// Every run of the stack's hours with the key holder's calls.
+fn with_key_holder(samples: &mut Samples, on: Stack, dead: u32) {
+    for minute in 0..HOURS * 60 {
+        replace_run(
+            samples,
+            "dispatch",
+            minute,
+            &key_holder_run(on, minute, dead),
+        );
+    }
+}
+
+/// SPEC: what a client or its phone causes pages on a rate with a floor, what is ours on its
+/// first occurrence. One key holder (its dead devices, up to 18 in each 5 minutes besides the
+/// stack's own, and a phone that never confirms, for hours) pages no one, on a busy or an idle
+/// stack; one failure of ours among them still pages.
+#[test]
+fn one_key_holder_cannot_page() {
+    let alarms = template_alarms();
+    let mut failures = Vec::new();
+    for on in [Stack::Healthy, Stack::Idle] {
+        for dead in [1, 5, 18] {
+            let mut samples = stack(on);
+            with_key_holder(&mut samples, on, dead);
+            for (name, alarm) in &alarms {
+                let pages = alarm.evaluate(&samples, 0..HOURS * 60).alarms();
+                if !pages.is_empty() {
+                    failures.push(format!(
+                        "{name} fired on one key holder (dead devices: {dead} in each 5 minutes, \
+                         and a phone that never confirms, {on:?} stack) at minutes {pages:?}"
+                    ));
+                }
+            }
+            let ours: [(&str, &str, Fault); 3] = [
+                (
+                    "dispatch-failed",
+                    "a call failed by APNs 500",
+                    incidents::apns_5xx,
+                ),
+                (
+                    "dispatch-push-unknown",
+                    "a push in an unknown state",
+                    incidents::push_unknown,
+                ),
+                ("dispatch-missed", "a missed call", incidents::missed),
+            ];
+            for (name, what, ours) in ours {
+                let mut samples = samples.clone();
+                let mut run = key_holder_run(on, 212, dead);
+                ours(&mut run);
+                replace_run(&mut samples, "dispatch", 212, &run);
+                let pages = alarms[name].evaluate(&samples, 0..HOURS * 60).alarms();
+                if pages != [213] {
+                    failures.push(format!(
+                        "{name}: {what} in minute 212 amid one key holder's calls ({dead} dead, \
+                         {on:?} stack): pages at minutes {pages:?}, not once at 213"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Incidents, per row of the runbook (`incidents`).
 
 /// The stack an incident happens on, before it.
@@ -236,19 +330,40 @@ fn near_misses() -> Vec<NearMiss> {
     vec![
         NearMiss {
             alarm: "calls-unconfirmed",
-            what: "2 of 100 confirming calls in 15 minutes end unconfirmed (2%)",
-            inject: |s| confirming_quarter(s, 180, 98, 2),
+            what: "2 of 100 confirming calls in 5 minutes end unconfirmed (2%)",
+            inject: |s| confirming_window(s, 180, 98, 2),
         },
         NearMiss {
             alarm: "calls-unconfirmed",
-            what: "4 of 4 confirming calls in a quiet quarter hour end unconfirmed: \
-                   fewer than 5",
-            inject: |s| confirming_quarter(s, 75, 0, 4),
+            what: "19 of 19 confirming calls in 5 quiet minutes end unconfirmed: fewer than 20",
+            inject: |s| confirming_window(s, 75, 0, 19),
         },
         NearMiss {
             alarm: "calls-unconfirmed",
-            what: "10% exactly: 6 of 60 confirming calls in 15 minutes end unconfirmed",
-            inject: |s| confirming_quarter(s, 240, 54, 6),
+            what: "10% exactly: 20 of 200 confirming calls in 5 minutes end unconfirmed",
+            inject: |s| confirming_window(s, 240, 180, 20),
+        },
+        NearMiss {
+            alarm: "dispatch-dead-tokens",
+            what: "19 dead tokens in 5 quiet minutes (all the pushes): fewer than 20",
+            inject: |s| {
+                for minute in 80..85 {
+                    let mut run = quiet(minute);
+                    dead_tokens(&mut run, if minute == 80 { 15 } else { 1 });
+                    replace_run(s, "dispatch", minute, &run);
+                }
+            },
+        },
+        NearMiss {
+            alarm: "dispatch-dead-tokens",
+            what: "5% exactly: 20 dead tokens of 400 pushes in 5 minutes",
+            inject: |s| {
+                for minute in 155..160 {
+                    let mut run = sending(minute, on_time(76, minute));
+                    dead_tokens(&mut run, 4);
+                    replace_run(s, "dispatch", minute, &run);
+                }
+            },
         },
     ]
 }

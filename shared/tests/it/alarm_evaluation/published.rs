@@ -168,8 +168,9 @@ pub fn confirmations(samples: &mut Samples, minute: u32, count: u32) {
 pub const QUIET: Range<u32> = 60..120;
 
 /// The coordinator's run in `minute` of the healthy stack: a handful of calls a minute (none in
-/// the quiet hour), a part handed out every half hour, and one call every 20 minutes to a
-/// confirming device that ends unconfirmed (a phone off).
+/// the quiet hour), a part handed out every half hour, one call every 20 minutes to a
+/// confirming device that ends unconfirmed (a phone off), and one every half hour to an app
+/// uninstalled since (a dead token).
 pub fn coordinator_run(minute: u32) -> RunReport {
     if QUIET.contains(&minute) {
         return quiet(minute);
@@ -177,7 +178,24 @@ pub fn coordinator_run(minute: u32) -> RunReport {
     let mut run = sending(minute, on_time(3 + (minute * 7) % 20, minute));
     run.handed_out = u32::from(minute.is_multiple_of(30));
     run.unconfirmed = u32::from(minute % 20 == 11);
+    if minute % 30 == 17 {
+        dead_tokens(&mut run, 1);
+    }
     run
+}
+
+/// `run` also took on `n` calls to dead devices, as the dispatcher counts them: each push
+/// refused 410 `Unregistered` (an uninstall), its token removed, the call `failed`.
+pub fn dead_tokens(run: &mut RunReport, n: u32) {
+    if n == 0 {
+        return;
+    }
+    run.selected += n;
+    run.claimed += n;
+    run.failed += n;
+    run.dead_tokens += n;
+    run.tokens_removed += n;
+    *run.apns_errors.entry("Unregistered".into()).or_default() += n;
 }
 
 /// The part's run in `minute` of the healthy stack, when the coordinator handed one out.

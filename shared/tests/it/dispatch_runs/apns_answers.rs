@@ -37,7 +37,11 @@ pub(super) async fn an_invalid_token_removes_the_device_and_fails_the_call(store
     }
     assert_eq!(w.push.attempts().len(), 2, "no retry of a dead token");
     assert!(w.push.sent().is_empty());
-    assert_eq!((report.failed, report.tokens_removed), (2, 2), "{report:?}");
+    assert_eq!(
+        (report.failed, report.dead_tokens, report.tokens_removed),
+        (2, 2, 2),
+        "failed, and counted apart as dead tokens: {report:?}"
+    );
 }
 
 pub(super) async fn a_429_then_success_within_the_budget_is_sent(store: DynStore) {
@@ -109,6 +113,7 @@ pub(super) async fn server_errors_past_the_budget_and_a_hung_push_fail(store: Dy
         "every attempt within the budget"
     );
     assert_eq!(report.failed, 2);
+    assert_eq!(report.dead_tokens, 0, "APNs 5xx and no answer are ours");
     assert_eq!(
         report.push_unknown, 1,
         "the hung push may have been delivered: {report:?}"
