@@ -1,6 +1,12 @@
 //! One HTTP/2 connection to an APNs host (h2 over TLS), opened on first use or by
 //! [`ApnsConnection::warm`], and opened again when it closed.
 //!
+//! A connection can die without a word (no FIN, no RST), e.g. while the Lambda container was
+//! frozen, and a push sent on it gets no answer: "push state unknown". So before a connection
+//! silent for [`ConnectionTimings::check_after_idle`] carries a push, an HTTP/2 PING checks it
+//! (as Apple recommends); without a PONG within [`ConnectionTimings::ping`] it is dropped and the
+//! push goes on a new one.
+//!
 //! Our own client rather than a2's: a2 0.10 can be pointed only at Apple's servers, connects only
 //! inside a send and gives no access to its HTTP/2 connection. Where a push's request stood when
 //! it failed decides whether it may have been delivered ([`classify`](super::classify)).
@@ -48,12 +54,18 @@ pub struct ConnectionTimings {
     /// The whole push: connecting if needed, sending, APNs's answer. The dispatcher holds each
     /// push to a much shorter budget; this only bounds a request it has already given up on.
     pub request: Duration,
+    /// How long APNs may have been silent on a connection before it is checked with a PING.
+    pub check_after_idle: Duration,
+    /// How long the PONG may take.
+    pub ping: Duration,
 }
 
 impl Default for ConnectionTimings {
     fn default() -> ConnectionTimings {
         ConnectionTimings {
             request: Duration::from_secs(2),
+            check_after_idle: Duration::from_secs(10),
+            ping: Duration::from_millis(500),
         }
     }
 }
@@ -72,9 +84,10 @@ pub struct ApnsConnection {
 /// An open HTTP/2 connection.
 struct Live {
     send: SendRequest<Bytes>,
+    pings: h2::PingPong,
     /// Set when the connection's task ends (closed by either side, or broken).
     closed: Arc<AtomicBool>,
-    /// When APNs last answered on it (the handshake, a response).
+    /// When APNs last answered on it (the handshake, a response, a PONG).
     heard: Arc<Mutex<Instant>>,
     task: AbortHandle,
 }
@@ -82,6 +95,34 @@ struct Live {
 impl Drop for Live {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+impl Live {
+    /// Whether the connection is alive: APNs was heard within `check_after_idle`, or answers a
+    /// PING within `ping`.
+    async fn answers(&mut self, timings: &ConnectionTimings) -> bool {
+        if self.heard.lock().unwrap().elapsed() < timings.check_after_idle {
+            return true;
+        }
+        let pong = tokio::time::timeout(timings.ping, self.pings.ping(h2::Ping::opaque())).await;
+        match pong {
+            Ok(Ok(_)) => {
+                *self.heard.lock().unwrap() = Instant::now();
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "APNs connection failed its PING: a new one is opened");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    ping_ms = timings.ping.as_millis() as u64,
+                    "APNs connection did not answer a PING in time: a new one is opened"
+                );
+                false
+            }
+        }
     }
 }
 
@@ -183,12 +224,14 @@ impl ApnsConnection {
         Err(classify_answer(status, &bytes))
     }
 
-    /// A sender on the open connection, opened first if there is none or it closed. An error
-    /// means no connection could be made: nothing was sent.
+    /// A sender on the open connection, opened first if there is none, it closed, or it was
+    /// silent for `check_after_idle` and does not answer a PING. An error means no connection
+    /// could be made: nothing was sent.
     async fn ready(&self) -> Result<(SendRequest<Bytes>, Arc<Mutex<Instant>>), PushError> {
         let mut live = self.live.lock().await;
-        if let Some(open) = live.as_ref()
+        if let Some(open) = live.as_mut()
             && !open.closed.load(Ordering::SeqCst)
+            && open.answers(&self.timings).await
         {
             return Ok((open.send.clone(), open.heard.clone()));
         }
@@ -227,9 +270,10 @@ impl ApnsConnection {
                 Box::new(tcp)
             }
         };
-        let (send, connection) = h2::client::handshake(io)
+        let (send, mut connection) = h2::client::handshake(io)
             .await
             .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+        let pings = connection.ping_pong().expect("taken once, here");
         let closed = Arc::new(AtomicBool::new(false));
         let ended = closed.clone();
         let task = tokio::spawn(async move {
@@ -240,6 +284,7 @@ impl ApnsConnection {
         });
         Ok(Live {
             send,
+            pings,
             closed,
             heard: Arc::new(Mutex::new(Instant::now())),
             task: task.abort_handle(),

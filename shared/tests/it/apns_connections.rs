@@ -2,6 +2,7 @@
 //! stand-in APNs (`koe_testkit::push::standin`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use koe::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
@@ -43,4 +44,35 @@ async fn a_push_goes_out_and_is_accepted() {
     assert_eq!(push(&pool, 1).await, Ok(()));
     assert_eq!(apns.accepted(), 1);
     assert_eq!(apns.connections(), 1);
+}
+
+/// A connection that stopped answering without closing (no FIN, no RST; e.g. after the container
+/// was frozen for minutes) is found dead before a push is sent on it: the push goes out on a new
+/// connection instead of hanging until "push state unknown".
+#[tokio::test]
+async fn a_silently_dead_connection_is_replaced_before_a_push_is_sent_on_it() {
+    let apns = StandInApns::start().await;
+    let timings = ConnectionTimings {
+        request: Duration::from_secs(1),
+        check_after_idle: Duration::from_millis(50),
+        ping: Duration::from_millis(200),
+    };
+    let one = PoolSettings {
+        max_connections: 1,
+        ..PoolSettings::default()
+    };
+    let pool = pool(&apns, timings, one);
+    assert_eq!(push(&pool, 1).await, Ok(()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(push(&pool, 2).await, Ok(()));
+    assert_eq!(
+        apns.connections(),
+        1,
+        "an idle connection that answers its PING is kept"
+    );
+    apns.silence_open_connections();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(push(&pool, 3).await, Ok(()));
+    assert_eq!(apns.accepted(), 3);
+    assert_eq!(apns.connections(), 2, "the dead one and its replacement");
 }
