@@ -70,7 +70,8 @@ impl ApnsSender {
     }
 
     /// A push pool's connections to Apple: each call of the factory builds a new sender (new
-    /// connections). The key is checked here.
+    /// connections), all signing with one provider token. The key is checked here, without
+    /// signing a token.
     pub fn connections(config: &ApnsConfig) -> Result<ConnectionFactory, ApnsKeyError> {
         ApnsSender::connections_to(config, ApnsHosts::default(), ConnectionTimings::default())
     }
@@ -81,11 +82,10 @@ impl ApnsSender {
         hosts: ApnsHosts,
         timings: ConnectionTimings,
     ) -> Result<ConnectionFactory, ApnsKeyError> {
-        provider_token(config)?;
+        let token = Arc::new(provider_token(config)?);
         let config = config.clone();
         Ok(Arc::new(move || -> Arc<dyn PushSender> {
-            let token = provider_token(&config).expect("the key was checked");
-            Arc::new(ApnsSender::with(Arc::new(token), &config, &hosts, timings))
+            Arc::new(ApnsSender::with(token.clone(), &config, &hosts, timings))
         }))
     }
 }

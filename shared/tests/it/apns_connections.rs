@@ -76,3 +76,26 @@ async fn a_silently_dead_connection_is_replaced_before_a_push_is_sent_on_it() {
     assert_eq!(apns.accepted(), 3);
     assert_eq!(apns.connections(), 2, "the dead one and its replacement");
 }
+
+/// One provider token per process, whatever the number of connections: APNs answers 429
+/// `TooManyProviderTokenUpdates` to a provider that changes its token often.
+#[tokio::test]
+async fn every_connection_of_the_pool_sends_the_same_provider_token() {
+    let apns = StandInApns::start().await;
+    let four = PoolSettings {
+        max_connections: 4,
+        streams_per_connection: 2,
+    };
+    let pool = pool(&apns, ConnectionTimings::default(), four);
+    pool.prepare(8).await;
+    let mut pushes = tokio::task::JoinSet::new();
+    for n in 0..40 {
+        let pool = pool.clone();
+        pushes.spawn(async move { push(&pool, n).await });
+    }
+    assert!(pushes.join_all().await.iter().all(Result::is_ok));
+    assert_eq!(pool.connections_open(), 4);
+    assert_eq!(apns.connections(), 4);
+    assert_eq!(apns.accepted(), 40);
+    assert_eq!(apns.distinct_bearers(), 1);
+}
