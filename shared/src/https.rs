@@ -11,17 +11,21 @@ use std::sync::Arc;
 
 /// A client builder whose TLS trusts the webpki roots (with aws-lc-rs, as everywhere else).
 pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().tls_backend_preconfigured(tls_config())
+}
+
+/// TLS that trusts the webpki roots, with aws-lc-rs (also the APNs connections', `push::connection`).
+pub fn tls_config() -> rustls::ClientConfig {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+    rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .expect("aws-lc-rs supports the default protocol versions")
     .with_root_certificates(roots)
-    .with_no_client_auth();
-    reqwest::Client::builder().tls_backend_preconfigured(tls)
+    .with_no_client_auth()
 }
 
 #[cfg(test)]

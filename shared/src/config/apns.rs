@@ -74,7 +74,7 @@ impl ApnsConfig {
 pub const DEFAULT_APNS_MAX_CONNECTIONS: usize = 8;
 
 /// `APNS_MAX_CONNECTIONS`: how many APNs connections the push pool (`koe::push::pool`) may open
-/// (each one `a2::Client` per environment, about 900 of our pushes in flight at once); 1 to 64.
+/// (each one HTTP/2 connection per environment, about 900 of our pushes in flight at once); 1 to 64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApnsPoolConfig {
     pub max_connections: usize,

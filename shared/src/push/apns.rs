@@ -1,91 +1,103 @@
-//! APNs through a2 (token auth with the team's `.p8` key): topic `<bundle id>.voip`, push type
-//! `voip`, priority 10, expiring [`CALL_PUSH_LIFETIME`](super::CALL_PUSH_LIFETIME) after it is
-//! sent, to the endpoint of the device's environment.
-//!
-//! a2 cannot be pointed at anything but Apple's servers, so this adapter stays thin: it builds the
-//! request ([`options`], [`ApnsPayload`], unit-tested here) and classifies a2's answer
-//! ([`classify`](super::classify::classify), tested on its own); the dispatcher's handling of
-//! each class is tested with a stand-in sender.
+//! APNs with token auth (the team's `.p8` key): topic `<bundle id>.voip`, push type `voip`,
+//! priority 10, expiring [`CALL_PUSH_LIFETIME`](super::CALL_PUSH_LIFETIME) after it is sent, to
+//! the endpoint of the device's environment, over our own HTTP/2 connections
+//! ([`connection`](super::connection)), signed with a provider token ([`token`](super::token)).
 //!
 //! One [`ApnsSender`] is one HTTP/2 connection per environment; [`ApnsSender::connections`] makes
 //! them for a [`PushPool`](super::pool::PushPool).
 
-use a2::request::notification::{NotificationOptions, Priority, PushType};
-use a2::request::payload::PayloadLike;
 use std::sync::Arc;
 
-use a2::{Client, ClientConfig, Endpoint};
 use async_trait::async_trait;
-use serde::Serialize;
+use bytes::Bytes;
 
-use super::classify::classify;
+use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
-use super::{PushError, PushSender, UnavailablePushSender, VoipPush};
+use super::token::ProviderToken;
+use super::{PushError, PushSender, VoipPush};
 use crate::config::{ApnsConfig, ConfigError};
 use crate::domain::device::{Device, PushEnvironment};
 
-/// a2's own per-request timeout (whole seconds only). The dispatcher holds each push to a much
-/// shorter budget; this only bounds a request the dispatcher has already given up on.
-const REQUEST_TIMEOUT_SECS: u64 = 2;
+/// Where each environment's connections go.
+#[derive(Debug, Clone)]
+pub struct ApnsHosts {
+    pub production: ApnsHost,
+    pub sandbox: ApnsHost,
+}
 
-/// One client per APNs environment, built once per container (each keeps its HTTP/2 connection
-/// and its provider token, renewed lazily every 55 min). A clone of an `a2::Client` shares its
-/// connection, so each `ApnsSender` built is one more connection per environment.
+impl Default for ApnsHosts {
+    fn default() -> ApnsHosts {
+        ApnsHosts {
+            production: ApnsHost::PRODUCTION,
+            sandbox: ApnsHost::SANDBOX,
+        }
+    }
+}
+
+/// One connection per APNs environment (each opened on first use), and the provider token.
 pub struct ApnsSender {
-    production: Client,
-    sandbox: Client,
+    production: ApnsConnection,
+    sandbox: ApnsConnection,
+    token: Arc<ProviderToken>,
     topic: String,
 }
 
 impl ApnsSender {
-    /// Builds both clients. This is where the `.p8` key is checked: a2 parses it (PEM, then
-    /// PKCS#8 with ring, which accepts only an EC P-256 key) and signs a provider token with it,
-    /// so a key that cannot sign fails here, at the dispatcher's cold start, not at the first
-    /// push.
+    /// Checks the `.p8` key: it must parse as a PKCS#8 EC P-256 private key (nothing is signed
+    /// yet), so a key that cannot sign fails here, at the dispatcher's cold start, not at the
+    /// first push.
     pub fn new(config: &ApnsConfig) -> Result<ApnsSender, ApnsKeyError> {
-        let pem = normalize_p8(config.key_p8.expose()).map_err(ApnsKeyError::new)?;
-        let client = |endpoint| {
-            Client::token(
-                pem.as_bytes(),
-                config.key_id.as_str(),
-                config.team_id.as_str(),
-                ClientConfig {
-                    endpoint,
-                    request_timeout_secs: Some(REQUEST_TIMEOUT_SECS),
-                    pool_idle_timeout_secs: Some(600),
-                },
-            )
-            // Only the signer can fail here (PEM, PKCS#8, key type, signing); a2's and ring's
-            // reasons name the problem, never the key.
-            .map_err(|e| {
-                ApnsKeyError::new(format!(
-                    "is not a usable .p8 key (a PKCS#8 EC P-256 private key): {e}"
-                ))
-            })
-        };
-        Ok(ApnsSender {
-            production: client(Endpoint::Production)?,
-            sandbox: client(Endpoint::Sandbox)?,
-            topic: config.topic(),
-        })
+        Ok(ApnsSender::with(
+            Arc::new(provider_token(config)?),
+            config,
+            &ApnsHosts::default(),
+            ConnectionTimings::default(),
+        ))
     }
 
-    /// A push pool's connections: each call builds a new sender (new a2 clients, so new
-    /// connections). The key is checked here; a later build cannot fail on it, and if one did,
-    /// its pushes would fail and say why.
+    fn with(
+        token: Arc<ProviderToken>,
+        config: &ApnsConfig,
+        hosts: &ApnsHosts,
+        timings: ConnectionTimings,
+    ) -> ApnsSender {
+        ApnsSender {
+            production: ApnsConnection::new(hosts.production.clone(), timings),
+            sandbox: ApnsConnection::new(hosts.sandbox.clone(), timings),
+            token,
+            topic: config.topic(),
+        }
+    }
+
+    /// A push pool's connections to Apple: each call of the factory builds a new sender (new
+    /// connections), all signing with one provider token. The key is checked here, without
+    /// signing a token.
     pub fn connections(config: &ApnsConfig) -> Result<ConnectionFactory, ApnsKeyError> {
-        ApnsSender::new(config)?;
+        ApnsSender::connections_to(config, ApnsHosts::default(), ConnectionTimings::default())
+    }
+
+    /// [`connections`](ApnsSender::connections) to `hosts` (a test's stand-in).
+    pub fn connections_to(
+        config: &ApnsConfig,
+        hosts: ApnsHosts,
+        timings: ConnectionTimings,
+    ) -> Result<ConnectionFactory, ApnsKeyError> {
+        let token = Arc::new(provider_token(config)?);
         let config = config.clone();
         Ok(Arc::new(move || -> Arc<dyn PushSender> {
-            match ApnsSender::new(&config) {
-                Ok(sender) => Arc::new(sender),
-                Err(error) => {
-                    tracing::error!(%error, "could not build another APNs connection");
-                    Arc::new(UnavailablePushSender)
-                }
-            }
+            Arc::new(ApnsSender::with(token.clone(), &config, &hosts, timings))
         }))
     }
+}
+
+/// The key as a token signer; the reason never contains the key.
+fn provider_token(config: &ApnsConfig) -> Result<ProviderToken, ApnsKeyError> {
+    let pem = normalize_p8(config.key_p8.expose()).map_err(ApnsKeyError::new)?;
+    ProviderToken::new(&pem, &config.key_id, &config.team_id).map_err(|e| {
+        ApnsKeyError::new(format!(
+            "is not a usable .p8 key (a PKCS#8 EC P-256 private key): {e}"
+        ))
+    })
 }
 
 /// The APNs key (`APNS_KEY_P8`) cannot be used; a start-up error like a [`ConfigError`] (and
@@ -125,7 +137,7 @@ impl From<ApnsKeyError> for ConfigError {
 
 /// The `.p8` key as PEM, from the PEM itself (real or `\n`-escaped line breaks, as a template
 /// parameter may carry it) or from just its base64 body on one line. Only the text is
-/// rearranged; what it encodes is a2's to parse.
+/// rearranged; what it encodes is parsed by [`ProviderToken::new`].
 fn normalize_p8(raw: &str) -> Result<String, &'static str> {
     let text = raw.replace("\\n", "\n");
     let body: String = text
@@ -152,74 +164,62 @@ fn normalize_p8(raw: &str) -> Result<String, &'static str> {
     Ok(pem)
 }
 
-/// The request headers of a call's push.
-pub fn options<'a>(topic: &'a str, push: &VoipPush) -> NotificationOptions<'a> {
-    NotificationOptions {
-        apns_push_type: Some(PushType::Voip),
-        apns_priority: Some(Priority::High),
-        apns_expiration: Some(push.expires_at.timestamp().max(0) as u64),
-        apns_topic: Some(topic),
-        ..Default::default()
-    }
-}
-
-/// The body a2 sends: our payload, plus the options and token a2 reads through `PayloadLike`.
-#[derive(Serialize)]
-pub struct ApnsPayload<'a> {
-    #[serde(flatten)]
-    push: &'a VoipPush,
-    #[serde(skip)]
-    options: NotificationOptions<'a>,
-    #[serde(skip)]
-    device_token: &'a str,
-}
-
-impl<'a> ApnsPayload<'a> {
-    pub fn new(topic: &'a str, push: &'a VoipPush, device_token: &'a str) -> ApnsPayload<'a> {
-        ApnsPayload {
-            push,
-            options: options(topic, push),
-            device_token,
-        }
-    }
-}
-
-/// Never prints the token (a2 requires `Debug`).
-impl std::fmt::Debug for ApnsPayload<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApnsPayload")
-            .field("push", self.push)
-            .field("options", &self.options)
-            .field("device_token", &"***")
-            .finish()
-    }
-}
-
-impl PayloadLike for ApnsPayload<'_> {
-    fn get_device_token(&self) -> &str {
-        self.device_token
-    }
-
-    fn get_options(&self) -> &NotificationOptions<'_> {
-        &self.options
-    }
+/// A call's push to the device with `device_token`, at `origin`: its headers (the body is
+/// [`VoipPush::to_json`]).
+pub fn request(
+    origin: &str,
+    topic: &str,
+    push: &VoipPush,
+    device_token: &str,
+    bearer: &str,
+    body_len: usize,
+) -> Result<http::Request<()>, http::Error> {
+    http::Request::post(format!("{origin}/3/device/{device_token}"))
+        .header("apns-push-type", "voip")
+        .header("apns-priority", "10")
+        .header(
+            "apns-expiration",
+            push.expires_at.timestamp().max(0).to_string(),
+        )
+        .header("apns-topic", topic)
+        .header("authorization", bearer)
+        .header("content-type", "application/json")
+        .header("content-length", body_len.to_string())
+        .body(())
 }
 
 #[async_trait]
 impl PushSender for ApnsSender {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let client = match device.environment {
+        let connection = match device.environment {
             PushEnvironment::Production => &self.production,
             PushEnvironment::Sandbox => &self.sandbox,
         };
-        let payload = ApnsPayload::new(&self.topic, push, device.voip_token.expose());
-        classify(client.send(payload).await)
+        let bearer = self.token.bearer().map_err(|reason| PushError::Rejected {
+            status: None,
+            reason,
+        })?;
+        let body = push.to_json();
+        let request = request(
+            &connection.origin(),
+            &self.topic,
+            push,
+            device.voip_token.expose(),
+            &bearer,
+            body.len(),
+        )
+        // Only a token that is not a valid URI path could fail here; the reason names no token.
+        .map_err(|_| PushError::Rejected {
+            status: None,
+            reason: "the push request could not be built".into(),
+        })?;
+        connection.send(request, Bytes::from(body)).await
     }
 
-    /// Nothing: a2 0.10's hyper client is private and connects lazily in `send`, and we send no
-    /// request just to connect. So a cold connection's first push (and every push queued behind
-    /// it) pays TCP + TLS + HTTP/2 setup, ~100-200 ms from Lambda (docs/benchmarks.md, "APNs connection pool").
-    async fn warm(&self) {}
+    /// Opens the production connection (sandbox devices are few; theirs opens on first use).
+    async fn warm(&self) {
+        self.production.warm().await
+    }
 }
 
 #[cfg(test)]
@@ -246,29 +246,39 @@ mod tests {
     }
 
     #[test]
-    fn options_are_a_voip_push_at_priority_10_for_the_voip_topic() {
+    fn a_push_is_a_voip_post_at_priority_10_for_the_voip_topic() {
         let push = push();
-        let options = options("com.example.koe.voip", &push);
-        assert_eq!(options.apns_push_type, Some(PushType::Voip));
+        let token = "ab".repeat(32);
+        let request = request(
+            "https://api.push.apple.com",
+            "com.example.koe.voip",
+            &push,
+            &token,
+            "bearer x.y.z",
+            42,
+        )
+        .unwrap();
+        assert_eq!(request.method(), http::Method::POST);
         assert_eq!(
-            options.apns_priority.as_ref().map(ToString::to_string),
-            Some("10".to_owned())
+            request.uri().to_string(),
+            format!("https://api.push.apple.com/3/device/{token}")
         );
-        assert_eq!(options.apns_topic, Some("com.example.koe.voip"));
+        let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
+        assert_eq!(header("apns-push-type"), "voip");
+        assert_eq!(header("apns-priority"), "10");
+        assert_eq!(header("apns-topic"), "com.example.koe.voip");
         assert_eq!(
-            options.apns_expiration,
-            Some(push.expires_at.timestamp() as u64)
+            header("apns-expiration"),
+            push.expires_at.timestamp().to_string()
         );
-        assert!(options.apns_collapse_id.is_none());
+        assert_eq!(header("authorization"), "bearer x.y.z");
+        assert_eq!(header("content-length"), "42");
+        assert!(!request.headers().contains_key("apns-collapse-id"));
     }
 
     #[test]
-    fn the_body_is_our_payload_and_the_token_stays_out_of_it_and_of_debug() {
-        let push = push();
-        let token = "ab".repeat(32);
-        let payload = ApnsPayload::new("com.example.koe.voip", &push, &token);
-        let body: serde_json::Value =
-            serde_json::from_str(&payload.to_json_string().unwrap()).unwrap();
+    fn the_body_is_our_payload() {
+        let body: serde_json::Value = serde_json::from_str(&push().to_json()).unwrap();
         assert_eq!(
             body,
             serde_json::json!({
@@ -279,8 +289,6 @@ mod tests {
                 "scheduledAt": "2026-01-01T09:00:30+09:00",
             })
         );
-        assert_eq!(payload.get_device_token(), token);
-        assert!(!format!("{payload:?}").contains(&token));
     }
 
     fn config(key: &str) -> ApnsConfig {

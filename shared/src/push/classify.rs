@@ -8,7 +8,6 @@
 
 use std::error::Error as _;
 
-use a2::ErrorReason;
 use hyper_util::client::legacy::Error as ClientError;
 
 use super::PushError;
@@ -43,16 +42,30 @@ pub fn classify(result: Result<a2::Response, a2::Error>) -> Result<(), PushError
 }
 
 fn classify_response(response: &a2::Response) -> PushError {
-    let status = response.code;
     let reason = response
         .error
         .as_ref()
-        .map(|body| format!("{:?}", body.reason))
-        .unwrap_or_else(|| "(no reason APNs' client knows)".to_owned());
-    let bad_token = response
-        .error
-        .as_ref()
-        .is_some_and(|body| body.reason == ErrorReason::BadDeviceToken);
+        .map(|body| format!("{:?}", body.reason));
+    classify_status(response.code, reason.as_deref())
+}
+
+/// APNs's answer other than 200 to our own client ([`connection`](super::connection)): its
+/// status and its body, `{"reason": "..."}`.
+pub fn classify_answer(status: u16, body: &[u8]) -> PushError {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        reason: String,
+    }
+    let reason = serde_json::from_slice::<Body>(body).ok().map(|b| b.reason);
+    classify_status(status, reason.as_deref())
+}
+
+/// By the status code first, so a 410 without a reason is still a dead token.
+fn classify_status(status: u16, reason: Option<&str>) -> PushError {
+    let bad_token = reason == Some("BadDeviceToken");
+    let reason = reason
+        .unwrap_or("(no reason APNs' client knows)")
+        .to_owned();
     match status {
         410 => PushError::InvalidToken { status, reason },
         400 if bad_token => PushError::InvalidToken { status, reason },
@@ -64,6 +77,21 @@ fn classify_response(response: &a2::Response) -> PushError {
             status: Some(status),
             reason,
         },
+    }
+}
+
+/// A push's stream failed after its request was handed to the connection: retryable only when
+/// APNs reset it with `REFUSED_STREAM` (RFC 9113, 8.7: not processed); otherwise (a reset, the
+/// connection closed or a GOAWAY) APNs may have read it.
+pub fn classify_stream_error(error: &h2::Error) -> PushError {
+    let reason = format!("the push's HTTP/2 stream failed: {error}");
+    if error.is_reset() && error.is_remote() && error.reason() == Some(h2::Reason::REFUSED_STREAM) {
+        PushError::Retryable {
+            status: None,
+            reason,
+        }
+    } else {
+        PushError::MaybeDelivered { reason }
     }
 }
 
@@ -125,6 +153,7 @@ fn describe(error: &ClientError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use a2::ErrorReason;
 
     fn response(code: u16, reason: Option<ErrorReason>) -> Result<a2::Response, a2::Error> {
         Err(a2::Error::ResponseError(a2::Response {

@@ -1,6 +1,6 @@
 //! The `PushSender` port: one VoIP push to one device.
 //!
-//! Adapters: APNs through a2 (`apns`, its answers classified in `classify`), and a sender that
+//! Adapters: APNs (`apns`, over `connection`, its answers classified in `classify`), and a sender that
 //! only writes a log line (`log`), used by local runs and whenever APNs is not configured. The
 //! dispatcher decides what to do with each kind of [`PushError`] (retry within the second's
 //! budget, remove the token, give up); adapters only classify. [`pool::PushPool`] spreads pushes
@@ -15,8 +15,10 @@ use crate::domain::due::DueCall;
 
 pub mod apns;
 pub mod classify;
+pub mod connection;
 pub mod log;
 pub mod pool;
+pub mod token;
 
 /// How long APNs may hold a call's push for an offline device: a call that rings half a minute
 /// late is still a call; one that rings minutes late is worse than none.

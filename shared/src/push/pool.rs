@@ -1,6 +1,6 @@
 //! A pool of push connections, each kept under its stream limit, ready before the second.
 //!
-//! One APNs connection (one `a2::Client`) carries about 1,000 concurrent HTTP/2 streams, and a
+//! One APNs connection (one HTTP/2 connection) carries about 1,000 concurrent HTTP/2 streams, and a
 //! push from ap-northeast-1 takes 100 ms or more, so one connection cannot send 10,000 pushes
 //! within a second. The pool holds up to `max_connections` connections made by a factory and
 //! keeps at most `streams_per_connection` of our pushes in flight on each (a margin under APNs's
@@ -17,8 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::{PushError, PushSender, VoipPush};
 use crate::domain::device::Device;
 
-/// Makes one new connection (for APNs: a new `a2::Client`, never a clone, which would share the
-/// first one's connection).
+/// Makes one new connection (for APNs: a new `ApnsSender`, with connections of its own).
 pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
 
 /// Our pushes in flight per connection: a margin under the 1,000 concurrent streams APNs allows.

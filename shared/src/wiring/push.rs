@@ -42,8 +42,8 @@ impl App {
     }
 }
 
-/// The sender `vars` ask for. A bad key fails here, at the dispatcher's start-up: a2 parses
-/// it and signs a token. A Lambda with `PUSH_SENDER=apns` and no APNs refuses to start: a
+/// The sender `vars` ask for. A bad key fails here, at the dispatcher's start-up: it is parsed
+/// as the signing key. A Lambda with `PUSH_SENDER=apns` and no APNs refuses to start: a
 /// stack that silently rings nobody is worse than one that fails.
 fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, ConfigError> {
     let choice = PushSenderChoice::from_vars(vars)?;
@@ -61,7 +61,7 @@ fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, C
         PushSenderChoice::Log => None,
     };
     match apns {
-        // A pool of connections (each its own a2 client), as many as a second needs.
+        // A pool of connections, as many as a second needs.
         Some(apns) => Ok(Arc::new(PushPool::new(
             ApnsSender::connections(&apns)?,
             PoolSettings {

@@ -53,6 +53,7 @@ mod api_chat_stream;
 mod api_devices;
 mod api_idempotency;
 mod api_meta;
+mod apns_connections;
 mod apns_errors;
 mod contract_files;
 mod deadlines;

@@ -5,6 +5,7 @@
 
 pub mod broken;
 pub mod limited;
+pub mod standin;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
