@@ -101,10 +101,6 @@ pub async fn put_device(
             return Err(secret_required());
         }
     };
-    if !issued && !proven {
-        // The app of before device secrets, on a record that has one it never presented.
-        tracing::warn!(device = %hash, "device registration replaced without its secret");
-    }
     tracing::info!(
         device = %hash,
         environment = device.environment.as_str(),

@@ -137,8 +137,8 @@ pub struct IdempotentAnswer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceWrite {
     /// Written. `issued`: the SHA-256 (hex) of a new secret now stored for the device (a new
-    /// device, or a record from before secrets); `proven`: the request presented the stored
-    /// secret, and the record now demands it.
+    /// device, a record from before secrets, or one whose secret was not proven); `proven`: the
+    /// request presented the stored secret, and the record now demands it.
     Written { issued: bool, proven: bool },
     /// Not written: the record demands its secret (proven before) and the request presented
     /// none, or presented another.

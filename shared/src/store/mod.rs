@@ -54,8 +54,10 @@ pub trait DeviceStore: Send + Sync {
     ///   `new_secret_hash`, not yet proven (`issued`);
     /// - `presented` equals the stored hash: written, proven from now on;
     /// - `presented` is another hash, or absent while the record is proven: [`DeviceWrite::Refused`];
-    /// - absent and the record not proven: written (the app of before secrets); a record with
-    ///   no secret at all gets `new_secret_hash` (`issued`), one with an unproven secret keeps it.
+    /// - absent and the record not proven: written with `new_secret_hash` (`issued`), replacing
+    ///   any unproven secret (perhaps never delivered: the answer that carried it was lost);
+    /// - the record holds `new_secret_hash` unproven (this request's write made again after its
+    ///   reply was lost): written again, `issued`, whatever `presented` is.
     async fn register_device(
         &self,
         device: &Device,

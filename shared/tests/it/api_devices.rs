@@ -151,7 +151,12 @@ async fn a_second_put_replaces_token_environment_and_time() {
     )
     .await;
     assert_eq!(second.status().as_u16(), 200);
-    let body: Value = second.json().await.unwrap();
+    let mut body: Value = second.json().await.unwrap();
+    let secret = body.as_object_mut().unwrap().remove("deviceSecret");
+    assert!(
+        secret.is_some(),
+        "the first secret was not proven: a new one"
+    );
     assert_eq!(
         body,
         json!({"deviceId": DEVICE, "environment": "sandbox", "updatedAt": "2026-03-01T00:01:30.000Z", "confirmsCalls": false})
@@ -309,18 +314,22 @@ async fn once_the_app_has_presented_its_secret_the_token_cannot_be_replaced_with
     let (app, _clock) = app_at_now().await;
     let body = json!({"deviceId": DEVICE, "voipToken": token()});
     let first: Value = put(&app, &body).await.json().await.unwrap();
-    let secret = first["deviceSecret"].as_str().unwrap().to_owned();
+    let first = first["deviceSecret"].as_str().unwrap().to_owned();
 
-    // Today's app sends no secret: it still replaces its token, and gets no secret again.
+    // Without a secret while unproven (today's app, or one never given it): the token replaced,
+    // and a new secret answered in place of the unproven one.
     let again = put(&app, &body).await;
     assert_eq!(again.status().as_u16(), 200);
     let again: Value = again.json().await.unwrap();
-    assert!(again.get("deviceSecret").is_none(), "{again}");
+    let secret = again["deviceSecret"].as_str().unwrap().to_owned();
+    assert_ne!(secret, first);
 
-    // Someone else's guess is refused.
+    // Someone else's guess is refused, and so is the replaced secret.
     let other = format!("{}0", &secret[1..]);
-    let refused = put_with_secret(&app, Some(&other), &body).await;
-    error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    for wrong in [other, first] {
+        let refused = put_with_secret(&app, Some(&wrong), &body).await;
+        error_body(refused, 403, "DEVICE_SECRET_REQUIRED").await;
+    }
 
     // The app presents it: written, and from now on required.
     let proven = put_with_secret(&app, Some(&secret), &body).await;

@@ -392,3 +392,64 @@ async fn a_count_whose_reply_is_lost_is_counted_once() {
         "first call counted 1 (after its retry), the next 2",
     );
 }
+
+/// The app on `store` (its requests through the dropper), and a PUT /devices body's token.
+async fn app_on(store: DynamoStore) -> (koe_testkit::harness::TestApp, String) {
+    let store = std::sync::Arc::new(store);
+    let app = koe_testkit::harness::spawn_app_with(&[], |app| app.with_store(store)).await;
+    (app, "ab".repeat(32))
+}
+
+/// After `secret` (the device's last answered one) is proven, a PUT /devices without it is
+/// refused: the device is protected.
+async fn protected_by(app: &koe_testkit::harness::TestApp, device: &str, secret: &str) {
+    let token = "cd".repeat(32);
+    let proven = app.put_device(device, &token, Some(secret)).await;
+    assert!(proven.get("deviceSecret").is_none());
+    let body = serde_json::json!({"deviceId": device, "voipToken": token});
+    let put = app
+        .agent(http::Method::PUT, "/devices")
+        .body(body.to_string());
+    let response = koe_testkit::harness::send(put).await;
+    koe_testkit::harness::error_body(response, 403, "DEVICE_SECRET_REQUIRED").await;
+}
+
+#[tokio::test]
+async fn a_first_registration_whose_reply_is_lost_still_answers_its_secret() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let (app, token) = app_on(store).await;
+    dropper.drop_replies("PutItem", "secretHash", 1);
+    let secret = app.register_device("lost-reply-register", &token).await;
+    assert_eq!(dropper.dropped(), 1);
+    assert_eq!(updates(&dropper, "PutItem"), 2, "one lost, one retried");
+    protected_by(&app, "lost-reply-register", &secret).await;
+    faults::record(
+        "DynamoDB: the reply to a device's first PUT /devices is lost (the write happened)",
+        "the retry recognises its own secret: 200 with the deviceSecret it stored",
+        "200 with deviceSecret; presented, it proves the device; then a PUT without it 403",
+    );
+}
+
+#[tokio::test]
+async fn a_device_whose_secret_was_never_delivered_gets_a_new_one() {
+    let (store, dropper) = store_behind_a_dropper().await;
+    let (app, token) = app_on(store).await;
+    // Written, its reply lost and the SDK's retries refused: the answer never reaches the app.
+    dropper.drop_replies("PutItem", "secretHash", 1);
+    dropper.refuse_requests("PutItem", "secretHash", 2);
+    let body = serde_json::json!({"deviceId": "never-delivered", "voipToken": token});
+    let put = app
+        .agent(http::Method::PUT, "/devices")
+        .body(body.to_string());
+    let failed = koe_testkit::harness::send(put).await;
+    assert_eq!(failed.status().as_u16(), 503, "no answer with the secret");
+    assert_eq!(dropper.dropped(), 3);
+    // The app registers again: its unproven secret is replaced by one it is given.
+    let secret = app.register_device("never-delivered", &token).await;
+    protected_by(&app, "never-delivered", &secret).await;
+    faults::record(
+        "DynamoDB: a device's first PUT /devices is written but never answered",
+        "the next PUT without a secret replaces the unproven one: 200 with a new deviceSecret",
+        "503, then 200 with deviceSecret; presented, it proves the device; then without it 403",
+    );
+}

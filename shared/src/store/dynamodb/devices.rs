@@ -1,7 +1,8 @@
 //! The DynamoDB adapter's devices: their items, and PUT /devices' write with the device secret
 //! (`secretHash` S: SHA-256 hex of the device secret; `secretProven` BOOL: the app has presented
 //! it, and every later write must), read and then written under a condition that the secret's
-//! state is still what was read, so two racing writes cannot both pass the check.
+//! state is still what was read (or holds this request's own new secret), so two racing writes
+//! cannot both pass the check.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
@@ -52,38 +53,45 @@ impl DeviceStore for DynamoStore {
                     .unwrap_or(false);
                 (hash, proven)
             });
-            // What to write, and the condition that the record is still as read.
-            let (hash, proven, issued, condition, mut bound) = match (&stored, presented) {
-                (None, _) => (
-                    new_secret_hash.to_owned(),
-                    false,
-                    true,
-                    "attribute_not_exists(#deviceId) OR #expireAt <= :now",
-                    vec![(":now", n(now))],
-                ),
+            // Whether the request proves the stored secret, and the condition that the record
+            // is still as read. Every other write stores `new_secret_hash` (`issued`); its
+            // condition also accepts the item holding it unproven, this request's own write made
+            // again by the SDK after its reply was lost (retried.rs), as does the read here when
+            // the registration is made again, whatever it presented.
+            let own = matches!(&stored, Some((Some(hash), false)) if hash == new_secret_hash);
+            let presented = presented.filter(|_| !own);
+            let (proven, condition, mut bound) = match (&stored, presented) {
                 (Some((Some(hash), _)), Some(p)) if hash == p => (
-                    hash.clone(),
                     true,
-                    false,
                     "#secretHash = :readHash",
                     vec![(":readHash", s(hash.clone()))],
                 ),
                 (Some(_), Some(_)) | (Some((_, true)), None) => return Ok(DeviceWrite::Refused),
+                // An unproven secret (perhaps never delivered: its answer was lost) is replaced.
                 (Some((Some(hash), false)), None) => (
-                    hash.clone(),
                     false,
-                    false,
-                    "#secretHash = :readHash AND (attribute_not_exists(#secretProven) OR #secretProven = :false)",
+                    "#secretHash IN (:readHash, :newHash) AND (attribute_not_exists(#secretProven) OR #secretProven = :false)",
                     vec![(":readHash", s(hash.clone()))],
                 ),
-                (Some((None, false)), None) => (
-                    new_secret_hash.to_owned(),
+                (None, _) => (
                     false,
-                    true,
-                    "attribute_exists(#deviceId) AND attribute_not_exists(#secretHash)",
+                    "attribute_not_exists(#deviceId) OR #expireAt <= :now OR #secretHash = :newHash",
+                    vec![(":now", n(now))],
+                ),
+                (Some((None, false)), None) => (
+                    false,
+                    "(attribute_exists(#deviceId) AND attribute_not_exists(#secretHash)) OR #secretHash = :newHash",
                     vec![],
                 ),
             };
+            let issued = !proven;
+            let hash = match presented {
+                Some(p) if proven => p.to_owned(),
+                _ => new_secret_hash.to_owned(),
+            };
+            if condition.contains(":newHash") {
+                bound.push((":newHash", s(new_secret_hash)));
+            }
             if condition.contains(":false") {
                 bound.push((":false", AttributeValue::Bool(false)));
             }

@@ -5,7 +5,8 @@
 //! item that run already wrote, so a write made again is recognised as this run's while another
 //! run's is refused as before. A create recognises its own `callId` (random per reservation)
 //! the same way, and so does a cancel (its record `cancelled` with that `callId`); a counter's
-//! `ADD` its own `lastAdd` token (`keyed.rs`).
+//! `ADD` its own `lastAdd` token (`keyed.rs`), a device registration its new secret's hash
+//! (`devices.rs`).
 //! `shared/tests/it/faults_lost_replies.rs` and `faults_slow_replies.rs` lose and hold real
 //! replies of DynamoDB Local.
 

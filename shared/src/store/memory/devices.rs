@@ -37,13 +37,17 @@ impl DeviceStore for MemoryStore {
         // A record whose token was removed keeps its secret: it still exists.
         let exists = tables.devices.contains_key(id) || tables.device_secrets.contains_key(id);
         let stored = tables.device_secrets.get(id).cloned();
+        // This request's own new secret (its write made again after its reply was lost) is
+        // answered as that write was, whatever was presented.
+        let own = matches!(&stored, Some((hash, false)) if hash == new_secret_hash);
+        let presented = presented.filter(|_| !own);
         let (secret, issued) = match (exists, stored, presented) {
-            (false, _, _) => ((new_secret_hash.to_owned(), false), true),
             (true, Some((hash, _)), Some(p)) if hash == p => ((hash, true), false),
-            (true, _, Some(_)) => return Ok(DeviceWrite::Refused),
-            (true, Some((_, true)), None) => return Ok(DeviceWrite::Refused),
-            (true, Some((hash, false)), None) => ((hash, false), false),
-            (true, None, None) => ((new_secret_hash.to_owned(), false), true),
+            (true, _, Some(_)) | (true, Some((_, true)), None) => return Ok(DeviceWrite::Refused),
+            // New, from before secrets, or unproven (perhaps never delivered): a new secret.
+            (false, _, _) | (true, None, None) | (true, Some((_, false)), None) => {
+                ((new_secret_hash.to_owned(), false), true)
+            }
         };
         let proven = secret.1;
         tables.devices.insert(id.clone(), device.clone());

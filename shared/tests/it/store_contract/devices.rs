@@ -1,6 +1,11 @@
 //! The device records: put, get, the device secret's proof and hold, remove by token.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::store::DeviceWrite::{Refused, Written};
+use koe::store::{Call, Op, Store, StoreError, StoreLayer};
 
 use super::{DynStore, device, new_device_id, new_token, secs, t0};
 
@@ -103,7 +108,6 @@ async fn device_proof_tells_the_secrets_state(store: DynStore) {
 }
 
 async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
-    use koe::store::DeviceWrite::{Refused, Written};
     let id = new_device_id();
     let versions: Vec<Device> = (0..8)
         .map(|n| device(&id, PushEnvironment::Production, t0() + secs(n)))
@@ -116,19 +120,20 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     };
     // New: written with the new secret's hash, not yet proven.
     assert_eq!(register(v(0), None, "h1").await, written(true, false));
-    // The app of before secrets: replaced without one, the unproven secret kept (not reissued).
-    assert_eq!(register(v(1), None, "h2").await, written(false, false));
-    // A wrong secret is refused and changes nothing.
-    assert_eq!(register(v(2), Some("h2"), "h3").await, Refused);
+    // Without one while unproven (the app of before secrets, or one that never got it):
+    // written with a new secret, which replaces the unproven one.
+    assert_eq!(register(v(1), None, "h2").await, written(true, false));
+    // A wrong secret (the replaced one too) is refused and changes nothing.
+    assert_eq!(register(v(2), Some("h1"), "h3").await, Refused);
     assert_eq!(get(&store, &id).await, Some(v(1)));
     // The right one: written, and proven from now on.
-    assert_eq!(register(v(3), Some("h1"), "h4").await, written(false, true));
+    assert_eq!(register(v(3), Some("h2"), "h4").await, written(false, true));
     assert_eq!(get(&store, &id).await, Some(v(3)));
     // Proven: without the secret, or with another, refused; with it, written.
     assert_eq!(register(v(4), None, "h5").await, Refused);
     assert_eq!(register(v(5), Some("h5"), "h6").await, Refused);
     assert_eq!(get(&store, &id).await, Some(v(3)));
-    assert_eq!(register(v(6), Some("h1"), "h7").await, written(false, true));
+    assert_eq!(register(v(6), Some("h2"), "h7").await, written(false, true));
     // The token removed (APNs called it dead): the proven secret still holds the device, so a
     // new token without it is refused (nobody else can take the device over), with it written.
     removed(&store, &id, &v(6).voip_token).await;
@@ -136,7 +141,7 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
     assert_eq!(register(v(7), None, "h8").await, Refused);
     assert_eq!(register(v(7), Some("h8"), "h9").await, Refused);
     assert_eq!(get(&store, &id).await, None);
-    assert_eq!(register(v(7), Some("h1"), "h9").await, written(false, true));
+    assert_eq!(register(v(7), Some("h2"), "h9").await, written(false, true));
     assert_eq!(get(&store, &id).await, Some(v(7)));
     // A record written without a secret (before secrets existed) gets one.
     let legacy = new_device_id();
@@ -154,6 +159,89 @@ async fn register_device_holds_the_secret_once_it_is_proven(store: DynStore) {
             .unwrap(),
         written(false, true)
     );
+}
+
+/// A secret stored but never delivered (the answer that carried it was lost, or the function
+/// stopped after the write): the device's next registration without a secret gets a new one
+/// that works, until a secret is proven; then nobody takes the device over without it.
+async fn an_undelivered_secret_is_replaced_until_one_is_proven(store: DynStore) {
+    let id = new_device_id();
+    let at = |n| device(&id, PushEnvironment::Production, t0() + secs(n));
+    let register = |d: Device, presented: Option<&'static str>, new: &'static str| {
+        let store = store.clone();
+        async move { store.register_device(&d, presented, new).await.unwrap() }
+    };
+    let issued = Written {
+        issued: true,
+        proven: false,
+    };
+    assert_eq!(register(at(0), None, "u1").await, issued, "never delivered");
+    assert_eq!(register(at(1), None, "u2").await, issued, "a usable one");
+    assert!(!store.prove_device(&id, "u1", t0() + secs(2)).await.unwrap());
+    assert!(store.prove_device(&id, "u2", t0() + secs(2)).await.unwrap());
+    assert_eq!(register(at(3), None, "u3").await, Refused, "proven");
+    assert_eq!(register(at(4), Some("u1"), "u4").await, Refused);
+    let proven = Written {
+        issued: false,
+        proven: true,
+    };
+    assert_eq!(register(at(5), Some("u2"), "u5").await, proven);
+}
+
+/// A store whose every `register_device` is carried out, its answer lost, and made again (as
+/// the SDK makes again a write whose reply did not arrive).
+struct LosesRegistrationReplies(DynStore);
+
+#[async_trait]
+impl StoreLayer for LosesRegistrationReplies {
+    type Inner = dyn Store;
+
+    fn inner(&self) -> &(dyn Store + 'static) {
+        &*self.0
+    }
+
+    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
+    where
+        T: Send,
+        E: From<StoreError> + Send,
+    {
+        if matches!(op, Op::RegisterDevice(..)) {
+            let _lost = call().await;
+        }
+        call().await
+    }
+}
+
+/// A registration made again after its reply was lost recognises its own write: it still
+/// answers the secret it stored (which then proves the device), and refuses what it refused.
+async fn a_registration_made_again_answers_the_secret_it_stored(store: DynStore) {
+    let lossy: DynStore = Arc::new(LosesRegistrationReplies(store.clone()));
+    let id = new_device_id();
+    let at = |n| device(&id, PushEnvironment::Production, t0() + secs(n));
+    let issued = Written {
+        issued: true,
+        proven: false,
+    };
+    let proven = Written {
+        issued: false,
+        proven: true,
+    };
+    let first = lossy.register_device(&at(0), None, "r1").await.unwrap();
+    assert_eq!(first, issued, "the secret it stored is answered");
+    let proof = store.register_device(&at(1), Some("r1"), "r2").await;
+    assert_eq!(proof.unwrap(), proven, "and it works");
+    let again = lossy.register_device(&at(2), Some("r1"), "r3").await;
+    assert_eq!(again.unwrap(), proven);
+    assert_eq!(
+        lossy.register_device(&at(3), None, "r4").await.unwrap(),
+        Refused
+    );
+    // A new device whose app presents a stale secret: its own new one still answered.
+    let other = new_device_id();
+    let d = device(&other, PushEnvironment::Sandbox, t0());
+    let stale = lossy.register_device(&d, Some("stale"), "s1").await;
+    assert_eq!(stale.unwrap(), issued);
+    assert!(store.prove_device(&other, "s1", t0()).await.unwrap());
 }
 
 async fn get_unknown_device_is_none(store: DynStore) {
@@ -200,6 +288,8 @@ contract_suite!(
     put_device_again_replaces_token_and_environment,
     device_proof_tells_the_secrets_state,
     register_device_holds_the_secret_once_it_is_proven,
+    an_undelivered_secret_is_replaced_until_one_is_proven,
+    a_registration_made_again_answers_the_secret_it_stored,
     get_unknown_device_is_none,
     remove_device_with_the_current_token_deletes_it,
     remove_device_with_a_stale_token_keeps_it,
