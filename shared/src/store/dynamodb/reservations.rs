@@ -1,10 +1,11 @@
 //! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then its
-//! minute's count), read, cancel (to `cancelled`, with the call's tombstone in one
+//! minute's count; a minute's first both in one transaction), read, cancel (to `cancelled`, with the call's tombstone in one
 //! transaction) and the cancelled-call look-up.
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -23,9 +24,6 @@ use crate::domain::due::{shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
 use crate::store::prelude::*;
 use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 
 /// A create's condition on the device's record: none, expired, or another reservation that has
 /// ended or gone stale. This very reservation (a retry of this write) is never written over.
