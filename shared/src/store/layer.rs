@@ -101,6 +101,39 @@ impl Request {
 }
 
 impl Op<'_> {
+    /// The port method's name, as the variant is named (`CreateReservation`, ...).
+    pub fn name(&self) -> &'static str {
+        use Op::*;
+        match self {
+            PutDevice(..) => "PutDevice",
+            RegisterDevice(..) => "RegisterDevice",
+            GetDevice(..) => "GetDevice",
+            DeviceProof(..) => "DeviceProof",
+            ProveDevice(..) => "ProveDevice",
+            RemoveDevice(..) => "RemoveDevice",
+            CreateReservation(..) => "CreateReservation",
+            WasCancelled(..) => "WasCancelled",
+            GetReservation(..) => "GetReservation",
+            CancelReservation(..) => "CancelReservation",
+            ConfirmCall(..) => "ConfirmCall",
+            DueCount(..) => "DueCount",
+            DueCalls(..) => "DueCalls",
+            WatchMinute(..) => "WatchMinute",
+            ClaimWake(..) => "ClaimWake",
+            ClaimDue(..) => "ClaimDue",
+            MarkPushStarted(..) => "MarkPushStarted",
+            ReleaseClaim(..) => "ReleaseClaim",
+            FinishReservation(..) => "FinishReservation",
+            CountAgentUse(..) => "CountAgentUse",
+            CountPlanAnswer(..) => "CountPlanAnswer",
+            ReserveTokens(..) => "ReserveTokens",
+            SettleTokens(..) => "SettleTokens",
+            ClaimCeilingNotice(..) => "ClaimCeilingNotice",
+            IdempotentAnswer(..) => "IdempotentAnswer",
+            KeepIdempotentAnswer(..) => "KeepIdempotentAnswer",
+        }
+    }
+
     pub fn request(&self) -> Request {
         use Op::*;
         match self {
