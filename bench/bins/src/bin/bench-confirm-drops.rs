@@ -197,7 +197,7 @@ async fn main() {
     let due = seed(&inner, &args, t0).await;
     let store = Arc::new(LimitedStore::new(
         inner.clone(),
-        LimitsModel::new(Limits::default()),
+        LimitsModel::new(Limits::from_env()),
     ));
     let apns = LimitedApns::new(ApnsLimits::default());
     let connection = {

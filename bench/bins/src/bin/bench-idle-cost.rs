@@ -92,7 +92,7 @@ async fn main() {
         TableDef::from_template("CallsTable", &tables.calls),
         TableDef::from_template("DevicesTable", &tables.devices),
     ];
-    let model = Arc::new(LimitsModel::new(Limits::default()));
+    let model = Arc::new(LimitsModel::new(Limits::from_env()));
     let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
     let secrets = StandInSecretsManager::start_with_fixture_secrets("127.0.0.1:0".parse().unwrap())
         .await

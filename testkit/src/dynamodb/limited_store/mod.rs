@@ -1,5 +1,5 @@
 //! The limits model in-process: a `Store` that is the embedded store plus DynamoDB's
-//! per-partition limits, for benchmarks too big for DynamoDB Local (`bench/dispatch-scale.sh`).
+//! per-partition and table-level limits, for benchmarks too big for DynamoDB Local (`bench/dispatch-scale.sh`).
 //!
 //! Every request the dispatcher makes is costed as the DynamoDB adapter's request would be (the
 //! same costing as `limits_proxy`: `write_charges` on the item before and after, `read_charge`
@@ -40,7 +40,7 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 type Time = DateTime<Utc>;
 
-/// The embedded store behind DynamoDB's per-partition limits.
+/// The embedded store behind DynamoDB's per-partition and table-level limits.
 pub struct LimitedStore {
     inner: Arc<MemoryStore>,
     model: LimitsModel,

@@ -1,12 +1,16 @@
 //! The token buckets: charging a request all or nothing, debts, refunds, refill and the stats.
+//! A partition's bucket and its table's (or GSI's) bucket are alike: refilled continuously at
+//! their rate, holding at most `burst_secs` of it; a request pays both or neither.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Capacity, Charge, Consumed, Hottest, Limits, Stats, Target, Throttled};
+use super::{Capacity, Charge, Consumed, Hottest, Level, Limits, Stats, Target, Throttled};
 
 type BucketId = (Target, String, Capacity);
+/// A table's or GSI's own bucket, over all its partitions.
+type TableId = (Target, Capacity);
 
 struct Bucket {
     tokens: f64,
@@ -16,8 +20,29 @@ struct Bucket {
     window_units: f64,
 }
 
+impl Bucket {
+    fn full(size: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: size,
+            at: now,
+            window: 0,
+            window_units: 0.0,
+        }
+    }
+
+    /// Refills up to `now` at `rate`, up to `size`; the tokens then held.
+    fn refill(&mut self, rate: f64, size: f64, now: Instant) -> f64 {
+        // An `Instant` earlier than the bucket's (callers passing their own) refills nothing.
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(size);
+        self.at = self.at.max(now);
+        self.tokens
+    }
+}
+
 struct State {
     buckets: HashMap<BucketId, Bucket>,
+    tables: HashMap<TableId, Bucket>,
     stats: Stats,
 }
 
@@ -50,6 +75,7 @@ impl LimitsModel {
             frozen: frozen.then(|| Mutex::new(origin)),
             state: Mutex::new(State {
                 buckets: HashMap::new(),
+                tables: HashMap::new(),
                 stats: Stats::default(),
             }),
         }
@@ -76,8 +102,9 @@ impl LimitsModel {
         *frozen.lock().unwrap() += by;
     }
 
-    /// Takes every charge of one request of `operation`, or none: if any partition cannot pay
-    /// its (summed) units, nothing is taken, the throttle is counted and that partition named.
+    /// Takes every charge of one request of `operation`, or none: if any partition, or any
+    /// table or GSI as a whole, cannot pay its (summed) units, nothing is taken, the throttle is
+    /// counted and the first that could not pay named (partitions are checked first).
     pub fn charge(&self, operation: &str, charges: &[Charge]) -> Result<(), Throttled> {
         self.charge_at(operation, charges, self.now())
     }
@@ -97,27 +124,61 @@ impl LimitsModel {
                 None => wanted.push((id, c.units)),
             }
         }
+        // And per table or GSI as a whole.
+        let mut tables: Vec<(TableId, f64)> = Vec::new();
+        for c in charges {
+            let id = (c.target.clone(), c.capacity);
+            match tables.iter_mut().find(|(t, _)| *t == id) {
+                Some((_, units)) => *units += c.units,
+                None => tables.push((id, c.units)),
+            }
+        }
         let mut state = self.state.lock().unwrap();
+        let mut short = None;
         for (id, units) in &wanted {
-            let tokens = self.refilled(&mut state, id, now);
-            if tokens < *units {
+            if self.refilled(&mut state, id, now) < *units {
                 let (target, key, capacity) = (*id).clone();
-                *state
-                    .stats
-                    .throttled_by_operation
-                    .entry(operation.to_owned())
-                    .or_default() += 1;
-                *state
-                    .stats
-                    .throttled_by_target
-                    .entry(target.clone())
-                    .or_default() += 1;
-                return Err(Throttled {
+                short = Some(Throttled {
                     target,
                     key,
                     capacity,
+                    level: Level::Partition,
                 });
+                break;
             }
+        }
+        if short.is_none() {
+            for ((target, capacity), units) in &tables {
+                let id = (target.clone(), *capacity);
+                if self.table_refilled(&mut state, &id, now) < *units {
+                    let quota = self.limits.table_rate(*capacity).1;
+                    short = Some(Throttled {
+                        target: target.clone(),
+                        key: String::new(),
+                        capacity: *capacity,
+                        level: if quota { Level::Quota } else { Level::Table },
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(throttled) = short {
+            let stats = &mut state.stats;
+            *stats
+                .throttled_by_operation
+                .entry(operation.to_owned())
+                .or_default() += 1;
+            *stats
+                .throttled_by_target
+                .entry(throttled.target.clone())
+                .or_default() += 1;
+            if throttled.level != Level::Partition {
+                *stats
+                    .throttled_table_by_target
+                    .entry(throttled.target.clone())
+                    .or_default() += 1;
+            }
+            return Err(throttled);
         }
         self.take_ids(&mut state, &ids, charges, now);
         Ok(())
@@ -133,12 +194,14 @@ impl LimitsModel {
         let mut state = self.state.lock().unwrap();
         for c in charges {
             self.refilled(&mut state, &bucket_id(c), now);
+            self.table_refilled(&mut state, &(c.target.clone(), c.capacity), now);
         }
         self.take(&mut state, charges, now);
     }
 
     /// Gives back charges taken but not owed (a write whose condition failed pays the base
-    /// table only), up to each bucket's size. The hottest-second figures keep them.
+    /// table only), up to each bucket's size, partition's and table's. The hottest-second and
+    /// per-second figures keep them.
     pub fn refund(&self, charges: &[Charge]) {
         let now = self.now();
         let mut state = self.state.lock().unwrap();
@@ -147,6 +210,12 @@ impl LimitsModel {
             self.refilled(&mut state, &id, now);
             let size = self.size(c.capacity);
             if let Some(bucket) = state.buckets.get_mut(&id) {
+                bucket.tokens = (bucket.tokens + c.units).min(size);
+            }
+            let table = (c.target.clone(), c.capacity);
+            self.table_refilled(&mut state, &table, now);
+            let size = self.table_size(c.capacity);
+            if let Some(bucket) = state.tables.get_mut(&table) {
                 bucket.tokens = (bucket.tokens + c.units).min(size);
             }
             let consumed = state.stats.consumed.entry(c.target.clone()).or_default();
@@ -172,30 +241,34 @@ impl LimitsModel {
         }
     }
 
-    /// The bucket's tokens after refilling it up to `now` (a new bucket is full).
-    fn refilled(&self, state: &mut State, id: &BucketId, now: Instant) -> f64 {
-        let size = self.size(id.2);
-        let rate = self.rate(id.2);
-        if !state.buckets.contains_key(id) {
-            state.buckets.insert(
-                id.clone(),
-                Bucket {
-                    tokens: size,
-                    at: now,
-                    window: 0,
-                    window_units: 0.0,
-                },
-            );
-        }
-        let bucket = state.buckets.get_mut(id).expect("just made");
-        // An `Instant` earlier than the bucket's (callers passing their own) refills nothing.
-        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * rate).min(size);
-        bucket.at = bucket.at.max(now);
-        bucket.tokens
+    /// A table's or GSI's bucket size: its rate (warm throughput, capped by the quota) for
+    /// `burst_secs`, as a partition's.
+    fn table_size(&self, capacity: Capacity) -> f64 {
+        self.limits.table_rate(capacity).0 * self.limits.burst_secs
     }
 
-    /// Takes charges from buckets already refilled up to `now`, and counts them.
+    /// The partition bucket's tokens after refilling it up to `now` (a new bucket is full).
+    fn refilled(&self, state: &mut State, id: &BucketId, now: Instant) -> f64 {
+        let (size, rate) = (self.size(id.2), self.rate(id.2));
+        if !state.buckets.contains_key(id) {
+            state.buckets.insert(id.clone(), Bucket::full(size, now));
+        }
+        let bucket = state.buckets.get_mut(id).expect("just made");
+        bucket.refill(rate, size, now)
+    }
+
+    /// [`Self::refilled`] for a table's or GSI's own bucket.
+    fn table_refilled(&self, state: &mut State, id: &TableId, now: Instant) -> f64 {
+        let (size, rate) = (self.table_size(id.1), self.limits.table_rate(id.1).0);
+        if !state.tables.contains_key(id) {
+            state.tables.insert(id.clone(), Bucket::full(size, now));
+        }
+        let bucket = state.tables.get_mut(id).expect("just made");
+        bucket.refill(rate, size, now)
+    }
+
+    /// Takes charges from buckets (partitions' and tables') already refilled up to `now`, and
+    /// counts them.
     fn take(&self, state: &mut State, charges: &[Charge], now: Instant) {
         let ids: Vec<BucketId> = charges.iter().map(bucket_id).collect();
         self.take_ids(state, &ids, charges, now);
@@ -213,7 +286,18 @@ impl LimitsModel {
             }
             bucket.window_units += c.units;
             let in_window = bucket.window_units;
+            let table = (c.target.clone(), c.capacity);
+            state.tables.get_mut(&table).expect("refilled first").tokens -= c.units;
             let stats = &mut state.stats;
+            let this_second = stats.by_second.entry(second).or_default();
+            if !this_second.contains_key(&c.target) {
+                this_second.insert(c.target.clone(), Consumed::default());
+            }
+            let rate = this_second.get_mut(&c.target).expect("just made");
+            match c.capacity {
+                Capacity::Write => rate.wcu += c.units,
+                Capacity::Read => rate.rcu += c.units,
+            }
             if !stats.consumed.contains_key(&c.target) {
                 stats.consumed.insert(c.target.clone(), Consumed::default());
             }

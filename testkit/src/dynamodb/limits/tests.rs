@@ -190,3 +190,5 @@ fn in_process_2000_reservations_on_one_minute_write_1000_and_512_minutes_take_al
     assert_eq!(written, 2000);
     assert_eq!(stats.hottest_write.unwrap().units_per_sec, 4.0);
 }
+
+mod tables;

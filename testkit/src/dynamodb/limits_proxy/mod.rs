@@ -1,6 +1,6 @@
 //! A proxy in front of DynamoDB Local that enforces the limits model (`limits`): a write or
-//! read a partition of the table or of a GSI cannot take is answered with DynamoDB's own
-//! `ThrottlingException` and not carried out, so the real SDK, its error and its retries are
+//! read a partition of the table or of a GSI, or the table or GSI as a whole, cannot take is
+//! answered with DynamoDB's own `ThrottlingException` and not carried out, so the real SDK, its error and its retries are
 //! exercised. Everything else is forwarded unchanged, and answered with DynamoDB Local's answer.
 //!
 //! - PutItem, UpdateItem, DeleteItem: the item's current version is read first (a consistent
@@ -33,7 +33,7 @@ use self::query::{evaluated_query, items_of, query_partition, trimmed};
 use super::limits::cost::key_text;
 use super::limits::update::{apply_update, mentioned_attributes};
 use super::limits::{
-    Capacity, Charge, Item, Limits, LimitsModel, Stats, TableDef, Throttled, item_size,
+    Capacity, Charge, Item, Level, Limits, LimitsModel, Stats, TableDef, Throttled, item_size,
     read_charge, unevaluated_charges, write_charges,
 };
 
@@ -192,7 +192,9 @@ async fn send(
     })
 }
 
-/// DynamoDB's answer to a request the model throttled.
+/// DynamoDB's answer to a request the model throttled. Its reason: a partition's, or a warm
+/// throughput's (a new table's 4,000 WRU/s is its first partitions' capacity),
+/// `KeyRangeThroughputExceeded`; the per-table quota's, `AccountLimitExceeded`.
 fn throttled(t: &Throttled) -> Answer {
     let (kind, resource) = match &t.target.index {
         Some(index) => ("Index", format!("table/{}/index/{index}", t.target.table)),
@@ -202,11 +204,15 @@ fn throttled(t: &Throttled) -> Answer {
         Capacity::Write => "Write",
         Capacity::Read => "Read",
     };
+    let limit = match t.level {
+        Level::Partition | Level::Table => "KeyRangeThroughputExceeded",
+        Level::Quota => "AccountLimitExceeded",
+    };
     let body = json!({
         "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
         "message": t.message(),
         "throttlingReasons": [{
-            "reason": format!("{kind}{capacity}KeyRangeThroughputExceeded"),
+            "reason": format!("{kind}{capacity}{limit}"),
             "resource": format!("arn:aws:dynamodb:{}:000000000000:{resource}", super::REGION),
         }],
     });

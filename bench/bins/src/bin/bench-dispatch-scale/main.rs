@@ -1,7 +1,8 @@
 //! `bench/dispatch-scale.sh`'s worker: N calls due in one second (or a 07:00 spike: 80 % in its
 //! first second, the rest over the minute) through the dispatcher as deployed for big minutes,
-//! on the limits models: the store is the embedded one behind DynamoDB's per-partition limits
-//! (`koe_testkit::dynamodb::limited_store`), APNs the stand-in with its stream limit and latency
+//! on the limits models: the store is the embedded one behind DynamoDB's per-partition and
+//! table-level limits (`koe_testkit::dynamodb::limited_store`; `KOE_LIMITS_WARM`,
+//! `KOE_LIMITS_QUOTA`, `KOE_LIMITS_SCALE` change them: `Limits::from_env`), APNs the stand-in with its stream limit and latency
 //! (`koe_testkit::push::limited`).
 //!
 //! The coordinating run splits the window into parts of 5,000 calls, and each part runs in a
@@ -70,7 +71,7 @@ async fn main() {
     let scheduled = seed(&inner, &args, t0).await;
     let store = Arc::new(LimitedStore::new(
         inner,
-        LimitsModel::new(Limits::default()),
+        LimitsModel::new(Limits::from_env()),
     ));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 1);
     let apns = LimitedApns::new(ApnsLimits::default());
@@ -126,7 +127,7 @@ async fn main() {
         "RESULT calls={} spike={} parts={} processes={} sent={} p50_ms={:.1} p99_ms={:.1} \
          max_ms={:.1} early={} duplicates={} missed={} once={} twice={} never={} failed={} \
          lost={} released={} resolved={} held={} hold_ms={} window_ms={},{} held_replies={} \
-         held_timeouts={} held_failures={} throttled={} store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
+         held_timeouts={} held_failures={} throttled={} throttled_table={} store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
          apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} took_s={:.0}",
         args.calls,
         args.spike,
@@ -154,6 +155,7 @@ async fn main() {
         all.held.timed_out,
         all.held.failed,
         all.throttled,
+        all.throttled_table,
         all.store_errors,
         all.wcu / n,
         all.rcu / n,

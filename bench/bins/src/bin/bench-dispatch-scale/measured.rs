@@ -22,6 +22,8 @@ pub(super) struct Measured {
     pub(super) store_errors: u32,
     pub(super) held: HeldStats,
     pub(super) throttled: u64,
+    /// Of those, throttled by a table's or GSI's own limit, not a partition's.
+    pub(super) throttled_table: u64,
     pub(super) wcu: f64,
     pub(super) rcu: f64,
     pub(super) hottest_write: f64,
@@ -68,6 +70,7 @@ impl Measured {
             store_errors: report.store_errors,
             held: held.map(HeldStore::stats).unwrap_or_default(),
             throttled: stats.throttled(),
+            throttled_table: stats.throttled_table(),
             wcu,
             rcu,
             hottest_write: stats.hottest_write.map_or(0.0, |h| h.units_per_sec),
@@ -78,7 +81,7 @@ impl Measured {
 
     pub(super) fn write(&self, path: &PathBuf) {
         let mut out = format!(
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
             self.sent,
             self.failed,
             self.lost,
@@ -93,7 +96,8 @@ impl Measured {
             self.rcu,
             self.hottest_write,
             self.connections,
-            self.queued
+            self.queued,
+            self.throttled_table
         );
         for (call, late) in &self.pushes {
             out.push_str(&format!("{call} {late}\n"));
@@ -128,6 +132,7 @@ impl Measured {
             hottest_write: head[12],
             connections: head[13] as usize,
             queued: head[14] as usize,
+            throttled_table: head[15] as u64,
             pushes: lines
                 .map(|l| {
                     let (call, late) = l.split_once(' ').unwrap();
@@ -149,6 +154,7 @@ impl Measured {
         self.held.failed += other.held.failed;
         self.store_errors += other.store_errors;
         self.throttled += other.throttled;
+        self.throttled_table += other.throttled_table;
         self.wcu += other.wcu;
         self.rcu += other.rcu;
         self.hottest_write = self.hottest_write.max(other.hottest_write);

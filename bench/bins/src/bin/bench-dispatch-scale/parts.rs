@@ -27,9 +27,10 @@ pub(super) async fn run_part(args: Args, (index, of): (u32, u32)) {
         Utc::now() < t0 - chrono::Duration::seconds(4),
         "part {index}: set-up ended too late to select in time"
     );
+    // The tables' throughput is shared by every part: each process models its share.
     let store = Arc::new(LimitedStore::new(
         inner,
-        LimitsModel::new(Limits::default()),
+        LimitsModel::new(Limits::from_env().table_share(of)),
     ));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 2 + u64::from(index));
     let apns = LimitedApns::new(ApnsLimits::default());

@@ -172,3 +172,4 @@ fn devices(count: usize, minute: impl Fn(usize) -> String) -> Vec<(String, Strin
 
 mod partitions;
 mod requests;
+mod tables;
