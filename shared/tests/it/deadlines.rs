@@ -59,6 +59,8 @@ struct Slow {
     requests: Option<Box<dyn Fn() -> usize + Send + Sync>>,
     counted: Arc<Counted>,
     made: Mutex<Vec<&'static str>>,
+    /// While counting, one port request at a time (the paths run at once).
+    one_at_a_time: tokio::sync::Mutex<()>,
 }
 
 #[async_trait]
@@ -83,6 +85,7 @@ impl StoreLayer for Slow {
         let Some(requests) = &self.requests else {
             return call().await;
         };
+        let _alone = self.one_at_a_time.lock().await;
         let before = requests();
         let answer = call().await;
         let made = requests() - before;
@@ -254,6 +257,7 @@ fn slow_over(inner: Arc<dyn Store>, delay: Duration, counted: Arc<Counted>) -> A
         requests: None,
         counted,
         made: Mutex::new(Vec::new()),
+        one_at_a_time: tokio::sync::Mutex::new(()),
     })
 }
 
