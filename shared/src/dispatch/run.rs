@@ -67,7 +67,21 @@ impl Dispatcher {
         let mut pending = Pending::default();
         let mut tasks = JoinSet::new();
         let mut selection = Selection::of_store(self.store.clone(), part);
-        selection.cover(buckets(started - run.grace - MISSED_LOOKBACK, run.end));
+        let lookback = started - run.grace - MISSED_LOOKBACK;
+        // A whole run also sweeps the minutes before its look-back no run selected (`sweep`);
+        // a part selects only its shards, so it leaves the sweep to whole runs.
+        let mut sweep = match part == Part::WHOLE {
+            true => {
+                self.sweep
+                    .span(self.store.as_ref(), started, lookback)
+                    .await
+            }
+            false => None,
+        };
+        if let Some(span) = sweep.filter(|s| s.from < s.until) {
+            selection.cover(buckets(span.from, span.until));
+        }
+        selection.cover(buckets(lookback, run.end));
         let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
         // Until when the run stays and selects again: the latest second it has taken on (none
@@ -115,6 +129,15 @@ impl Dispatcher {
                     let latest = run.take_answer(answer, found, &mut pending);
                     stay.until = stay.until.max(latest.unwrap_or(stay.until));
                     if selection.is_idle() {
+                        // The first selection, made without a store error, swept its span.
+                        if let Some(span) = sweep.take()
+                            && run.report().store_errors == 0
+                        {
+                            let (swept, store) = (self.sweep.clone(), self.store.clone());
+                            tasks.spawn(async move {
+                                swept.done(store.as_ref(), span, lookback).await;
+                            });
+                        }
                         run.prepare_pushes(&pending);
                         stay.promise(&run, &mut tasks);
                     }
