@@ -18,15 +18,19 @@ use crate::store::Outcome;
 
 impl Run {
     /// Delivers a reservation: one push, and for a device that confirms its calls each push
-    /// again this run's window still covers (a later run's selection takes the rest).
+    /// again this run's window still covers; one due after it is handed over to a later run.
     pub(super) async fn deliver(&self, r: &DueCall) -> Again {
         let mut call = r.clone();
         loop {
             match self.deliver_once(&call).await {
                 Delivered::Done(again) => return again,
-                Delivered::DueAgain(next) if next < self.end => call.due_at = next,
-                // Due after this run's window: the next run's selection finds it.
-                Delivered::DueAgain(_) => return Again::No,
+                Delivered::DueAgain(next) => {
+                    call.due_at = next;
+                    if next >= self.end {
+                        // Not finished: this process's runs may take it at once (`InFlight`).
+                        return Again::HandOver(call);
+                    }
+                }
             }
         }
     }

@@ -25,6 +25,9 @@ pub(super) enum Again {
     /// Not finished here: its claim given back, refused (another run has it, and may die), or
     /// a step that got no answer in time.
     Later,
+    /// Pushed, and due again (this call, at its `due_at`) after this run's window: handed over
+    /// to the process's other runs (`InFlight`), and found by later runs' selections.
+    HandOver(DueCall),
 }
 
 /// How one push of a delivery ended: finished for this run, or due again at a time (its

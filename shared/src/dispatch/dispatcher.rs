@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::in_flight::InFlight;
+use super::sweep::Sweep;
 use super::trigger::DispatchTrigger;
 use crate::clock::Clock;
 use crate::config::DispatchConfig;
@@ -20,6 +21,8 @@ pub struct Dispatcher {
     /// Salt of the device hashes in logs.
     pub(super) salt: String,
     pub(super) in_flight: InFlight,
+    /// The minutes this process's runs have selected (`sweep`).
+    pub(super) sweep: Sweep,
     /// Where a coordinating run hands out parts of a big minute (`fan_out`).
     pub(super) fan_out: Option<Arc<dyn DispatchTrigger>>,
     /// Where each run's metrics go (`dispatch::metrics`).
@@ -41,6 +44,7 @@ impl Dispatcher {
             settings,
             salt: salt.into(),
             in_flight: InFlight::default(),
+            sweep: Sweep::default(),
             fan_out: None,
             metrics: Metrics::off(),
         }

@@ -7,7 +7,8 @@
 //! settings), `fan_out` (a big minute split into parts for other invocations), `run` (the run
 //! loop: select, queue, start tasks) with `run_state` (one run's shared state) and `stay` (how
 //! long a run stays, and its watch), `select` (the selection's requests), `pending` (the queue),
-//! `in_flight` (the calls this process's runs hold), `deliver` (one call: read device → claim →
+//! `in_flight` (the calls this process's runs hold), `sweep` (the minutes
+//! older than the look-back that no run selected), `deliver` (one call: read device → claim →
 //! mark) with `push_attempts` (the push at APNs) and `confirming` (pushes again), `write_outcome`
 //! (its outcome, retried), `step_outcomes` (each step's outcome and how it is counted),
 //! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
@@ -30,6 +31,7 @@ mod run_state;
 mod select;
 mod stay;
 mod step_outcomes;
+mod sweep;
 mod timing;
 mod write_outcome;
 
@@ -40,5 +42,6 @@ pub use in_flight::InFlight;
 pub use run::{MISSED_LOOKBACK, buckets};
 pub use run_report::{RunCause, RunReport};
 pub use select::SELECTION_QUERIES_IN_FLIGHT;
+pub use sweep::SWEEP_PER_RUN;
 pub use timing::RESOLVE_BUDGET;
 pub use write_outcome::FINISH_BUDGET;

@@ -1,6 +1,6 @@
 //! The [`Dispatcher`] and its run loop: select by minute bucket, queue, start each task in time.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,11 +59,29 @@ impl Dispatcher {
             window_end = rfc3339_millis(run.end),
             "dispatch run started"
         );
-        let mut known = HashSet::new();
+        // The calls taken on, each at the time it was due when taken (found due later, it is
+        // taken on again), and those another run here held when found (`Run::take_on`).
+        let mut known = HashMap::new();
+        let mut others = HashSet::new();
+        let mut changes = self.in_flight.changes();
         let mut pending = Pending::default();
         let mut tasks = JoinSet::new();
         let mut selection = Selection::of_store(self.store.clone(), part);
-        selection.cover(buckets(started - run.grace - MISSED_LOOKBACK, run.end));
+        let lookback = started - run.grace - MISSED_LOOKBACK;
+        // A whole run also sweeps the minutes before its look-back no run selected (`sweep`);
+        // a part selects only its shards, so it leaves the sweep to whole runs.
+        let mut sweep = match part == Part::WHOLE {
+            true => {
+                self.sweep
+                    .span(self.store.as_ref(), started, lookback)
+                    .await
+            }
+            false => None,
+        };
+        if let Some(span) = sweep.filter(|s| s.from < s.until) {
+            selection.cover(buckets(span.from, span.until));
+        }
+        selection.cover(buckets(lookback, run.end));
         let every = chrono_duration(self.settings().reselect_every.max(MIN_RESELECT));
         let mut tick = started + every;
         // Until when the run stays and selects again: the latest second it has taken on (none
@@ -79,6 +97,18 @@ impl Dispatcher {
         // The selection's answers are taken on as they come, while the calls already selected
         // keep starting on time: a minute whose queries take long delays no other call.
         loop {
+            // Whether another run here still holds a call found due in this window: this run
+            // waits for it, so that a push again that run hands over is taken on at once. Seen
+            // before the hand-overs are taken, so none handed over meanwhile is left behind.
+            let waiting = self.clock.now() < run.end && {
+                others.retain(|c| self.in_flight.is_held(c));
+                !others.is_empty()
+            };
+            let now = self.clock.now();
+            for call in self.in_flight.handed_over(run.end) {
+                let latest = run.take_on(call, now, &mut known, &mut others, &mut pending);
+                stay.until = stay.until.max(latest.unwrap_or(stay.until));
+            }
             run.start_due(&mut pending, &mut tasks);
             if self.clock.now() >= run.end {
                 selection.stop();
@@ -89,19 +119,32 @@ impl Dispatcher {
                 (true, Some(start)) => Some(tick.min(start)),
                 (true, None) => Some(tick),
                 (false, Some(start)) => Some(start),
-                (false, None) if selecting => None,
+                (false, None) if selecting || waiting => None,
                 (false, None) => break,
             };
             let clock = self.clock.clone();
             tokio::select! {
                 answer = selection.next(), if selecting => {
-                    let latest = run.take_answer(answer, &mut known, &mut pending);
+                    let found = (&mut known, &mut others);
+                    let latest = run.take_answer(answer, found, &mut pending);
                     stay.until = stay.until.max(latest.unwrap_or(stay.until));
                     if selection.is_idle() {
+                        // The first selection, made without a store error, swept its span.
+                        if let Some(span) = sweep.take()
+                            && run.report().store_errors == 0
+                        {
+                            let (swept, store) = (self.sweep.clone(), self.store.clone());
+                            tasks.spawn(async move {
+                                swept.done(store.as_ref(), span, lookback).await;
+                            });
+                        }
                         run.prepare_pushes(&pending);
                         stay.promise(&run, &mut tasks);
                     }
                 }
+                // A call of another run here released or handed over (the sender lives as long
+                // as the dispatcher).
+                _ = changes.changed() => {}
                 () = async move {
                     match wake {
                         Some(wake) => wait_until(clock.as_ref(), wake).await,
@@ -158,7 +201,7 @@ impl Run {
     fn take_answer(
         &self,
         (query, answer): Answer,
-        known: &mut HashSet<CallId>,
+        (known, others): (&mut HashMap<CallId, DateTime<Utc>>, &mut HashSet<CallId>),
         pending: &mut Pending,
     ) -> Option<DateTime<Utc>> {
         self.tally(|t| t.queries += 1);
@@ -167,7 +210,7 @@ impl Run {
             Ok(Found::Calls(due)) => {
                 let now = self.clock().now();
                 due.into_iter()
-                    .filter_map(|call| self.take_on(call, now, known, pending))
+                    .filter_map(|call| self.take_on(call, now, known, others, pending))
                     .max()
             }
             Err(e) => {
@@ -197,23 +240,36 @@ impl Run {
         }
     }
 
-    /// Takes a selected call on (its second, if it did).
+    /// Takes a selected (or handed-over) call on (its second, if it did). A call this run
+    /// knows is taken on again only when found due later than it knew: a push again (this
+    /// run's claim of the earlier one refused, say: another process's run pushed it).
     fn take_on(
         &self,
-        call: DueCall,
+        mut call: DueCall,
         now: DateTime<Utc>,
-        known: &mut HashSet<CallId>,
+        known: &mut HashMap<CallId, DateTime<Utc>>,
+        others: &mut HashSet<CallId>,
         pending: &mut Pending,
     ) -> Option<DateTime<Utc>> {
         // Its next push: the reserved second, or the end of a confirmation wait.
-        let at = call.due_at;
-        if known.contains(&call.call_id) || at >= self.end {
+        if known.get(&call.call_id).is_some_and(|k| *k >= call.due_at) || call.due_at >= self.end {
             return None;
         }
         // Another run of this process has it (and would win its claim anyway). Not `known`:
-        // should that run give it up, a re-selection here takes it on.
-        let held = self.dispatcher.in_flight.take(&call.call_id)?;
-        known.insert(call.call_id.clone());
+        // should that run give it up, a re-selection here takes it on; should it hand over its
+        // push again, this run takes that on at once (`others`: it waits for them).
+        let Some(held) = self.dispatcher.in_flight.take(&call.call_id) else {
+            others.insert(call.call_id);
+            return None;
+        };
+        // A push again handed over is due later than a stale answer may show.
+        call.due_at = call.due_at.max(held.due_again.unwrap_or(call.due_at));
+        let at = call.due_at;
+        if at >= self.end {
+            held.hand_over(call);
+            return None;
+        }
+        known.insert(call.call_id.clone(), at);
         self.tally(|t| t.selected += 1);
         let task = if at < now - self.grace {
             Task::Miss
@@ -241,6 +297,7 @@ impl Run {
                     Again::No => held.finished(),
                     // Given back, or left on a store error: a later selection may take it.
                     Again::Later => drop(held),
+                    Again::HandOver(call) => held.hand_over(call),
                 }
             });
         }

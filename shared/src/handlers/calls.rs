@@ -13,7 +13,7 @@ use crate::dispatch::wake::{Wake, wake_for};
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{
-    CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationView, ScheduledAt,
+    CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationStatus, ReservationView, ScheduledAt,
 };
 use crate::handlers::error::{ApiError, ErrorCode};
 use crate::handlers::json::parse_object;
@@ -313,6 +313,15 @@ pub async fn cancel(cx: &CallsContext<'_>, request: Request) -> Result<Response,
         .map(|raw| CallId::parse("callId", &raw))
         .transpose()?;
     admitted(cx, &request, &device_id).await?;
+    // Past grace a `scheduled` call can no longer ring: it is `missed` (as GET shows it, and as
+    // a dispatch run records it, docs/dispatch.md "How a run works"), too late to cancel.
+    if let Some(r) = cx.store.get_reservation(&device_id, cx.now).await?
+        && call_id.as_ref().is_none_or(|c| c == &r.call_id)
+        && r.status == ReservationStatus::Scheduled
+        && r.status_seen(cx.missed_before) == ReservationStatus::Missed
+    {
+        return Err(too_late(ReservationStatus::Missed));
+    }
     match cx
         .store
         .cancel_reservation(&device_id, call_id.as_ref(), cx.now)
@@ -329,13 +338,17 @@ pub async fn cancel(cx: &CallsContext<'_>, request: Request) -> Result<Response,
             ErrorCode::NotFound,
             "deviceId has no reservation",
         )),
-        Err(CancelError::TooLate(status)) => Err(ApiError::new(
-            ErrorCode::TooLate,
-            format!(
-                "the reservation is already {}: it can no longer be cancelled",
-                status.as_str()
-            ),
-        )),
+        Err(CancelError::TooLate(status)) => Err(too_late(status)),
         Err(CancelError::Store(e)) => Err(e.into()),
     }
+}
+
+fn too_late(status: ReservationStatus) -> ApiError {
+    ApiError::new(
+        ErrorCode::TooLate,
+        format!(
+            "the reservation is already {}: it can no longer be cancelled",
+            status.as_str()
+        ),
+    )
 }

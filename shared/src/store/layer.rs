@@ -61,6 +61,8 @@ pub enum Op<'a> {
     DueCount(&'a str),
     DueCalls(&'a str, u32),
     WatchMinute(&'a str, Time),
+    SweptBefore(),
+    RaiseSweptBefore(Time),
     ClaimWake(&'a str, Time, Time, &'a str),
     ClaimDue(&'a DeviceId, &'a CallId, &'a RunToken, Time, Time),
     MarkPushStarted(&'a DeviceId, &'a CallId, &'a RunToken, Time, bool),
@@ -138,7 +140,7 @@ impl Op<'_> {
         use Op::*;
         match self {
             GetDevice(..) | DeviceProof(..) | WasCancelled(..) | GetReservation(..)
-            | DueCount(..) | IdempotentAnswer(..) => Request::GetItem,
+            | DueCount(..) | SweptBefore() | IdempotentAnswer(..) => Request::GetItem,
             PutDevice(..)
             | RegisterDevice(..)
             | CreateReservation(..)
@@ -149,6 +151,7 @@ impl Op<'_> {
             | RemoveDevice(..)
             | ConfirmCall(..)
             | WatchMinute(..)
+            | RaiseSweptBefore(..)
             | ClaimWake(..)
             | ClaimDue(..)
             | MarkPushStarted(..)
@@ -204,6 +207,8 @@ layered! {
         DueCount: fn due_count(minute: &str) -> Answer<u32>;
         DueCalls: fn due_calls(minute: &str, shard: u32) -> Answer<Vec<DueCall>>;
         WatchMinute: fn watch_minute(minute: &str, until: Time) -> Answer<()>;
+        SweptBefore: fn swept_before() -> Answer<Option<Time>>;
+        RaiseSweptBefore: fn raise_swept_before(at: Time) -> Answer<()>;
         ClaimWake: fn claim_wake(
             minute: &str, due_at: Time, until: Time, claimant: &str) -> Answer<bool>;
         ClaimDue: fn claim_due(id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time,

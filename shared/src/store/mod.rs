@@ -182,6 +182,13 @@ pub trait DispatchStore: Send + Sync {
     /// (`dispatch::wake`): raises the minute's watch to `until`, never lowers it.
     async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
 
+    /// The dispatcher's sweep mark (`dispatch::sweep`): every minute before it has been
+    /// selected by some run, so none of its calls is left `scheduled`; `None` before the first.
+    async fn swept_before(&self) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Raises the sweep mark to `at`, never lowers it (of runs at once, the latest stands).
+    async fn raise_swept_before(&self, at: DateTime<Utc>) -> Result<(), StoreError>;
+
     /// A create's claim of the duty to wake a run for a call due at `due_at` in `minute`
     /// (`dispatch::wake`): unless the minute's watch already reaches `due_at`, raises it to
     /// `until` (the woken run's stay) and answers `true`: the caller wakes that run. Of

@@ -14,7 +14,7 @@ use super::{
     CALL_ID, CALLER_NAME, DEVICE_ID, DUE_SHARD, DynamoStore, Item, PUSHES, Reader, SCHEDULED_AT,
     bad_item, n, names, reservation_from_item, s, sdk_error, values, written,
 };
-use super::{answered, call_values, offer, update_item};
+use super::{answered, call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
@@ -59,6 +59,9 @@ pub(super) const CLAIMED_BY_RUN: &str =
 
 /// S: the call whose create claimed the minute's last wake.
 const WAKE_CLAIMANT: &str = "wakeClaimant";
+/// The sweep mark's item (`due#swept`, beside the minutes' count items) and attribute.
+const SWEPT: &str = "swept";
+const SWEPT_BEFORE: &str = "sweptBefore";
 /// How long a count item made by a watch alone (no reservation for its minute) lives.
 const WATCH_TTL: chrono::Duration = chrono::Duration::days(1);
 
@@ -102,6 +105,36 @@ impl DispatchStore for DynamoStore {
             }
         }
         Ok(due)
+    }
+
+    /// `due#swept` in the calls table, `sweptBefore` (epoch ms): one eventually consistent
+    /// read, made once per process (`dispatch::sweep`).
+    async fn swept_before(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let table = &self.tables.calls;
+        let key = format!("{DUE_COUNT_PREFIX}{SWEPT}");
+        let Some(item) = read_item(&self.dispatch, table, key, false, &[SWEPT_BEFORE]).await?
+        else {
+            return Ok(None);
+        };
+        let ms = Reader { table, item: &item }.opt_i64(SWEPT_BEFORE)?;
+        Ok(ms.and_then(DateTime::from_timestamp_millis))
+    }
+
+    /// One conditional write (at most about once an hour: `dispatch::sweep`).
+    async fn raise_swept_before(&self, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let table = &self.tables.calls;
+        let result = update_item(
+            &self.dispatch,
+            table,
+            format!("{DUE_COUNT_PREFIX}{SWEPT}"),
+            "SET #sweptBefore = :at",
+            "attribute_not_exists(#sweptBefore) OR #sweptBefore < :at",
+            offer(vec![(":at", n(at.timestamp_millis()))]),
+        )
+        .send()
+        .await;
+        // Refused: another run raised it as far or further.
+        written("UpdateItem", table, result).map(drop)
     }
 
     /// Raises the minute's `watchedUntil` to `until` (never lowers it: of overlapping runs the

@@ -41,6 +41,16 @@ impl DispatchStore for MemoryStore {
         Ok(self.lock().due_calls(minute, shard))
     }
 
+    async fn swept_before(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.lock().swept_before)
+    }
+
+    async fn raise_swept_before(&self, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        tables.swept_before = tables.swept_before.max(Some(at));
+        Ok(())
+    }
+
     async fn watch_minute(&self, minute: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
         let mut tables = self.lock();
         // A promise beyond the claimed stay supersedes the claim (as DynamoDB's `REMOVE`).

@@ -42,6 +42,8 @@ struct Tables {
     watches: HashMap<String, DateTime<Utc>>,
     /// minute → the call whose create claimed its last wake
     wake_claimants: HashMap<String, String>,
+    /// The dispatcher's sweep mark: every minute before it selected.
+    swept_before: Option<DateTime<Utc>>,
     /// The bucket index: shard key → the devices whose reservation is in it while `scheduled`
     /// or `claimed`, and each such device's shard key.
     due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
