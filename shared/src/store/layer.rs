@@ -133,6 +133,8 @@ impl Op<'_> {
             ClaimCeilingNotice(..) => "ClaimCeilingNotice",
             IdempotentAnswer(..) => "IdempotentAnswer",
             KeepIdempotentAnswer(..) => "KeepIdempotentAnswer",
+            SweptBefore() => "SweptBefore",
+            RaiseSweptBefore(..) => "RaiseSweptBefore",
         }
     }
 

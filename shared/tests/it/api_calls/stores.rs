@@ -7,7 +7,8 @@ use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{FailingStore, error_body, invalid_field, send, spawn_app_with};
 use serde_json::{Value, json};
 
-use super::{AT, NOW, NOW_MILLIS, claim, create, delete, get, get_ok, post_raw, register, token};
+use super::super::api_calls_refusals::{AT_2035, NOW_2035};
+use super::{claim, create, delete, get, get_ok, post_raw, register, token};
 
 #[tokio::test]
 async fn a_failing_store_is_a_503_with_a_notification_on_post_get_and_delete() {
@@ -65,12 +66,14 @@ async fn validation_comes_before_the_store() {
 #[tokio::test]
 async fn the_core_flow_works_on_dynamodb_local() {
     let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    // In 2035: DynamoDB Local deletes items whose TTL has passed by the wall clock, mid-test
+    // (docs/testing.md, "Time in DynamoDB Local tests").
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW_2035));
     let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
     let device = format!("ddb:{:016x}", fastrand::u64(..));
 
     // Not registered yet.
-    let response = post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT})).await;
+    let response = post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT_2035})).await;
     error_body(response, 409, "DEVICE_NOT_REGISTERED").await;
     error_body(get(&app, &device).await, 404, "NOT_FOUND").await;
 
@@ -80,21 +83,21 @@ async fn the_core_flow_works_on_dynamodb_local() {
 
     let response = post_raw(
         &app,
-        &json!({"deviceId": device, "scheduledAt": AT, "callerName": "ミク"}),
+        &json!({"deviceId": device, "scheduledAt": AT_2035, "callerName": "ミク"}),
     )
     .await;
     assert_eq!(response.status().as_u16(), 201);
     let created: Value = response.json().await.unwrap();
-    assert_eq!(created["scheduledAt"], AT);
+    assert_eq!(created["scheduledAt"], AT_2035);
     assert_eq!(created["status"], "scheduled");
-    assert_eq!(created["createdAt"], NOW_MILLIS);
+    assert_eq!(created["createdAt"], "2035-03-01T00:00:00.000Z");
     assert_eq!(created["callerName"], "ミク");
 
     assert_eq!(get_ok(&app, &device).await, created, "round-trips DynamoDB");
 
     let response = post_raw(
         &app,
-        &json!({"deviceId": device, "scheduledAt": "2026-03-01T10:00:00+09:00"}),
+        &json!({"deviceId": device, "scheduledAt": "2035-03-01T10:00:00+09:00"}),
     )
     .await;
     error_body(response, 409, "RESERVATION_EXISTS").await;
@@ -106,7 +109,7 @@ async fn the_core_flow_works_on_dynamodb_local() {
     error_body(delete(&app, &device).await, 404, "NOT_FOUND").await;
 
     // A new one, claimed: too late to cancel.
-    let second = create(&app, &device, AT).await;
+    let second = create(&app, &device, AT_2035).await;
     assert_ne!(second["callId"], created["callId"]);
     claim(&app, &device, &second).await;
     error_body(delete(&app, &device).await, 409, "TOO_LATE").await;
