@@ -300,7 +300,7 @@ impl ApnsConnection {
             let _ = body.flow_control().release_capacity(chunk.len());
             bytes.extend_from_slice(&chunk);
         }
-        Err(classify_answer(status, &bytes))
+        classify_answer(status, &bytes)
     }
 
     /// A sender on the open connection, opened first if there is none, it closed, or it was
