@@ -30,7 +30,8 @@ fn env_filter() -> Targets {
 /// Crates whose debug and trace lines can carry personal data: the AWS SDK logs whole request
 /// and response bodies (device ids, VoIP tokens, caller names); the Lambda runtime and
 /// lambda_http the invocation's event and response (bodies, the API key header); hyper, h2,
-/// reqwest and a2 headers and frames (the OpenAI key, APNs device tokens and JWTs). Whatever
+/// reqwest, and rustls under our APNs client, headers and frames (the OpenAI key, APNs device
+/// tokens and provider tokens). Whatever
 /// `RUST_LOG` asks for, they log at info at most.
 pub const CAPPED_AT_INFO: &[&str] = &[
     "aws_smithy",
@@ -45,7 +46,6 @@ pub const CAPPED_AT_INFO: &[&str] = &[
     "hyper_util",
     "h2",
     "reqwest",
-    "a2",
     "rustls",
     "tower",
 ];
@@ -168,17 +168,20 @@ mod tests {
         );
         tracing::subscriber::with_default(subscriber, || {
             tracing::trace!(target: "koe::dispatch", "ours at trace");
+            tracing::debug!(target: "koe::push::connection", "our APNs client at debug");
             tracing::info!(target: "h2::proto::streams", "theirs at info");
             tracing::trace!(target: "lambda_runtime::layers::api_client", "SENTINEL-LEAK payload");
             tracing::debug!(target: "lambda_http::request", "SENTINEL-LEAK body");
             tracing::trace!(target: "hyper::proto::h1::decode", "SENTINEL-LEAK header");
             tracing::trace!(target: "h2::codec::framed_write", "SENTINEL-LEAK frame");
             tracing::debug!(target: "reqwest::connect", "SENTINEL-LEAK key");
-            tracing::debug!(target: "a2::client", "SENTINEL-LEAK token");
+            tracing::trace!(target: "rustls::conn", "SENTINEL-LEAK record");
+            tracing::debug!(target: "rustls::client::hs", "SENTINEL-LEAK handshake");
             tracing::debug!(target: "aws_smithy_runtime::client", "SENTINEL-LEAK item");
         });
         let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
         assert!(text.contains("ours at trace"), "{text}");
+        assert!(text.contains("our APNs client at debug"), "{text}");
         assert!(text.contains("theirs at info"), "{text}");
         assert!(!text.contains("SENTINEL-LEAK"), "{text}");
     }

@@ -1,71 +1,30 @@
-//! a2's answer to one push as a [`PushError`] class, above all whether a failed request can have
-//! reached APNs: only one that surely did not is sent again (docs/reliability.md, "Push retries").
-//!
-//! a2 0.10 sends with hyper-util's legacy client over HTTP/2, so a failure that is not an APNs
-//! answer is a `hyper_util::client::legacy::Error` whose kind and source chain say where the
-//! request stood. `koe_testkit::push::broken` makes these errors with that client against a
-//! loopback server that breaks the request in each way (a2 itself cannot be pointed at it).
-
-use std::error::Error as _;
-
-use hyper_util::client::legacy::Error as ClientError;
+//! APNs's answer to one push, or how its HTTP/2 stream failed, as a [`PushError`] class, above
+//! all whether a failed request can have reached APNs: only one that surely did not is sent again
+//! (docs/reliability.md, "Push retries"). Our client ([`connection`](super::connection)) knows
+//! where the request stood: an error before it was handed to a connection is its own (nothing
+//! was sent); after that, the stream's error or APNs's answer is classified here.
+//! `koe_testkit::push::broken` breaks requests in each way against that client.
 
 use super::PushError;
 
-/// a2's answer as a [`PushError`] class. An APNs answer is classified by its status code first:
-/// a2 turns reasons it does not know into `error: None`, so a 410 without a reason is still a
-/// dead token. A request that got no answer is [`PushError::Retryable`] only when it surely did
-/// not reach APNs, otherwise [`PushError::MaybeDelivered`].
-pub fn classify(result: Result<a2::Response, a2::Error>) -> Result<(), PushError> {
-    let error = match result {
-        Ok(_) => return Ok(()),
-        Err(error) => error,
-    };
-    Err(match error {
-        a2::Error::ResponseError(response) => classify_response(&response),
-        a2::Error::ClientError(error) => classify_client_error(&error),
-        // a2 reads a body only after a status other than 200: APNs refused this push, and only
-        // its reason was lost with the body.
-        a2::Error::ConnectionError(error) => PushError::Retryable {
-            status: None,
-            reason: format!("APNs answered an error status, its body was cut off: {error}"),
-        },
-        // a2's own timeout: the request may have been read and delivered.
-        a2::Error::RequestTimeout(_) => PushError::MaybeDelivered {
-            reason: error.to_string(),
-        },
-        other => PushError::Rejected {
-            status: None,
-            reason: other.to_string(),
-        },
-    })
-}
-
-fn classify_response(response: &a2::Response) -> PushError {
-    let reason = response
-        .error
-        .as_ref()
-        .map(|body| format!("{:?}", body.reason));
-    classify_status(response.code, reason.as_deref())
-}
-
-/// APNs's answer other than 200 to our own client ([`connection`](super::connection)): its
-/// status and its body, `{"reason": "..."}`.
-pub fn classify_answer(status: u16, body: &[u8]) -> PushError {
+/// APNs's answer to our client: its status and its body, `{"reason": "..."}`. Classified by the
+/// status code first, so a 410 without a reason (or with one we do not know) is still a dead
+/// token.
+pub fn classify_answer(status: u16, body: &[u8]) -> Result<(), PushError> {
     #[derive(serde::Deserialize)]
     struct Body {
         reason: String,
     }
+    if status == 200 {
+        return Ok(());
+    }
     let reason = serde_json::from_slice::<Body>(body).ok().map(|b| b.reason);
-    classify_status(status, reason.as_deref())
+    Err(classify_status(status, reason.as_deref()))
 }
 
-/// By the status code first, so a 410 without a reason is still a dead token.
 fn classify_status(status: u16, reason: Option<&str>) -> PushError {
     let bad_token = reason == Some("BadDeviceToken");
-    let reason = reason
-        .unwrap_or("(no reason APNs' client knows)")
-        .to_owned();
+    let reason = reason.unwrap_or("(no reason given)").to_owned();
     match status {
         410 => PushError::InvalidToken { status, reason },
         400 if bad_token => PushError::InvalidToken { status, reason },
@@ -95,111 +54,43 @@ pub fn classify_stream_error(error: &h2::Error) -> PushError {
     }
 }
 
-/// Where the request stood when the HTTP client failed it. Surely not sent: no connection could
-/// be made (`Connect`); the request was handed back unsent (`Canceled`); the error carries no
-/// connection (it failed while the connection was set up, e.g. its HTTP/2 handshake); APNs reset
-/// the stream with `REFUSED_STREAM` (RFC 9113, 8.7: no part of it was processed). Anything else
-/// failed after the request was handed to an open connection: APNs may have read it (a reset
-/// stream, a connection closed or a GOAWAY, which h2 reports alike for streams APNs did and did
-/// not process), so it may have been delivered.
-fn classify_client_error(error: &ClientError) -> PushError {
-    let reason = describe(error);
-    let kind = error.to_string();
-    let not_sent = || PushError::Retryable {
-        status: None,
-        reason: reason.clone(),
-    };
-    if error.is_connect() || kind == "client error (Canceled)" || error.connect_info().is_none() {
-        return not_sent();
-    }
-    if kind.starts_with("client error (User") {
-        return PushError::Rejected {
-            status: None,
-            reason,
-        };
-    }
-    if refused_stream(error) {
-        return not_sent();
-    }
-    PushError::MaybeDelivered { reason }
-}
-
-/// Whether APNs reset the request's stream with `REFUSED_STREAM`.
-fn refused_stream(error: &ClientError) -> bool {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            return h2.is_reset()
-                && h2.is_remote()
-                && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
-        }
-        source = cause.source();
-    }
-    false
-}
-
-/// The error and its causes, as one line (they name protocol events, never the token).
-fn describe(error: &ClientError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use a2::ErrorReason;
 
-    fn response(code: u16, reason: Option<ErrorReason>) -> Result<a2::Response, a2::Error> {
-        Err(a2::Error::ResponseError(a2::Response {
-            error: reason.map(|reason| a2::ErrorBody {
-                reason,
-                timestamp: None,
-            }),
-            apns_id: Some("00000000-0000-0000-0000-000000000000".into()),
-            code,
-        }))
+    fn answer(status: u16, reason: Option<&str>) -> Result<(), PushError> {
+        let body = reason
+            .map(|reason| serde_json::json!({ "reason": reason }).to_string())
+            .unwrap_or_default();
+        classify_answer(status, body.as_bytes())
     }
 
     #[test]
     fn accepted_is_ok() {
-        let ok = Ok(a2::Response {
-            error: None,
-            apns_id: None,
-            code: 200,
-        });
-        assert_eq!(classify(ok), Ok(()));
+        assert_eq!(classify_answer(200, b""), Ok(()));
     }
 
     #[test]
     fn a_dead_token_is_invalid_by_status_first() {
-        for (code, reason) in [
-            (400, Some(ErrorReason::BadDeviceToken)),
-            (410, Some(ErrorReason::Unregistered)),
-            // An unknown reason (a2 parses it to None) on 410 is still a dead token.
+        for (status, reason) in [
+            (400, Some("BadDeviceToken")),
+            (410, Some("Unregistered")),
+            // No reason, or one we do not know, on 410 is still a dead token.
             (410, None),
+            (410, Some("ExpiredToken")),
         ] {
-            let err = classify(response(code, reason)).unwrap_err();
+            let err = answer(status, reason).unwrap_err();
             assert!(
-                matches!(err, PushError::InvalidToken { status, .. } if status == code),
-                "{code}: {err:?}"
+                matches!(err, PushError::InvalidToken { status: s, .. } if s == status),
+                "{status}: {err:?}"
             );
         }
     }
 
     #[test]
     fn other_400s_are_rejected_not_a_reason_to_drop_the_token() {
-        for reason in [
-            Some(ErrorReason::BadTopic),
-            Some(ErrorReason::PayloadTooLarge),
-            None,
-        ] {
-            let err = classify(response(400, reason)).unwrap_err();
+        for reason in [Some("BadTopic"), Some("PayloadTooLarge"), None] {
+            let err = answer(400, reason).unwrap_err();
             assert!(
                 matches!(
                     err,
@@ -211,7 +102,7 @@ mod tests {
                 "{err:?}"
             );
         }
-        let err = classify(response(403, Some(ErrorReason::InvalidProviderToken))).unwrap_err();
+        let err = answer(403, Some("InvalidProviderToken")).unwrap_err();
         assert_eq!(
             err,
             PushError::Rejected {
@@ -223,26 +114,31 @@ mod tests {
 
     #[test]
     fn throttling_and_server_errors_are_retryable() {
-        for (code, reason) in [
-            (429, Some(ErrorReason::TooManyRequests)),
-            (500, Some(ErrorReason::InternalServerError)),
-            (503, Some(ErrorReason::ServiceUnavailable)),
+        for (status, reason) in [
+            (429, Some("TooManyRequests")),
+            (429, Some("TooManyProviderTokenUpdates")),
+            (500, Some("InternalServerError")),
+            (503, Some("ServiceUnavailable")),
             (503, None),
         ] {
-            let err = classify(response(code, reason)).unwrap_err();
+            let err = answer(status, reason).unwrap_err();
             assert!(
-                matches!(err, PushError::Retryable { status: Some(s), .. } if s == code),
-                "{code}: {err:?}"
+                matches!(err, PushError::Retryable { status: Some(s), .. } if s == status),
+                "{status}: {err:?}"
             );
         }
     }
 
+    /// A stream that failed other than by APNs's `REFUSED_STREAM` (here: reset by our side, or
+    /// a reason APNs did not give) may have been read. APNs's own resets, `REFUSED_STREAM`
+    /// among them, are made by testkit's broken APNs (tests/it/apns_errors.rs): h2 makes an
+    /// error received from the peer only on a connection.
     #[test]
-    fn no_answer_in_time_may_have_been_delivered() {
-        let timeout = classify(Err(a2::Error::RequestTimeout(2))).unwrap_err();
-        assert!(
-            matches!(timeout, PushError::MaybeDelivered { .. }),
-            "{timeout:?}"
-        );
+    fn a_stream_failed_but_not_refused_may_have_been_delivered() {
+        for reason in [h2::Reason::REFUSED_STREAM, h2::Reason::INTERNAL_ERROR] {
+            let err = classify_stream_error(&h2::Error::from(reason));
+            assert!(matches!(err, PushError::MaybeDelivered { .. }), "{err:?}");
+            assert!(err.reason().starts_with("the push's HTTP/2 stream failed"));
+        }
     }
 }

@@ -12,13 +12,15 @@
 //! it failed decides whether it may have been delivered ([`classify`](super::classify)).
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -73,6 +75,46 @@ impl Default for ConnectionTimings {
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
+/// The connection's bytes (after TLS), noting when APNs first sent one: its HTTP/2 preface
+/// (SETTINGS), which it sends before anything else (RFC 9113, 3.4).
+struct Spoken<T> {
+    io: T,
+    spoke: Arc<AtomicBool>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Spoken<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.spoke.store(true, Ordering::SeqCst);
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Spoken<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
 pub struct ApnsConnection {
     host: ApnsHost,
     timings: ConnectionTimings,
@@ -89,7 +131,16 @@ struct Live {
     closed: Arc<AtomicBool>,
     /// When APNs last answered on it (the handshake, a response, a PONG).
     heard: Arc<Mutex<Instant>>,
+    /// Whether APNs sent anything on it yet (its HTTP/2 preface first).
+    spoke: Arc<AtomicBool>,
     task: AbortHandle,
+}
+
+/// What a push needs of the open connection.
+struct Handles {
+    send: SendRequest<Bytes>,
+    heard: Arc<Mutex<Instant>>,
+    spoke: Arc<AtomicBool>,
 }
 
 impl Drop for Live {
@@ -99,6 +150,14 @@ impl Drop for Live {
 }
 
 impl Live {
+    fn handles(&self) -> Handles {
+        Handles {
+            send: self.send.clone(),
+            heard: self.heard.clone(),
+            spoke: self.spoke.clone(),
+        }
+    }
+
     /// Whether the connection is alive: APNs was heard within `check_after_idle`, or answers a
     /// PING within `ping`.
     async fn answers(&mut self, timings: &ConnectionTimings) -> bool {
@@ -188,7 +247,22 @@ impl ApnsConnection {
         body: Bytes,
         stage: &mut Stage,
     ) -> Result<(), PushError> {
-        let (send, heard) = self.ready().await?;
+        let Handles { send, heard, spoke } = self.ready().await?;
+        // A stream that failed before APNs sent its HTTP/2 preface: the HTTP/2 connection was
+        // never set up (as a failed handshake), so APNs read nothing of it.
+        let failed = |e: h2::Error| {
+            if spoke.load(Ordering::SeqCst) {
+                classify_stream_error(&e)
+            } else {
+                PushError::Retryable {
+                    status: None,
+                    reason: format!(
+                        "the APNs connection closed before APNs's HTTP/2 preface, nothing was \
+                         read: {e}"
+                    ),
+                }
+            }
+        };
         // Waits for a free stream; fails only if the connection is gone: nothing was sent.
         let mut send = send.ready().await.map_err(|e| PushError::Retryable {
             status: None,
@@ -201,10 +275,15 @@ impl ApnsConnection {
                     reason: format!("the push could not be handed to the connection: {e}"),
                 })?;
         *stage = Stage::Sent;
-        stream
-            .send_data(body, true)
-            .map_err(|e| classify_stream_error(&e))?;
-        let response = response.await.map_err(|e| classify_stream_error(&e))?;
+        // Fails only if the stream already ended (APNs reset it, the connection closed): the
+        // response then tells how, `REFUSED_STREAM` included.
+        let body_sent = stream.send_data(body, true);
+        let response = response.await.map_err(failed)?;
+        if let Err(e) = body_sent
+            && response.status() == 200
+        {
+            return Err(failed(e));
+        }
         *heard.lock().unwrap() = Instant::now();
         let status = response.status().as_u16();
         if status == 200 {
@@ -221,19 +300,19 @@ impl ApnsConnection {
             let _ = body.flow_control().release_capacity(chunk.len());
             bytes.extend_from_slice(&chunk);
         }
-        Err(classify_answer(status, &bytes))
+        classify_answer(status, &bytes)
     }
 
     /// A sender on the open connection, opened first if there is none, it closed, or it was
     /// silent for `check_after_idle` and does not answer a PING. An error means no connection
     /// could be made: nothing was sent.
-    async fn ready(&self) -> Result<(SendRequest<Bytes>, Arc<Mutex<Instant>>), PushError> {
+    async fn ready(&self) -> Result<Handles, PushError> {
         let mut live = self.live.lock().await;
         if let Some(open) = live.as_mut()
             && !open.closed.load(Ordering::SeqCst)
             && open.answers(&self.timings).await
         {
-            return Ok((open.send.clone(), open.heard.clone()));
+            return Ok(open.handles());
         }
         *live = None;
         let open = self
@@ -243,7 +322,7 @@ impl ApnsConnection {
                 status: None,
                 reason: format!("could not connect to APNs: {reason}"),
             })?;
-        let handles = (open.send.clone(), open.heard.clone());
+        let handles = open.handles();
         *live = Some(open);
         Ok(handles)
     }
@@ -270,6 +349,11 @@ impl ApnsConnection {
                 Box::new(tcp)
             }
         };
+        let spoke = Arc::new(AtomicBool::new(false));
+        let io = Spoken {
+            io,
+            spoke: spoke.clone(),
+        };
         let (send, mut connection) = h2::client::handshake(io)
             .await
             .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
@@ -287,6 +371,7 @@ impl ApnsConnection {
             pings,
             closed,
             heard: Arc::new(Mutex::new(Instant::now())),
+            spoke,
             task: task.abort_handle(),
         })
     }

@@ -1,8 +1,8 @@
 //! Fault injection on the dispatcher, end to end and in real time: the dispatch Lambda's own
 //! entrypoint (`koe::lambda::dispatch::handle`) gets the committed schedule event
 //! (`events/dispatch-schedule.json`), on DynamoDB Local, with a stand-in APNs
-//! (`koe_testkit::push`) answering as APNs does when things go wrong. (a2 only ever talks to
-//! Apple, so the stand-in replaces the sender behind the same `PushSender` port.)
+//! (`koe_testkit::push`) answering as APNs does when things go wrong, behind the same
+//! `PushSender` port (how the APNs client itself classifies each fault: `apns_errors.rs`).
 //!
 //! Expected (SPEC "Dispatch", docs/dispatch.md, "Exactly once"): 400 `BadDeviceToken` and 410
 //! `Unregistered` remove the device's token and fail the call at once. 429 and 5xx are retried

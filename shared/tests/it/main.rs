@@ -1,5 +1,5 @@
 //! Every test of the library that needs no process of its own, as one binary (one link of the
-//! SDK, reqwest, a2 and jsonwebtoken instead of one per file). The log tests, which install a
+//! SDK, reqwest, h2 and jsonwebtoken instead of one per file). The log tests, which install a
 //! global subscriber, are binaries of their own beside this folder.
 
 /// Runs each named `async fn name(store: Arc<dyn Store>)` of the calling file once per store

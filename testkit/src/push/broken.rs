@@ -1,21 +1,24 @@
 //! A loopback HTTP/2 server that breaks a push request the ways a connection to APNs can break,
-//! and the error a2 gives for each, to test `koe::push::classify` on real client errors.
-//!
-//! a2 0.10 cannot be pointed at a local server (TOOLCHAIN.md), so [`a2_error`] sends the request
-//! with the client a2 sends with (hyper-util's legacy client, HTTP/2 only; plain TCP instead of
-//! TLS) and wraps its error as a2 does: the request's own failure as `a2::Error::ClientError`, a
-//! body cut off after an error status as `a2::Error::ConnectionError`. The server counts the
-//! requests it read in full, so a test knows whether APNs could have delivered the push.
+//! or answers it as APNs refuses a push, and the production client's answer to it: a push pool of
+//! `koe::push::apns` connections as the dispatcher is wired (`koe::wiring`), pointed at this
+//! server over plain TCP instead of Apple over TLS. The server counts the requests it read in
+//! full, so a test knows whether APNs could have delivered the push.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use koe::config::{ApnsConfig, Secret};
+use koe::push::apns::{ApnsHosts, ApnsSender};
+use koe::push::connection::{ApnsHost, ConnectionTimings};
+use koe::push::pool::{PoolSettings, PushPool};
+use koe::push::{PushError, PushSender};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+use super::push_and_device;
 
 /// How the server breaks the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +36,11 @@ pub enum Break {
     CutErrorBody(u16),
     /// Closes each TCP connection as soon as it is accepted, before the HTTP/2 handshake.
     CloseBeforeHandshake,
+    /// Reads the whole request and answers as APNs refuses a push: this status and the body
+    /// `{"reason": "<reason>"}`.
+    Answer(u16, &'static str),
+    /// Reads the whole request and never answers it (the connection stays up, PINGs answered).
+    NoAnswer,
 }
 
 /// A running server; it stops with the test's runtime.
@@ -119,46 +127,72 @@ async fn answer(
                 stream.send_reset(h2::Reason::INTERNAL_ERROR);
             }
         }
+        Break::Answer(status, reason) => {
+            let head = http::Response::builder()
+                .status(status)
+                .header("apns-id", "00000000-0000-0000-0000-000000000000")
+                .body(())
+                .expect("a valid response");
+            if let Ok(mut stream) = respond.send_response(head, false) {
+                let body = serde_json::json!({ "reason": reason }).to_string();
+                let _ = stream.send_data(Bytes::from(body), true);
+            }
+        }
+        Break::NoAnswer => {
+            std::future::pending::<()>().await;
+            drop(respond);
+        }
         Break::RefuseStream | Break::CloseBeforeHandshake => unreachable!("handled above"),
     }
 }
 
-/// One push request to `addr` as a2 makes it (POST `/3/device/<token>`, HTTP/2 only) and the a2
-/// error it ends in; panics if it succeeds.
-pub async fn a2_error_at(addr: std::net::SocketAddr) -> a2::Error {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .http2_only(true)
-        .build_http();
-    let request = http::Request::post(format!("http://{addr}/3/device/{}", "ab".repeat(32)))
-        .header("apns-push-type", "voip")
-        .header("apns-topic", "com.example.koe.voip")
-        .body(Full::new(Bytes::from_static(
-            br#"{"aps":{},"callId":"c1"}"#,
-        )))
-        .expect("a valid request");
-    let response = match client.request(request).await {
-        Ok(response) => response,
-        Err(error) => return a2::Error::ClientError(error),
+/// How long the production client waits for an answer here (a push that gets none in this time
+/// is given up on, as at the dispatcher's budget).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The APNs client as production wires it (`ApnsSender::connections` in a `PushPool`, one
+/// provider token signed with the test key), its connections going to `addr` over plain TCP.
+pub fn production_client(addr: std::net::SocketAddr) -> PushPool {
+    let config = ApnsConfig {
+        key_p8: Secret::new(include_str!("../../keys/apns-test.p8")),
+        key_id: "ABCDE12345".into(),
+        team_id: "TEAM123456".into(),
+        bundle_id: "com.example.koe".into(),
     };
-    let status = response.status();
-    match response.into_body().collect().await {
-        Err(error) => a2::Error::ConnectionError(error),
-        Ok(_) => panic!("the broken server answered {status} in full"),
+    let hosts = ApnsHosts {
+        production: ApnsHost::Plain(addr),
+        sandbox: ApnsHost::Plain(addr),
+    };
+    let timings = ConnectionTimings {
+        request: REQUEST_TIMEOUT,
+        ..ConnectionTimings::default()
+    };
+    let factory = ApnsSender::connections_to(&config, hosts, timings).expect("the test key");
+    PushPool::new(factory, PoolSettings::default())
+}
+
+/// One call's push (to the device token `"ab" × 32`) through the production client to `addr`,
+/// and its failure; panics if it is accepted.
+pub async fn push_error_at(addr: std::net::SocketAddr) -> PushError {
+    let (push, device) = push_and_device("c1", "d1");
+    match production_client(addr).send(&push, &device).await {
+        Err(error) => error,
+        Ok(()) => panic!("the broken server accepted the push"),
     }
 }
 
-/// Starts a server that breaks the request `how`, makes one push request to it and returns its
-/// a2 error and how many requests the server read in full.
-pub async fn a2_error(how: Break) -> (a2::Error, usize) {
+/// Starts a server that breaks the request `how`, sends one push to it through the production
+/// client and returns its failure and how many requests the server read in full.
+pub async fn push_error(how: Break) -> (PushError, usize) {
     let server = BrokenApns::start(how).await;
-    let error = a2_error_at(server.addr).await;
+    let error = push_error_at(server.addr).await;
     (error, server.read())
 }
 
-/// The a2 error of a push to a port nothing listens on.
-pub async fn a2_connect_error() -> a2::Error {
+/// The failure of a push to a port nothing listens on (the connection is refused).
+pub async fn push_error_refused_connection() -> PushError {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     drop(listener);
-    a2_error_at(addr).await
+    push_error_at(addr).await
 }

@@ -56,6 +56,11 @@ impl StandInApns {
         self.state.accepted.load(Ordering::SeqCst)
     }
 
+    /// Every `authorization` header seen, one per push.
+    pub fn bearers(&self) -> Vec<String> {
+        self.state.bearers.lock().unwrap().clone()
+    }
+
     /// The distinct `authorization` headers seen (one per provider token).
     pub fn distinct_bearers(&self) -> usize {
         let bearers = self.state.bearers.lock().unwrap();

@@ -2,7 +2,7 @@
 //! sent against the stand-in APNs with production's limits (`koe_testkit::push::limited`,
 //! default limits: 1,000 streams per connection, 120 ± 30 ms, 150 ms handshake) through
 //!
-//! - `one`: one connection, already open (today's single `a2::Client` in a warm container);
+//! - `one`: one connection, already open (a warm container's single a2 client, before the pool);
 //! - `prepared`: a `PushPool` (default settings: 8 connections, 900 streams each) after
 //!   `prepare(pushes)` ahead of the instant;
 //! - `cold`: the same pool, not prepared (connections open as the pushes arrive).

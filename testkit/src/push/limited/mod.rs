@@ -79,18 +79,18 @@ impl Answer {
         matches!(self, Answer::Accepted | Answer::ResetAfterRead)
     }
 
-    /// The answer as the APNs adapter classifies it (`koe::push::classify::classify`).
+    /// The answer as the APNs client classifies it (`koe::push::classify`).
     pub fn result(self) -> Result<(), PushError> {
         match self {
             Answer::Accepted => Ok(()),
             Answer::RefusedStream => Err(PushError::Retryable {
                 status: None,
-                reason: "client error (SendRequest): http2 error: stream error received: \
-                         refused stream before processing any application logic"
+                reason: "the push's HTTP/2 stream failed: stream error received: refused \
+                         stream before processing any application logic"
                     .into(),
             }),
             Answer::ResetAfterRead => Err(PushError::MaybeDelivered {
-                reason: "client error (SendRequest): http2 error: stream error received: \
+                reason: "the push's HTTP/2 stream failed: stream error received: \
                          unexpected internal error encountered"
                     .into(),
             }),
