@@ -116,7 +116,7 @@ FIXTURES_PID=$!
 # (dispatch_runs: its one test that does).
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_calls_confirm:: api_calls_refusals:: api_chat:: api_chat_stream:: api_devices:: api_idempotency:: api_meta:: agent_auth:: agent_limit:: agent_device_secret:: oidc:: \
-  deadlines:: faults_dynamodb:: faults_lost_replies:: faults_oversized_bodies:: faults_provider:: observability:: spend_guard:: spend_guard_paths:: a_cancel_racing_the_claim \
+  deadlines:: dispatch_outage:: faults_dynamodb:: faults_lost_replies:: faults_oversized_bodies:: faults_provider:: observability:: spend_guard:: spend_guard_paths:: a_cancel_racing_the_claim \
   --skip dispatch_load:: 2>&1 | tee -a "$LOG" || FAILED+=("cargo test (KOE_TEST_FRONT=lambda)")
 step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures/)"
 FIXTURES_OK=0
