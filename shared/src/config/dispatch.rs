@@ -40,12 +40,20 @@ pub struct DispatchConfig {
     /// The most pushes of one call to such a device, the first included (`CALL_MAX_PUSHES`,
     /// default 3).
     pub max_pushes: u32,
+    /// Write units per second the calls table serves at once, that its minutes are planned
+    /// for: its warm throughput (`DISPATCH_WRITE_BUDGET`, default a new table's 4,000), never
+    /// above the account's table-level quota (`DISPATCH_TABLE_WRITE_QUOTA`, default 40,000).
+    pub write_budget: u32,
 }
 
 pub const DEFAULT_DISPATCH_WINDOW: Duration = Duration::from_secs(70);
 pub const DEFAULT_DISPATCH_RESELECT_EVERY: Duration = Duration::from_secs(5);
 pub const DEFAULT_DISPATCH_CLAIM_LEAD: Duration = Duration::from_millis(500);
 pub const DEFAULT_DISPATCH_PUSH_BUDGET: Duration = Duration::from_secs(1);
+/// Write units per second a new on-demand table (and each new index) serves at once (its warm
+/// throughput, AWS), and the account's table-level quota by default.
+pub const NEW_TABLE_WRITE_UNITS: u64 = 4_000;
+pub const DEFAULT_TABLE_WRITE_QUOTA: u64 = 40_000;
 
 /// The dispatcher's DynamoDB requests one vCPU (a Lambda of 1,769 MB) keeps in flight: at the
 /// measured ~175 µs of CPU per request (bench/dispatch-requests.sh, docs/reliability.md "Timeouts"),
@@ -65,7 +73,8 @@ pub fn store_concurrency_for(memory_mb: Option<u64>) -> usize {
 impl DispatchConfig {
     /// `DISPATCH_GRACE_SECS` (default 120), `DISPATCH_CLAIM_TIMEOUT_SECS` (default 30),
     /// `DISPATCH_CONCURRENCY` (default 500) and `DISPATCH_STORE_CONCURRENCY` (default by the
-    /// Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`); the rest of the timing is fixed.
+    /// Lambda's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`), `DISPATCH_WRITE_BUDGET` and
+    /// `DISPATCH_TABLE_WRITE_QUOTA`; the rest of the timing is fixed.
     pub fn from_vars(vars: &Vars) -> Result<DispatchConfig, ConfigError> {
         Ok(DispatchConfig {
             grace: Duration::from_secs(vars.int_or("DISPATCH_GRACE_SECS", 120, 0..=3600)?),
@@ -94,6 +103,17 @@ impl DispatchConfig {
                 1000..=60_000,
             )?),
             max_pushes: vars.int_or("CALL_MAX_PUSHES", 3, 1..=10)? as u32,
+            write_budget: vars
+                .int_or(
+                    "DISPATCH_WRITE_BUDGET",
+                    NEW_TABLE_WRITE_UNITS,
+                    3..=10_000_000,
+                )?
+                .min(vars.int_or(
+                    "DISPATCH_TABLE_WRITE_QUOTA",
+                    DEFAULT_TABLE_WRITE_QUOTA,
+                    1_000..=10_000_000,
+                )?) as u32,
         })
     }
 }
@@ -113,6 +133,8 @@ mod tests {
         "DISPATCH_MAX_WORKERS",
         "CALL_CONFIRM_WAIT_MS",
         "CALL_MAX_PUSHES",
+        "DISPATCH_WRITE_BUDGET",
+        "DISPATCH_TABLE_WRITE_QUOTA",
     ];
 
     #[test]
@@ -128,6 +150,25 @@ mod tests {
         assert_eq!(d.store_concurrency, 1_400, "one vCPU's outside Lambda");
         assert_eq!((d.calls_per_worker, d.max_workers), (5000, 32));
         assert_eq!((d.confirm_wait, d.max_pushes), (Duration::from_secs(5), 3));
+        assert_eq!(d.write_budget, 4_000, "a new table's warm throughput");
+    }
+
+    #[test]
+    fn the_write_budget_is_never_above_the_table_quota() {
+        let budget = |pairs: &[(&str, &str)]| {
+            DispatchConfig::from_vars(&Vars::from_pairs(pairs))
+                .unwrap()
+                .write_budget
+        };
+        assert_eq!(budget(&[("DISPATCH_WRITE_BUDGET", "30")]), 30);
+        assert_eq!(budget(&[("DISPATCH_WRITE_BUDGET", "60000")]), 40_000);
+        assert_eq!(
+            budget(&[
+                ("DISPATCH_WRITE_BUDGET", "60000"),
+                ("DISPATCH_TABLE_WRITE_QUOTA", "80000")
+            ]),
+            60_000
+        );
     }
 
     #[test]
@@ -145,6 +186,9 @@ mod tests {
                 ("DISPATCH_MAX_WORKERS", "257"),
                 ("CALL_CONFIRM_WAIT_MS", "999"),
                 ("CALL_MAX_PUSHES", "0"),
+                ("DISPATCH_WRITE_BUDGET", "2"),
+                ("DISPATCH_WRITE_BUDGET", "many"),
+                ("DISPATCH_TABLE_WRITE_QUOTA", "999"),
             ],
             DispatchConfig::from_vars,
         );

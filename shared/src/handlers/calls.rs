@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use http::{HeaderName, StatusCode};
 use sha2::{Digest, Sha256};
 
+use super::capacity::MinuteCapacity;
 use super::devices::{presented_secret, secret_required};
 use super::{Request, Response, json_response, query_param};
 use crate::dispatch::trigger::DispatchTrigger;
@@ -139,10 +140,12 @@ fn keyed_call_id(scoped_key: &str, request_hash: &str) -> CallId {
 /// cancelled or expired (what is true now, not a reservation that is gone); the same key with
 /// another body is 409 `IDEMPOTENCY_KEY_REUSED`. Only a 201 is kept: an error answer can be
 /// retried and is judged again, and a retry after an answer that never came makes the same
-/// reservation (201, counted once).
+/// reservation (201, counted once). The create that takes its minute past what the calls table
+/// serves at once tells it (`capacity`).
 pub async fn create(
     cx: &CallsContext<'_>,
     waker: &dyn DispatchTrigger,
+    capacity: &MinuteCapacity,
     request: Request,
 ) -> Result<Response, ApiError> {
     let idempotency = idempotency_key(&request)?;
@@ -192,7 +195,12 @@ pub async fn create(
         .create_reservation(&reservation, cx.now, cx.stale_before)
         .await
     {
-        Ok(Created::New) => reservation,
+        Ok(Created::New { minute_count }) => {
+            if let Some(count) = minute_count {
+                capacity.notice(&reservation.scheduled_at.due_minute(), count, cx.now);
+            }
+            reservation
+        }
         Ok(Created::Already(stored)) => {
             tracing::info!(
                 call_id = stored.call_id.as_str(),

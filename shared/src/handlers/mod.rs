@@ -8,6 +8,7 @@ use serde::Serialize;
 pub mod agent;
 pub mod body;
 pub mod calls;
+pub mod capacity;
 pub mod chat;
 pub mod chat_stream;
 pub mod confirm;

@@ -51,6 +51,7 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "Unconfirmed", Count, F, "calls to devices that confirm their calls that ended with every push unconfirmed"),
     m(DISPATCH, "Confirmed", Count, F, "call pushes a device confirmed (POST /calls/confirm, first confirmation of a call)"),
     m(DISPATCH, "ConfirmLatency", Milliseconds, F, "from a confirmed call's reserved second to its confirmation"),
+    m(DISPATCH, "MinuteOverCapacity", Count, F, "minutes whose calls went past what the calls table's write budget serves in one second (DISPATCH_WRITE_BUDGET / 3), written by the create that took them past"),
     m(DISPATCH, "Missed", Count, F, "calls found past their grace"),
     m(DISPATCH, "Lost", Count, F, "claims refused (cancelled, another run's)"),
     m(DISPATCH, "Released", Count, F, "claims given back unpushed (push mark unresolved)"),

@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::config::{AgentConfig, ConfigError};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::{DispatchTrigger, TriggerError};
+use crate::handlers::capacity::MinuteCapacity;
 use crate::handlers::error::ApiError;
 use crate::handlers::{self, Request, Response};
 use crate::metrics::Metrics;
@@ -116,6 +117,8 @@ pub struct CreatePorts {
     pub calls: CallsPorts,
     /// Wakes a dispatch run for a call no run is sure to take on in time (`dispatch::wake`).
     pub waker: Arc<dyn DispatchTrigger>,
+    /// Tells a minute whose calls go past what the calls table serves at once.
+    pub capacity: MinuteCapacity,
 }
 
 impl Ports for CreatePorts {
@@ -128,6 +131,11 @@ impl Ports for CreatePorts {
         Ok(CreatePorts {
             calls: CallsPorts::build(adapters).await?,
             waker,
+            capacity: MinuteCapacity {
+                write_budget: adapters.dispatch_settings()?.write_budget,
+                calls_table: adapters.store_settings()?.tables.calls,
+                metrics: adapters.route_metrics(&CreateCall::ROUTE),
+            },
         })
     }
 }
@@ -259,7 +267,13 @@ impl Endpoint for CreateCall {
     type Ports = CreatePorts;
 
     async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {
-        handlers::calls::create(&ports.calls.context(), ports.waker.as_ref(), request).await
+        handlers::calls::create(
+            &ports.calls.context(),
+            ports.waker.as_ref(),
+            &ports.capacity,
+            request,
+        )
+        .await
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::{
-    AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig,
+    AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig, StoreConfig,
 };
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
@@ -38,6 +38,8 @@ pub trait Adapters: Sync {
     fn info_settings(&self) -> Result<InfoConfig, ConfigError>;
     fn agent_settings(&self) -> Result<AgentConfig, ConfigError>;
     fn dispatch_settings(&self) -> Result<DispatchConfig, ConfigError>;
+    /// Which store and its table names.
+    fn store_settings(&self) -> Result<StoreConfig, ConfigError>;
     /// The daily model-token ceilings of the public APIs.
     fn spend_settings(&self) -> Result<SpendConfig, ConfigError>;
     /// Salt of the device-id hashes in logs.

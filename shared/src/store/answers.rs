@@ -39,8 +39,12 @@ impl From<StoreError> for CancelError {
 /// What a create ([`ReservationStore::create_reservation`](super::ReservationStore)) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
-    /// Written (and counted) now.
-    New,
+    /// Written (and counted) now. `minute_count`: its minute's count (`due#<minute>`) just
+    /// after this create's count, when the store learnt it; `None` for a minute's first
+    /// reservation (counted in one transaction with it: at least 1) and when its count was not
+    /// raised here (a retry that finds its own count, a failure). Each create's count is one
+    /// more, so one create of a minute sees a given figure.
+    New { minute_count: Option<u32> },
     /// This very reservation (its `callId`) was already there, written by an earlier attempt
     /// whose reply was lost or by an earlier copy of the same create: as it is stored now.
     Already(Box<Reservation>),

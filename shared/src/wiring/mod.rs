@@ -374,6 +374,10 @@ impl Adapters for App {
         }
     }
 
+    fn store_settings(&self) -> Result<StoreConfig, ConfigError> {
+        StoreConfig::from_vars(&self.vars)
+    }
+
     fn device_hash_salt(&self) -> Result<String, ConfigError> {
         Ok(self.vars.string_or("DEVICE_HASH_SALT", "koe"))
     }

@@ -59,6 +59,8 @@ const IGNORED_PROPERTIES: &[&str] = &[
     "ContributorInsightsSpecification",
     "Tags",
     "TableClass",
+    // Capacity ahead of a peak: DynamoDB Local serves whatever it is sent.
+    "WarmThroughput",
 ];
 
 /// The endpoint of this process's DynamoDB Local: `KOE_TEST_DYNAMODB_ENDPOINT` if set, else the

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use chrono::{DateTime, Utc};
 
@@ -18,7 +18,7 @@ use super::{
     CALL_ID, DEVICE_ID, DynamoStore, EXPIRE_AT, SCHEDULED_AT_MS, STATUS, condition_failed, n,
     names, s, sdk_error, values,
 };
-use super::{call_values, offer, read_item, update_item, written};
+use super::{call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
@@ -112,7 +112,7 @@ impl ReservationStore for DynamoStore {
             .send()
             .await;
         let created = match result {
-            Ok(_) => Created::New,
+            Ok(_) => Created::New { minute_count: None },
             // Refused on the device's record: nothing written, nothing counted; unless it is
             // this very reservation (an earlier attempt), whose count is made sure of below.
             Err(e) if condition_failed(&e) => self.refused_create(reservation, now).await?,
@@ -120,7 +120,9 @@ impl ReservationStore for DynamoStore {
                 // No answer (every attempt lost or late): the record says whether it happened.
                 let err = sdk_error("PutItem", table, e);
                 match self.reservation_record(&reservation.device_id, now).await {
-                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Created::New,
+                    Ok(Some(stored)) if stored.call_id == reservation.call_id => {
+                        Created::New { minute_count: None }
+                    }
                     Ok(_) => return Err(CreateError::Store(err)),
                     // Unknown: it may be stored, so it is counted (once too many if it is not).
                     Err(_) => {
@@ -132,14 +134,23 @@ impl ReservationStore for DynamoStore {
         };
         // The reservation is in a shard every reader covers: a count not raised (an outage now)
         // only leaves the minute's shards fuller than `CALLS_PER_SHARD`, so the call is made.
-        if let Err(e) = self.count_due(&minute, reservation).await {
-            tracing::warn!(
-                error = %e,
-                call_id = reservation.call_id.as_str(),
-                "reservation made, its minute's count not raised"
-            );
-        }
-        Ok(created)
+        let counted = match self.count_due(&minute, reservation).await {
+            Ok(counted) => counted,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    call_id = reservation.call_id.as_str(),
+                    "reservation made, its minute's count not raised"
+                );
+                None
+            }
+        };
+        Ok(match created {
+            Created::New { .. } => Created::New {
+                minute_count: counted,
+            },
+            already => already,
+        })
     }
 
     /// Whether `call_id` has a live tombstone.
@@ -238,8 +249,13 @@ impl DynamoStore {
 
     /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
     /// after a lost reply, or by a retry of the same create, it adds nothing unless another
-    /// create's `ADD` came between: then once too many, never too few).
-    async fn count_due(&self, minute: &str, reservation: &Reservation) -> Result<(), StoreError> {
+    /// create's `ADD` came between: then once too many, never too few). The count after this
+    /// `ADD` (`UPDATED_NEW`); `None` when refused.
+    async fn count_due(
+        &self,
+        minute: &str,
+        reservation: &Reservation,
+    ) -> Result<Option<u32>, StoreError> {
         let table = &self.tables.calls;
         let result = update_item(
             &self.client,
@@ -253,10 +269,20 @@ impl DynamoStore {
                 (":callId", s(reservation.call_id.as_str())),
             ]),
         )
+        .return_values(ReturnValue::UpdatedNew)
         .send()
         .await;
         // Refused: this create's own earlier `ADD` (its reply lost) counted it.
-        written("UpdateItem", table, result).map(drop)
+        let output = match result {
+            Ok(output) => output,
+            Err(e) if condition_failed(&e) => return Ok(None),
+            Err(e) => return Err(sdk_error("UpdateItem", table, e)),
+        };
+        let Some(item) = output.attributes else {
+            return Ok(None);
+        };
+        let count = Reader { table, item: &item }.opt_i64(DUE_COUNT)?;
+        Ok(count.map(|c| u32::try_from(c.max(0)).unwrap_or(u32::MAX)))
     }
 
     /// A minute's first reservation: the put and the count's `ADD` in one transaction (the
@@ -312,13 +338,15 @@ impl DynamoStore {
             .send()
             .await;
         match result {
-            Ok(_) => Ok(Created::New),
+            Ok(_) => Ok(Created::New { minute_count: None }),
             Err(e) if put_refused(&e) => self.refused_create(reservation, now).await,
             Err(e) => {
                 let err = sdk_error("TransactWriteItems", table, e);
                 match self.reservation_record(&reservation.device_id, now).await {
                     // Made (its count with it), the reply lost.
-                    Ok(Some(stored)) if stored.call_id == reservation.call_id => Ok(Created::New),
+                    Ok(Some(stored)) if stored.call_id == reservation.call_id => {
+                        Ok(Created::New { minute_count: None })
+                    }
                     _ => Err(CreateError::Store(err)),
                 }
             }

@@ -28,19 +28,21 @@ impl Tables {
     }
 
     /// Counts a new reservation for its minute and puts it in its shard (replacing the device's
-    /// earlier one there).
-    pub(super) fn index_due(&mut self, reservation: &Reservation) {
+    /// earlier one there); the minute's count after it.
+    pub(super) fn index_due(&mut self, reservation: &Reservation) -> u32 {
         let id = &reservation.device_id;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.due_counts.entry(minute.clone()).or_insert(0);
         *count += 1;
-        let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(*count)));
+        let count = *count;
+        let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(count)));
         self.unindex(id);
         self.due_index
             .entry(key.clone())
             .or_default()
             .insert(id.clone());
         self.due_keys.insert(id.clone(), key);
+        count
     }
 
     /// Takes the device's reservation out of the bucket index (it became terminal, or is gone).

@@ -34,11 +34,14 @@ impl ReservationStore for MemoryStore {
                 return Err(CreateError::Exists);
             }
         }
-        tables.index_due(reservation);
+        let count = tables.index_due(reservation);
         tables
             .reservations
             .insert(reservation.device_id.clone(), reservation.clone());
-        Ok(Created::New)
+        // As DynamoDB tells it: a minute's first is counted in its put's transaction.
+        Ok(Created::New {
+            minute_count: (count > 1).then_some(count),
+        })
     }
 
     async fn get_reservation(

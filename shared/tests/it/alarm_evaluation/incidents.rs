@@ -6,8 +6,9 @@ use koe_testkit::cloudwatch::Samples;
 
 use super::HOURS;
 use super::published::{
-    api, confirm, confirmations, coordinator_run, dead_letters, dead_tokens, gateway, lambda,
-    on_time, part_run, quiet, remove_runs, replace_run, requests, sending,
+    api, confirm, confirmations, coordinator_run, dead_letters, dead_tokens, dynamodb, gateway,
+    lambda, minute_over_capacity, on_time, part_run, quiet, remove_runs, replace_run, requests,
+    sending,
 };
 
 /// The stack an incident happens on.
@@ -375,6 +376,115 @@ pub fn incidents() -> Vec<Incident> {
                 for minute in 50..80 {
                     s.put(&dead_letters(), minute, 2.0);
                 }
+            },
+        },
+        Incident {
+            alarm: "dispatch-minute-over-capacity",
+            on: Idle,
+            what: "a create in minute 47 takes a minute of the next morning past the budget",
+            met_in: 47,
+            cleared_by: Some(65),
+            inject: |s| minute_over_capacity(s, 47),
+        },
+        Incident {
+            alarm: "calls-table-throttles",
+            on: Healthy,
+            what: "the calls table throttles 3 writes in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                s.put(
+                    &dynamodb("WriteThrottleEvents", "CallsTable", None),
+                    30,
+                    3.0,
+                )
+            },
+        },
+        Incident {
+            alarm: "calls-table-throttles",
+            on: Healthy,
+            what: "the calls table throttles a read in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| s.put(&dynamodb("ReadThrottleEvents", "CallsTable", None), 30, 1.0),
+        },
+        Incident {
+            alarm: "calls-index-throttles",
+            on: Healthy,
+            what: "the due index throttles writes in minutes 30 and 31",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                let index = dynamodb("WriteThrottleEvents", "CallsTable", Some("byDueShard"));
+                s.put(&index, 30, 40.0);
+                s.put(&index, 31, 12.0);
+            },
+        },
+        Incident {
+            alarm: "calls-index-throttles",
+            on: Idle,
+            what: "the due index throttles a query in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                let index = dynamodb("ReadThrottleEvents", "CallsTable", Some("byDueShard"));
+                s.put(&index, 30, 1.0);
+            },
+        },
+        Incident {
+            alarm: "devices-table-throttles",
+            on: Healthy,
+            what: "the devices table throttles reads in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                s.put(
+                    &dynamodb("ReadThrottleEvents", "DevicesTable", None),
+                    30,
+                    5.0,
+                )
+            },
+        },
+        Incident {
+            alarm: "devices-table-throttles",
+            on: Healthy,
+            what: "the devices table throttles a write in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                s.put(
+                    &dynamodb("WriteThrottleEvents", "DevicesTable", None),
+                    30,
+                    1.0,
+                )
+            },
+        },
+        Incident {
+            alarm: "usage-table-throttles",
+            on: Healthy,
+            what: "the agent-usage table throttles a write in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                s.put(
+                    &dynamodb("WriteThrottleEvents", "AgentUsageTable", None),
+                    30,
+                    1.0,
+                );
+            },
+        },
+        Incident {
+            alarm: "usage-table-throttles",
+            on: Healthy,
+            what: "the agent-usage table throttles a read in minute 30",
+            met_in: 30,
+            cleared_by: Some(45),
+            inject: |s| {
+                s.put(
+                    &dynamodb("ReadThrottleEvents", "AgentUsageTable", None),
+                    30,
+                    1.0,
+                )
             },
         },
     ]

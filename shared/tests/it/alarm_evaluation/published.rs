@@ -47,6 +47,27 @@ pub fn gateway(name: &str, api: &str) -> MetricId {
     MetricId::new("AWS/ApiGateway", name, &[("ApiId", &format!("ref:{api}"))])
 }
 
+/// A DynamoDB metric of `table` (its logical id), or of its `index`.
+pub fn dynamodb(name: &str, table: &str, index: Option<&str>) -> MetricId {
+    let table = format!("ref:{table}");
+    match index {
+        None => MetricId::new("AWS/DynamoDB", name, &[("TableName", &table)]),
+        Some(index) => MetricId::new(
+            "AWS/DynamoDB",
+            name,
+            &[("TableName", &table), ("GlobalSecondaryIndexName", index)],
+        ),
+    }
+}
+
+/// A minute taken past the calls table's write budget, as the create that took it past writes
+/// it (`koe::handlers::capacity::over_capacity_record`).
+pub fn minute_over_capacity(samples: &mut Samples, minute: u32) {
+    let function = format!("{STACK}-create-call");
+    let record = koe::handlers::capacity::over_capacity_record(&function, at(minute));
+    publish(samples, minute, &[record]);
+}
+
 pub fn dead_letters() -> MetricId {
     MetricId::new(
         "AWS/SQS",

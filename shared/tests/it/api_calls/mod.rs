@@ -3,6 +3,7 @@
 //! The core flow also runs against DynamoDB Local (testkit's `dynamodb::fresh_store`). Here: the
 //! shared app, requests and store moves; one file per verb or concern beside it.
 
+mod capacity;
 mod delete;
 mod device_secret;
 mod get;

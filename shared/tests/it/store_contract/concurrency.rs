@@ -104,7 +104,7 @@ async fn concurrent_creates_for_one_device_have_one_winner(store: DynStore) {
     let mut exists = 0;
     for task in tasks {
         match task.await.expect("create task") {
-            (r, Ok(Created::New)) => winners.push(r),
+            (r, Ok(Created::New { .. })) => winners.push(r),
             (_, Err(CreateError::Exists)) => exists += 1,
             (r, other) => panic!("create {}: {other:?}", r.call_id.as_str()),
         }
