@@ -79,6 +79,7 @@ async fn reserve(store: &MemoryStore, id: &str, token: &str, at: DateTime<Utc>) 
         environment: PushEnvironment::Sandbox,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     };
     store.put_device(&device).await.unwrap();
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();

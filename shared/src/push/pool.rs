@@ -266,6 +266,7 @@ mod tests {
             environment: PushEnvironment::Production,
             updated_at: now,
             confirms_calls: false,
+            alert_token: None,
         };
         (push, device)
     }

@@ -93,8 +93,8 @@ pub trait DeviceStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Removes the device's token (APNs called it dead) only if it is still `token` (a newer
-    /// one wins). The device's secret and its state stay: the device keeps its proof, so the
+    /// Removes the device's token (APNs called it dead), and its alert token with it, only if
+    /// it is still `token` (a newer one wins). The device's secret and its state stay: the device keeps its proof, so the
     /// token cannot be replaced, nor its reservation read or cancelled, without the secret it
     /// had proven. Returns whether the token was removed.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError>;

@@ -58,7 +58,7 @@ async fn neighbour_created(store: &DynamoStore, r: &Reservation, now: DateTime<U
     let id = format!("{}-neighbour", r.device_id.as_str());
     let neighbour = Reservation::new(
         DeviceId::parse("deviceId", &id).unwrap(),
-        r.scheduled_at.clone(),
+        r.scheduled_at,
         None,
         now,
     );

@@ -183,6 +183,7 @@ impl Pass {
             environment: PushEnvironment::Sandbox,
             updated_at: Utc::now(),
             confirms_calls: false,
+            alert_token: None,
         };
         if !self.down {
             self.app.store.put_device(&device).await.unwrap();

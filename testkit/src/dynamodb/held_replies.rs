@@ -240,6 +240,7 @@ mod tests {
             environment: PushEnvironment::Production,
             updated_at: made,
             confirms_calls: false,
+            alert_token: None,
         };
         store.put_device(&device).await.unwrap();
         let at = t("2026-01-01T07:00:00Z").fixed_offset();

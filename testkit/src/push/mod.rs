@@ -35,6 +35,7 @@ pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
         environment: PushEnvironment::Production,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     };
     (push, device)
 }
