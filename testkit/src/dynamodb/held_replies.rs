@@ -198,9 +198,12 @@ impl StoreLayer for HeldStore {
             | Op::ClaimDue(..)
             | Op::MarkPushStarted(..)
             | Op::ReleaseClaim(..)
-            | Op::FinishReservation(..) => self.once(operation, call()).await,
+            | Op::FinishReservation(..)
+            | Op::ClaimNotice(..)
+            | Op::NoticeSent(..) => self.once(operation, call()).await,
             // Its other requests (and confirmations), through the normal client.
             Op::RemoveDevice(..)
+            | Op::RemoveAlertToken(..)
             | Op::GetReservation(..)
             | Op::ConfirmCall(..)
             | Op::DueCount(..)

@@ -242,6 +242,25 @@ impl DeviceStore for DynamoStore {
         }
         Ok(true)
     }
+
+    async fn remove_alert_token(
+        &self,
+        id: &DeviceId,
+        token: &AlertToken,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "REMOVE #alertToken",
+            "#alertToken = :token",
+            offer(vec![(":token", s(token.expose()))]),
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
+    }
 }
 
 /// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
