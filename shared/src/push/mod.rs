@@ -53,7 +53,7 @@ pub struct Aps {}
 pub const NOTICE_LIFETIME: chrono::Duration = chrono::Duration::days(1);
 
 /// The key of the notice's text in the app's `Localizable.strings` (docs/app.md).
-pub const MISSED_CALL_KEY: &str = "KOE_MISSED_CALL";
+pub const KOE_MISSED_CALL: &str = "KOE_MISSED_CALL";
 
 /// The missed-call notice: a standard alert push (push type `alert`, topic the bundle id,
 /// priority 10) the app's system shows, localized by the app (docs/dispatch.md, "Missed-call
@@ -92,7 +92,7 @@ impl AlertPush {
         AlertPush {
             aps: AlertAps {
                 alert: LocalizedAlert {
-                    loc_key: MISSED_CALL_KEY,
+                    loc_key: KOE_MISSED_CALL,
                     loc_args: vec![call.caller_name.clone().unwrap_or_default()],
                 },
                 sound: "default",

@@ -213,6 +213,20 @@ async fn a_dead_alert_token_is_removed(store: Arc<dyn Store>) {
     assert_eq!(kept.voip_token, device.voip_token);
 }
 
+/// Two runs of two processes (no shared `InFlight`) over the same calls at once.
+async fn two_overlapping_runs_give_one(store: Arc<dyn Store>) {
+    let w = World::new(store);
+    let (dead, failed) = w.call(true, false, 1000).await;
+    let (never, unconfirmed) = w.call(true, true, 1000).await;
+    w.push
+        .script(dead.device_id.as_str(), [Scripted::bad_device_token()]);
+    let window = StdDuration::from_millis(3000);
+    let (a, b) = tokio::join!(w.run(window), w.run(window));
+    w.one_notice(&dead, &failed, "failed").await;
+    w.one_notice(&never, &unconfirmed, "unconfirmed").await;
+    assert_eq!(a.notices_sent + b.notices_sent, 2, "{a:?} {b:?}");
+}
+
 /// In front of a store: the first reply of each notice write (`claim_notice`, `notice_sent`) is
 /// lost after the write was made, and the second held back `hold` before it is answered.
 struct LossyNotices {
@@ -300,4 +314,5 @@ on_each_store!(;
     sent_and_rang_give_none,
     a_dead_alert_token_is_removed,
     lost_and_slow_notice_replies_still_give_one,
+    two_overlapping_runs_give_one,
 );
