@@ -6,13 +6,18 @@
 
 use super::run_state::Run;
 use super::timing::{FIRST_BACKOFF, wait_until};
-use super::write_outcome::FINISH_BUDGET;
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::push::{AlertPush, NOTICE_LIFETIME, PushError};
 
 /// Attempts of a notice's push that APNs surely did not take (`PushError::Retryable`).
 const NOTICE_ATTEMPTS: u32 = 3;
+/// How long the notice's store requests (device read and claim; then its record) are made again
+/// when they get no answer, and its push attempts are retried: a notice is worth less than the
+/// run's other calls, and keeps the run well inside its function's timeout.
+pub const NOTICE_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+/// One attempt of the notice's push, at most (no answer by then: not sent, not tried again).
+const NOTICE_PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Run {
     /// The notice of `r`, which this run recorded as `reason`. `known`: the device as this
@@ -23,7 +28,8 @@ impl Run {
         if now >= r.scheduled_at.utc() + NOTICE_LIFETIME {
             return;
         }
-        let deadline = now + chrono::Duration::from_std(FINISH_BUDGET).expect("small");
+        let budget = chrono::Duration::from_std(NOTICE_BUDGET).expect("small");
+        let deadline = now + budget;
         let device = match known {
             Some(device) => Some(device.clone()),
             None => {
@@ -73,11 +79,14 @@ impl Run {
         let mut backoff = FIRST_BACKOFF;
         let sent = loop {
             attempts += 1;
-            let answer = self
-                .dispatcher
-                .push
-                .send_alert(&push, &device, &token)
-                .await;
+            let send = self.dispatcher.push.send_alert(&push, &device, &token);
+            let answer = tokio::time::timeout(NOTICE_PUSH_TIMEOUT, send)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(PushError::MaybeDelivered {
+                        reason: "no answer in time".into(),
+                    })
+                });
             let retry_at = self.clock().now() + backoff;
             match answer {
                 Err(PushError::Retryable { .. })
@@ -115,7 +124,7 @@ impl Run {
         self.tally(|t| t.notices_sent += 1);
         let sent_at = self.clock().now();
         let recorded = self
-            .resolved(deadline.max(sent_at + FIRST_BACKOFF * 20), || async {
+            .resolved(sent_at + budget, || async {
                 let _store = self.store_permit().await;
                 self.dispatcher
                     .store
