@@ -1,8 +1,11 @@
 //! No personal data in the dispatcher's logs: a run with sentinel values wherever personal data
 //! goes (device id, VoIP token, caller name), through the real logging push sender and a token
-//! APNs rejects, and POST /internal/dispatch with sentinel ID tokens, while a trace-level capture
+//! APNs rejects (its call's missed-call notice logged to a sentinel alert token), and POST /internal/dispatch with sentinel ID tokens, while a trace-level capture
 //! of everything the process logs is scanned. The logging sender's line must still say which call
 //! went out when (`callId`, `sentAt` with milliseconds), and the device only as its salted hash.
+//!
+//! And koe-local's missed-call notice: a confirming device with an `alertToken` that never
+//! confirms gets exactly one logged alert push after its last call push; one that confirms none.
 //!
 //! Its own test binary, so the capture sees only this binary's runs.
 
@@ -14,10 +17,10 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::clock::{Clock, SystemClock};
 use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
-use koe::push::log::{LogPushSender, MESSAGE};
-use koe::push::{PushError, PushSender, VoipPush};
+use koe::push::log::{ALERT_MESSAGE, LogPushSender, MESSAGE};
+use koe::push::{AlertPush, PushError, PushSender, VoipPush};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::harness::spawn_app;
@@ -31,6 +34,8 @@ const CALLER: &str = "SENTINEL-CALLER-9a7e";
 const SALT: &str = "test-salt";
 const TOKEN_SENTINEL: &str = "SENTINEL-IDTOKEN-77f1";
 const EMAIL_SENTINEL: &str = "sentinel-email-3c2a@evil.test";
+/// The rejected device's alert token (hex, as a token must be).
+const ALERT_HEX: &str = "a1e470cea1e470ce";
 
 fn voip_token(tail: &str) -> String {
     format!("{tail}{}", "feedface".repeat(8))
@@ -48,6 +53,8 @@ fn forbidden() -> Vec<String> {
         "FEEDFACEFEEDFACE".into(),
         TOKEN_SENTINEL.into(),
         EMAIL_SENTINEL.into(),
+        ALERT_HEX.into(),
+        ALERT_HEX.to_uppercase(),
     ]
 }
 
@@ -69,6 +76,15 @@ impl PushSender for LogExceptRejected {
         }
         self.0.send(push, device).await
     }
+
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        self.0.send_alert(push, device, token).await
+    }
 }
 
 async fn reserve(store: &MemoryStore, id: &str, token: &str, at: DateTime<Utc>) -> Reservation {
@@ -79,6 +95,8 @@ async fn reserve(store: &MemoryStore, id: &str, token: &str, at: DateTime<Utc>) 
         environment: PushEnvironment::Sandbox,
         updated_at: now,
         confirms_calls: false,
+        alert_token: (id == REJECTED_DEVICE)
+            .then(|| AlertToken::parse("alertToken", &ALERT_HEX.repeat(4)).unwrap()),
     };
     store.put_device(&device).await.unwrap();
     let jst = FixedOffset::east_opt(9 * 3600).unwrap();
@@ -136,6 +154,15 @@ async fn dispatcher_and_dispatch_route_logs_carry_no_personal_data() {
             && l["call_id"] == rejected.call_id.as_str()),
         "the failure is logged (positive control)"
     );
+    // The notice line: the call and why, nothing of the device or the caller.
+    let notice = lines
+        .iter()
+        .find(|l| l["message"] == ALERT_MESSAGE && l["callId"] == rejected.call_id.as_str())
+        .unwrap_or_else(|| panic!("a notice line in:\n{}", capture.contents()));
+    assert_eq!(notice["callId"], rejected.call_id.as_str());
+    assert_eq!(notice["reason"], "failed");
+    assert!(notice.get("device").is_none(), "{notice}");
+    assert_eq!(report.notices_sent, 1, "{report:?}");
 
     // The route: sentinel tokens and claims are refused and never logged.
     let issuer = StandInIssuer::start().await;
@@ -172,5 +199,100 @@ async fn dispatcher_and_dispatch_route_logs_carry_no_personal_data() {
             .iter()
             .any(|l| l["message"] == "dispatch request refused"),
         "refusals are logged (positive control)"
+    );
+}
+
+/// The lines of `message` for `call_id` so far.
+fn lines_of(capture: &LogCapture, message: &str, call_id: &str) -> Vec<serde_json::Value> {
+    capture
+        .lines()
+        .into_iter()
+        .filter(|l| l["message"] == message && l["callId"] == call_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn koe_local_logs_one_notice_after_the_last_push_of_a_call_never_confirmed() {
+    let capture = logs::capture();
+    let app = spawn_app(&[
+        ("LOCAL_DISPATCHER", "true"),
+        ("CALL_CONFIRM_WAIT_MS", "1000"),
+        ("CALL_MAX_PUSHES", "2"),
+    ])
+    .await;
+    let hex = || format!("{:032x}{:032x}", fastrand::u128(..), fastrand::u128(..));
+    let at = (Utc::now() + Duration::milliseconds(10_700))
+        .with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap())
+        .to_rfc3339();
+    let mut calls = Vec::new();
+    for device in ["local-never", "local-confirms"] {
+        let body = json!({"deviceId": device, "voipToken": hex(), "alertToken": hex(), "confirmsCalls": true});
+        let put = app
+            .agent(http::Method::PUT, "/devices")
+            .body(body.to_string());
+        let put: serde_json::Value = put.send().await.unwrap().json().await.unwrap();
+        let secret = put["deviceSecret"].as_str().unwrap().to_owned();
+        let body = json!({"deviceId": device, "scheduledAt": at, "callerName": "Mika"});
+        let post = app
+            .agent(http::Method::POST, "/calls")
+            .header("x-device-secret", &secret)
+            .body(body.to_string());
+        let created = post.send().await.unwrap();
+        assert_eq!(created.status().as_u16(), 201, "{device}");
+        let created: serde_json::Value = created.json().await.unwrap();
+        calls.push((
+            device,
+            secret,
+            created["callId"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let (never, confirms) = (&calls[0].2, &calls[1]);
+    // The confirming phone confirms its first push once it is logged.
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(20);
+    while lines_of(&capture, MESSAGE, &confirms.2).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            capture.contents()
+        );
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    }
+    let body = json!({"deviceId": confirms.0, "callId": confirms.2});
+    let confirm = app
+        .agent(http::Method::POST, "/calls/confirm")
+        .header("x-device-secret", &confirms.1)
+        .body(body.to_string());
+    assert_eq!(confirm.send().await.unwrap().status().as_u16(), 200);
+    // The other: two pushes, then (the last wait over) one notice.
+    while lines_of(&capture, ALERT_MESSAGE, never).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            capture.contents()
+        );
+        tokio::time::sleep(StdDuration::from_millis(20)).await;
+    }
+    tokio::time::sleep(StdDuration::from_millis(1500)).await;
+    let pushes = lines_of(&capture, MESSAGE, never);
+    let notices = lines_of(&capture, ALERT_MESSAGE, never);
+    assert_eq!(
+        (pushes.len(), notices.len()),
+        (2, 1),
+        "{}",
+        capture.contents()
+    );
+    let time = |l: &serde_json::Value| l["sentAt"].as_str().unwrap().to_owned();
+    assert!(time(&notices[0]) > time(&pushes[1]), "after its last push");
+    assert_eq!(notices[0]["reason"], "unconfirmed");
+    for leak in ["local-never", "Mika", "deviceId", "token"] {
+        assert!(
+            !notices[0].to_string().contains(leak),
+            "{leak}: {}",
+            notices[0]
+        );
+    }
+    assert!(
+        lines_of(&capture, ALERT_MESSAGE, &confirms.2).is_empty(),
+        "a confirmed call has none"
     );
 }

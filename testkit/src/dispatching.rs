@@ -32,6 +32,7 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
         environment: PushEnvironment::Production,
         updated_at: made,
         confirms_calls: false,
+        alert_token: None,
     };
     store.put_device(&device).await.expect("put_device");
     let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);

@@ -30,6 +30,7 @@ pub async fn seed_call(
         environment: PushEnvironment::Production,
         updated_at: made,
         confirms_calls,
+        alert_token: None,
     };
     store.put_device(&device).await.unwrap();
     let mut r = Reservation::new(

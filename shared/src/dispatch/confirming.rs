@@ -107,6 +107,7 @@ impl Run {
                 outcome = "unconfirmed",
                 "dispatch push"
             );
+            self.notice(r, "unconfirmed", None).await;
         }
         Record::Unconfirmed(recorded)
     }

@@ -113,6 +113,7 @@ impl Run {
                 None,
                 0,
                 "push state unknown: the run that started the push stopped before recording it",
+                None,
             )
             .await;
         Record::PushUnknown(recorded)
@@ -120,7 +121,7 @@ impl Run {
 
     /// Makes the store request `request` until it is answered (see `timing::until_resolved`),
     /// counting it as resolved if that took more than one attempt.
-    async fn resolved<T, F, Fut>(
+    pub(super) async fn resolved<T, F, Fut>(
         &self,
         deadline: DateTime<Utc>,
         request: F,

@@ -33,6 +33,8 @@ pub fn records(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<Rec
         ("PartsHandedOut", report.handed_out),
         ("RePushed", report.re_pushed),
         ("Unconfirmed", report.unconfirmed),
+        ("NoticesSent", report.notices_sent),
+        ("NoticesFailed", report.notices_failed),
     ];
     // Only the counts a run has: the alarms read a minute without one as 0 (`FILL`), so a zero
     // would cost a metric-hour and say nothing.
@@ -175,15 +177,17 @@ mod tests {
             handed_out: 1,
             re_pushed: 1,
             unconfirmed: 1,
+            notices_sent: 1,
+            notices_failed: 1,
             ..RunReport::default()
         };
         let lines = lines(&records(&one, "koe-dispatch-part", at()));
         let names = declared(&lines[0]);
-        // Each of the catalogue's run counts: the 19 counts and the duration.
-        assert_eq!(names.len(), 20, "{names:?}");
-        for name in &names[..19] {
+        // Each of the catalogue's run counts: the 21 counts and the duration.
+        assert_eq!(names.len(), 22, "{names:?}");
+        for name in &names[..21] {
             assert_eq!(lines[0][*name], 1, "{name}");
         }
-        assert_eq!(names[19], "RunDuration");
+        assert_eq!(names[21], "RunDuration");
     }
 }

@@ -10,7 +10,7 @@
 //! `in_flight` (the calls this process's runs hold), `sweep` (the minutes
 //! older than the look-back that no run selected), `deliver` (one call: read device → claim →
 //! mark) with `push_attempts` (the push at APNs) and `confirming` (pushes again), `write_outcome`
-//! (its outcome, retried), `step_outcomes` (each step's outcome and how it is counted),
+//! (its outcome, retried), `notice` (the missed-call notice after a bad outcome), `step_outcomes` (each step's outcome and how it is counted),
 //! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
 //! create wakes a run), [`metrics`] and [`trigger`].
 
@@ -23,6 +23,7 @@ mod deliver;
 mod dispatcher;
 mod fan_out;
 mod in_flight;
+mod notice;
 mod pending;
 mod push_attempts;
 mod run;

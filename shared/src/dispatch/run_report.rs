@@ -81,6 +81,11 @@ pub struct RunReport {
     pub re_pushed: u32,
     /// Calls to such devices ended `unconfirmed`: every push left, none confirmed in time.
     pub unconfirmed: u32,
+    /// Missed-call notices (alert pushes after a call ended `failed`, `missed` or
+    /// `unconfirmed`) APNs took, and those not sent (refused, or their store requests got no
+    /// answer).
+    pub notices_sent: u32,
+    pub notices_failed: u32,
     /// The run's wall time, from its start to its report.
     pub duration_ms: i64,
 }

@@ -1,5 +1,5 @@
 //! A delivery's last step: recording its outcome (`sent`, `failed`, `missed`), retried on store
-//! errors, and removing a token APNs called invalid.
+//! errors, and removing a token APNs called invalid; a bad outcome's notice (`notice`).
 
 use super::deliver::{Again, Delivered};
 use super::run_state::Run;
@@ -50,10 +50,10 @@ impl Run {
             Pushed::NotSent {
                 error: PushError::MaybeDelivered { reason },
                 attempts,
-                ..
+                device,
             } => {
                 let reason = format!("push state unknown: {reason}");
-                Record::PushUnknown(self.fail(r, None, attempts, &reason).await)
+                Record::PushUnknown(self.fail(r, None, attempts, &reason, Some(&device)).await)
             }
             Pushed::NotSent {
                 error,
@@ -66,7 +66,9 @@ impl Run {
                     | PushError::Rejected { .. }
                     | PushError::MaybeDelivered { .. } => None,
                 };
-                let recorded = self.fail(r, error.status(), attempts, error.reason()).await;
+                let recorded = self
+                    .fail(r, error.status(), attempts, error.reason(), Some(&device))
+                    .await;
                 match token {
                     Some(token) => Record::DeadToken {
                         token: Some(token),
@@ -79,7 +81,7 @@ impl Run {
             Pushed::NoDevice => Record::DeadToken {
                 token: None,
                 recorded: self
-                    .fail(r, None, 0, "the device is no longer registered")
+                    .fail(r, None, 0, "the device is no longer registered", None)
                     .await,
             },
         };
@@ -110,6 +112,7 @@ impl Run {
         status: Option<u16>,
         attempts: u32,
         reason: &str,
+        device: Option<&Device>,
     ) -> Recorded {
         let recorded = self.finish(r, Outcome::Failed).await;
         tracing::warn!(
@@ -121,6 +124,9 @@ impl Run {
             attempts,
             "dispatch push"
         );
+        if recorded == Recorded::Written {
+            self.notice(r, "failed", device).await;
+        }
         recorded
     }
 
@@ -135,6 +141,7 @@ impl Run {
                 late_ms,
                 "dispatch push"
             );
+            self.notice(r, "missed", None).await;
         }
         Missed(recorded)
     }

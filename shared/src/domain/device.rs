@@ -1,4 +1,5 @@
-//! Devices: `DeviceId`, `VoipToken`, `PushEnvironment`, and the registration record.
+//! Devices: `DeviceId`, `VoipToken`, `AlertToken`, `PushEnvironment`, and the registration
+//! record.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -112,6 +113,32 @@ impl std::fmt::Debug for VoipToken {
     }
 }
 
+/// The app's regular remote-notification token (`alertToken`, opt-in): where the missed-call
+/// notice goes (docs/dispatch.md, "Missed-call notice"). Hex like [`VoipToken`], the same length
+/// rules, stored lowercase. Never logged or returned.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AlertToken(String);
+
+impl AlertToken {
+    pub fn parse(field: &str, raw: &str) -> Result<AlertToken, Invalid> {
+        VoipToken::parse(field, raw).map(|t| AlertToken(t.0))
+    }
+
+    pub fn from_stored(raw: String) -> AlertToken {
+        AlertToken(raw)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AlertToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AlertToken(***)")
+    }
+}
+
 /// Which APNs environment the token belongs to (debug builds: sandbox).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -153,6 +180,8 @@ pub struct Device {
     /// The app confirms each call push (`POST /calls/confirm`) and drops a repeated `callId`:
     /// a push it does not confirm within the wait goes again (docs/app.md). `false`: one push.
     pub confirms_calls: bool,
+    /// Where the missed-call notice goes, if the app registered for it (`alertToken`).
+    pub alert_token: Option<AlertToken>,
 }
 
 /// How long a device's record lives after its last `PUT /devices` (its TTL, `expireAt`): the
@@ -198,5 +227,16 @@ mod tests {
         assert!(VoipToken::parse("voipToken", &"a".repeat(63)).is_err());
         assert!(VoipToken::parse("voipToken", &"a".repeat(201)).is_err());
         assert!(VoipToken::parse("voipToken", &"g".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn alert_tokens_follow_the_voip_token_rules_and_are_never_debug_printed() {
+        let token = AlertToken::parse("alertToken", &"CD".repeat(32)).unwrap();
+        assert_eq!(token.expose(), "cd".repeat(32));
+        assert!(!format!("{token:?}").contains("cd"));
+        let err = AlertToken::parse("alertToken", &"a".repeat(63)).unwrap_err();
+        assert!(err.to_string().starts_with("alertToken must be"), "{err}");
+        assert!(AlertToken::parse("alertToken", &"a".repeat(201)).is_err());
+        assert!(AlertToken::parse("alertToken", &"g".repeat(64)).is_err());
     }
 }

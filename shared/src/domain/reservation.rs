@@ -217,6 +217,11 @@ pub struct Reservation {
     pub confirms: bool,
     /// When its device confirmed a push (`rang`).
     pub rang_at: Option<DateTime<Utc>>,
+    /// The run that claimed its missed-call notice (`noticeClaim`; docs/dispatch.md,
+    /// "Missed-call notice").
+    pub notice_claimed_by: Option<RunToken>,
+    /// When its missed-call notice left (`noticeSentAt` in the API).
+    pub notice_sent_at: Option<DateTime<Utc>>,
     /// TTL (epoch seconds) after which the record is gone: from creation
     /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
     /// after that. `None` only on records written before every reservation had one.
@@ -246,6 +251,8 @@ impl Reservation {
             pushes: 0,
             confirms: false,
             rang_at: None,
+            notice_claimed_by: None,
+            notice_sent_at: None,
             expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }
@@ -298,6 +305,9 @@ pub struct ReservationView {
     /// When its device confirmed a push (status `rang`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rang_at: Option<String>,
+    /// When its missed-call notice left (an alert push to the device's `alertToken`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice_sent_at: Option<String>,
 }
 
 impl ReservationView {
@@ -325,6 +335,7 @@ impl From<&Reservation> for ReservationView {
             updated_at: rfc3339_millis(r.updated_at),
             pushes: r.pushes,
             rang_at: r.rang_at.map(rfc3339_millis),
+            notice_sent_at: r.notice_sent_at.map(rfc3339_millis),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Request, Response, json_response};
 use crate::domain::device::{
-    Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
+    AlertToken, Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
 };
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
@@ -48,7 +48,7 @@ pub(super) fn secret_required() -> ApiError {
     )
 }
 
-/// The stored record minus the token, which is never returned.
+/// The stored record minus the tokens, which are never returned.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct DeviceView<'a> {
@@ -74,6 +74,10 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Device, ApiError> {
         },
         updated_at: now,
         confirms_calls: fields.optional_bool("confirmsCalls")?.unwrap_or(false),
+        alert_token: fields
+            .optional_str("alertToken")?
+            .map(|raw| AlertToken::parse("alertToken", raw))
+            .transpose()?,
     })
 }
 

@@ -49,6 +49,8 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "DeadTokens", Count, F, "of Failed: calls to a dead device (APNs 400 BadDeviceToken, 410 Unregistered; an expired device record): the app's state, not ours"),
     m(DISPATCH, "RePushed", Count, F, "pushes again of a call its device did not confirm in time (attempt 2 or later)"),
     m(DISPATCH, "Unconfirmed", Count, F, "calls to devices that confirm their calls that ended with every push unconfirmed"),
+    m(DISPATCH, "NoticesSent", Count, F, "missed-call notices APNs took (alert pushes after a call ended failed, missed or unconfirmed)"),
+    m(DISPATCH, "NoticesFailed", Count, F, "missed-call notices not sent (APNs refused them, or their store requests got no answer); no alarm of their own"),
     m(DISPATCH, "Confirmed", Count, F, "call pushes a device confirmed (POST /calls/confirm, first confirmation of a call)"),
     m(DISPATCH, "ConfirmLatency", Milliseconds, F, "from a confirmed call's reserved second to its confirmation"),
     m(DISPATCH, "MinuteOverCapacity", Count, F, "minutes whose calls went past what the calls table's write budget serves in one second (DISPATCH_WRITE_BUDGET / 3), written by the create that took them past"),

@@ -14,9 +14,9 @@ use bytes::Bytes;
 use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
 use super::token::ProviderToken;
-use super::{PushError, PushSender, VoipPush};
+use super::{AlertPush, PushError, PushSender, VoipPush};
 use crate::config::{ApnsConfig, ConfigError};
-use crate::domain::device::{Device, PushEnvironment};
+use crate::domain::device::{AlertToken, Device, PushEnvironment};
 
 /// Where each environment's connections go.
 #[derive(Debug, Clone)]
@@ -188,8 +188,64 @@ pub fn request(
         .body(())
 }
 
+/// A missed-call notice to the device's alert token `device_token`: an alert push (push type
+/// `alert`, priority 10) for the app's own topic, the bundle id (`voip_topic` without `.voip`);
+/// the body is [`AlertPush::to_json`].
+pub fn alert_request(
+    origin: &str,
+    voip_topic: &str,
+    push: &AlertPush,
+    device_token: &str,
+    bearer: &str,
+    body_len: usize,
+) -> Result<http::Request<()>, http::Error> {
+    let topic = voip_topic.strip_suffix(".voip").unwrap_or(voip_topic);
+    http::Request::post(format!("{origin}/3/device/{device_token}"))
+        .header("apns-push-type", "alert")
+        .header("apns-priority", "10")
+        .header(
+            "apns-expiration",
+            push.expires_at.timestamp().max(0).to_string(),
+        )
+        .header("apns-topic", topic)
+        .header("authorization", bearer)
+        .header("content-type", "application/json")
+        .header("content-length", body_len.to_string())
+        .body(())
+}
+
 #[async_trait]
 impl PushSender for ApnsSender {
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        let connection = match device.environment {
+            PushEnvironment::Production => &self.production,
+            PushEnvironment::Sandbox => &self.sandbox,
+        };
+        let bearer = self.token.bearer().map_err(|reason| PushError::Rejected {
+            status: None,
+            reason,
+        })?;
+        let body = push.to_json();
+        let request = alert_request(
+            &connection.origin(),
+            &self.topic,
+            push,
+            token.expose(),
+            &bearer,
+            body.len(),
+        )
+        .map_err(|_| PushError::Rejected {
+            status: None,
+            reason: "the push request could not be built".into(),
+        })?;
+        connection.send(request, Bytes::from(body)).await
+    }
+
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
         let connection = match device.environment {
             PushEnvironment::Production => &self.production,
@@ -274,6 +330,61 @@ mod tests {
         assert_eq!(header("authorization"), "bearer x.y.z");
         assert_eq!(header("content-length"), "42");
         assert!(!request.headers().contains_key("apns-collapse-id"));
+    }
+
+    #[test]
+    fn a_notice_is_an_alert_post_at_priority_10_for_the_bundle_id() {
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let at = crate::domain::reservation::ScheduledAt::parse(
+            "scheduledAt",
+            "2026-01-01T09:00:30+09:00",
+            now,
+        )
+        .unwrap();
+        let device = crate::domain::device::DeviceId::parse("deviceId", "d1").unwrap();
+        let reservation =
+            crate::domain::reservation::Reservation::new(device, at, Some("Mika".into()), now);
+        let call = crate::domain::due::DueCall::from(&reservation);
+        let push = AlertPush::for_call(&call, "unconfirmed");
+        let token = "cd".repeat(32);
+        let request = alert_request(
+            "https://api.push.apple.com",
+            "com.example.koe.voip",
+            &push,
+            &token,
+            "bearer x.y.z",
+            42,
+        )
+        .unwrap();
+        assert_eq!(
+            request.uri().to_string(),
+            format!("https://api.push.apple.com/3/device/{token}")
+        );
+        let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
+        assert_eq!(header("apns-push-type"), "alert");
+        assert_eq!(header("apns-priority"), "10");
+        assert_eq!(header("apns-topic"), "com.example.koe");
+        assert_eq!(
+            header("apns-expiration"),
+            (at.utc() + crate::push::NOTICE_LIFETIME)
+                .timestamp()
+                .to_string()
+        );
+        let body: serde_json::Value = serde_json::from_str(&push.to_json()).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "aps": {
+                    "alert": {"loc-key": "KOE_MISSED_CALL", "loc-args": ["Mika"]},
+                    "sound": "default",
+                },
+                "callId": reservation.call_id.as_str(),
+                "scheduledAt": "2026-01-01T09:00:30+09:00",
+                "reason": "unconfirmed",
+            })
+        );
     }
 
     #[test]

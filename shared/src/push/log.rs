@@ -4,12 +4,14 @@
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::{PushError, PushSender, VoipPush};
-use crate::domain::device::Device;
+use super::{AlertPush, PushError, PushSender, VoipPush};
+use crate::domain::device::{AlertToken, Device};
 use crate::domain::reservation::rfc3339_millis;
 
 /// The log line's message, for anyone grepping for pushes.
 pub const MESSAGE: &str = "voip push (logged, not sent)";
+/// The log line's message of a missed-call notice (an alert push).
+pub const ALERT_MESSAGE: &str = "alert push (logged, not sent)";
 
 pub struct LogPushSender {
     /// Salt of the device hash in the line (the device id itself never appears).
@@ -32,6 +34,22 @@ impl PushSender for LogPushSender {
             device = device.device_id.log_hash(&self.salt),
             environment = device.environment.as_str(),
             "{MESSAGE}"
+        );
+        Ok(())
+    }
+
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        _device: &Device,
+        _token: &AlertToken,
+    ) -> Result<(), PushError> {
+        // No token, no device id, no caller name: the call and why it ended.
+        tracing::info!(
+            callId = push.call_id.as_str(),
+            reason = push.reason,
+            sentAt = rfc3339_millis(Utc::now()),
+            "{ALERT_MESSAGE}"
         );
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! The `PushSender` port: one VoIP push to one device.
+//! The `PushSender` port: one VoIP push to one device (and its missed-call notice, an alert push).
 //!
 //! Adapters: APNs (`apns`, over `connection`, its answers classified in `classify`), and a sender that
 //! only writes a log line (`log`), used by local runs and whenever APNs is not configured. The
@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use crate::domain::device::Device;
+use crate::domain::device::{AlertToken, Device};
 use crate::domain::due::DueCall;
 
 pub mod apns;
@@ -47,6 +47,70 @@ pub struct VoipPush {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Aps {}
+
+/// How long after a call's time its missed-call notice is still sent, and APNs may hold it for
+/// an offline device (`apns-expiration`): a day later it no longer helps.
+pub const NOTICE_LIFETIME: chrono::Duration = chrono::Duration::days(1);
+
+/// The key of the notice's text in the app's `Localizable.strings` (docs/app.md).
+pub const KOE_MISSED_CALL: &str = "KOE_MISSED_CALL";
+
+/// The missed-call notice: a standard alert push (push type `alert`, topic the bundle id,
+/// priority 10) the app's system shows, localized by the app (docs/dispatch.md, "Missed-call
+/// notice").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertPush {
+    pub aps: AlertAps,
+    pub call_id: String,
+    pub scheduled_at: String,
+    /// How the call ended: `failed`, `missed` or `unconfirmed`.
+    pub reason: &'static str,
+    /// `apns-expiration`; not part of the payload.
+    #[serde(skip)]
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlertAps {
+    pub alert: LocalizedAlert,
+    pub sound: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LocalizedAlert {
+    #[serde(rename = "loc-key")]
+    pub loc_key: &'static str,
+    /// The caller name, or `""`.
+    #[serde(rename = "loc-args")]
+    pub loc_args: Vec<String>,
+}
+
+impl AlertPush {
+    /// The notice of `call`, which ended `reason`.
+    pub fn for_call(call: &DueCall, reason: &'static str) -> AlertPush {
+        AlertPush {
+            aps: AlertAps {
+                alert: LocalizedAlert {
+                    loc_key: KOE_MISSED_CALL,
+                    loc_args: vec![call.caller_name.clone().unwrap_or_default()],
+                },
+                sound: "default",
+            },
+            call_id: call.call_id.as_str().to_owned(),
+            scheduled_at: call
+                .scheduled_at
+                .with_offset()
+                .to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            reason,
+            expires_at: call.scheduled_at.utc() + NOTICE_LIFETIME,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the payload serializes")
+    }
+}
 
 impl VoipPush {
     /// The push `attempt` (1, 2, ...) for `reservation`, sent at `now`.
@@ -120,6 +184,20 @@ impl std::fmt::Display for PushError {
 pub trait PushSender: Send + Sync {
     /// Sends `push` to `device` (its token, in its environment). `Ok` means APNs accepted it.
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError>;
+
+    /// Sends the missed-call notice `push` to `device`'s alert token (in its environment), as
+    /// an alert push. `Ok` means APNs accepted it. Senders that cannot send one refuse it.
+    async fn send_alert(
+        &self,
+        _push: &AlertPush,
+        _device: &Device,
+        _token: &AlertToken,
+    ) -> Result<(), PushError> {
+        Err(PushError::Rejected {
+            status: None,
+            reason: "this sender does not send alert pushes".into(),
+        })
+    }
 
     /// Opens the sender's connection ahead of its first push where the adapter can, so that push
     /// does not pay the connection's setup; returns once it is open. A no-op by default, and on

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use futures_util::future::join_all;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{PushError, PushSender, VoipPush};
-use crate::domain::device::Device;
+use super::{AlertPush, PushError, PushSender, VoipPush};
+use crate::domain::device::{AlertToken, Device};
 
 /// Makes one new connection (for APNs: a new `ApnsSender`, with connections of its own).
 pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
@@ -168,6 +168,25 @@ impl PushSender for PushPool {
         result
     }
 
+    /// A notice goes over the pool's connections like a call push (`PushPool::send`'s limits).
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        let _capacity = self
+            .capacity
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the pool's semaphore is never closed");
+        let (connection, stream) = self.stream();
+        let result = connection.sender.send_alert(push, device, token).await;
+        drop(stream);
+        result
+    }
+
     async fn prepare(&self, expected_in_second: usize) {
         PushPool::prepare(self, expected_in_second).await;
     }
@@ -266,6 +285,7 @@ mod tests {
             environment: PushEnvironment::Production,
             updated_at: now,
             confirms_calls: false,
+            alert_token: None,
         };
         (push, device)
     }

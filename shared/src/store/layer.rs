@@ -16,7 +16,7 @@ use super::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
-use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, RunToken};
 use crate::store::prelude::*;
@@ -53,6 +53,7 @@ pub enum Op<'a> {
     DeviceProof(&'a DeviceId, Time),
     ProveDevice(&'a DeviceId, &'a str, Time),
     RemoveDevice(&'a DeviceId, &'a VoipToken),
+    RemoveAlertToken(&'a DeviceId, &'a AlertToken),
     CreateReservation(&'a Reservation, Time, Time),
     WasCancelled(&'a CallId, Time),
     GetReservation(&'a DeviceId, Time),
@@ -68,6 +69,8 @@ pub enum Op<'a> {
     MarkPushStarted(&'a DeviceId, &'a CallId, &'a RunToken, Time, bool),
     ReleaseClaim(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     FinishReservation(&'a DeviceId, &'a CallId, Outcome, &'a RunToken, Time, Time),
+    ClaimNotice(&'a DeviceId, &'a CallId, &'a RunToken, Time),
+    NoticeSent(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     CountAgentUse(&'a DeviceId, &'a str, u32, i64),
     CountPlanAnswer(&'a str, u32, i64),
     ReserveTokens(&'a str, &'a str, u64, u64, i64),
@@ -113,6 +116,7 @@ impl Op<'_> {
             DeviceProof(..) => "DeviceProof",
             ProveDevice(..) => "ProveDevice",
             RemoveDevice(..) => "RemoveDevice",
+            RemoveAlertToken(..) => "RemoveAlertToken",
             CreateReservation(..) => "CreateReservation",
             WasCancelled(..) => "WasCancelled",
             GetReservation(..) => "GetReservation",
@@ -126,6 +130,8 @@ impl Op<'_> {
             MarkPushStarted(..) => "MarkPushStarted",
             ReleaseClaim(..) => "ReleaseClaim",
             FinishReservation(..) => "FinishReservation",
+            ClaimNotice(..) => "ClaimNotice",
+            NoticeSent(..) => "NoticeSent",
             CountAgentUse(..) => "CountAgentUse",
             CountPlanAnswer(..) => "CountPlanAnswer",
             ReserveTokens(..) => "ReserveTokens",
@@ -151,6 +157,7 @@ impl Op<'_> {
             CancelReservation(..) => Request::TransactWriteItems,
             ProveDevice(..)
             | RemoveDevice(..)
+            | RemoveAlertToken(..)
             | ConfirmCall(..)
             | WatchMinute(..)
             | RaiseSweptBefore(..)
@@ -159,6 +166,8 @@ impl Op<'_> {
             | MarkPushStarted(..)
             | ReleaseClaim(..)
             | FinishReservation(..)
+            | ClaimNotice(..)
+            | NoticeSent(..)
             | CountAgentUse(..)
             | CountPlanAnswer(..)
             | ReserveTokens(..)
@@ -194,6 +203,7 @@ layered! {
         DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
         ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
         RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
+        RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
     }
     ReservationStore {
         CreateReservation: fn create_reservation(
@@ -221,6 +231,10 @@ layered! {
             id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
         FinishReservation: fn finish_reservation(id: &DeviceId, call_id: &CallId,
             outcome: Outcome, run: &RunToken, now: Time, abandoned_before: Time) -> Answer<bool>;
+        ClaimNotice: fn claim_notice(
+            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
+        NoticeSent: fn notice_sent(
+            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
     }
     UsageStore {
         CountAgentUse: fn count_agent_use(

@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{CallId, Reservation, RunToken};
 
@@ -93,11 +93,19 @@ pub trait DeviceStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Removes the device's token (APNs called it dead) only if it is still `token` (a newer
-    /// one wins). The device's secret and its state stay: the device keeps its proof, so the
+    /// Removes the device's token (APNs called it dead), and its alert token with it, only if
+    /// it is still `token` (a newer one wins). The device's secret and its state stay: the device keeps its proof, so the
     /// token cannot be replaced, nor its reservation read or cancelled, without the secret it
     /// had proven. Returns whether the token was removed.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError>;
+
+    /// Removes the device's alert token (APNs called it dead) only if it is still `token`; the
+    /// rest of the record stays. Returns whether it was removed.
+    async fn remove_alert_token(
+        &self,
+        id: &DeviceId,
+        token: &AlertToken,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Call reservations as the API makes, reads, cancels and confirms them.
@@ -281,6 +289,28 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Claims the missed-call notice of `call_id` for `run` (docs/dispatch.md, "Missed-call
+    /// notice"): only while the device's reservation is that call, ended `failed`, `missed` or
+    /// `unconfirmed`, with its notice unclaimed or already `run`'s (a claim made again after
+    /// its reply was lost). Whether `run` holds it: of runs at once, one does.
+    async fn claim_notice(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Records that `run`'s notice of `call_id` left at `now` (`notice_sent_at`), if `run` holds
+    /// its claim; made again, it keeps the first time and answers the same.
+    async fn notice_sent(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 }
 

@@ -7,11 +7,11 @@ use async_trait::async_trait;
 
 use super::{App, Mode};
 use crate::config::{ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars};
-use crate::domain::device::Device;
+use crate::domain::device::{AlertToken, Device};
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
 use crate::push::pool::{PoolSettings, PushPool};
-use crate::push::{PushError, PushSender, VoipPush};
+use crate::push::{AlertPush, PushError, PushSender, VoipPush};
 use crate::routes::Adapters;
 use crate::secrets::LiveSecret;
 
@@ -120,6 +120,15 @@ impl Rekeyed {
 impl PushSender for Rekeyed {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
         self.sender().send(push, device).await
+    }
+
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        self.sender().send_alert(push, device, token).await
     }
 
     async fn warm(&self) {

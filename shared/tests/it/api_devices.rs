@@ -167,6 +167,34 @@ async fn a_second_put_replaces_token_environment_and_time() {
     assert_eq!(stored.updated_at, clock.now());
 }
 
+#[tokio::test]
+async fn the_alert_token_is_stored_never_answered_and_replaced_by_each_put() {
+    let (app, _clock) = app_at_now().await;
+    let alert = "9A".repeat(40);
+    let body = json!({"deviceId": DEVICE, "voipToken": token(), "alertToken": alert});
+    let response = put(&app, &body).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let mut answered: Value = response.json().await.unwrap();
+    let secret = answered.as_object_mut().unwrap().remove("deviceSecret");
+    assert_eq!(
+        answered,
+        json!({"deviceId": DEVICE, "environment": "production", "updatedAt": NOW_MILLIS, "confirmsCalls": false}),
+        "the alert token is never answered"
+    );
+    let stored = app.stored_device(DEVICE).await.unwrap();
+    assert_eq!(stored.alert_token.unwrap().expose(), "9a".repeat(40));
+
+    let secret = secret.unwrap();
+    let again = json!({"deviceId": DEVICE, "voipToken": token(), "alertToken": null});
+    let request = app
+        .agent(http::Method::PUT, "/devices")
+        .body(again.to_string());
+    let response = send_with_secret(request, secret.as_str()).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let stored = app.stored_device(DEVICE).await.unwrap();
+    assert_eq!(stored.alert_token, None, "a PUT without it removes it");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 400: every class names its field
 
@@ -205,6 +233,9 @@ async fn each_invalid_body_is_a_400_naming_its_field() {
         ),
         ("voipToken", "a number", Some(json!(1234))),
         ("voipToken", "an array", Some(json!([t]))),
+        ("alertToken", "63 chars", Some(json!("a".repeat(63)))),
+        ("alertToken", "non-hex", Some(json!("g".repeat(64)))),
+        ("alertToken", "a number", Some(json!(1234))),
         ("environment", "staging", Some(json!("staging"))),
         ("environment", "uppercase", Some(json!("Sandbox"))),
         ("environment", "a number", Some(json!(1))),

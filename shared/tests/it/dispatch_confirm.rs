@@ -70,6 +70,7 @@ impl World {
             environment: PushEnvironment::Production,
             updated_at: now,
             confirms_calls: confirms,
+            alert_token: None,
         };
         self.store.put_device(&device).await.unwrap();
         let at = (now + Duration::milliseconds(in_ms)).fixed_offset();

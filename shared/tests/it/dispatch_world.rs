@@ -124,6 +124,7 @@ impl World {
             environment,
             updated_at: self.clock.now(),
             confirms_calls: false,
+            alert_token: None,
         };
         self.store.put_device(&device).await.expect("put_device");
         device

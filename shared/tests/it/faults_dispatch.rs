@@ -76,6 +76,7 @@ async fn device(app: &App, name: &str) -> Device {
         environment: PushEnvironment::Production,
         updated_at: Utc::now(),
         confirms_calls: false,
+        alert_token: None,
     };
     app.store()
         .await

@@ -65,6 +65,7 @@ mod dispatch_inflated_count;
 mod dispatch_lambda;
 mod dispatch_late_push;
 mod dispatch_load;
+mod dispatch_notice;
 mod dispatch_outage;
 mod dispatch_push_again;
 mod dispatch_runs;

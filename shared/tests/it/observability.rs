@@ -53,6 +53,7 @@ async fn reserve(store: &Arc<dyn Store>, clock: &ManualClock, name: &str, when: 
         environment: PushEnvironment::Production,
         updated_at: clock.now(),
         confirms_calls: false,
+        alert_token: None,
     };
     store.put_device(&device).await.unwrap();
     let now = clock.now();

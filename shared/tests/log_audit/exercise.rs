@@ -149,9 +149,18 @@ pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
             agent_device_secret(pass).await;
         }
         "put-device" => {
-            let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox"});
+            let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox", "alertToken": alert_token()});
             pass.expect_json("PUT /devices", PUT_DEVICES, &body, 200, true)
                 .await;
+            let bad = json!({"deviceId": d.registered, "voipToken": voip_token(), "alertToken": format!("{}{CALLER}", alert_token())});
+            pass.expect_json(
+                "PUT /devices, bad alert token",
+                PUT_DEVICES,
+                &bad,
+                400,
+                false,
+            )
+            .await;
             let bad =
                 json!({"deviceId": d.registered, "voipToken": format!("{}{CALLER}", voip_token())});
             pass.expect_json("PUT /devices, bad token", PUT_DEVICES, &bad, 400, false)

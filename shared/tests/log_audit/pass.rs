@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::{Duration, FixedOffset, Utc};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
 use koe::store::prelude::*;
 use koe_testkit::harness::{TestApp, send, spawn_app_with};
@@ -183,6 +183,7 @@ impl Pass {
             environment: PushEnvironment::Sandbox,
             updated_at: Utc::now(),
             confirms_calls: false,
+            alert_token: Some(AlertToken::parse("alertToken", &alert_token()).unwrap()),
         };
         if !self.down {
             self.app.store.put_device(&device).await.unwrap();

@@ -26,6 +26,8 @@ pub(super) const WRONG_SECRET: &str = "SENTINEL-DEVSECRET-69d7";
 pub(super) const IDEMPOTENCY_KEY: &str = "SENTINEL-IDEMKEY-7ae8";
 /// VoIP token hex (sent in upper case; stored lower case).
 pub(super) const TOKEN_HEX: &str = "5e471ae15e471ae1";
+/// Alert token hex (`alertToken`, the missed-call notice's; sent in upper case).
+pub(super) const ALERT_HEX: &str = "a1e470cea1e470ce";
 
 /// The device ids of one pass, in clear (with the pass's name, so passes never share them).
 pub(super) struct Devices {
@@ -71,6 +73,10 @@ pub(super) fn voip_token() -> String {
     TOKEN_HEX.repeat(4).to_uppercase()
 }
 
+pub(super) fn alert_token() -> String {
+    ALERT_HEX.repeat(4).to_uppercase()
+}
+
 /// Every sentinel, and distinctive parts a partial or re-encoded leak would show.
 pub(super) fn forbidden() -> Vec<String> {
     let mut list: Vec<String> = [
@@ -104,6 +110,8 @@ pub(super) fn forbidden() -> Vec<String> {
         CLAIM_EMAIL,
         TOKEN_HEX,
         &TOKEN_HEX.to_uppercase(),
+        ALERT_HEX,
+        &ALERT_HEX.to_uppercase(),
         "SENTINEL-DEVICE",
         "DEVICE-agent",
         "DEVICE-registered",

@@ -198,9 +198,12 @@ impl StoreLayer for HeldStore {
             | Op::ClaimDue(..)
             | Op::MarkPushStarted(..)
             | Op::ReleaseClaim(..)
-            | Op::FinishReservation(..) => self.once(operation, call()).await,
+            | Op::FinishReservation(..)
+            | Op::ClaimNotice(..)
+            | Op::NoticeSent(..) => self.once(operation, call()).await,
             // Its other requests (and confirmations), through the normal client.
             Op::RemoveDevice(..)
+            | Op::RemoveAlertToken(..)
             | Op::GetReservation(..)
             | Op::ConfirmCall(..)
             | Op::DueCount(..)
@@ -240,6 +243,7 @@ mod tests {
             environment: PushEnvironment::Production,
             updated_at: made,
             confirms_calls: false,
+            alert_token: None,
         };
         store.put_device(&device).await.unwrap();
         let at = t("2026-01-01T07:00:00Z").fixed_offset();

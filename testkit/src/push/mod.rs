@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::clock::Clock;
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::push::{PushError, PushSender, VoipPush};
+use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::push::{AlertPush, PushError, PushSender, VoipPush};
 
 /// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the
 /// push pool's tests and benchmark.
@@ -35,6 +35,7 @@ pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
         environment: PushEnvironment::Production,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     };
     (push, device)
 }
@@ -101,6 +102,8 @@ impl Scripted {
 pub struct RecordingPushSender {
     clock: Arc<dyn Clock>,
     attempts: Mutex<Vec<RecordedPush>>,
+    /// The missed-call notices' attempts (alert pushes; `token` is the alert token).
+    alerts: Mutex<Vec<RecordedPush>>,
     /// Per device id: the answers to its next attempts; afterwards, `Accept`.
     scripts: Mutex<HashMap<String, VecDeque<Scripted>>>,
     /// Real time each accepted push takes (as an APNs round trip would).
@@ -112,6 +115,7 @@ impl RecordingPushSender {
         RecordingPushSender {
             clock,
             attempts: Mutex::new(Vec::new()),
+            alerts: Mutex::new(Vec::new()),
             scripts: Mutex::new(HashMap::new()),
             latency: Mutex::new(Duration::ZERO),
         }
@@ -125,6 +129,25 @@ impl RecordingPushSender {
             .entry(device_id.to_owned())
             .or_default()
             .extend(answers);
+    }
+
+    /// The next alert pushes (missed-call notices) to `device_id` get these answers, in order;
+    /// then `Accept`.
+    pub fn script_alerts(&self, device_id: &str, answers: impl IntoIterator<Item = Scripted>) {
+        self.script(&format!("alert:{device_id}"), answers);
+    }
+
+    /// Every alert push attempt so far (missed-call notices), in order.
+    pub fn alert_attempts(&self) -> Vec<RecordedPush> {
+        self.alerts.lock().unwrap().clone()
+    }
+
+    /// The accepted alert pushes of one call.
+    pub fn alerts_for_call(&self, call_id: &str) -> Vec<RecordedPush> {
+        self.alert_attempts()
+            .into_iter()
+            .filter(|p| p.accepted && p.call_id == call_id)
+            .collect()
     }
 
     /// Every push takes this long in real time before it is answered.
@@ -176,14 +199,7 @@ impl RecordingPushSender {
 #[async_trait]
 impl PushSender for RecordingPushSender {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let answer = self
-            .scripts
-            .lock()
-            .unwrap()
-            .get_mut(device.device_id.as_str())
-            .and_then(VecDeque::pop_front)
-            .unwrap_or(Scripted::Accept);
-        let mut recorded = RecordedPush {
+        let recorded = RecordedPush {
             call_id: push.call_id.clone(),
             device_id: device.device_id.as_str().to_owned(),
             token: device.voip_token.expose().to_owned(),
@@ -193,10 +209,50 @@ impl PushSender for RecordingPushSender {
             payload: serde_json::from_str(&push.to_json()).expect("payload is JSON"),
             accepted: false,
         };
+        self.answer(device.device_id.as_str(), recorded, &self.attempts)
+            .await
+    }
+
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        let recorded = RecordedPush {
+            call_id: push.call_id.clone(),
+            device_id: device.device_id.as_str().to_owned(),
+            token: token.expose().to_owned(),
+            environment: device.environment,
+            at: self.clock.now(),
+            expires_at: push.expires_at,
+            payload: serde_json::from_str(&push.to_json()).expect("payload is JSON"),
+            accepted: false,
+        };
+        let key = format!("alert:{}", device.device_id.as_str());
+        self.answer(&key, recorded, &self.alerts).await
+    }
+}
+
+impl RecordingPushSender {
+    /// Answers an attempt as scripted for `key`, recording it into `log`.
+    async fn answer(
+        &self,
+        key: &str,
+        mut recorded: RecordedPush,
+        log: &Mutex<Vec<RecordedPush>>,
+    ) -> Result<(), PushError> {
+        let answer = self
+            .scripts
+            .lock()
+            .unwrap()
+            .get_mut(key)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(Scripted::Accept);
         match answer {
             Scripted::Accept => {
                 recorded.accepted = true;
-                self.attempts.lock().unwrap().push(recorded);
+                log.lock().unwrap().push(recorded);
                 let latency = *self.latency.lock().unwrap();
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;
@@ -204,11 +260,11 @@ impl PushSender for RecordingPushSender {
                 Ok(())
             }
             Scripted::Fail(error) => {
-                self.attempts.lock().unwrap().push(recorded);
+                log.lock().unwrap().push(recorded);
                 Err(error)
             }
             Scripted::Hang => {
-                self.attempts.lock().unwrap().push(recorded);
+                log.lock().unwrap().push(recorded);
                 std::future::pending().await
             }
         }

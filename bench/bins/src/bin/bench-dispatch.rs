@@ -141,6 +141,7 @@ async fn main() -> ExitCode {
                     environment: PushEnvironment::Production,
                     updated_at: now,
                     confirms_calls: false,
+                    alert_token: None,
                 };
                 store.put_device(&device).await.expect("put device");
             }

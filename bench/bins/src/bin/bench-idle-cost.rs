@@ -173,6 +173,7 @@ async fn main() {
             environment: koe::domain::device::PushEnvironment::Sandbox,
             updated_at: now,
             confirms_calls: false,
+            alert_token: None,
         };
         let b = units(&proxy.stats());
         store.put_device(&device).await.unwrap();

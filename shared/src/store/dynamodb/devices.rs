@@ -13,7 +13,7 @@ use super::{
 };
 use super::{offer, read_item, update_item};
 use crate::domain::device::Device;
-use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
+use crate::domain::device::{AlertToken, DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
 use crate::store::prelude::*;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
@@ -25,6 +25,8 @@ const SECRET_HASH: &str = "secretHash";
 /// BOOL, present only when true: the device's app confirms its call pushes.
 const CONFIRMS_CALLS: &str = "confirmsCalls";
 const SECRET_PROVEN: &str = "secretProven";
+/// S, present only when the app registered one: the missed-call notice's token.
+pub(super) const ALERT_TOKEN: &str = "alertToken";
 /// Reads and conditional writes before giving up on a record that keeps changing.
 pub const ATTEMPTS: u32 = 2;
 
@@ -199,7 +201,8 @@ impl DeviceStore for DynamoStore {
         written("UpdateItem", table, result)
     }
 
-    /// Removes the token (and its environment) if it is still `token`; the item, with the
+    /// Removes the token (its environment and alert token with it) if it is still `token`; the
+    /// item, with the
     /// device's secret, stays. An item left with neither token nor secret (a device registered
     /// before secrets) is deleted, as the memory store has no record of it either.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
@@ -208,7 +211,7 @@ impl DeviceStore for DynamoStore {
             &self.client,
             table,
             id.as_str(),
-            "REMOVE #voipToken, #environment",
+            "REMOVE #voipToken, #environment, #alertToken",
             "#voipToken = :token",
             offer(vec![(":token", s(token.expose()))]),
         )
@@ -239,6 +242,25 @@ impl DeviceStore for DynamoStore {
         }
         Ok(true)
     }
+
+    async fn remove_alert_token(
+        &self,
+        id: &DeviceId,
+        token: &AlertToken,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.devices;
+        let result = update_item(
+            &self.client,
+            table,
+            id.as_str(),
+            "REMOVE #alertToken",
+            "#alertToken = :token",
+            offer(vec![(":token", s(token.expose()))]),
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
+    }
 }
 
 /// Whether a device item is past its TTL at `now` (epoch seconds): absent to every read.
@@ -259,6 +281,9 @@ pub(super) fn device_item(device: &Device) -> Item {
     if device.confirms_calls {
         item.insert(CONFIRMS_CALLS.to_owned(), AttributeValue::Bool(true));
     }
+    if let Some(token) = &device.alert_token {
+        item.insert(ALERT_TOKEN.to_owned(), s(token.expose()));
+    }
     item
 }
 
@@ -275,5 +300,8 @@ pub(super) fn device_from_item(table: &str, item: &Item) -> Result<Option<Device
             .ok_or_else(|| bad_item(table, ENVIRONMENT))?,
         updated_at: r.time(UPDATED_AT)?,
         confirms_calls: matches!(item.get(CONFIRMS_CALLS), Some(AttributeValue::Bool(true))),
+        alert_token: r
+            .opt_s(ALERT_TOKEN)?
+            .map(|t| AlertToken::from_stored(t.to_owned())),
     }))
 }

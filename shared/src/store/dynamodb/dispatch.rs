@@ -288,7 +288,42 @@ impl DispatchStore for DynamoStore {
         .await;
         written("UpdateItem", table, result)
     }
+
+    async fn claim_notice(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.run_write(
+            id,
+            call_id,
+            run,
+            now,
+            "SET #noticeClaim = :run",
+            NOTICE_CLAIMABLE,
+        )
+        .await
+    }
+
+    async fn notice_sent(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let update = "SET #noticeSentAtMs = if_not_exists(#noticeSentAtMs, :nowMs)";
+        let condition = "#callId = :callId AND #noticeClaim = :run";
+        self.run_write(id, call_id, run, now, update, condition)
+            .await
+    }
 }
+
+/// The notice's claim is `run`'s, or free on a call that ended badly.
+const NOTICE_CLAIMABLE: &str = "#callId = :callId AND #status IN (:failed, :missed, :unconfirmed) \
+     AND (attribute_not_exists(#noticeClaim) OR #noticeClaim = :run)";
 
 impl DynamoStore {
     /// A write of `run`'s on its claim of the call (`:run`, `:true`, and [`call_values`]), on

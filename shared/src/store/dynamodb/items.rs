@@ -8,8 +8,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
     CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, CREATED_AT, DEVICE_ID, DUE_SHARD,
-    EXPIRE_AT, FINISH_TOKEN, Item, PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT,
-    SCHEDULED_AT_MS, STATUS, UPDATED_AT, bad_item, n, s,
+    EXPIRE_AT, FINISH_TOKEN, Item, NOTICE_CLAIM, NOTICE_SENT_AT_MS, PUSH_STARTED_AT_MS, PUSHES,
+    RANG_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT, bad_item, n, s,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::shard_key;
@@ -100,7 +100,14 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
     if let Some(rang_at) = r.rang_at {
         item.insert(RANG_AT_MS.to_owned(), n(rang_at.timestamp_millis()));
     }
-    for (name, token) in [(CLAIM_TOKEN, &r.claimed_by), (FINISH_TOKEN, &r.finished_by)] {
+    if let Some(sent_at) = r.notice_sent_at {
+        item.insert(NOTICE_SENT_AT_MS.to_owned(), n(sent_at.timestamp_millis()));
+    }
+    for (name, token) in [
+        (CLAIM_TOKEN, &r.claimed_by),
+        (FINISH_TOKEN, &r.finished_by),
+        (NOTICE_CLAIM, &r.notice_claimed_by),
+    ] {
         if let Some(token) = token {
             item.insert(name.to_owned(), s(token.as_str()));
         }
@@ -134,6 +141,10 @@ pub(super) fn reservation_from_item(table: &str, item: &Item) -> Result<Reservat
             .map_err(|_| bad_item(table, PUSHES))?,
         confirms: matches!(item.get(CONFIRMS), Some(AttributeValue::Bool(true))),
         rang_at: r.opt_time_ms(RANG_AT_MS)?,
+        notice_claimed_by: r
+            .opt_s(NOTICE_CLAIM)?
+            .map(|t| RunToken::from_stored(t.to_owned())),
+        notice_sent_at: r.opt_time_ms(NOTICE_SENT_AT_MS)?,
         expire_at: r.opt_i64(EXPIRE_AT)?,
     })
 }

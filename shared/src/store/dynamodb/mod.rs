@@ -67,6 +67,10 @@ const PUSHES: &str = "pushes";
 const CONFIRMS: &str = "confirms";
 /// N: when the device confirmed a push (`rang`).
 const RANG_AT_MS: &str = "rangAtMs";
+/// S: the token of the run that claimed the call's missed-call notice.
+const NOTICE_CLAIM: &str = "noticeClaim";
+/// N: when the missed-call notice left.
+const NOTICE_SENT_AT_MS: &str = "noticeSentAtMs";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 

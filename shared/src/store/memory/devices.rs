@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{MemoryStore, Tables};
-use crate::domain::device::{Device, DeviceId, VoipToken};
+use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::store::prelude::*;
 use crate::store::{DeviceProof, DeviceWrite, StoreError};
 
@@ -115,6 +115,21 @@ impl DeviceStore for MemoryStore {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    async fn remove_alert_token(
+        &self,
+        id: &DeviceId,
+        token: &AlertToken,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        match tables.devices.get_mut(id) {
+            Some(d) if d.alert_token.as_ref() == Some(token) => {
+                d.alert_token = None;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
 

@@ -204,6 +204,47 @@ impl DispatchStore for MemoryStore {
         tables.unindex(id);
         Ok(true)
     }
+
+    async fn claim_notice(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        _now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
+            Some(r)
+                if matches!(
+                    r.status,
+                    ReservationStatus::Failed
+                        | ReservationStatus::Missed
+                        | ReservationStatus::Unconfirmed
+                ) && r.notice_claimed_by.as_ref().is_none_or(|c| c == run) =>
+            {
+                r.notice_claimed_by = Some(run.clone());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn notice_sent(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *self.lock();
+        Ok(match tables.call_mut(id, call_id) {
+            Some(r) if r.notice_claimed_by.as_ref() == Some(run) => {
+                r.notice_sent_at.get_or_insert(now);
+                true
+            }
+            _ => false,
+        })
+    }
 }
 
 impl Tables {

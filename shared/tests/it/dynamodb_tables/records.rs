@@ -20,6 +20,7 @@ async fn records_read_back_exactly_as_written() {
         environment: PushEnvironment::Sandbox,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     };
     store.put_device(&device).await.unwrap();
     assert_eq!(
@@ -129,6 +130,7 @@ async fn a_device_expires_400_days_after_its_last_registration() {
         environment: PushEnvironment::Production,
         updated_at,
         confirms_calls: false,
+        alert_token: None,
     };
     store
         .register_device(&device(first), None, "h1")

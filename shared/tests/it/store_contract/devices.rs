@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::store::DeviceWrite::{Refused, Written};
 use koe::store::{Call, Op, Store, StoreError, StoreLayer};
 
@@ -283,7 +283,42 @@ async fn remove_device_with_a_stale_token_keeps_it(store: DynStore) {
     assert_eq!(get(&store, &unknown).await, None);
 }
 
+/// The missed-call notice's token: stored with the registration, replaced (or removed) by each
+/// registration like every other field, and gone with a VoIP token APNs called dead.
+async fn the_alert_token_is_stored_replaced_and_removed_with_the_registration(store: DynStore) {
+    let id = new_device_id();
+    let alert = AlertToken::parse("alertToken", new_token().expose()).unwrap();
+    let mut d = device(&id, PushEnvironment::Sandbox, t0());
+    d.alert_token = Some(alert.clone());
+    store.register_device(&d, None, "h1").await.unwrap();
+    assert_eq!(get(&store, &id).await.unwrap().alert_token, Some(alert));
+
+    let mut again = device(&id, PushEnvironment::Sandbox, t0() + secs(5));
+    again.alert_token = None;
+    store
+        .register_device(&again, Some("h1"), "h2")
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&store, &id).await,
+        Some(again.clone()),
+        "absent: removed"
+    );
+
+    let other = AlertToken::parse("alertToken", new_token().expose()).unwrap();
+    again.alert_token = Some(other.clone());
+    store.put_device(&again).await.unwrap();
+    assert_eq!(get(&store, &id).await.unwrap().alert_token, Some(other));
+    assert!(removed(&store, &id, &again.voip_token).await);
+    assert_eq!(
+        get(&store, &id).await,
+        None,
+        "gone with the dead VoIP token"
+    );
+}
+
 contract_suite!(
+    the_alert_token_is_stored_replaced_and_removed_with_the_registration,
     put_device_then_get_returns_the_same_record,
     put_device_again_replaces_token_and_environment,
     device_proof_tells_the_secrets_state,

@@ -151,7 +151,69 @@ async fn finishing_twice_is_refused_the_second_time(store: DynStore) {
     );
 }
 
+/// The missed-call notice's claim: only on a call ended failed, missed or unconfirmed; one run
+/// holds it (the same run asking again, after a lost reply, holds it still), and only that run
+/// records `notice_sent_at` (the first time kept).
+async fn one_run_claims_a_calls_notice(store: DynStore) {
+    let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(1);
+    let (a, b) = (RunToken::generate(), RunToken::generate());
+    let claim_notice = |run: &RunToken, call: &CallId| {
+        let (store, run, call, device) = (
+            store.clone(),
+            run.clone(),
+            call.clone(),
+            r.device_id.clone(),
+        );
+        async move {
+            store
+                .claim_notice(&device, &call, &run, now)
+                .await
+                .expect("claim_notice")
+        }
+    };
+    assert!(
+        !claim_notice(&a, &r.call_id).await,
+        "not before the outcome"
+    );
+    assert!(finish_as(&store, &r, Outcome::Failed, &a, now).await);
+    assert!(!claim_notice(&a, &CallId::generate()).await, "another call");
+    assert!(claim_notice(&a, &r.call_id).await);
+    assert!(claim_notice(&a, &r.call_id).await, "made again by its run");
+    assert!(!claim_notice(&b, &r.call_id).await, "another run's");
+    let sent = |run: &RunToken, at| {
+        let (store, run, call, device) = (
+            store.clone(),
+            run.clone(),
+            r.call_id.clone(),
+            r.device_id.clone(),
+        );
+        async move {
+            store
+                .notice_sent(&device, &call, &run, at)
+                .await
+                .expect("notice_sent")
+        }
+    };
+    assert!(!sent(&b, now).await, "not by another run");
+    assert!(sent(&a, now).await);
+    assert!(sent(&a, now + secs(1)).await, "made again");
+    let stored = get_some(&store, &r.device_id, now).await;
+    assert_eq!(stored.notice_sent_at, Some(now), "the first time kept");
+    assert_eq!(stored.status, ReservationStatus::Failed);
+
+    let (sent_call, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
+    let now = claimed_at + secs(1);
+    assert!(finish_as(&store, &sent_call, Outcome::Sent, &a, now).await);
+    let refused = store
+        .claim_notice(&sent_call.device_id, &sent_call.call_id, &a, now)
+        .await
+        .unwrap();
+    assert!(!refused, "a sent call has no notice");
+}
+
 contract_suite!(
+    one_run_claims_a_calls_notice,
     finish_sent_or_failed_from_claimed_sets_status_and_expiry,
     finish_sent_or_failed_from_scheduled_is_refused,
     finish_with_a_wrong_call_id_is_refused,

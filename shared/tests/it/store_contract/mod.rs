@@ -75,6 +75,7 @@ pub(super) fn device(id: &DeviceId, environment: PushEnvironment, now: DateTime<
         environment,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     }
 }
 
