@@ -15,6 +15,7 @@ use crate::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
 use crate::deadline::{ANSWER_RESERVE, MARGIN};
+use crate::dispatch::notice::{NOTICE_BUDGET, NOTICE_RECORD_BUDGET};
 use crate::dispatch::wake::LONGEST_WAKE;
 use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
 use crate::edge::NOTIFY_TIMEOUT;
@@ -121,6 +122,10 @@ fn dispatch_run() -> Vec<(&'static str, Duration)> {
         (
             "outcome, retried (or the claim given back, shorter)",
             (FINISH_BUDGET + DISPATCH_ATTEMPT_TIMEOUT).max(GIVE_BACK.to_std().expect("positive")),
+        ),
+        (
+            "missed-call notice: claim and push, then its record",
+            NOTICE_BUDGET + NOTICE_RECORD_BUDGET + DISPATCH_ATTEMPT_TIMEOUT * 2,
         ),
         ("the runtime's margin", MARGIN),
     ]

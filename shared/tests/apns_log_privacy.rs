@@ -34,6 +34,7 @@ fn push_and_device() -> (VoipPush, Device) {
         environment: PushEnvironment::Production,
         updated_at: now,
         confirms_calls: false,
+        alert_token: None,
     };
     (push, device)
 }

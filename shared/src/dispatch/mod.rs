@@ -23,7 +23,7 @@ mod deliver;
 mod dispatcher;
 mod fan_out;
 mod in_flight;
-mod notice;
+pub mod notice;
 mod pending;
 mod push_attempts;
 mod run;

@@ -12,10 +12,13 @@ use crate::push::{AlertPush, NOTICE_LIFETIME, PushError};
 
 /// Attempts of a notice's push that APNs surely did not take (`PushError::Retryable`).
 const NOTICE_ATTEMPTS: u32 = 3;
-/// How long the notice's store requests (device read and claim; then its record) are made again
-/// when they get no answer, and its push attempts are retried: a notice is worth less than the
-/// run's other calls, and keeps the run well inside its function's timeout.
+/// How long the notice's store requests (device read and claim) are made again when they get no
+/// answer and its push is tried: the notice is claimed and pushed within this, its last
+/// attempt cut at its end. A notice is worth less than the run's other calls, and keeps the
+/// run inside its function's timeout (`crate::budgets`).
 pub const NOTICE_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long the record of a notice sent (`noticeSentAt`, shown by GET /calls) is made again.
+pub const NOTICE_RECORD_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 /// One attempt of the notice's push, at most (no answer by then: not sent, not tried again).
 const NOTICE_PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -29,6 +32,7 @@ impl Run {
             return;
         }
         let budget = chrono::Duration::from_std(NOTICE_BUDGET).expect("small");
+        let record_budget = chrono::Duration::from_std(NOTICE_RECORD_BUDGET).expect("small");
         let deadline = now + budget;
         let device = match known {
             Some(device) => Some(device.clone()),
@@ -80,7 +84,8 @@ impl Run {
         let sent = loop {
             attempts += 1;
             let send = self.dispatcher.push.send_alert(&push, &device, &token);
-            let answer = tokio::time::timeout(NOTICE_PUSH_TIMEOUT, send)
+            let left = (deadline - self.clock().now()).to_std().unwrap_or_default();
+            let answer = tokio::time::timeout(NOTICE_PUSH_TIMEOUT.min(left), send)
                 .await
                 .unwrap_or_else(|_| {
                     Err(PushError::MaybeDelivered {
@@ -124,7 +129,7 @@ impl Run {
         self.tally(|t| t.notices_sent += 1);
         let sent_at = self.clock().now();
         let recorded = self
-            .resolved(sent_at + budget, || async {
+            .resolved(sent_at + record_budget, || async {
                 let _store = self.store_permit().await;
                 self.dispatcher
                     .store
