@@ -1,17 +1,19 @@
 //! An outage of the dispatcher longer than grace + look-back (7 minutes): the calls due in it
 //! are swept by the next run (of the same process, or of a new one, from the store's sweep
 //! mark): stored `missed` and counted in `Missed`; a DELETE of such a call, before or after
-//! the sweep, is 409 `TOO_LATE` ("missed"), never 204. Manual clock, both stores.
+//! the sweep, is 409 `TOO_LATE` ("missed"), never 204; a swept call whose device registered an
+//! `alertToken` gets its one missed-call notice when it is marked. Manual clock, both stores.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::PushEnvironment;
+use koe::domain::device::{AlertToken, PushEnvironment};
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::metrics::catalogue::DISPATCH;
 use koe::metrics::{MemorySink, Metrics};
 use koe::store::Store;
+use koe::store::prelude::*;
 use koe_testkit::emf;
 use koe_testkit::harness::{TestApp, error_body, send, spawn_app_with};
 
@@ -58,7 +60,9 @@ pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: A
             .with_push(push.clone())
     })
     .await;
-    let first = w.device("outage-1", PushEnvironment::Production).await;
+    let mut first = w.device("outage-1", PushEnvironment::Production).await;
+    first.alert_token = Some(AlertToken::parse("alertToken", &"a1".repeat(32)).unwrap());
+    store.put_device(&first).await.unwrap();
     let second = w.device("outage-2", PushEnvironment::Production).await;
     let r1 = w.reserve(&first, at(3 * 60)).await;
     let r2 = w.reserve(&second, at(30 * 60)).await;
@@ -80,6 +84,12 @@ pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: A
         ReservationStatus::Missed
     );
     too_late_missed(&app, &r1).await;
+    // Marked within a day of its time: its notice, once.
+    let alerts = w.push.alerts_for_call(r1.call_id.as_str());
+    assert_eq!(alerts.len(), 1, "one notice: {alerts:#?}");
+    assert_eq!(alerts[0].payload["reason"], "missed");
+    assert_eq!(alerts[0].token, "a1".repeat(32));
+    assert!(w.stored(&r1).await.unwrap().notice_sent_at.is_some());
 
     // Another outage, then a new process (a cold container): it sweeps from the store's mark.
     let cold = process(&w);
@@ -94,6 +104,15 @@ pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: A
     let lines = emf::parse_all(&sink.lines());
     assert_eq!(emf::total(&lines, DISPATCH, "Missed"), 2.0, "{lines:#?}");
     assert!(w.push.attempts().is_empty(), "a missed call never rings");
+    assert_eq!(
+        w.push.alerts_for_call(r1.call_id.as_str()).len(),
+        1,
+        "never a second notice"
+    );
+    assert!(
+        w.push.alerts_for_call(r2.call_id.as_str()).is_empty(),
+        "no alertToken, no notice"
+    );
 }
 
 on_each_store!(calls_due_in_an_outage_are_swept_missed_and_counted);
