@@ -13,7 +13,6 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::metrics::catalogue::DISPATCH;
 use koe::metrics::{MemorySink, Metrics};
 use koe::store::Store;
-use koe::store::prelude::*;
 use koe_testkit::emf;
 use koe_testkit::harness::{TestApp, error_body, send, spawn_app_with};
 
