@@ -255,12 +255,19 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
     let body = json!({"deviceId": device, "scheduledAt": AT_2035});
     let key = "7d0c8f1e-0000-4000-8000-000000000006";
     lose_the_create(device, "TransactWriteItems");
+    // (the store makes a minute's first create again while unanswered: every attempt lost)
+    world
+        .dropper
+        .refuse_requests("TransactWriteItems", "scheduledAtMs", 6);
+    let read_back = format!(r#""TableName":"{calls}","Key":{{"deviceId":{{"S":"{device}""#);
+    world.dropper.refuse_requests("GetItem", &read_back, 9);
     error_body(
         post_with_key(&app, key, &body).await,
         503,
         "SERVICE_UNAVAILABLE",
     )
     .await;
+    world.dropper.clear();
     let written = world
         .store
         .get_reservation(&device_id(device), clock_now(&clock))

@@ -32,6 +32,9 @@ const CREATE_CONDITION: &str = "attribute_not_exists(#deviceId) OR #expireAt <= 
          AND (#status IN (:sent, :failed, :missed, :cancelled, :rang, :unconfirmed) \
               OR #scheduledAtMs < :staleBeforeMs))";
 const LAST_CALL_ID: &str = "lastCallId";
+/// How many times a minute's first create is made while it gets no answer (each with the SDK's
+/// own retries, within the request's deadline).
+const FIRST_CREATE_ATTEMPTS: u64 = 3;
 
 fn create_names() -> std::collections::HashMap<String, String> {
     names(&[DEVICE_ID, STATUS, EXPIRE_AT, SCHEDULED_AT_MS, CALL_ID])
@@ -331,24 +334,34 @@ impl DynamoStore {
                 TransactWriteItem::builder().update(count).build(),
             ])
         };
-        let result = self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(build()?))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(Created::New { minute_count: None }),
-            Err(e) if put_refused(&e) => self.refused_create(reservation, now).await,
-            Err(e) => {
-                let err = sdk_error("TransactWriteItems", table, e);
-                match self.reservation_record(&reservation.device_id, now).await {
-                    // Made (its count with it), the reply lost.
-                    Ok(Some(stored)) if stored.call_id == reservation.call_id => {
-                        Ok(Created::New { minute_count: None })
-                    }
-                    _ => Err(CreateError::Store(err)),
+        // Made again while it gets no answer: a transaction still in progress (or in conflict)
+        // when the SDK's retry came is not refused, only unanswered; the next one meets its own
+        // reservation (refused as this very one) or makes it.
+        let mut attempt = 1;
+        loop {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(build()?))
+                .send()
+                .await;
+            let err = match result {
+                Ok(_) => return Ok(Created::New { minute_count: None }),
+                Err(e) if put_refused(&e) => {
+                    return self.refused_create(reservation, now).await;
                 }
+                Err(e) => sdk_error("TransactWriteItems", table, e),
+            };
+            match self.reservation_record(&reservation.device_id, now).await {
+                // Made (its count with it), the reply lost.
+                Ok(Some(stored)) if stored.call_id == reservation.call_id => {
+                    return Ok(Created::New { minute_count: None });
+                }
+                _ if attempt < FIRST_CREATE_ATTEMPTS => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                    attempt += 1;
+                }
+                _ => return Err(CreateError::Store(err)),
             }
         }
     }
