@@ -21,7 +21,7 @@ use super::{
 use super::{call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{shard_of, shards_for};
-use crate::domain::reservation::{CallId, Reservation, ReservationStatus};
+use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 use crate::store::prelude::*;
 use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
 
@@ -56,6 +56,14 @@ fn create_values(
         (":nowSecs", n(now.timestamp())),
         (":staleBeforeMs", n(stale_before.timestamp_millis())),
     ])
+}
+
+/// A transaction's client token: from the operating system's random generator, one per send (the
+/// SDK's retries of it carry the same). DynamoDB keeps a token for 10 minutes account-wide and
+/// refuses it with other parameters (`IdempotentParameterMismatchException`); the SDK's own
+/// default tokens were seen to repeat across processes started together (the fixtures test).
+fn transaction_token() -> String {
+    RunToken::generate().as_str().to_owned()
 }
 
 /// A transaction cancelled because the put's condition failed (the count's update has none).
@@ -343,6 +351,7 @@ impl DynamoStore {
                 .client
                 .transact_write_items()
                 .set_transact_items(Some(build()?))
+                .client_request_token(transaction_token())
                 .send()
                 .await;
             let err = match result {
@@ -464,6 +473,7 @@ impl DynamoStore {
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(cancel).build())
             .transact_items(TransactWriteItem::builder().put(tombstone).build())
+            .client_request_token(transaction_token())
             .send()
             .await;
         let err = match result {
