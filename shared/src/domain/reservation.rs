@@ -25,12 +25,10 @@ pub const UNFINISHED_EXPIRY: Duration = Duration::days(8);
 pub struct CallId(String);
 
 impl CallId {
+    /// 32 hex digits from the operating system's random generator (a call id keys its claim
+    /// and its tombstone: it must not repeat across processes).
     pub fn generate() -> CallId {
-        CallId(format!(
-            "{:016x}{:016x}",
-            fastrand::u64(..),
-            fastrand::u64(..)
-        ))
+        CallId(super::random_hex::<16>())
     }
 
     pub fn from_stored(raw: String) -> CallId {
