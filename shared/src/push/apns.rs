@@ -174,13 +174,32 @@ pub fn request(
     bearer: &str,
     body_len: usize,
 ) -> Result<http::Request<()>, http::Error> {
+    apns_request(
+        origin,
+        "voip",
+        topic,
+        push.expires_at,
+        device_token,
+        bearer,
+        body_len,
+    )
+}
+
+/// One APNs request's head: push type `push_type` at priority 10 to `topic`, expiring at
+/// `expires_at`; the JSON body of `body_len` bytes follows on the stream.
+fn apns_request(
+    origin: &str,
+    push_type: &str,
+    topic: &str,
+    expires_at: chrono::DateTime<chrono::Utc>,
+    device_token: &str,
+    bearer: &str,
+    body_len: usize,
+) -> Result<http::Request<()>, http::Error> {
     http::Request::post(format!("{origin}/3/device/{device_token}"))
-        .header("apns-push-type", "voip")
+        .header("apns-push-type", push_type)
         .header("apns-priority", "10")
-        .header(
-            "apns-expiration",
-            push.expires_at.timestamp().max(0).to_string(),
-        )
+        .header("apns-expiration", expires_at.timestamp().max(0).to_string())
         .header("apns-topic", topic)
         .header("authorization", bearer)
         .header("content-type", "application/json")
@@ -200,18 +219,15 @@ pub fn alert_request(
     body_len: usize,
 ) -> Result<http::Request<()>, http::Error> {
     let topic = voip_topic.strip_suffix(".voip").unwrap_or(voip_topic);
-    http::Request::post(format!("{origin}/3/device/{device_token}"))
-        .header("apns-push-type", "alert")
-        .header("apns-priority", "10")
-        .header(
-            "apns-expiration",
-            push.expires_at.timestamp().max(0).to_string(),
-        )
-        .header("apns-topic", topic)
-        .header("authorization", bearer)
-        .header("content-type", "application/json")
-        .header("content-length", body_len.to_string())
-        .body(())
+    apns_request(
+        origin,
+        "alert",
+        topic,
+        push.expires_at,
+        device_token,
+        bearer,
+        body_len,
+    )
 }
 
 #[async_trait]
