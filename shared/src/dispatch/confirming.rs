@@ -11,6 +11,7 @@
 use chrono::{DateTime, Utc};
 
 use super::deliver::{Again, Delivered};
+use super::plan::Slots;
 use super::run_state::Run;
 use super::step_outcomes::{Record, Recorded};
 use crate::domain::due::DueCall;
@@ -19,13 +20,15 @@ use crate::store::Outcome;
 impl Run {
     /// Delivers a reservation: one push, and for a device that confirms its calls each push
     /// again this run's window still covers; one due after it is handed over to a later run.
-    pub(super) async fn deliver(&self, r: &DueCall) -> Again {
+    pub(super) async fn deliver(&self, r: &DueCall, slots: Slots) -> Again {
         let mut call = r.clone();
+        let mut slots = slots;
         loop {
-            match self.deliver_once(&call).await {
+            match self.deliver_once(&call, slots).await {
                 Delivered::Done(again) => return again,
                 Delivered::DueAgain(next) => {
                     call.due_at = next;
+                    slots = self.slots(next);
                     if next >= self.end {
                         // Not finished: this process's runs may take it at once (`InFlight`).
                         return Again::HandOver(call);

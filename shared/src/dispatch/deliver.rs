@@ -5,10 +5,11 @@
 
 use chrono::{DateTime, Utc};
 
+use super::plan::Slots;
 use super::push_attempts::Delivery;
 use super::run_state::Run;
 use super::step_outcomes::{Claim, DeviceRead, Push, Pushed, Record};
-use super::timing::{MARK_LEAD, Resolved, until_resolved, wait_until};
+use super::timing::{Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus};
@@ -43,13 +44,13 @@ impl Run {
     /// is known; an outcome that ends the delivery ends it here, saying whether the call is left
     /// for a later selection, or when it is due again (a device that confirms its calls and has
     /// not yet: `confirming.rs`).
-    pub(super) async fn deliver_once(&self, r: &DueCall) -> Delivered {
+    pub(super) async fn deliver_once(&self, r: &DueCall, slots: Slots) -> Delivered {
         let at = r.due_at;
-        let device = match self.counted(self.read_device(r, at).await) {
+        let device = match self.counted(self.read_device(r, at, slots.claim_at).await) {
             DeviceRead::Read(device) => device,
             DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
-        let (claimed_at, pushes) = match self.counted(self.claim(r, at).await) {
+        let (claimed_at, pushes) = match self.counted(self.claim(r, at, slots.claim_at).await) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
             Claim::StoreError | Claim::Lost => return Delivered::Done(Again::Later),
@@ -61,12 +62,19 @@ impl Run {
             return Delivered::Done(Again::No);
         }
         let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
-        let (pushed, _permit) =
-            match self.counted(self.push(r, at, claimed_at, device, pushes, confirms).await) {
+        let marking = (claimed_at, slots.mark_at);
+        let (pushed, mut _permit) =
+            match self.counted(self.push(r, at, marking, device, pushes, confirms).await) {
                 Push::Ended(pushed, permit) => (pushed, permit),
                 Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
             };
-        // Still under the push's permit.
+        // The outcome waits for its planned slot (a crowded second's: `plan`), not holding the
+        // push's permit meanwhile; then it is written under a permit of its own.
+        if self.clock().now() < slots.finish_at {
+            drop(_permit);
+            wait_until(self.clock(), slots.finish_at).await;
+            _permit = self.permit().await;
+        }
         let (record, due) = self.record(r, pushed, pushes, confirms).await;
         self.counted(record);
         due
@@ -147,11 +155,15 @@ impl Run {
         answer
     }
 
-    /// Step 1, `DEVICE_READ_LEAD` before the claim. The token is read ahead of the claim, so
-    /// that only the claim (one write) has to fit in the claim lead, however many calls share
-    /// the second.
-    async fn read_device(&self, r: &DueCall, at: DateTime<Utc>) -> DeviceRead {
-        let start = at - self.claim_lead - super::timing::DEVICE_READ_LEAD;
+    /// Step 1, `DEVICE_READ_LEAD` before the claim (planned at `claim_at`). The token is read
+    /// ahead of the claim, so that only the claim (one write) has to fit in its slot.
+    async fn read_device(
+        &self,
+        r: &DueCall,
+        at: DateTime<Utc>,
+        claim_at: DateTime<Utc>,
+    ) -> DeviceRead {
+        let start = claim_at - super::timing::DEVICE_READ_LEAD;
         wait_until(self.clock(), start).await;
         let read = self
             .resolved(self.resolve_deadline(at), || async {
@@ -169,11 +181,12 @@ impl Run {
         }
     }
 
-    /// Step 2, `claim_lead` before the second: one conditional write, `scheduled` (or an
-    /// abandoned claim) → `claimed` by this run. Made again until answered: a claim whose
-    /// reply was lost is found to be this run's own.
-    async fn claim(&self, r: &DueCall, at: DateTime<Utc>) -> Claim {
-        wait_until(self.clock(), at - self.claim_lead).await;
+    /// Step 2, at `claim_at` (`claim_lead` before the second, or earlier in a crowded one:
+    /// `plan`): one conditional write, `scheduled` (or an abandoned claim) → `claimed` by this
+    /// run. Made again until answered: a claim whose reply was lost is found to be this run's
+    /// own.
+    async fn claim(&self, r: &DueCall, at: DateTime<Utc>, claim_at: DateTime<Utc>) -> Claim {
+        wait_until(self.clock(), claim_at).await;
         let mut claimed_at = self.clock().now();
         if r.due_at == r.scheduled_at.utc() && at < claimed_at - self.grace {
             // Only if this run fell far behind: too late to ring.
@@ -221,7 +234,8 @@ impl Run {
         }
     }
 
-    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started, then at the second
+    /// Step 3: at `mark_at` (`MARK_LEAD` before the second, or earlier in a crowded one:
+    /// `plan`), marks the push as started, then at the second
     /// (or as soon as the mark is answered, if that is later) pushes, retrying within the push
     /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
     /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. A claim
@@ -232,12 +246,12 @@ impl Run {
         &self,
         r: &DueCall,
         at: DateTime<Utc>,
-        claimed_at: DateTime<Utc>,
+        (claimed_at, mark_at): (DateTime<Utc>, DateTime<Utc>),
         device: Option<Device>,
         pushes: u32,
         confirms: bool,
     ) -> Push<'_> {
-        wait_until(self.clock(), at - MARK_LEAD).await;
+        wait_until(self.clock(), mark_at).await;
         let Some(device) = device else {
             return Push::Ended(Pushed::NoDevice, self.permit().await);
         };

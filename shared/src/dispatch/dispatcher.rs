@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::in_flight::InFlight;
+use super::plan::WritePlan;
 use super::sweep::Sweep;
 use super::trigger::DispatchTrigger;
 use crate::clock::Clock;
@@ -27,6 +28,8 @@ pub struct Dispatcher {
     pub(super) fan_out: Option<Arc<dyn DispatchTrigger>>,
     /// Where each run's metrics go (`dispatch::metrics`).
     pub(super) metrics: Metrics,
+    /// When this process's runs make each call's writes (`plan`).
+    pub(super) plan: WritePlan,
 }
 
 impl Dispatcher {
@@ -38,6 +41,7 @@ impl Dispatcher {
         salt: impl Into<String>,
     ) -> Dispatcher {
         Dispatcher {
+            plan: WritePlan::new(settings.write_budget),
             store,
             push,
             clock,

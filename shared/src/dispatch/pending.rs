@@ -3,12 +3,14 @@
 use chrono::{DateTime, Utc};
 
 use super::in_flight::Held;
+use super::plan::Slots;
 use crate::domain::due::DueCall;
 
 /// What a selected reservation's task will do.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Task {
-    Deliver,
+    /// A push, its writes at these times.
+    Deliver(Slots),
     Miss,
 }
 
@@ -21,11 +23,11 @@ impl Pending {
         self.0.entry(start).or_default().push((task, r, held));
     }
 
-    /// The most entries that start within one second (calls due in one second start together).
+    /// The most entries due within one second.
     pub(super) fn busiest_second(&self) -> usize {
         let mut per_second = std::collections::HashMap::new();
-        for (start, entries) in &self.0 {
-            *per_second.entry(start.timestamp()).or_insert(0) += entries.len();
+        for (_, r, _) in self.0.values().flatten() {
+            *per_second.entry(r.due_at.timestamp()).or_insert(0) += 1;
         }
         per_second.into_values().max().unwrap_or(0)
     }
@@ -67,21 +69,27 @@ mod tests {
                 t("2026-01-01T00:00:00Z"),
             ))
         };
+        let at = t("2026-01-01T00:01:00Z");
+        let deliver = Task::Deliver(Slots {
+            claim_at: at,
+            mark_at: at,
+            finish_at: at,
+        });
         let in_flight = InFlight::default();
         let mut pending = Pending::default();
         assert_eq!(pending.next_start(), None);
         for (start, task, i) in [
-            ("2026-01-01T00:00:20Z", Task::Deliver, 3),
-            ("2026-01-01T00:00:10Z", Task::Deliver, 1),
+            ("2026-01-01T00:00:20Z", deliver, 3),
+            ("2026-01-01T00:00:10Z", deliver, 1),
             ("2026-01-01T00:00:10Z", Task::Miss, 2),
-            ("2026-01-01T00:00:30Z", Task::Deliver, 4),
+            ("2026-01-01T00:00:30Z", deliver, 4),
         ] {
             let r = r(i);
             let held = in_flight.take(&r.call_id).expect("free");
             pending.add(t(start), task, r, held);
         }
         assert_eq!(in_flight.len(), 4);
-        assert_eq!(pending.busiest_second(), 2, "two start at :10");
+        assert_eq!(pending.busiest_second(), 4, "all four are due at 00:01:00");
         assert_eq!(pending.next_start(), Some(t("2026-01-01T00:00:10Z")));
         assert!(pending.take_until(t("2026-01-01T00:00:09.999Z")).is_empty());
         let ids = |v: Vec<(Task, DueCall, Held)>| -> Vec<String> {

@@ -50,6 +50,7 @@ impl Dispatcher {
         let at_least = at_least.map(|t| t.min(started + chrono_duration(LONGEST_WAKE)));
         let mut run = Run::new(self.clone(), cause, started);
         run.end = run.end.max(at_least.unwrap_or(started));
+        run.parts = part.of;
         let run = Arc::new(run);
         tracing::info!(
             cause = cause.as_str(),
@@ -271,12 +272,13 @@ impl Run {
         }
         known.insert(call.call_id.clone(), at);
         self.tally(|t| t.selected += 1);
-        let task = if at < now - self.grace {
-            Task::Miss
+        let (task, claim_at) = if at < now - self.grace {
+            (Task::Miss, at - self.claim_lead)
         } else {
-            Task::Deliver
+            let slots = self.slots(at);
+            (Task::Deliver(slots), slots.claim_at)
         };
-        let start = at - self.claim_lead - DEVICE_READ_LEAD - TASK_LEAD;
+        let start = claim_at - DEVICE_READ_LEAD - TASK_LEAD;
         pending.add(start, task, call, held);
         Some(at)
     }
@@ -291,7 +293,7 @@ impl Run {
                         run.miss(&r).await;
                         Again::No
                     }
-                    Task::Deliver => run.deliver(&r).await,
+                    Task::Deliver(slots) => run.deliver(&r, slots).await,
                 };
                 match again {
                     Again::No => held.finished(),

@@ -6,9 +6,10 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::dispatcher::Dispatcher;
+use super::plan::Slots;
 use super::run_report::{RunCause, RunReport};
 use super::step_outcomes::Counted;
-use super::timing::RESOLVE_BUDGET;
+use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
 use crate::clock::Clock;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
@@ -30,6 +31,9 @@ pub(super) struct Run {
     /// The most pushes of one call to such a device.
     pub(super) max_pushes: u32,
     pub(super) end: DateTime<Utc>,
+    /// How many processes share the tables' throughput with this run (the parts of a split
+    /// minute): its share of the write plan.
+    pub(super) parts: u32,
     limit: Semaphore,
     store_limit: Semaphore,
     report: Mutex<RunReport>,
@@ -47,6 +51,7 @@ impl Run {
             confirm_wait: chrono_duration(s.confirm_wait),
             max_pushes: s.max_pushes,
             end: started + chrono_duration(s.window),
+            parts: 1,
             limit: Semaphore::new(s.concurrency.max(1)),
             store_limit: Semaphore::new(s.store_concurrency.max(1)),
             report: Mutex::new(RunReport {
@@ -102,6 +107,13 @@ impl Run {
 
     /// Until when the call's device read, claim and push mark are made again when they get no
     /// answer: [`RESOLVE_BUDGET`] past its second, never past grace.
+    /// When the delivery of a push due at `at` makes its writes (`plan`).
+    pub(super) fn slots(&self, at: DateTime<Utc>) -> Slots {
+        let leads = (self.claim_lead, MARK_LEAD);
+        let now = self.clock().now();
+        self.dispatcher.plan.plan(at, now, leads, true, self.parts)
+    }
+
     pub(super) fn resolve_deadline(&self, at: DateTime<Utc>) -> DateTime<Utc> {
         at + self.grace.min(chrono_duration(RESOLVE_BUDGET))
     }

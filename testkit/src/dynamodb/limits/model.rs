@@ -85,6 +85,14 @@ impl LimitsModel {
         self.limits
     }
 
+    /// The model with its seconds ([`Stats::by_second`]) counted from `origin`, an instant at
+    /// or before its first request (processes that each model their share count the same
+    /// wall-clock seconds).
+    pub fn with_seconds_from(mut self, origin: Instant) -> LimitsModel {
+        self.origin = origin;
+        self
+    }
+
     /// The model's time: the real clock's, or the frozen one's.
     pub fn now(&self) -> Instant {
         match &self.frozen {

@@ -27,7 +27,7 @@ mod measured;
 mod parts;
 mod setup;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -36,13 +36,15 @@ use koe::dispatch::RunCause;
 use koe::store::memory::MemoryStore;
 use koe_bench::percentile;
 use koe_testkit::dynamodb::limited_store::LimitedStore;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
+use koe_testkit::dynamodb::limits::Limits;
 use koe_testkit::push::limited::{ApnsLimits, LimitedApns};
 
 use crate::args::args;
 use crate::measured::Measured;
 use crate::parts::{ProcessTrigger, run_part};
-use crate::setup::{COORDINATOR_MB, dispatch_store, dispatcher, seed, settings};
+use crate::setup::{
+    COORDINATOR_MB, RATES_FROM_S, dispatch_store, dispatcher, model, seed, settings, write_budget,
+};
 
 /// On-demand prices in ap-northeast-1 (USD, after AWS's November 2024 DynamoDB cut), as
 /// docs/scale.md states them.
@@ -69,10 +71,7 @@ async fn main() {
     let started = Instant::now();
     let inner = Arc::new(MemoryStore::new());
     let scheduled = seed(&inner, &args, t0).await;
-    let store = Arc::new(LimitedStore::new(
-        inner,
-        LimitsModel::new(Limits::from_env()),
-    ));
+    let store = Arc::new(LimitedStore::new(inner, model(Limits::from_env(), t0)));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 1);
     let apns = LimitedApns::new(ApnsLimits::default());
     let dir = std::env::temp_dir().join(format!("koe-scale-{}", std::process::id()));
@@ -117,6 +116,21 @@ async fn main() {
     }
     let n = args.calls as f64;
     let handed = f64::from(coordinated.handed_out);
+    // Every table's and index's units, second by second around the spike (all processes added
+    // up), and the most in any second against the budget.
+    let budget = f64::from(write_budget());
+    let mut most: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for ((second, target), (w, r)) in &all.rates {
+        let from_t0 = *second as i64 - RATES_FROM_S;
+        println!("RATE second={from_t0:+} target={target} wru={w:.0} rru={r:.0}");
+        let m = most.entry(target.clone()).or_default();
+        (m.0, m.1) = (m.0.max(*w), m.1.max(*r));
+    }
+    let over_budget = all.rates.values().filter(|(w, _)| *w > budget).count();
+    let most_line: Vec<String> = most
+        .iter()
+        .map(|(t, (w, r))| format!("{t}:{w:.0}/{r:.0}"))
+        .collect();
     let gb_s = COORDINATOR_GB * WINDOW_S + PART_GB * WINDOW_S * handed;
     let usd = all.wcu * USD_PER_WRITE_UNIT
         + all.rcu * USD_PER_READ_UNIT
@@ -128,7 +142,8 @@ async fn main() {
          max_ms={:.1} early={} duplicates={} missed={} once={} twice={} never={} failed={} \
          lost={} released={} resolved={} held={} hold_ms={} window_ms={},{} held_replies={} \
          held_timeouts={} held_failures={} throttled={} throttled_table={} store_errors={} wcu_per_call={:.2} rcu_per_call={:.2} hottest_write_per_s={:.0} \
-         apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} took_s={:.0}",
+         apns_connections={} apns_queued={} lambda_gb_s={:.0} usd_per_1000={:.4} took_s={:.0} \
+         write_budget={:.0} most_units_per_s={} seconds_over_budget={}",
         args.calls,
         args.spike,
         parts,
@@ -165,5 +180,8 @@ async fn main() {
         gb_s,
         usd / n * 1000.0,
         started.elapsed().as_secs_f64(),
+        budget,
+        most_line.join(","),
+        over_budget,
     );
 }

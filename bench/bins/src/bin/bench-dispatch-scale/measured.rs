@@ -1,6 +1,6 @@
 //! What one process measured, written by a part and read and added up by the coordinator.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
@@ -29,6 +29,9 @@ pub(super) struct Measured {
     pub(super) hottest_write: f64,
     pub(super) connections: usize,
     pub(super) queued: usize,
+    /// Units charged each second (from the models' origin) to each table or index
+    /// (`table` or `table/index`): (write, read).
+    pub(super) rates: BTreeMap<(u64, String), (f64, f64)>,
 }
 
 impl Measured {
@@ -60,7 +63,18 @@ impl Measured {
             .values()
             .fold((0.0, 0.0), |(w, r), c| (w + c.wcu, r + c.rcu));
         let apns_stats = apns.stats();
+        let mut rates = BTreeMap::new();
+        for (second, targets) in &stats.by_second {
+            for (target, c) in targets {
+                let name = match &target.index {
+                    Some(index) => format!("{}/{index}", target.table),
+                    None => target.table.clone(),
+                };
+                rates.insert((*second, name), (c.wcu, c.rcu));
+            }
+        }
         Measured {
+            rates,
             pushes,
             sent: report.sent,
             failed: report.failed,
@@ -102,12 +116,21 @@ impl Measured {
         for (call, late) in &self.pushes {
             out.push_str(&format!("{call} {late}\n"));
         }
+        for ((second, target), (w, r)) in &self.rates {
+            out.push_str(&format!("R {second} {target} {w} {r}\n"));
+        }
         std::fs::write(path, out).expect("write the part's results");
     }
 
     pub(super) fn read(path: &PathBuf) -> Measured {
         let text = std::fs::read_to_string(path).expect("a part's results");
-        let mut lines = text.lines();
+        let mut rates = BTreeMap::new();
+        for l in text.lines().filter(|l| l.starts_with("R ")) {
+            let v: Vec<&str> = l.split(' ').collect();
+            let (w, r) = (v[3].parse().unwrap(), v[4].parse().unwrap());
+            rates.insert((v[1].parse().unwrap(), v[2].to_string()), (w, r));
+        }
+        let mut lines = text.lines().filter(|l| !l.starts_with("R "));
         let head: Vec<f64> = lines
             .next()
             .unwrap()
@@ -133,6 +156,7 @@ impl Measured {
             connections: head[13] as usize,
             queued: head[14] as usize,
             throttled_table: head[15] as u64,
+            rates,
             pushes: lines
                 .map(|l| {
                     let (call, late) = l.split_once(' ').unwrap();
@@ -160,5 +184,10 @@ impl Measured {
         self.hottest_write = self.hottest_write.max(other.hottest_write);
         self.connections += other.connections;
         self.queued += other.queued;
+        for (key, (w, r)) in other.rates {
+            let sum = self.rates.entry(key).or_default();
+            sum.0 += w;
+            sum.1 += r;
+        }
     }
 }

@@ -11,12 +11,12 @@ use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::domain::due::Part;
 use koe::store::memory::MemoryStore;
 use koe_testkit::dynamodb::limited_store::LimitedStore;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
+use koe_testkit::dynamodb::limits::Limits;
 use koe_testkit::push::limited::{ApnsLimits, LimitedApns};
 
 use crate::args::Args;
 use crate::measured::Measured;
-use crate::setup::{PART_MB, dispatch_store, dispatcher, seed, settings};
+use crate::setup::{PART_MB, dispatch_store, dispatcher, model, seed, settings};
 
 /// A part's process: the same reservations, this part of the window, results to `--out`.
 pub(super) async fn run_part(args: Args, (index, of): (u32, u32)) {
@@ -30,7 +30,7 @@ pub(super) async fn run_part(args: Args, (index, of): (u32, u32)) {
     // The tables' throughput is shared by every part: each process models its share.
     let store = Arc::new(LimitedStore::new(
         inner,
-        LimitsModel::new(Limits::from_env().table_share(of)),
+        model(Limits::from_env().table_share(of), t0),
     ));
     let (dispatched, held) = dispatch_store(&store, &args, t0, 2 + u64::from(index));
     let apns = LimitedApns::new(ApnsLimits::default());

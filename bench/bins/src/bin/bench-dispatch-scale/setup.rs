@@ -15,6 +15,7 @@ use koe::store::prelude::*;
 use koe_bench::seed_call;
 use koe_testkit::dynamodb::held_replies::{HeldReplies, HeldStore};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
 use koe_testkit::push::limited::{LimitedApns, call_key};
 
 use crate::args::Args;
@@ -54,6 +55,26 @@ pub(super) async fn seed(
 pub(super) const COORDINATOR_MB: u64 = 256;
 pub(super) const PART_MB: u64 = 1769;
 
+/// Seconds before the spike's second `t0` that the models' per-second rates count from.
+pub(super) const RATES_FROM_S: i64 = 60;
+
+/// A limits model (`limits`: this process's share) whose seconds are the wall clock's, from
+/// [`RATES_FROM_S`] before `t0`, so that every process's rates add up second by second.
+pub(super) fn model(limits: Limits, t0: DateTime<Utc>) -> LimitsModel {
+    let back = (Utc::now() - (t0 - chrono::Duration::seconds(RATES_FROM_S)))
+        .to_std()
+        .expect("set up less than a minute before t0");
+    let origin = std::time::Instant::now() - back;
+    LimitsModel::new(limits).with_seconds_from(origin)
+}
+
+/// The write units a second the tables serve (warm throughput, capped by the quota), as the
+/// deployed dispatcher is told (`DISPATCH_WRITE_BUDGET`).
+pub(super) fn write_budget() -> u32 {
+    let l = Limits::from_env();
+    l.table_write_units.min(l.quota_write_units) as u32
+}
+
 pub(super) fn settings(args: &Args, t0: DateTime<Utc>, memory_mb: u64) -> DispatchConfig {
     let last = t0 + chrono::Duration::seconds(if args.spike { 60 } else { 1 });
     let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
@@ -61,6 +82,7 @@ pub(super) fn settings(args: &Args, t0: DateTime<Utc>, memory_mb: u64) -> Dispat
         .to_std()
         .expect("the window is ahead");
     settings.calls_per_worker = args.calls_per_worker;
+    settings.write_budget = write_budget();
     settings.max_workers = 256;
     settings.concurrency = args.calls_per_worker as usize;
     settings.store_concurrency = args

@@ -1,0 +1,222 @@
+//! The calls table's write throughput, spent as a budget: when each call's writes are made.
+//!
+//! A new on-demand table (and each new index) takes 4,000 write units a second at once
+//! (`DispatchConfig::write_budget`; docs/scale.md). Calls due in one crowded second would
+//! spend it many times over if each made its writes at fixed leads, so each call's writes are
+//! planned into slots of [`SLOT`], each holding the process's share of the budget:
+//! what can be done before the second (the claim, and the push mark of a device that confirms
+//! its calls) in the latest free slots before its lead, what can wait (the outcome, which also
+//! removes the index entry) in the first free slots after the push. A quiet second's writes
+//! keep their fixed leads exactly. Which guarantee each moved write keeps: docs/dispatch.md
+//! ("Writes spent as a budget").
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+
+/// The plan's unit of time: a slot holds a tenth of a second's budget.
+pub const SLOT: Duration = Duration::milliseconds(100);
+/// Of the table's write budget, the share the dispatcher plans to spend (three quarters); the
+/// rest is left to creates, confirmations and cancels made meanwhile.
+pub const DISPATCH_SHARE: (u64, u64) = (3, 4);
+/// How far before its second a call's claim may be planned: its push must leave while the
+/// claim is younger than half the claim timeout (15 s by default), with the push budget and
+/// the slots' own lateness to spare.
+pub const LONGEST_LEAD: Duration = Duration::seconds(10);
+/// How long after its second a call's outcome may be put off (never past
+/// `RESOLVE_BUDGET`, so a run's time budget is unchanged).
+pub const LONGEST_LAG: Duration = Duration::seconds(5);
+
+const _: () = assert!(
+    LONGEST_LAG.num_milliseconds() < super::timing::RESOLVE_BUDGET.as_millis() as i64,
+    "an outcome put off ends inside a run's budget"
+);
+
+/// When one delivery makes its writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Slots {
+    /// The claim (its device is read `DEVICE_READ_LEAD` before).
+    pub claim_at: DateTime<Utc>,
+    /// The push mark, if planned apart from the claim.
+    pub mark_at: DateTime<Utc>,
+    /// The outcome, at the earliest.
+    pub finish_at: DateTime<Utc>,
+}
+
+/// The calls that a minute's count says one process can ring on time with `write_budget`
+/// units a second (`parts` processes sharing it): their outcomes must fit in
+/// [`LONGEST_LAG`] after their second, the binding half (their claims have
+/// [`LONGEST_LEAD`]).
+pub fn calls_on_time(write_budget: u32) -> u32 {
+    let share = u64::from(write_budget) * DISPATCH_SHARE.0 / DISPATCH_SHARE.1;
+    let secs = LONGEST_LAG.num_seconds() as u64;
+    u32::try_from(share * secs).unwrap_or(u32::MAX)
+}
+
+/// One process's plan: the writes planned per slot. Shared by its runs (cheap to clone).
+#[derive(Clone)]
+pub(super) struct WritePlan {
+    budget: u32,
+    used: Arc<Mutex<BTreeMap<i64, u32>>>,
+}
+
+impl WritePlan {
+    pub(super) fn new(write_budget: u32) -> WritePlan {
+        WritePlan {
+            budget: write_budget,
+            used: Arc::default(),
+        }
+    }
+
+    /// Writes a slot holds for a process that is one of `parts` sharing the table.
+    fn per_slot(&self, parts: u32) -> u32 {
+        let per_sec = u64::from(self.budget) * DISPATCH_SHARE.0 / DISPATCH_SHARE.1;
+        let per_slot = per_sec * SLOT.num_milliseconds() as u64 / 1000 / u64::from(parts.max(1));
+        u32::try_from(per_slot.max(1)).unwrap_or(u32::MAX)
+    }
+
+    /// Plans the writes of a call due at `at`, none before `now`: the claim in the latest
+    /// free slot ending by `at - claim_lead`; with `mark`, the mark in the latest free slot
+    /// ending by `at - mark_lead` (planned first, so that the claim comes before it); the
+    /// outcome in the first free slot from `at`. A write that finds no free slot within
+    /// [`LONGEST_LEAD`] (or [`LONGEST_LAG`]) keeps its fixed time.
+    pub(super) fn plan(
+        &self,
+        at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        (claim_lead, mark_lead): (Duration, Duration),
+        mark: bool,
+        parts: u32,
+    ) -> Slots {
+        let cap = self.per_slot(parts);
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        // Slots a minute behind are done with.
+        let done = slot_of(now - Duration::minutes(1));
+        while used.first_key_value().is_some_and(|(k, _)| *k < done) {
+            used.pop_first();
+        }
+        let earliest = now.max(at - LONGEST_LEAD);
+        let mut before = |latest: DateTime<Utc>| -> DateTime<Utc> {
+            let mut slot = slot_of(latest);
+            while slot_end(slot - 1) >= earliest {
+                let n = used.entry(slot).or_insert(0);
+                if *n < cap {
+                    *n += 1;
+                    return latest.min(slot_end(slot));
+                }
+                slot -= 1;
+            }
+            latest
+        };
+        let mark_at = match mark {
+            true => before(at - mark_lead),
+            false => at - mark_lead,
+        };
+        let claim_at = before((at - claim_lead).min(mark_at - SLOT));
+        let mut slot = slot_of(at);
+        let finish_at = loop {
+            if slot_start(slot) >= at + LONGEST_LAG {
+                break at;
+            }
+            let n = used.entry(slot).or_insert(0);
+            if *n < cap {
+                *n += 1;
+                break at.max(slot_start(slot) + Duration::milliseconds(1));
+            }
+            slot += 1;
+        };
+        Slots {
+            claim_at,
+            mark_at,
+            finish_at,
+        }
+    }
+}
+
+/// The slot holding instant `t`: slot `k` is `(k × SLOT, (k + 1) × SLOT]`, so a write at a
+/// slot's end (a whole second, say) is in it.
+fn slot_of(t: DateTime<Utc>) -> i64 {
+    let ms = t.timestamp_millis();
+    let len = SLOT.num_milliseconds();
+    (ms + len - 1).div_euclid(len) - 1
+}
+
+fn slot_end(slot: i64) -> DateTime<Utc> {
+    slot_start(slot + 1)
+}
+
+fn slot_start(slot: i64) -> DateTime<Utc> {
+    DateTime::UNIX_EPOCH + Duration::milliseconds(slot * SLOT.num_milliseconds())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::utc as t;
+
+    const LEADS: (Duration, Duration) = (Duration::milliseconds(500), Duration::milliseconds(200));
+
+    #[test]
+    fn a_quiet_second_keeps_the_fixed_leads() {
+        let plan = WritePlan::new(4_000);
+        let at = t("2026-01-01T07:00:00Z");
+        let now = at - Duration::seconds(30);
+        for mark in [true, false] {
+            let s = plan.plan(at, now, LEADS, mark, 1);
+            assert_eq!(s.claim_at, at - Duration::milliseconds(500));
+            assert_eq!(s.mark_at, at - Duration::milliseconds(200));
+            assert_eq!(s.finish_at, at);
+        }
+    }
+
+    #[test]
+    fn a_crowded_second_spreads_its_writes_within_the_budget() {
+        // 4,000 units a second, 3,000 for the dispatcher: 300 a slot; two parts, 150 each.
+        let plan = WritePlan::new(4_000);
+        let at = t("2026-01-01T07:00:00Z");
+        let now = at - Duration::seconds(30);
+        let slots: Vec<Slots> = (0..2_000)
+            .map(|_| plan.plan(at, now, LEADS, true, 2))
+            .collect();
+        let mut per_slot: BTreeMap<i64, u32> = BTreeMap::new();
+        for s in &slots {
+            assert!(s.claim_at < s.mark_at, "{s:?}");
+            assert!(s.mark_at <= at - Duration::milliseconds(200));
+            assert!(s.claim_at >= at - LONGEST_LEAD);
+            assert!(s.finish_at >= at && s.finish_at <= at + LONGEST_LAG);
+            for w in [s.claim_at, s.mark_at, s.finish_at] {
+                *per_slot.entry(slot_of(w)).or_default() += 1;
+            }
+        }
+        assert!(per_slot.values().all(|n| *n <= 150), "{per_slot:?}");
+        // 4,000 writes before the second at 1,500 a second: back to about 2.7 s before it.
+        let first = slots.iter().map(|s| s.claim_at).min().unwrap();
+        assert!(first < at - Duration::milliseconds(2_500), "{first}");
+        let last = slots.iter().map(|s| s.finish_at).max().unwrap();
+        assert!(last > at + Duration::seconds(1), "{last}");
+    }
+
+    #[test]
+    fn what_finds_no_free_slot_keeps_its_fixed_time() {
+        let plan = WritePlan::new(10);
+        let at = t("2026-01-01T07:00:00Z");
+        let now = at - Duration::seconds(1);
+        // One write a slot: 5 claims fit from `now` to the claim lead, 51 outcomes in the lag.
+        let s: Vec<Slots> = (0..80)
+            .map(|_| plan.plan(at, now, LEADS, false, 1))
+            .collect();
+        assert!(s.iter().all(|s| s.claim_at >= now));
+        assert!(s.iter().all(|s| s.finish_at <= at + LONGEST_LAG));
+        assert_eq!(s[4].claim_at, at - Duration::milliseconds(900));
+        assert_eq!(s[5].claim_at, at - Duration::milliseconds(500), "unplanned");
+        assert!(s[50].finish_at > at + Duration::milliseconds(4_900));
+        assert_eq!(s[51].finish_at, at, "unplanned");
+    }
+
+    #[test]
+    fn the_minutes_on_time_capacity_is_its_outcomes_share() {
+        assert_eq!(calls_on_time(4_000), 15_000);
+        assert_eq!(calls_on_time(40_000), 150_000);
+    }
+}
