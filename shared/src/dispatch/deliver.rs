@@ -69,8 +69,9 @@ impl Run {
                 Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
             };
         // The outcome waits for its planned slot (a crowded second's: `plan`), not holding the
-        // push's permit meanwhile; then it is written under a permit of its own.
-        if self.clock().now() < slots.finish_at {
+        // push's permit meanwhile; then it is written under a permit of its own. Not for a
+        // device that confirms its calls: its confirmation waits for the outcome.
+        if !confirms && self.clock().now() < slots.finish_at {
             drop(_permit);
             wait_until(self.clock(), slots.finish_at).await;
             _permit = self.permit().await;

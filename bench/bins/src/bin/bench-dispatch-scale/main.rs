@@ -66,7 +66,13 @@ async fn main() {
     }
     // Every part process makes the reservations too, at once on 2 cores: leave them the time.
     let parts_guess = args.calls.div_ceil(args.calls_per_worker as usize).max(1) as i64;
-    let lead = chrono::Duration::milliseconds(6_000 + (args.calls as i64) * (1 + parts_guess) / 60);
+    // The run starts at least the longest planned lead (and 2 s) ahead, as the every-minute
+    // schedule starts it a minute ahead of a round minute.
+    let lead = chrono::Duration::milliseconds(
+        koe::dispatch::plan::LONGEST_LEAD.num_milliseconds()
+            + 2_000
+            + (args.calls as i64) * (1 + parts_guess) / 60,
+    );
     let t0 = DateTime::from_timestamp((Utc::now() + lead).timestamp() + 1, 0).unwrap();
     let started = Instant::now();
     let inner = Arc::new(MemoryStore::new());
