@@ -12,7 +12,7 @@ use super::timing::{MARK_LEAD, Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus};
-use crate::store::{ClaimAnswer, StoreError};
+use crate::store::{ClaimAnswer, ClaimMark, StoreError};
 
 /// How long past the other steps' deadline a claim is still given back (`Run::give_back`), at
 /// most: a run stays inside its function's timeout (`budgets.rs`).
@@ -49,7 +49,9 @@ impl Run {
             DeviceRead::Read(device) => device,
             DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
-        let (claimed_at, pushes) = match self.counted(self.claim(r, at).await) {
+        let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
+        let mark = claim_mark(device.as_ref());
+        let (claimed_at, pushes) = match self.counted(self.claim(r, at, mark).await) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
             Claim::StoreError | Claim::Lost => return Delivered::Done(Again::Later),
@@ -60,12 +62,13 @@ impl Run {
             self.counted(self.record_unconfirmed(r).await);
             return Delivered::Done(Again::No);
         }
-        let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
-        let (pushed, _permit) =
-            match self.counted(self.push(r, at, claimed_at, device, pushes, confirms).await) {
-                Push::Ended(pushed, permit) => (pushed, permit),
-                Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
-            };
+        let (pushed, _permit) = match self.counted(
+            self.push(r, at, (claimed_at, mark), device, pushes, confirms)
+                .await,
+        ) {
+            Push::Ended(pushed, permit) => (pushed, permit),
+            Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
+        };
         // Still under the push's permit.
         let (record, due) = self.record(r, pushed, pushes, confirms).await;
         self.counted(record);
@@ -170,9 +173,10 @@ impl Run {
     }
 
     /// Step 2, `claim_lead` before the second: one conditional write, `scheduled` (or an
-    /// abandoned claim) → `claimed` by this run. Made again until answered: a claim whose
-    /// reply was lost is found to be this run's own.
-    async fn claim(&self, r: &DueCall, at: DateTime<Utc>) -> Claim {
+    /// abandoned claim) → `claimed` by this run, with the push mark when `mark` says so (a
+    /// device that does not confirm its calls: `claim_mark`). Made again until answered: a
+    /// claim whose reply was lost is found to be this run's own.
+    async fn claim(&self, r: &DueCall, at: DateTime<Utc>, mark: ClaimMark) -> Claim {
         wait_until(self.clock(), at - self.claim_lead).await;
         let mut claimed_at = self.clock().now();
         if r.due_at == r.scheduled_at.utc() && at < claimed_at - self.grace {
@@ -189,7 +193,14 @@ impl Run {
                     let answer = self
                         .dispatcher
                         .store
-                        .claim_due(&r.device_id, &r.call_id, &self.token, now, abandoned_before)
+                        .claim_due(
+                            &r.device_id,
+                            &r.call_id,
+                            &self.token,
+                            now,
+                            abandoned_before,
+                            mark,
+                        )
                         .await?;
                     Ok((answer, abandoned_before))
                 }
@@ -221,10 +232,11 @@ impl Run {
         }
     }
 
-    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started, then at the second
-    /// (or as soon as the mark is answered, if that is later) pushes, retrying within the push
-    /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
-    /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. A claim
+    /// Step 3: [`MARK_LEAD`] before the second, marks the push as started (unless the claim,
+    /// made with [`ClaimMark::WithClaim`], did), then at the second (or as soon as the mark is
+    /// answered, if that is later) pushes, retrying within the push budget. Only a marked claim
+    /// pushes, and a marked claim is never taken over: a run that dies after the mark leaves
+    /// the call to be recorded `failed`, never pushed twice. A claim
     /// held so long that another run could take it over is given back unpushed instead, also
     /// when that happens while the push waits for its permit or between its attempts
     /// ([`Run::may_push`]). The permit goes on with the outcome, to record it.
@@ -232,7 +244,7 @@ impl Run {
         &self,
         r: &DueCall,
         at: DateTime<Utc>,
-        claimed_at: DateTime<Utc>,
+        (claimed_at, mark): (DateTime<Utc>, ClaimMark),
         device: Option<Device>,
         pushes: u32,
         confirms: bool,
@@ -243,16 +255,21 @@ impl Run {
         };
         // Past half the claim timeout another run may soon count the claim as abandoned.
         let safe_until = claimed_at + self.claim_timeout / 2;
-        let marked = self
-            .resolved(self.resolve_deadline(at).min(safe_until), || async {
-                let _permits = (self.permit().await, self.store_permit().await);
-                let now = self.clock().now();
-                self.dispatcher
-                    .store
-                    .mark_push_started(&r.device_id, &r.call_id, &self.token, now, confirms)
-                    .await
-            })
-            .await;
+        let marked = match mark {
+            // Written by the claim.
+            ClaimMark::WithClaim => Ok(true),
+            ClaimMark::Apart => {
+                self.resolved(self.resolve_deadline(at).min(safe_until), || async {
+                    let _permits = (self.permit().await, self.store_permit().await);
+                    let now = self.clock().now();
+                    self.dispatcher
+                        .store
+                        .mark_push_started(&r.device_id, &r.call_id, &self.token, now, confirms)
+                        .await
+                })
+                .await
+            }
+        };
         match marked {
             Ok(true) if self.clock().now() < safe_until => {}
             Ok(true) => {
@@ -355,6 +372,16 @@ impl Run {
         .inspect_err(|e| {
             tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim not given back");
         })
+    }
+}
+
+/// How a call to `device` is claimed: with its push mark in the same write, unless the device
+/// confirms its calls (a confirmation refuses a push again's mark, so that mark stays a write of
+/// its own) or there is no device to push to.
+fn claim_mark(device: Option<&Device>) -> ClaimMark {
+    match device {
+        Some(d) if !d.confirms_calls => ClaimMark::WithClaim,
+        _ => ClaimMark::Apart,
     }
 }
 

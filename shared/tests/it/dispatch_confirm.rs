@@ -15,8 +15,8 @@ use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
-use koe::store::ConfirmAnswer;
 use koe::store::prelude::*;
+use koe::store::{ClaimMark, ConfirmAnswer};
 use koe_testkit::push::RecordingPushSender;
 
 const WAIT: StdDuration = StdDuration::from_millis(400);
@@ -279,7 +279,14 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let now = Utc::now();
     let abandoned = now - Duration::seconds(30);
     let claim = store
-        .claim_due(&never.device_id, &never.call_id, &dead, now, abandoned)
+        .claim_due(
+            &never.device_id,
+            &never.call_id,
+            &dead,
+            now,
+            abandoned,
+            ClaimMark::Apart,
+        )
         .await
         .unwrap();
     assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
