@@ -54,7 +54,9 @@ impl Run {
         let (claimed_at, pushes) = match self.counted(self.claim(r, at, mark).await) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
-            Claim::StoreError | Claim::Lost => return Delivered::Done(Again::Later),
+            Claim::StoreError | Claim::Lost | Claim::GivenBack(_) => {
+                return Delivered::Done(Again::Later);
+            }
             Claim::TooLate(_) | Claim::PushUnknown(_) => return Delivered::Done(Again::No),
             Claim::PushedBefore(due) => return due,
         };
@@ -227,7 +229,12 @@ impl Run {
             }
             Err(e) => {
                 tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim failed");
-                Claim::StoreError
+                match mark {
+                    // Perhaps written, and marked: this run knows it did not push, so it gives
+                    // the claim back rather than leave it to end `failed` (push state unknown).
+                    ClaimMark::WithClaim => Claim::GivenBack(self.give_back(r, claimed_at).await),
+                    ClaimMark::Apart => Claim::StoreError,
+                }
             }
         }
     }
