@@ -114,6 +114,22 @@ impl ProxiedWorld {
         reserve_soon(self.store.as_ref(), name, in_ms).await
     }
 
+    /// [`ProxiedWorld::reserve`] for a device that confirms its calls (`confirmsCalls`): its
+    /// claim and its push mark are two writes.
+    pub async fn reserve_confirming(&self, name: &str, in_ms: i64) -> Reservation {
+        let r = self.reserve(name, in_ms).await;
+        let now = Utc::now();
+        let mut device = self
+            .store
+            .get_device(&r.device_id, now)
+            .await
+            .unwrap()
+            .unwrap();
+        device.confirms_calls = true;
+        self.store.put_device(&device).await.expect("put_device");
+        r
+    }
+
     /// One run ([`short_run`], this claim timeout), to its end.
     pub async fn run(&self, claim_timeout: Duration) -> koe::dispatch::RunReport {
         let mut settings = short_run();

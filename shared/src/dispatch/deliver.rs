@@ -13,7 +13,7 @@ use super::timing::{Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus};
-use crate::store::{ClaimAnswer, StoreError};
+use crate::store::{ClaimAnswer, ClaimMark, StoreError};
 
 /// How long past the other steps' deadline a claim is still given back (`Run::give_back`), at
 /// most: a run stays inside its function's timeout (`budgets.rs`).
@@ -50,10 +50,15 @@ impl Run {
             DeviceRead::Read(device) => device,
             DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
-        let (claimed_at, pushes) = match self.counted(self.claim(r, at, slots.claim_at).await) {
+        let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
+        let mark = claim_mark(device.as_ref());
+        let claiming = self.claim(r, at, (slots.claim_at, mark)).await;
+        let (claimed_at, pushes) = match self.counted(claiming) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
-            Claim::StoreError | Claim::Lost => return Delivered::Done(Again::Later),
+            Claim::StoreError | Claim::Lost | Claim::GivenBack(_) => {
+                return Delivered::Done(Again::Later);
+            }
             Claim::TooLate(_) | Claim::PushUnknown(_) => return Delivered::Done(Again::No),
             Claim::PushedBefore(due) => return due,
         };
@@ -61,8 +66,7 @@ impl Run {
             self.counted(self.record_unconfirmed(r).await);
             return Delivered::Done(Again::No);
         }
-        let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
-        let marking = (claimed_at, slots.mark_at);
+        let marking = (claimed_at, slots.mark_at, mark);
         let (pushed, mut _permit) =
             match self.counted(self.push(r, at, marking, device, pushes, confirms).await) {
                 Push::Ended(pushed, permit) => (pushed, permit),
@@ -184,9 +188,15 @@ impl Run {
 
     /// Step 2, at `claim_at` (`claim_lead` before the second, or earlier in a crowded one:
     /// `plan`): one conditional write, `scheduled` (or an abandoned claim) → `claimed` by this
-    /// run. Made again until answered: a claim whose reply was lost is found to be this run's
-    /// own.
-    async fn claim(&self, r: &DueCall, at: DateTime<Utc>, claim_at: DateTime<Utc>) -> Claim {
+    /// run, with the push mark when `mark` says so (a device that does not confirm its calls:
+    /// `claim_mark`). Made again until answered: a claim whose reply was lost is found to be
+    /// this run's own.
+    async fn claim(
+        &self,
+        r: &DueCall,
+        at: DateTime<Utc>,
+        (claim_at, mark): (DateTime<Utc>, ClaimMark),
+    ) -> Claim {
         wait_until(self.clock(), claim_at).await;
         let mut claimed_at = self.clock().now();
         if r.due_at == r.scheduled_at.utc() && at < claimed_at - self.grace {
@@ -203,7 +213,14 @@ impl Run {
                     let answer = self
                         .dispatcher
                         .store
-                        .claim_due(&r.device_id, &r.call_id, &self.token, now, abandoned_before)
+                        .claim_due(
+                            &r.device_id,
+                            &r.call_id,
+                            &self.token,
+                            now,
+                            abandoned_before,
+                            mark,
+                        )
                         .await?;
                     Ok((answer, abandoned_before))
                 }
@@ -230,16 +247,22 @@ impl Run {
             }
             Err(e) => {
                 tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim failed");
-                Claim::StoreError
+                match mark {
+                    // Perhaps written, and marked: this run knows it did not push, so it gives
+                    // the claim back rather than leave it to end `failed` (push state unknown).
+                    ClaimMark::WithClaim => Claim::GivenBack(self.give_back(r, claimed_at).await),
+                    ClaimMark::Apart => Claim::StoreError,
+                }
             }
         }
     }
 
     /// Step 3: at `mark_at` (`MARK_LEAD` before the second, or earlier in a crowded one:
-    /// `plan`), marks the push as started, then at the second
-    /// (or as soon as the mark is answered, if that is later) pushes, retrying within the push
-    /// budget. Only a marked claim pushes, and a marked claim is never taken over: a run that
-    /// dies after the mark leaves the call to be recorded `failed`, never pushed twice. A claim
+    /// `plan`), marks the push as started (unless the claim, made with
+    /// [`ClaimMark::WithClaim`], did), then at the second (or as soon as the mark is answered,
+    /// if that is later) pushes, retrying within the push budget. Only a marked claim pushes,
+    /// and a marked claim is never taken over: a run that dies after the mark leaves the call
+    /// to be recorded `failed`, never pushed twice. A claim
     /// held so long that another run could take it over is given back unpushed instead, also
     /// when that happens while the push waits for its permit or between its attempts
     /// ([`Run::may_push`]). The permit goes on with the outcome, to record it.
@@ -247,7 +270,7 @@ impl Run {
         &self,
         r: &DueCall,
         at: DateTime<Utc>,
-        (claimed_at, mark_at): (DateTime<Utc>, DateTime<Utc>),
+        (claimed_at, mark_at, mark): (DateTime<Utc>, DateTime<Utc>, ClaimMark),
         device: Option<Device>,
         pushes: u32,
         confirms: bool,
@@ -258,16 +281,21 @@ impl Run {
         };
         // Past half the claim timeout another run may soon count the claim as abandoned.
         let safe_until = claimed_at + self.claim_timeout / 2;
-        let marked = self
-            .resolved(self.resolve_deadline(at).min(safe_until), || async {
-                let _permits = (self.permit().await, self.store_permit().await);
-                let now = self.clock().now();
-                self.dispatcher
-                    .store
-                    .mark_push_started(&r.device_id, &r.call_id, &self.token, now, confirms)
-                    .await
-            })
-            .await;
+        let marked = match mark {
+            // Written by the claim.
+            ClaimMark::WithClaim => Ok(true),
+            ClaimMark::Apart => {
+                self.resolved(self.resolve_deadline(at).min(safe_until), || async {
+                    let _permits = (self.permit().await, self.store_permit().await);
+                    let now = self.clock().now();
+                    self.dispatcher
+                        .store
+                        .mark_push_started(&r.device_id, &r.call_id, &self.token, now, confirms)
+                        .await
+                })
+                .await
+            }
+        };
         match marked {
             Ok(true) if self.clock().now() < safe_until => {}
             Ok(true) => {
@@ -370,6 +398,16 @@ impl Run {
         .inspect_err(|e| {
             tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim not given back");
         })
+    }
+}
+
+/// How a call to `device` is claimed: with its push mark in the same write, unless the device
+/// confirms its calls (a confirmation refuses a push again's mark, so that mark stays a write of
+/// its own) or there is no device to push to.
+fn claim_mark(device: Option<&Device>) -> ClaimMark {
+    match device {
+        Some(d) if !d.confirms_calls => ClaimMark::WithClaim,
+        _ => ClaimMark::Apart,
     }
 }
 

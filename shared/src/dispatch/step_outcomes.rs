@@ -34,6 +34,9 @@ pub(super) enum Claim {
     /// Refused: cancelled, or another run has it.
     Lost,
     StoreError,
+    /// A claim with its push mark (`ClaimMark::WithClaim`) that got no answer in time, perhaps
+    /// written: given back, as [`Push::GivenBack`], since this run knows it did not push.
+    GivenBack(Result<bool, StoreError>),
     /// Too late to ring by then (only if this run fell far behind): marked `missed` instead.
     TooLate(Missed),
     /// Refused on a claim abandoned after its push had started: recorded `failed`.
@@ -139,6 +142,7 @@ impl Counted for Claim {
             Claim::Won { .. } => t.claimed += 1,
             Claim::Lost => t.lost += 1,
             Claim::StoreError => t.store_errors += 1,
+            Claim::GivenBack(given_back) => given_back_count(given_back, t),
             Claim::TooLate(missed) => missed.count(t),
             Claim::PushedBefore(_) => {}
             Claim::PushUnknown(record) => record.count(t),
@@ -149,9 +153,8 @@ impl Counted for Claim {
 impl Counted for Push<'_> {
     fn count(&self, t: &mut RunReport) {
         match self {
-            Push::GivenBack(Ok(true)) => t.released += 1,
-            Push::GivenBack(Ok(false)) | Push::Unmarked => t.lost += 1,
-            Push::GivenBack(Err(_)) => t.abandoned += 1,
+            Push::GivenBack(given_back) => given_back_count(given_back, t),
+            Push::Unmarked => t.lost += 1,
             // Counted as sent even if recording it fails: the push went out.
             Push::Ended(Pushed::Sent { late_ms, again, .. }, _) => {
                 t.sent += 1;
@@ -160,6 +163,16 @@ impl Counted for Push<'_> {
             }
             Push::Ended(Pushed::NotSent { .. } | Pushed::NoDevice, _) => {}
         }
+    }
+}
+
+/// A claim given back: `scheduled` again (released), found no longer this run's (lost), or left
+/// to a later run (abandoned).
+fn given_back_count(given_back: &Result<bool, StoreError>, t: &mut RunReport) {
+    match given_back {
+        Ok(true) => t.released += 1,
+        Ok(false) => t.lost += 1,
+        Err(_) => t.abandoned += 1,
     }
 }
 

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, ClaimMark, ConfirmAnswer, CreateError, Created, DeviceProof,
+    DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -65,7 +65,14 @@ pub enum Op<'a> {
     SweptBefore(),
     RaiseSweptBefore(Time),
     ClaimWake(&'a str, Time, Time, &'a str),
-    ClaimDue(&'a DeviceId, &'a CallId, &'a RunToken, Time, Time),
+    ClaimDue(
+        &'a DeviceId,
+        &'a CallId,
+        &'a RunToken,
+        Time,
+        Time,
+        ClaimMark,
+    ),
     MarkPushStarted(&'a DeviceId, &'a CallId, &'a RunToken, Time, bool),
     ReleaseClaim(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     FinishReservation(&'a DeviceId, &'a CallId, Outcome, &'a RunToken, Time, Time),
@@ -224,7 +231,7 @@ layered! {
         ClaimWake: fn claim_wake(
             minute: &str, due_at: Time, until: Time, claimant: &str) -> Answer<bool>;
         ClaimDue: fn claim_due(id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time,
-            abandoned_before: Time) -> Answer<ClaimAnswer>;
+            abandoned_before: Time, mark: ClaimMark) -> Answer<ClaimAnswer>;
         MarkPushStarted: fn mark_push_started(id: &DeviceId, call_id: &CallId, run: &RunToken,
             now: Time, confirms: bool) -> Answer<bool>;
         ReleaseClaim: fn release_claim(

@@ -42,6 +42,20 @@ pub const DUE_INDEX: &str = "byDueShard";
 /// again before the confirmation wait is over.
 pub const PUSH_AGAIN_CLAIM_LEAD: chrono::Duration = chrono::Duration::seconds(1);
 
+/// Whether a claim ([`DispatchStore::claim_due`]) also marks the push as started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimMark {
+    /// The claim alone: the mark is a write of its own, made later
+    /// ([`DispatchStore::mark_push_started`]). For a device that confirms its calls: its
+    /// confirmation refuses the mark of a push again not yet marked.
+    Apart,
+    /// The claim writes the mark too (`push_started_at` = `now`, unless already set), as one
+    /// conditional write: from then on the claim is marked, as after
+    /// [`DispatchStore::mark_push_started`] (never re-claimed; abandoned, recorded `failed`).
+    /// For a device that does not confirm its calls.
+    WithClaim,
+}
+
 /// Devices: registration, the device secret, the token the dispatcher reads.
 #[async_trait]
 pub trait DeviceStore: Send + Sync {
@@ -215,8 +229,10 @@ pub trait DispatchStore: Send + Sync {
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`DispatchStore::mark_push_started`]).
     /// A claim `run` already holds is won again (its reply may have been lost): `claimed_at`
-    /// becomes `now`. A refusal carries the record as it is (if there is one), so the caller
-    /// can tell a live claim from an abandoned one whose push had started.
+    /// becomes `now`. With [`ClaimMark::WithClaim`] the same write marks the push as started
+    /// (the first mark's time kept when made again). A refusal carries the record as it is (if
+    /// there is one), so the caller can tell a live claim from an abandoned one whose push had
+    /// started.
     async fn claim_due(
         &self,
         id: &DeviceId,
@@ -224,9 +240,11 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
+        mark: ClaimMark,
     ) -> Result<ClaimAnswer, StoreError>;
 
-    /// [`DispatchStore::claim_due`], answering only whether this caller won the claim.
+    /// [`DispatchStore::claim_due`] of the claim alone ([`ClaimMark::Apart`]), answering only
+    /// whether this caller won the claim.
     async fn claim_reservation(
         &self,
         id: &DeviceId,
@@ -236,12 +254,13 @@ pub trait DispatchStore: Send + Sync {
         abandoned_before: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let answer = self
-            .claim_due(id, call_id, run, now, abandoned_before)
+            .claim_due(id, call_id, run, now, abandoned_before, ClaimMark::Apart)
             .await?;
         Ok(matches!(answer, ClaimAnswer::Won { .. }))
     }
 
-    /// Marks that `run`, whose claim the reservation holds, is about to push (sets
+    /// Marks that `run`, whose claim the reservation holds (made [`ClaimMark::Apart`]), is about
+    /// to push (sets
     /// `push_started_at` to `now`, unless this run's earlier mark already set it, and
     /// `confirms`: the device confirms its calls, so if this run stops the push counts as left
     /// and is made again). Only a

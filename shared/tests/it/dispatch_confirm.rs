@@ -15,8 +15,8 @@ use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
-use koe::store::ConfirmAnswer;
 use koe::store::prelude::*;
+use koe::store::{ClaimMark, ConfirmAnswer};
 use koe_testkit::push::RecordingPushSender;
 
 const WAIT: StdDuration = StdDuration::from_millis(400);
@@ -279,7 +279,14 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let now = Utc::now();
     let abandoned = now - Duration::seconds(30);
     let claim = store
-        .claim_due(&never.device_id, &never.call_id, &dead, now, abandoned)
+        .claim_due(
+            &never.device_id,
+            &never.call_id,
+            &dead,
+            now,
+            abandoned,
+            ClaimMark::Apart,
+        )
         .await
         .unwrap();
     assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
@@ -307,8 +314,52 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     w.each_attempt_pushed_once(&never).await;
 }
 
+/// A device that confirms its calls: its claim and its push mark are two writes, and a run that
+/// dies between them (claimed, unmarked) has not pushed. Once its claim is abandoned, a later
+/// run re-claims it and pushes it, attempt 1, within grace; the phone confirms: `rang`, one
+/// push. (A device without `confirmsCalls` has no unmarked claim: its claim carries the mark,
+/// `dispatch_runs::exactly_once::a_run_that_died_after_claiming_leaves_it_failed_never_pushed`.)
+async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(store: Arc<dyn Store>) {
+    let mut w = World::new(store.clone());
+    let first = w.call(true, confirming(Some(1)), 300).await;
+    let due = first.scheduled_at.utc();
+    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
+    let dead = koe::domain::reservation::RunToken::generate();
+    let now = Utc::now();
+    let claim = store
+        .claim_due(
+            &first.device_id,
+            &first.call_id,
+            &dead,
+            now,
+            now - Duration::seconds(30),
+            ClaimMark::Apart,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
+    // The next run starts once the claim is abandoned (the claim timeout, 1 s here).
+    tokio::time::sleep(StdDuration::from_millis(1200)).await;
+    let phones = w.start_phones(Utc::now() + Duration::seconds(3));
+    let mut s = settings(StdDuration::from_millis(2500));
+    s.claim_timeout = StdDuration::from_secs(1);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let report = Dispatcher::new(store, w.push.clone(), clock, s, "t")
+        .run(RunCause::Local)
+        .await;
+    phones.await.unwrap();
+    let pushes = w.pushes(&first);
+    assert_eq!(pushes.len(), 1, "{pushes:?} {report:?}");
+    assert_eq!(pushes[0].0, 1, "its first push");
+    let late = (pushes[0].1 - due).num_milliseconds();
+    assert!(late < 120_000, "within grace: {late} ms");
+    assert_eq!(w.stored(&first).await.status, ReservationStatus::Rang);
+    w.each_attempt_pushed_once(&first).await;
+}
+
 on_each_store!(;
     multi_thread: each_phone_gets_the_pushes_it_needs,
     a_later_run_pushes_again,
     a_push_whose_run_died_goes_again,
+    an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run,
 );

@@ -8,8 +8,11 @@
 //! `Unregistered` remove the device's token and fail the call at once. 429 and 5xx are retried
 //! with backoff within 1 s of the second, then fail (the token is kept). The same event
 //! delivered twice, with an overlapping run on top, still means one push per call. A run killed
-//! between its claim and its push is left alone while its claim is fresh, and the next run
-//! after the claim timeout sends it, within grace: one push.
+//! after its claim and before its push is left alone while its claim is fresh; after the claim
+//! timeout, the next run records it `failed` (push state unknown: the claim of a device without
+//! `confirmsCalls` carries the push mark), one missed-call notice, no push; for a device that
+//! confirms its calls (claim and mark apart) killed before the mark, it sends it, within grace:
+//! one push. A run killed before its claim leaves the call to the next run, which sends it.
 //!
 //! The runs are shortened (3 s window, re-selection every 500 ms, 4 s claim timeout) so the test
 //! takes seconds; everything else is the deployed configuration.
@@ -20,7 +23,7 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
 use koe::config::{Config, DispatchConfig, Vars};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::routes::{Adapters, Dispatch};
 use koe_testkit::dynamodb::fresh_store;
@@ -261,21 +264,19 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_killed_between_claim_and_push_is_recovered_once() {
-    let (app, push) = dispatch_app().await;
-    let app = Arc::new(app);
-    let d = device(&app, "fault-crash").await;
-    let second = Utc::now() + Duration::milliseconds(2000);
-    let r = reserve(&app, &d, second).await;
-
-    // A run claims the call (0.5 s before its second) and is killed before it pushes.
+/// A run of `app` that claims `r` (0.5 s before its second) and is killed then, before it
+/// pushes; a run that starts while the claim is fresh leaves it. When it was killed.
+async fn killed_after_its_claim(
+    app: &Arc<App>,
+    push: &RecordingPushSender,
+    r: &Reservation,
+) -> DateTime<Utc> {
     let run = {
         let app = app.clone();
         tokio::spawn(async move { handle(&app, schedule_event()).await })
     };
     let deadline = std::time::Instant::now() + StdDuration::from_secs(10);
-    while status(&app, &r).await != ReservationStatus::Claimed {
+    while status(app, r).await != ReservationStatus::Claimed {
         assert!(
             std::time::Instant::now() < deadline,
             "the run claims the call"
@@ -288,30 +289,137 @@ async fn a_run_killed_between_claim_and_push_is_recovered_once() {
     assert!(push.sent().is_empty(), "killed before a push went out");
 
     // A run that starts while the claim is fresh leaves it to the recovery.
-    let fresh = handle(&app, schedule_event()).await.unwrap();
+    let fresh = handle(app, schedule_event()).await.unwrap();
     assert_eq!(fresh["sent"], 0, "{fresh}");
-    assert_eq!(status(&app, &r).await, ReservationStatus::Claimed);
+    assert_eq!(status(app, r).await, ReservationStatus::Claimed);
     assert!(push.sent().is_empty());
+    killed_at
+}
 
-    // Once the claim is older than the claim timeout, the next run sends it: one push.
+/// Waits until the claim made by the run killed at `killed_at` is abandoned (the claim timeout).
+async fn until_abandoned(killed_at: DateTime<Utc>) {
     let claim_age = Utc::now() - killed_at;
     let wait = Duration::from_std(CLAIM_TIMEOUT).unwrap() + Duration::milliseconds(300) - claim_age;
     if wait > Duration::zero() {
         tokio::time::sleep(wait.to_std().unwrap()).await;
     }
+}
+
+/// A device without `confirmsCalls`: its claim carries the push mark, so a run killed after the
+/// claim may have pushed, as far as anyone can tell: once the claim is abandoned, the next run
+/// records it `failed` (push state unknown), sends the missed-call notice once, never pushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_after_its_claim_leaves_the_call_failed_never_pushed_twice() {
+    let (app, push) = dispatch_app().await;
+    let app = Arc::new(app);
+    let mut d = device(&app, "fault-crash").await;
+    d.alert_token =
+        Some(AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap());
+    app.store().await.unwrap().put_device(&d).await.unwrap();
+    let second = Utc::now() + Duration::milliseconds(2000);
+    let r = reserve(&app, &d, second).await;
+
+    let killed_at = killed_after_its_claim(&app, &push, &r).await;
+    let claimed = app.store().await.unwrap();
+    let claimed = claimed.get_reservation(&r.device_id, Utc::now()).await;
+    let claimed = claimed.unwrap().unwrap();
+    assert!(
+        claimed.push_started_at.is_some(),
+        "the claim carries the mark"
+    );
+
+    until_abandoned(killed_at).await;
+    let recovery = handle(&app, schedule_event()).await.unwrap();
+    // Recorded `failed` with no push (its metrics: `PushUnknown` 1).
+    assert_eq!(
+        (&recovery["sent"], &recovery["failed"]),
+        (&Value::from(0), &Value::from(1)),
+        "{recovery}"
+    );
+    assert!(push.sent().is_empty(), "never pushed: {:#?}", push.sent());
+    assert_eq!(status(&app, &r).await, ReservationStatus::Failed);
+    let notices = push.alerts_for_call(r.call_id.as_str());
+    assert_eq!(notices.len(), 1, "one missed-call notice: {notices:#?}");
+    // Another run changes nothing.
+    let after = handle(&app, schedule_event()).await.unwrap();
+    assert_eq!(
+        (&after["sent"], &after["failed"]),
+        (&Value::from(0), &Value::from(0))
+    );
+    assert!(push.sent().is_empty());
+    assert_eq!(push.alerts_for_call(r.call_id.as_str()).len(), 1);
+    faults::record(
+        "Dispatch: run killed after its claim (device without confirmsCalls: the claim carries the push mark)",
+        "a run while the claim is fresh leaves it; the first run after the claim timeout records it failed (push state unknown), one notice; never pushed",
+        "fresh-claim run sent 0; recovery run failed 1 (push unknown), 0 pushes, 1 notice",
+    );
+}
+
+/// A device that confirms its calls: claim and mark are two writes, and a run killed between
+/// them has not pushed. Once the claim is abandoned, the next run sends it, within grace: one
+/// push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_between_claim_and_mark_is_recovered_once() {
+    let (app, push) = dispatch_app().await;
+    let app = Arc::new(app);
+    let mut d = device(&app, "fault-crash-confirming").await;
+    d.confirms_calls = true;
+    app.store().await.unwrap().put_device(&d).await.unwrap();
+    let second = Utc::now() + Duration::milliseconds(2000);
+    let r = reserve(&app, &d, second).await;
+
+    let killed_at = killed_after_its_claim(&app, &push, &r).await;
+    let claimed = app.store().await.unwrap();
+    let claimed = claimed.get_reservation(&r.device_id, Utc::now()).await;
+    let claimed = claimed.unwrap().unwrap();
+    assert_eq!(claimed.push_started_at, None, "killed before its mark");
+
+    // Once the claim is older than the claim timeout, the next run sends it: one push.
+    until_abandoned(killed_at).await;
     let recovery = handle(&app, schedule_event()).await.unwrap();
     assert_eq!(recovery["sent"], 1, "{recovery}");
     let pushes = push.sent();
     assert_eq!(pushes.len(), 1, "{pushes:#?}");
     assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
-    assert_eq!(status(&app, &r).await, ReservationStatus::Sent);
+    assert_eq!(pushes[0].payload["attempt"], 1);
+    let stored = app.store().await.unwrap();
+    let stored = stored.get_reservation(&r.device_id, Utc::now()).await;
+    assert_eq!(stored.unwrap().unwrap().pushes, 1, "its push counted");
     let late = (pushes[0].at - second).num_milliseconds();
     assert!(late < 120_000, "within grace: {late} ms");
     faults::record(
-        "Dispatch: run killed between claim and push",
+        "Dispatch: run killed between claim and push mark (device with confirmsCalls)",
         "a run while the claim is fresh leaves it; the first run after the claim timeout sends it within grace; one push",
         &format!(
             "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout 4 s here); 1 push in all"
         ),
     );
+}
+
+/// A run killed before its claim (after its device read) leaves the call `scheduled`: the next
+/// run sends it, at once, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_before_its_claim_leaves_the_call_to_the_next_run() {
+    let (app, push) = dispatch_app().await;
+    let app = Arc::new(app);
+    let d = device(&app, "fault-crash-early").await;
+    let second = Utc::now() + Duration::milliseconds(2500);
+    let r = reserve(&app, &d, second).await;
+    let run = {
+        let app = app.clone();
+        tokio::spawn(async move { handle(&app, schedule_event()).await })
+    };
+    // The device is read 2 s before the second, the claim made 0.5 s before.
+    let kill_at = second - Duration::milliseconds(1000);
+    tokio::time::sleep((kill_at - Utc::now()).to_std().unwrap_or_default()).await;
+    run.abort();
+    let _ = run.await;
+    assert_eq!(status(&app, &r).await, ReservationStatus::Scheduled);
+    let next = handle(&app, schedule_event()).await.unwrap();
+    assert_eq!(next["sent"], 1, "{next}");
+    let pushes = push.sent();
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(status(&app, &r).await, ReservationStatus::Sent);
+    let late = (pushes[0].at - second).num_milliseconds();
+    assert!(late < 120_000, "within grace: {late} ms");
 }

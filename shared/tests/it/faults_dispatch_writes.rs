@@ -1,6 +1,7 @@
 //! The dispatcher's own writes failing on DynamoDB Local (through `reply_drop`'s proxy, with the
 //! production-like client): an outcome whose write failed is retried until it is recorded, and
-//! a push whose "started" mark was refused is made again by its run and sent, once.
+//! a push whose "started" mark was refused (the claim that carries it, for a device without
+//! `confirmsCalls`) is made again by its run and sent, once.
 //! `faults_slow_replies` holds replies back instead.
 
 use std::time::Duration as StdDuration;
@@ -12,9 +13,11 @@ use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 use koe_testkit::faults;
 
 const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
-/// What a finish request's body holds (its token), and a mark's.
+/// What a finish request's body holds (its token), a mark's (its own write, for a device that
+/// confirms its calls), and a claim's that carries the mark.
 const FINISH: &str = "finishToken";
 const MARK: &str = "SET #pushStartedAtMs";
+const CLAIM_MARKED: &str = "#claimToken = :run, #pushStartedAtMs";
 
 /// A fresh world with one call 1.5 s away, its proxy's fault set by `fault`, and one run.
 async fn one_run(name: &str, fault: impl FnOnce(&ReplyDropper)) -> (World, Reservation, RunReport) {
@@ -62,10 +65,13 @@ async fn an_outcome_written_though_every_reply_was_lost_counts_as_recorded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() {
-    // Three attempts of the mark get a 500 (nothing written); the run makes it again.
-    let (w, r, report) =
-        one_run("mark-refused", |d| d.refuse_requests("UpdateItem", MARK, 3)).await;
+async fn a_claim_with_its_push_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() {
+    // A device without `confirmsCalls`: three attempts of the claim, which carries the mark,
+    // get a 500 (nothing written); the run makes it again.
+    let (w, r, report) = one_run("mark-refused", |d| {
+        d.refuse_requests("UpdateItem", CLAIM_MARKED, 3)
+    })
+    .await;
     assert_eq!(w.dropper.dropped(), 3);
     let pushes = w.push.sent_for_call(r.call_id.as_str());
     assert_eq!(pushes.len(), 1, "{pushes:#?}");
@@ -84,8 +90,40 @@ async fn a_push_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() 
         "{report:?}"
     );
     faults::record(
-        "DynamoDB: the write marking a push as started fails (500, three attempts)",
+        "DynamoDB: the write marking a push as started (the claim) fails (500, three attempts)",
         "the run makes it again until answered, then pushes: one push, in the same run",
         &format!("sent once, {late} ms late; 0 store errors"),
+    );
+}
+
+/// A device that confirms its calls: its push mark is a write of its own, and three attempts of
+/// it get a 500 (nothing written); the run makes it again and pushes, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_mark_apart_the_store_refused_is_made_again_by_its_run_and_pushed_once() {
+    let w = World::new().await;
+    let r = w.reserve_confirming("mark-apart-refused", 1500).await;
+    w.dropper.refuse_requests("UpdateItem", MARK, 3);
+    let report = w.run(CLAIM_TIMEOUT).await;
+    assert_eq!(w.dropper.dropped(), 3);
+    let pushes = w.push.sent_for_call(r.call_id.as_str());
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["attempt"], 1);
+    let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
+    assert!(late < 1_000, "pushed by the same run, {late} ms late");
+    let stored = w.stored(&r).await;
+    assert_eq!(
+        (stored.status, stored.pushes),
+        (ReservationStatus::Scheduled, 1),
+        "due again, waiting for its confirmation"
+    );
+    assert_eq!(
+        (
+            report.claimed,
+            report.sent,
+            report.store_errors,
+            report.resolved
+        ),
+        (1, 1, 0, 1),
+        "{report:?}"
     );
 }

@@ -17,6 +17,7 @@ const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(30);
 const HOLD: StdDuration = StdDuration::from_millis(1500);
 /// A piece of each dispatch request's body, to hold just that request.
 const CLAIM: &str = "#claimedAtMs = :nowMs";
+/// The push mark: a write of its own for a device that confirms its calls, else in the claim.
 const MARK: &str = "if_not_exists(#pushStartedAtMs";
 const FINISH: &str = "#finishToken = :run";
 
@@ -36,15 +37,28 @@ fn lateness(w: &World, calls: &[Reservation]) -> Vec<Vec<i64>> {
 
 /// One call whose `operation` requests with `needle` get their reply 1.5 s late, three times
 /// in a row: the run resolves the write by making it again and the call rings once, late by
-/// little more than the holds it waited out.
+/// little more than the holds it waited out. Its device confirms its calls if `confirms` (then
+/// the call is due again after its push, waiting for a confirmation).
 async fn one_held_step(
     name: &str,
     operation: &str,
     needle: impl Fn(&World) -> String,
 ) -> (i64, koe::dispatch::RunReport) {
+    held_step(name, operation, needle, false).await
+}
+
+async fn held_step(
+    name: &str,
+    operation: &str,
+    needle: impl Fn(&World) -> String,
+    confirms: bool,
+) -> (i64, koe::dispatch::RunReport) {
     assert!(HOLD > DISPATCH_ATTEMPT_TIMEOUT);
     let w = World::new().await;
-    let r = w.reserve(name, 2500).await;
+    let r = match confirms {
+        true => w.reserve_confirming(name, 2500).await,
+        false => w.reserve(name, 2500).await,
+    };
     w.dropper.hold_replies(operation, &needle(&w), 3, HOLD);
     let report = w.run(CLAIM_TIMEOUT).await;
     assert_eq!(w.dropper.dropped(), 3, "{name}: every hold happened");
@@ -52,7 +66,11 @@ async fn one_held_step(
         panic!("{name}: not exactly one push: {:#?}", w.push.attempts());
     };
     assert_eq!(w.push.attempts().len(), 1, "{name}: one push in all");
-    assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent, "{name}");
+    let status = match confirms {
+        true => ReservationStatus::Scheduled,
+        false => ReservationStatus::Sent,
+    };
+    assert_eq!(w.stored(&r).await.status, status, "{name}");
     assert_eq!(
         (report.sent, report.failed, report.store_errors),
         (1, 0, 0),
@@ -76,7 +94,9 @@ async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
-    let (late, _) = one_held_step("held-mark", "UpdateItem", |_| MARK.into()).await;
+    // A device that confirms its calls: the mark is a write of its own (for any other device
+    // it is the claim's, held in `a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once`).
+    let (late, _) = held_step("held-mark", "UpdateItem", |_| MARK.into(), true).await;
     assert!(late < 2_500, "{late} ms late");
     faults::record(
         "DynamoDB: a push mark's replies come 1.5 s late, three times (written at once)",
@@ -154,11 +174,12 @@ async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_sec
 
 /// A run that cannot get its push mark answered while its claim is surely its own (half the
 /// claim timeout) gives the claim back instead of leaving it to end `failed`: it knows its push
-/// did not leave. The next run sends the call, once.
+/// did not leave. The next run sends the call, once. A device that confirms its calls: the mark
+/// is a write of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
     let w = World::new().await;
-    let r = w.reserve("mark-never-answered", 1500).await;
+    let r = w.reserve_confirming("mark-never-answered", 1500).await;
     let claim_timeout = StdDuration::from_secs(4);
     // Every mark's reply late (each mark is written: the record holds it until given back).
     w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
@@ -169,7 +190,65 @@ async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_n
         (1, 1, 0),
         "{first:?}"
     );
-    let given_back = w.stored(&r).await;
+    given_back(&w, &r).await;
+
+    // The store answers again: the next run pushes it at once, within grace.
+    w.dropper.clear();
+    let second = w.run(claim_timeout).await;
+    let pushes = w.push.sent_for_call(r.call_id.as_str());
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["attempt"], 1);
+    assert_eq!(w.push.attempts().len(), 1, "one push in all");
+    assert_eq!(w.stored(&r).await.pushes, 1);
+    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
+    faults::record(
+        "DynamoDB: a push mark never gets an answer in time (every reply 1.5 s late)",
+        "the run gives its claim back unpushed (not failed); the next run sends it once",
+        "first run: released 1, no push; second run: sent once",
+    );
+}
+
+/// The same for a device without `confirmsCalls`, whose claim carries the mark: a claim that
+/// never gets an answer may have been written, marked; its run knows it did not push, so it
+/// gives it back rather than leave it to end `failed` (push state unknown). The next run sends
+/// the call, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_its_mark_that_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
+    let w = World::new().await;
+    let r = w.reserve("claim-never-answered", 1500).await;
+    let claim_timeout = StdDuration::from_secs(4);
+    // Every claim's reply late (each is written, with its mark).
+    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
+    let first = w.run(claim_timeout).await;
+    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    assert_eq!(
+        (
+            first.claimed,
+            first.released,
+            first.failed,
+            first.unresolved
+        ),
+        (0, 1, 0, 1),
+        "{first:?}"
+    );
+    given_back(&w, &r).await;
+
+    w.dropper.clear();
+    let second = w.run(claim_timeout).await;
+    assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
+    assert_eq!(w.push.attempts().len(), 1, "one push in all");
+    assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
+    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
+    faults::record(
+        "DynamoDB: a claim (with its push mark) never gets an answer in time (every reply 1.5 s late)",
+        "the run gives its claim back unpushed (not failed); the next run sends it once",
+        "first run: released 1, no push; second run: sent once",
+    );
+}
+
+/// `r` given back: `scheduled` again, its claim and mark removed.
+async fn given_back(w: &World, r: &Reservation) {
+    let given_back = w.stored(r).await;
     assert_eq!(
         (
             given_back.status,
@@ -178,18 +257,5 @@ async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_n
         ),
         (ReservationStatus::Scheduled, None, None),
         "scheduled again, its mark removed"
-    );
-
-    // The store answers again: the next run sends it at once, within grace.
-    w.dropper.clear();
-    let second = w.run(claim_timeout).await;
-    assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
-    assert_eq!(w.push.attempts().len(), 1, "one push in all");
-    assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
-    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
-    faults::record(
-        "DynamoDB: a push mark never gets an answer in time (every reply 1.5 s late)",
-        "the run gives its claim back unpushed (not failed); the next run sends it once",
-        "first run: released 1, no push; second run: sent once",
     );
 }

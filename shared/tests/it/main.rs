@@ -71,6 +71,7 @@ mod dispatch_push_again;
 mod dispatch_runs;
 mod dispatch_wake;
 mod dispatch_world;
+mod dispatch_writes;
 mod docs_facts;
 mod docs_links;
 mod dynamodb_tables;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe::store::memory::MemoryStore;
-use koe::store::{CancelError, ClaimAnswer, ConfirmAnswer, Outcome};
+use koe::store::{CancelError, ClaimAnswer, ClaimMark, ConfirmAnswer, Outcome};
 use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 
 use super::store_contract::{
@@ -39,7 +39,14 @@ async fn claim_pushes(
     now: DateTime<Utc>,
 ) -> Option<u32> {
     match store
-        .claim_due(&r.device_id, &r.call_id, run, now, abandoned_before(now))
+        .claim_due(
+            &r.device_id,
+            &r.call_id,
+            run,
+            now,
+            abandoned_before(now),
+            ClaimMark::Apart,
+        )
         .await
         .expect("claim_due")
     {
@@ -263,6 +270,7 @@ async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
             &run,
             later,
             abandoned_before(later),
+            ClaimMark::Apart,
         )
         .await
         .unwrap();

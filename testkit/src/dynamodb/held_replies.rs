@@ -223,7 +223,7 @@ mod tests {
         Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket,
     };
     use koe::store::prelude::*;
-    use koe::store::{ClaimAnswer, memory::MemoryStore};
+    use koe::store::{ClaimAnswer, ClaimMark, memory::MemoryStore};
 
     use super::*;
 
@@ -284,7 +284,14 @@ mod tests {
         let now = t("2026-01-01T06:59:59.500Z");
         let started = Instant::now();
         let claim = store
-            .claim_due(&r.device_id, &r.call_id, &run, now, now)
+            .claim_due(
+                &r.device_id,
+                &r.call_id,
+                &run,
+                now,
+                now,
+                ClaimMark::WithClaim,
+            )
             .await;
         assert!(claim.is_err(), "{claim:?}");
         assert_eq!(
@@ -312,7 +319,14 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let started = Instant::now();
         let again = store
-            .claim_due(&r.device_id, &r.call_id, &run, now, now)
+            .claim_due(
+                &r.device_id,
+                &r.call_id,
+                &run,
+                now,
+                now,
+                ClaimMark::WithClaim,
+            )
             .await;
         assert!(matches!(again.unwrap(), ClaimAnswer::Won { .. }));
         assert_eq!(started.elapsed(), Duration::ZERO);

@@ -1,7 +1,7 @@
 //! The DynamoDB adapter's dispatch requests: a minute's reservation count, the shard query, the
 //! minute's watch (`watchedUntil` on the count item `due#<minute>`: a run's promise to select the
 //! minute again until then, and a create's claim of the duty to wake such a run), the claim, the
-//! mark that a push started, and the outcome (tokens against lost replies: `retried`).
+//! mark that a push started (a write of its own, or the claim's), and the outcome (tokens against lost replies: `retried`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,7 +19,7 @@ use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
 use crate::store::prelude::*;
-use crate::store::{ClaimAnswer, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
+use crate::store::{ClaimAnswer, ClaimMark, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
     let r = Reader { table, item };
@@ -197,6 +197,7 @@ impl DispatchStore for DynamoStore {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
+        mark: ClaimMark,
     ) -> Result<ClaimAnswer, StoreError> {
         let table = &self.tables.calls;
         let due_by = now + PUSH_AGAIN_CLAIM_LEAD;
@@ -205,12 +206,23 @@ impl DispatchStore for DynamoStore {
             (":run", s(run.as_str())),
             (":dueByMs", n(due_by.timestamp_millis())),
         ];
+        // With the mark: one write sets `pushStartedAtMs` too (made again after a lost reply, it
+        // meets its own claim and keeps the first mark's time).
+        let update = match mark {
+            ClaimMark::Apart => {
+                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
+                 #claimToken = :run"
+            }
+            ClaimMark::WithClaim => {
+                "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
+                 #claimToken = :run, #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)"
+            }
+        };
         let request = update_item(
             &self.dispatch,
             table,
             id.as_str(),
-            "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-             #claimToken = :run",
+            update,
             &format!("(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"),
             call_values(call_id, now, offered),
         )

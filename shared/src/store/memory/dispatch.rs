@@ -12,7 +12,7 @@ use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
 use crate::store::prelude::*;
-use crate::store::{ClaimAnswer, Outcome, StoreError};
+use crate::store::{ClaimAnswer, ClaimMark, Outcome, StoreError};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -84,6 +84,7 @@ impl DispatchStore for MemoryStore {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
+        mark: ClaimMark,
     ) -> Result<ClaimAnswer, StoreError> {
         let tables = &mut *self.lock();
         let Some(r) = tables.reservations.get_mut(id) else {
@@ -103,6 +104,10 @@ impl DispatchStore for MemoryStore {
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
+        if mark == ClaimMark::WithClaim {
+            // Made again after a lost reply, the first mark's time stays.
+            r.push_started_at.get_or_insert(now);
+        }
         Ok(ClaimAnswer::Won { pushes: r.pushes })
     }
 

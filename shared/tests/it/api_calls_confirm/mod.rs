@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{CallId, RunToken};
-use koe::store::{ClaimAnswer, Outcome};
+use koe::store::{ClaimAnswer, ClaimMark, Outcome};
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, send, send_with_secret, spawn_app_with};
 use serde_json::{Value, json};
@@ -99,9 +99,14 @@ pub(super) struct Leaving {
 pub(super) async fn push_leaves(app: &TestApp, device: &str, call: &str) -> Leaving {
     let (id, call) = (device_id(device), CallId::from_stored(call.to_owned()));
     let (run, now) = (RunToken::generate(), app.clock.now());
-    let claim = app
-        .store
-        .claim_due(&id, &call, &run, now, now - Duration::seconds(30));
+    let claim = app.store.claim_due(
+        &id,
+        &call,
+        &run,
+        now,
+        now - Duration::seconds(30),
+        ClaimMark::Apart,
+    );
     let ClaimAnswer::Won { pushes } = claim.await.unwrap() else {
         panic!("claimed {device}");
     };

@@ -8,6 +8,7 @@ use koe::clock::Clock;
 use koe::dispatch::InFlight;
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::{ReservationStatus, RunToken};
+use koe::store::{ClaimAnswer, ClaimMark};
 use koe_testkit::harness::{send, spawn_app_with};
 
 use crate::dispatch_world::{DynStore, PATIENCE, STEP, World, at, at_ms};
@@ -198,27 +199,32 @@ pub(super) async fn a_cancel_racing_the_claim_either_wins_or_gets_too_late_never
     assert_eq!((report.sent, report.lost), (too_late, won), "{report:?}");
 }
 
-pub(super) async fn a_run_that_died_after_claiming_is_recovered_once_by_a_later_run(
-    store: DynStore,
-) {
+/// A run that dies after its claim, to a device without `confirmsCalls`: the claim carries the
+/// push mark (one write), so the push may have left as far as anyone can tell. A run while the
+/// claim is fresh leaves it; past the claim timeout the next run records it `failed` (push state
+/// unknown), never pushes. (A claim without its mark, a device that confirms its calls, is
+/// re-claimed and pushed: `dispatch_confirm::an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run`.)
+pub(super) async fn a_run_that_died_after_claiming_leaves_it_failed_never_pushed(store: DynStore) {
     let w = World::new(store);
     let device = w.device("crashed", PushEnvironment::Production).await;
     let r = w.reserve(&device, at(30)).await;
-    // A run claims it a moment before its second, then dies (no push, no outcome).
+    // A run claims it a moment before its second, as a run claims it (with the mark), then
+    // dies (no push, no outcome).
     w.step_to(at_ms(29_500)).await;
     let claim_at = w.clock.now();
-    assert!(
-        w.store
-            .claim_reservation(
-                &r.device_id,
-                &r.call_id,
-                &RunToken::generate(),
-                claim_at,
-                claim_at - Duration::seconds(30)
-            )
-            .await
-            .unwrap()
-    );
+    let claim = w
+        .store
+        .claim_due(
+            &r.device_id,
+            &r.call_id,
+            &RunToken::generate(),
+            claim_at,
+            claim_at - Duration::seconds(30),
+            ClaimMark::WithClaim,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(claim, ClaimAnswer::Won { pushes: 0 }), "{claim:?}");
 
     // A run that starts while the claim is fresh leaves it alone.
     w.step_to(at(40)).await;
@@ -230,23 +236,27 @@ pub(super) async fn a_run_that_died_after_claiming_is_recovered_once_by_a_later_
         "a fresh claim is not taken over"
     );
 
-    // Past the claim timeout (30 s), the next run re-sends it, within grace.
+    // Past the claim timeout (30 s), the next run records it failed without pushing.
     w.step_to(at(61)).await;
     let later_run = w.start_run();
-    w.push
-        .wait_for("the recovered push", PATIENCE, |a| {
-            a.iter().any(|p| p.accepted)
-        })
-        .await;
+    w.wait_status(&r, ReservationStatus::Failed).await;
     let reports = w.finish(vec![fresh_run, later_run], at(61 + 72)).await;
 
-    let pushes = w.push.sent_for_call(r.call_id.as_str());
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
-    assert_eq!(pushes[0].at, at(61), "sent at once by the later run");
-    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
-    assert_eq!(w.stored(&r).await.unwrap().status, ReservationStatus::Sent);
-    assert_eq!((reports[0].sent, reports[1].sent), (0, 1), "{reports:#?}");
-    assert_eq!(reports[1].lateness_ms, vec![31_000]);
+    assert!(
+        w.push.attempts().is_empty(),
+        "never pushed: {:#?}",
+        w.push.attempts()
+    );
+    assert_eq!(
+        (
+            reports[0].sent,
+            reports[1].sent,
+            reports[1].failed,
+            reports[1].push_unknown
+        ),
+        (0, 0, 1, 1),
+        "{reports:#?}"
+    );
 }
 
 pub(super) async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again(

@@ -19,7 +19,7 @@ use apns_answers::{
 };
 use exactly_once::{
     a_cancel_racing_the_claim_either_wins_or_gets_too_late_never_both,
-    a_run_that_died_after_claiming_is_recovered_once_by_a_later_run,
+    a_run_that_died_after_claiming_leaves_it_failed_never_pushed,
     a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again,
     duplicate_and_overlapping_runs_push_once,
     overlapping_runs_of_one_process_leave_each_others_calls_alone,
@@ -48,7 +48,7 @@ macro_rules! dispatch_suite {
             a_reservation_made_mid_run_still_leaves_on_time,
             duplicate_and_overlapping_runs_push_once,
             overlapping_runs_of_one_process_leave_each_others_calls_alone,
-            a_run_that_died_after_claiming_is_recovered_once_by_a_later_run,
+            a_run_that_died_after_claiming_leaves_it_failed_never_pushed,
             a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again,
             an_invalid_token_removes_the_device_and_fails_the_call,
             a_429_then_success_within_the_budget_is_sent,

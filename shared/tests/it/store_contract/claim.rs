@@ -1,8 +1,8 @@
 //! A run's claim of a due call: won once, made again, abandoned, marked, given back.
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
-use koe::store::Outcome;
+use koe::store::{ClaimAnswer, ClaimMark, Outcome};
 
 use super::{
     CLAIM_TIMEOUT, DynStore, GRACE, abandoned_before, claim, claim_as, finish, get, get_some,
@@ -208,6 +208,103 @@ async fn a_claim_given_back_by_its_run_is_scheduled_again(store: DynStore) {
     );
 }
 
+/// `run`'s claim of `r` at `now` written with its push mark (`ClaimMark::WithClaim`).
+async fn claim_marked(
+    store: &DynStore,
+    r: &Reservation,
+    run: &RunToken,
+    now: DateTime<Utc>,
+) -> ClaimAnswer {
+    store
+        .claim_due(
+            &r.device_id,
+            &r.call_id,
+            run,
+            now,
+            abandoned_before(now),
+            ClaimMark::WithClaim,
+        )
+        .await
+        .expect("claim_due")
+}
+
+/// A claim with its mark (a device that does not confirm its calls) is one write that leaves
+/// the claim marked: made again by its run it is won again, the first mark's time kept; another
+/// run's claim is refused, also once the claim timeout has passed, on a record that shows the
+/// push started then abandoned (so it is recorded `failed`, never re-claimed nor missed); its
+/// run's give-back removes the claim and the mark at once.
+async fn a_claim_with_its_mark_is_marked_at_once(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let run = RunToken::generate();
+    let claimed_at = r.scheduled_at.utc() - Duration::milliseconds(500);
+    let won = claim_marked(&store, &r, &run, claimed_at).await;
+    assert!(matches!(won, ClaimAnswer::Won { pushes: 0 }), "{won:?}");
+    let claimed = Reservation {
+        status: ReservationStatus::Claimed,
+        claimed_at: Some(claimed_at),
+        claimed_by: Some(run.clone()),
+        push_started_at: Some(claimed_at),
+        updated_at: claimed_at,
+        ..r.clone()
+    };
+    assert_eq!(get_some(&store, &r.device_id, claimed_at).await, claimed);
+    let again = claimed_at + Duration::milliseconds(700);
+    let won = claim_marked(&store, &r, &run, again).await;
+    assert!(
+        matches!(won, ClaimAnswer::Won { .. }),
+        "made again: {won:?}"
+    );
+    let stored = get_some(&store, &r.device_id, again).await;
+    assert_eq!(
+        (stored.claimed_at, stored.push_started_at),
+        (Some(again), Some(claimed_at)),
+        "the claim's time the new attempt's, the first mark's kept"
+    );
+    assert!(mark_as(&store, &r, &run, again).await, "already its mark");
+
+    // Past the claim timeout: not re-claimed by another run, with or without a mark, and found
+    // started then abandoned; not missed.
+    let later = again + CLAIM_TIMEOUT + secs(1);
+    assert!(abandoned_before(later) > again);
+    assert!(
+        !claim(&store, &r, later).await,
+        "a marked claim is not re-claimed"
+    );
+    let other = claim_marked(&store, &r, &RunToken::generate(), later).await;
+    let ClaimAnswer::Refused(Some(current)) = other else {
+        panic!("refused with the record: {other:?}");
+    };
+    assert_eq!(
+        (current.status, current.push_started_at, current.claimed_at),
+        (ReservationStatus::Claimed, Some(claimed_at), Some(again)),
+        "started (marked), then abandoned (claimed before abandoned_before)"
+    );
+    assert!(
+        !finish(&store, &r, Outcome::Missed, later).await,
+        "not missed"
+    );
+
+    // Given back by its run (it knows it did not push): `scheduled`, claim and mark gone.
+    assert!(
+        release_as(&store, &r, &run, later).await,
+        "its own give-back"
+    );
+    let released = get_some(&store, &r.device_id, later).await;
+    assert_eq!(
+        released,
+        Reservation {
+            updated_at: later,
+            ..r.clone()
+        },
+        "as it was before the claim"
+    );
+    let won = claim_marked(&store, &r, &RunToken::generate(), later).await;
+    assert!(
+        matches!(won, ClaimAnswer::Won { .. }),
+        "claimable at once: {won:?}"
+    );
+}
+
 contract_suite!(
     claim_with_a_wrong_call_id_or_device_is_refused,
     claim_scheduled_wins_and_records_claimed_at,
@@ -216,4 +313,5 @@ contract_suite!(
     a_claim_made_before_abandoned_before_can_be_reclaimed,
     the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
     a_claim_given_back_by_its_run_is_scheduled_again,
+    a_claim_with_its_mark_is_marked_at_once,
 );

@@ -4,7 +4,7 @@ use koe::domain::device::DeviceId;
 use koe::domain::due::shard_key;
 use koe::domain::reservation::{CallId, ReservationStatus, RunToken, terminal_expiry};
 use koe::store::prelude::*;
-use koe::store::{DUE_INDEX, Op, Outcome, StoreError};
+use koe::store::{ClaimMark, DUE_INDEX, Op, Outcome, StoreError};
 use serde_json::json;
 
 use super::{ATTEMPTS, LimitedStore, Time, n, s};
@@ -43,8 +43,9 @@ impl LimitedStore {
                 (charges, ATTEMPTS)
             }
             Op::DueCalls(minute, shard) => (self.shard_query(minute, shard).await?, ATTEMPTS),
-            Op::ClaimDue(id, call_id, run, now, abandoned_before) => (
-                self.claim(id, call_id, run, now, abandoned_before).await?,
+            Op::ClaimDue(id, call_id, run, now, abandoned_before, mark) => (
+                self.claim(id, call_id, run, (now, abandoned_before), mark)
+                    .await?,
                 1,
             ),
             Op::MarkPushStarted(id, _, _, now, _) => (self.mark(id, now).await?, 1),
@@ -122,13 +123,15 @@ impl LimitedStore {
         Ok(vec![charge])
     }
 
+    /// A claim: one conditional update on the device's key (with the push mark, if `mark` says
+    /// so: still one write, of a slightly larger item).
     async fn claim(
         &self,
         id: &DeviceId,
         call_id: &CallId,
         run: &RunToken,
-        now: Time,
-        abandoned_before: Time,
+        (now, abandoned_before): (Time, Time),
+        mark: ClaimMark,
     ) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
         let after = before.as_ref().and_then(|(r, key)| {
@@ -146,6 +149,9 @@ impl LimitedStore {
                 let mut claimed = r.clone();
                 claimed.status = ReservationStatus::Claimed;
                 claimed.claimed_at = Some(now);
+                if mark == ClaimMark::WithClaim {
+                    claimed.push_started_at.get_or_insert(now);
+                }
                 (claimed, key.clone())
             })
         });
@@ -157,7 +163,11 @@ impl LimitedStore {
             Some((r, key)) => Some((r, key.as_deref())),
             None => before.as_ref().map(|(r, key)| (r, key.as_deref())),
         };
-        Ok(self.update(id, usual.then_some("claim"), before.as_ref(), after_ref))
+        let name = match mark {
+            ClaimMark::Apart => "claim",
+            ClaimMark::WithClaim => "claim marked",
+        };
+        Ok(self.update(id, usual.then_some(name), before.as_ref(), after_ref))
     }
 
     async fn mark(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
