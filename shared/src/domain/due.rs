@@ -1,7 +1,8 @@
 //! Where the dispatcher finds a reservation: its UTC minute's bucket, write-sharded by call.
 //!
 //! A minute's bucket is split into as many shards as the reservations made for that minute need
-//! (one per [`CALLS_PER_SHARD`] counted at creation, never fewer than one), so that no index
+//! (one per [`CALLS_PER_SHARD`] of the minute's count, never fewer than one; the count is an
+//! estimate raised by [`COUNT_STEP`] by one create in `COUNT_STEP`), so that no index
 //! partition takes more than a few hundred writes in the minute's busiest second however many
 //! calls share it (docs/scale.md). A reservation's shard is fixed when it is made, from the count
 //! then; the count only grows, so the readers, who take the count when they read, always query
@@ -23,6 +24,19 @@ use super::reservation::{CallId, Reservation, ScheduledAt};
 /// finished call removes its index entry (one index write), so even if every call of the minute
 /// is due in the same second its busiest shard takes a few hundred writes in it (see above).
 pub const CALLS_PER_SHARD: u32 = 32;
+/// What a counting create adds to its minute's count; one create in [`COUNT_STEP`] counts
+/// ([`raises_count`]), so the count is an estimate of the reservations made for the minute (a
+/// minute's first counts 1, in its put's transaction; each later one is counted as
+/// `COUNT_STEP` with chance `1 / COUNT_STEP`: an unbiased estimate) that costs a create about
+/// `1 / COUNT_STEP` write instead of one. It equals [`CALLS_PER_SHARD`] because the count is
+/// read only through [`shards_for`], in steps of `CALLS_PER_SHARD`: each raise adds exactly one
+/// shard (`shards_for(1 + k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
+/// for no finer shard count, and a coarser one would add shards in jumps of several. It also
+/// bounds the capacity notice's step (`handlers::capacity`: a count that crosses the budget
+/// crosses it within one step).
+pub const COUNT_STEP: u32 = CALLS_PER_SHARD;
+// [`raises_count`] takes the hash's top `log2(COUNT_STEP)` bits.
+const _: () = assert!(COUNT_STEP.is_power_of_two());
 /// The most reservations a minute's shard count grows with: what the stack, as deployed by
 /// default, sends in one window at full speed (`DispatchMaxWorkers` 32 parts of
 /// `DispatchCallsPerWorker` 5,000 calls). A count beyond it (a minute that really holds more, or
@@ -47,16 +61,29 @@ pub fn shards_for(count: u32) -> u32 {
         .max(1)
 }
 
-/// The shard of `call_id` among `shards` (FNV-1a of the call id: stable across processes and
-/// versions, unlike the standard library's hasher).
-pub fn shard_of(call_id: &CallId, shards: u32) -> u32 {
-    let hash = call_id
+/// FNV-1a of the call id: stable across processes and versions, unlike the standard library's
+/// hasher.
+fn fnv1a(call_id: &CallId) -> u64 {
+    call_id
         .as_str()
         .bytes()
         .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    (hash % u64::from(shards.max(1))) as u32
+        })
+}
+
+/// The shard of `call_id` among `shards` (the low end of [`fnv1a`]: the hash modulo `shards`).
+pub fn shard_of(call_id: &CallId, shards: u32) -> u32 {
+    (fnv1a(call_id) % u64::from(shards.max(1))) as u32
+}
+
+/// Whether the create of `call_id` raises its minute's count (by [`COUNT_STEP`]): one call id
+/// in `COUNT_STEP`, decided by the call id alone, so every attempt of one create (a retry after
+/// a lost reply, a client's repeat) decides alike. From the hash's top bits, not its low end
+/// that [`shard_of`] takes: else, while a minute's shard count divides `COUNT_STEP`, every
+/// counting create would land in its shard 0.
+pub fn raises_count(call_id: &CallId) -> bool {
+    (fnv1a(call_id) >> (u64::BITS - COUNT_STEP.trailing_zeros())) == 0
 }
 
 /// The index partition of a minute's shard: `"2026-01-01T22:00Z#7"`.
@@ -116,6 +143,35 @@ impl From<&Reservation> for DueCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One call id in [`COUNT_STEP`] counts, and each count adds one shard; the counting ones
+    /// spread over a minute's shards as the others do.
+    #[test]
+    fn one_create_in_a_step_counts_and_adds_one_shard() {
+        for k in 0..1_000 {
+            assert_eq!(shards_for(1 + k * COUNT_STEP), k + 1);
+        }
+        let ids: Vec<CallId> = (0..64_000).map(|_| CallId::generate()).collect();
+        let counting: Vec<&CallId> = ids.iter().filter(|c| raises_count(c)).collect();
+        // 2,000 expected; the standard deviation is about 44.
+        assert!(
+            (1_750..2_250).contains(&counting.len()),
+            "{}",
+            counting.len()
+        );
+        let copy = |c: &CallId| CallId::from_stored(c.as_str().to_owned());
+        assert!(
+            ids.iter()
+                .all(|c| raises_count(c) == raises_count(&copy(c))),
+            "decided by the call id alone"
+        );
+        let mut per = [0u32; 8];
+        for c in &counting {
+            per[shard_of(c, 8) as usize] += 1;
+        }
+        // About 250 each; all in shard 0 if the two took the same bits.
+        assert!(per.iter().all(|&n| (150..350).contains(&n)), "{per:?}");
+    }
 
     #[test]
     fn shards_grow_with_the_count_and_stay_bounded() {
