@@ -6,15 +6,26 @@ use std::time::Duration;
 use chrono::{DateTime, FixedOffset, Utc};
 use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
 use koe::store::prelude::*;
 
 /// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
 pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservation {
+    reserve_soon_as(store, name, in_ms, CallId::generate()).await
+}
+
+/// [`reserve_soon`] with the call id `call_id` (one that raises its minute's count, or not:
+/// `koe::domain::due::raises_count`).
+pub async fn reserve_soon_as(
+    store: &dyn Store,
+    name: &str,
+    in_ms: i64,
+    call_id: CallId,
+) -> Reservation {
     let now = Utc::now();
     let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();
     let token = format!("{:064x}", fastrand::u128(..));
-    reserve_at(store, name, &token, at, now).await
+    reserve_with(store, name, &token, at, now, call_id).await
 }
 
 /// Registers the device `name` with the VoIP token `token` and reserves its call at `at`,
@@ -26,6 +37,17 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
     at: DateTime<FixedOffset>,
     made: DateTime<Utc>,
 ) -> Reservation {
+    reserve_with(store, name, token, at, made, CallId::generate()).await
+}
+
+async fn reserve_with<S: DeviceStore + ReservationStore + ?Sized>(
+    store: &S,
+    name: &str,
+    token: &str,
+    at: DateTime<FixedOffset>,
+    made: DateTime<Utc>,
+    call_id: CallId,
+) -> Reservation {
     let device = Device {
         device_id: DeviceId::parse("deviceId", name).unwrap(),
         voip_token: VoipToken::parse("voipToken", token).unwrap(),
@@ -35,7 +57,8 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
         alert_token: None,
     };
     store.put_device(&device).await.expect("put_device");
-    let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);
+    let mut r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);
+    r.call_id = call_id;
     store
         .create_reservation(&r, made, made - chrono::Duration::minutes(5))
         .await

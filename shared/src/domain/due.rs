@@ -1,14 +1,17 @@
 //! Where the dispatcher finds a reservation: its UTC minute's bucket, write-sharded by call.
 //!
 //! A minute's bucket is split into as many shards as the reservations made for that minute need
-//! (one per [`CALLS_PER_SHARD`] counted at creation, never fewer than one), so that no index
+//! (one per [`CALLS_PER_SHARD`] of the minute's count, never fewer than one; the count is an
+//! estimate raised by [`COUNT_STEP`] by one create in `COUNT_STEP`), so that no index
 //! partition takes more than a few hundred writes in the minute's busiest second however many
 //! calls share it (docs/scale.md). A reservation's shard is fixed when it is made, from the count
 //! then; the count only grows, so the readers, who take the count when they read, always query
 //! every shard a reservation can be in. The price of fixing shards early: the first shards
 //! collect the first reservations, so shard 0 ends with about `CALLS_PER_SHARD * (1 + ln(n /
 //! CALLS_PER_SHARD))` of a minute's `n` (about 290 of 100,000), not `CALLS_PER_SHARD`; hence
-//! the small target. The shard count stops growing at [`MAX_CALLS_PER_MINUTE`], so a count
+//! the small target. The count being an estimate adds its own spread (every call before the
+//! first raise goes to shard 0: 32 on average, more than 300 about once in 14,000 minutes): the
+//! busiest shard of 100,000 is then about 300, rarely past 350 (a simulation, 8 minutes). The shard count stops growing at [`MAX_CALLS_PER_MINUTE`], so a count
 //! inflated past what a minute can really hold costs each selection at most [`MAX_SHARDS`]
 //! queries. Workers take every `of`-th shard ([`Part`]), so the crowded first shards are spread
 //! over all of them.
@@ -23,6 +26,19 @@ use super::reservation::{CallId, Reservation, ScheduledAt};
 /// finished call removes its index entry (one index write), so even if every call of the minute
 /// is due in the same second its busiest shard takes a few hundred writes in it (see above).
 pub const CALLS_PER_SHARD: u32 = 32;
+/// What a counting create adds to its minute's count; one create in [`COUNT_STEP`] counts
+/// ([`raises_count`]), so the count is an estimate of the reservations made for the minute (a
+/// minute's first counts 1, in its put's transaction; each later one is counted as
+/// `COUNT_STEP` with chance `1 / COUNT_STEP`: an unbiased estimate) that costs a create about
+/// `1 / COUNT_STEP` write instead of one. It equals [`CALLS_PER_SHARD`] because the count is
+/// read only through [`shards_for`], in steps of `CALLS_PER_SHARD`: each raise adds exactly one
+/// shard (`shards_for(1 + k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
+/// for no finer shard count, and a coarser one would add shards in jumps of several. It also
+/// bounds the capacity notice's step (`handlers::capacity`: a count that crosses the budget
+/// crosses it within one step).
+pub const COUNT_STEP: u32 = CALLS_PER_SHARD;
+// [`raises_count`] takes the hash's top `log2(COUNT_STEP)` bits.
+const _: () = assert!(COUNT_STEP.is_power_of_two());
 /// The most reservations a minute's shard count grows with: what the stack, as deployed by
 /// default, sends in one window at full speed (`DispatchMaxWorkers` 32 parts of
 /// `DispatchCallsPerWorker` 5,000 calls). A count beyond it (a minute that really holds more, or
@@ -47,16 +63,29 @@ pub fn shards_for(count: u32) -> u32 {
         .max(1)
 }
 
-/// The shard of `call_id` among `shards` (FNV-1a of the call id: stable across processes and
-/// versions, unlike the standard library's hasher).
-pub fn shard_of(call_id: &CallId, shards: u32) -> u32 {
-    let hash = call_id
+/// FNV-1a of the call id: stable across processes and versions, unlike the standard library's
+/// hasher.
+fn fnv1a(call_id: &CallId) -> u64 {
+    call_id
         .as_str()
         .bytes()
         .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    (hash % u64::from(shards.max(1))) as u32
+        })
+}
+
+/// The shard of `call_id` among `shards` (the low end of [`fnv1a`]: the hash modulo `shards`).
+pub fn shard_of(call_id: &CallId, shards: u32) -> u32 {
+    (fnv1a(call_id) % u64::from(shards.max(1))) as u32
+}
+
+/// Whether the create of `call_id` raises its minute's count (by [`COUNT_STEP`]): one call id
+/// in `COUNT_STEP`, decided by the call id alone, so every attempt of one create (a retry after
+/// a lost reply, a client's repeat) decides alike. From the hash's top bits, not its low end
+/// that [`shard_of`] takes: else, while a minute's shard count divides `COUNT_STEP`, every
+/// counting create would land in its shard 0.
+pub fn raises_count(call_id: &CallId) -> bool {
+    (fnv1a(call_id) >> (u64::BITS - COUNT_STEP.trailing_zeros())) == 0
 }
 
 /// The index partition of a minute's shard: `"2026-01-01T22:00Z#7"`.
@@ -116,6 +145,35 @@ impl From<&Reservation> for DueCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One call id in [`COUNT_STEP`] counts, and each count adds one shard; the counting ones
+    /// spread over a minute's shards as the others do.
+    #[test]
+    fn one_create_in_a_step_counts_and_adds_one_shard() {
+        for k in 0..1_000 {
+            assert_eq!(shards_for(1 + k * COUNT_STEP), k + 1);
+        }
+        let ids: Vec<CallId> = (0..64_000).map(|_| CallId::generate()).collect();
+        let counting: Vec<&CallId> = ids.iter().filter(|c| raises_count(c)).collect();
+        // 2,000 expected; the standard deviation is about 44.
+        assert!(
+            (1_750..2_250).contains(&counting.len()),
+            "{}",
+            counting.len()
+        );
+        let copy = |c: &CallId| CallId::from_stored(c.as_str().to_owned());
+        assert!(
+            ids.iter()
+                .all(|c| raises_count(c) == raises_count(&copy(c))),
+            "decided by the call id alone"
+        );
+        let mut per = [0u32; 8];
+        for c in &counting {
+            per[shard_of(c, 8) as usize] += 1;
+        }
+        // About 250 each; all in shard 0 if the two took the same bits.
+        assert!(per.iter().all(|&n| (150..350).contains(&n)), "{per:?}");
+    }
 
     #[test]
     fn shards_grow_with_the_count_and_stay_bounded() {
@@ -196,6 +254,52 @@ mod tests {
             assert!(
                 most < min + min / 4,
                 "{n} calls: parts from {min} to {most}"
+            );
+        }
+    }
+
+    /// As above with the count the stores keep, an estimate (the first 1, then
+    /// [`COUNT_STEP`] for each call id that counts): the busiest shard grows by the calls made
+    /// while the count lags (shard 0 takes every call before the first raise, 32 on average,
+    /// a few hundred once in thousands of minutes), still well under a partition's 1,000
+    /// writes a second. Call ids from a fixed sequence, so the figures are the same each run.
+    #[test]
+    fn a_minute_counted_by_estimate_keeps_its_busiest_shard_at_a_few_hundred() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next_id = || {
+            // splitmix64, twice: 32 hex digits as CallId::generate gives.
+            let mut half = || {
+                seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = seed;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                z ^ (z >> 31)
+            };
+            CallId::from_stored(format!("{:016x}{:016x}", half(), half()))
+        };
+        for (n, bound) in [(10_000u32, 300), (100_000, 400)] {
+            let (mut count, mut raises) = (0u32, 0u32);
+            let mut per = vec![0u32; MAX_SHARDS as usize];
+            for _ in 0..n {
+                let call = next_id();
+                per[shard_of(&call, shards_for(count)) as usize] += 1;
+                if count == 0 {
+                    count = 1;
+                } else if raises_count(&call) {
+                    count += COUNT_STEP;
+                    raises += 1;
+                }
+            }
+            let max = *per.iter().max().unwrap();
+            assert!(max < bound, "{n} calls: busiest shard {max}");
+            // The estimate within 5 standard deviations: 32 × sqrt(n × 1/32 × 31/32), about
+            // 560 for 10,000 calls, 1,760 for 100,000.
+            let p = 1.0 / f64::from(COUNT_STEP);
+            let sd = f64::from(COUNT_STEP) * (f64::from(n) * p * (1.0 - p)).sqrt();
+            let off = (f64::from(count) - f64::from(n)).abs();
+            assert!(
+                off < 5.0 * sd,
+                "{n} calls counted {count} ({raises} raises)"
             );
         }
     }

@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::domain::due::COUNT_STEP;
 use crate::metrics::catalogue::DISPATCH;
 use crate::metrics::{Metrics, Record};
 use crate::store::DUE_INDEX;
@@ -29,11 +30,16 @@ impl MinuteCapacity {
         self.write_budget / WRITE_UNITS_PER_CALL
     }
 
-    /// Tells, once per minute, that `minute`'s count (`count`, just after a create) went past
-    /// the budget: the create whose count is the first over it writes `MinuteOverCapacity` and
-    /// a warning with the command that raises the tables' warm throughput; the others nothing.
+    /// Tells, once per minute, that `minute`'s count (`count`, just after a create raised it by
+    /// [`COUNT_STEP`]: `Created::New`'s `minute_count`) went past the budget: the create whose
+    /// raise crossed it (the count before it, `count - COUNT_STEP`, within the budget; the count
+    /// now past it) writes `MinuteOverCapacity` and a warning with the command that raises the
+    /// tables' warm throughput; the others nothing. The count is an estimate (one create in
+    /// `COUNT_STEP` raises it), so the notice comes within about `COUNT_STEP` creates of the
+    /// minute's real crossing.
     pub fn notice(&self, minute: &str, count: u32, now: DateTime<Utc>) {
-        if count != self.calls_per_minute() + 1 {
+        let budget = self.calls_per_minute();
+        if !crossed(count.saturating_sub(COUNT_STEP), budget, count) {
             return;
         }
         self.metrics
@@ -50,6 +56,11 @@ impl MinuteCapacity {
              \"dispatch-minute-over-capacity\")"
         );
     }
+}
+
+/// Whether a count that went from `previous` to `now` went past `budget` calls with it.
+fn crossed(previous: u32, budget: u32, now: u32) -> bool {
+    previous <= budget && budget < now
 }
 
 /// The record of a minute gone past the budget (`koe::handlers::capacity`).
@@ -78,6 +89,19 @@ pub fn raise_command(table: &str, units: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past the budget means over it: the raise that takes the count from within it to over
+    /// it, whatever the step, and no other.
+    #[test]
+    fn a_count_crosses_the_budget_once() {
+        assert!(crossed(10, 10, 11));
+        assert!(crossed(1, 10, 33));
+        assert!(crossed(10, 10, 42));
+        assert!(!crossed(1, 40, 33));
+        assert!(!crossed(33, 10, 65));
+        assert!(!crossed(11, 10, 43));
+        assert!(!crossed(0, 0, 0));
+    }
 
     #[test]
     fn the_figure_covers_three_writes_a_call_in_thousands() {

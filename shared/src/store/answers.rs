@@ -40,10 +40,11 @@ impl From<StoreError> for CancelError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
     /// Written (and counted) now. `minute_count`: its minute's count (`due#<minute>`) just
-    /// after this create's count, when the store learnt it; `None` for a minute's first
-    /// reservation (counted in one transaction with it: at least 1) and when its count was not
-    /// raised here (a retry that finds its own count, a failure). Each create's count is one
-    /// more, so one create of a minute sees a given figure.
+    /// after this create raised it by `domain::due::COUNT_STEP` (its call id is one that
+    /// counts); `None` when this create did not raise it: a minute's first reservation (counted
+    /// 1 in one transaction with it), a call id that does not count, a retry that finds its own
+    /// count, a failure. Each raise adds the step, so the raise that takes the count past a
+    /// figure is the one whose count, less the step, was below it.
     New { minute_count: Option<u32> },
     /// This very reservation (its `callId`) was already there, written by an earlier attempt
     /// whose reply was lost or by an earlier copy of the same create: as it is stored now.

@@ -128,9 +128,12 @@ pub trait ReservationStore: Send + Sync {
     /// Stores `reservation` (status `scheduled`) as the device's one reservation, unless the
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
     /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal,
-    /// cancelled or expired records), and then counts it into its minute: a refused or failed
-    /// create leaves the minute's count as it was (one whose put's fate is unknown is counted:
-    /// one too many costs a shard query, one too few could hide a call). The same reservation (its
+    /// cancelled or expired records), in a shard of its minute's count as it was before, and
+    /// then counts it into its minute as an estimate: a minute's first counts 1 (with its put),
+    /// a later one adds `domain::due::COUNT_STEP` if its call id is one that counts
+    /// (`domain::due::raises_count`), else nothing. A refused or failed create leaves the
+    /// minute's count as it was (one whose put's fate is unknown is counted as if made: too
+    /// much costs shard queries, too little could only crowd shards). The same reservation (its
     /// `callId`) made again, as a retry after a lost reply does, is answered as created and
     /// changes nothing: not written over, not counted again; made again after it was
     /// cancelled, it is [`CreateError::Cancelled`], for as long as it could have rung.
@@ -190,10 +193,11 @@ pub trait ReservationStore: Send + Sync {
 /// and the outcome.
 #[async_trait]
 pub trait DispatchStore: Send + Sync {
-    /// How many reservations were made for the UTC minute `minute` (see
-    /// `domain::reservation::minute_bucket`): exactly the creates that were stored (a refused
-    /// or failed create does not count), never decreasing (a cancel does not count down).
-    /// `domain::due::shards_for` turns it into the minute's shards.
+    /// About how many reservations were made for the UTC minute `minute` (see
+    /// `domain::reservation::minute_bucket`): 1 for each stored create that found it 0 (its
+    /// first, or the few made at once with it) plus `domain::due::COUNT_STEP` for each later
+    /// one whose call id counts (one in `COUNT_STEP`; a refused or failed create does not
+    /// count), never decreasing (a cancel does not count down). `domain::due::shards_for` turns it into the minute's shards.
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError>;
 
     /// The `scheduled` and `claimed` reservations in shard `shard` of `minute`'s bucket, in time

@@ -214,7 +214,8 @@ async fn a_secret_presented_on_calls_proves_the_device() {
 }
 
 /// Through the app on DynamoDB Local: 300 creates refused because the device's slot is taken
-/// leave the minute's stored count at the number of reservations.
+/// (about 9 of them with call ids that would raise the count by 32) leave the minute's stored
+/// count as its one reservation made it: 1.
 #[tokio::test]
 async fn refused_creates_through_the_app_leave_the_minutes_count() {
     let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);

@@ -10,12 +10,15 @@
 
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::device::DeviceId;
+use koe::domain::due::COUNT_STEP;
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
 use koe::store::{CancelError, CreateError, Created, Outcome, StoreError};
 use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
+
+use crate::count_estimate::call_id_that_counts;
 
 /// A store whose client talks to DynamoDB Local through the dropper (tables made directly).
 pub(super) async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
@@ -197,13 +200,14 @@ async fn a_create_whose_reply_is_lost_is_still_created() {
     );
 }
 
-/// POST /calls' two writes (the reservation, then its minute's count) with every reply lost:
-/// the create is still answered as created, and counted once (a reservation in a shard the
-/// count does not cover would never ring).
+/// POST /calls' two writes (the reservation, then its minute's count: a call id that counts,
+/// one in 32) with every reply lost: the create is still answered as created, and counted once
+/// (a reservation in a shard the count does not cover would never ring).
 #[tokio::test]
 async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let (store, dropper) = store_behind_a_dropper().await;
-    let r = reservation("lost-create-all");
+    let mut r = reservation("lost-create-all");
+    r.call_id = call_id_that_counts(true);
     let now = Utc::now();
     neighbour_created(&store, &r, now).await;
     // The put's first attempt is carried out, its reply lost, the SDK's retries lost on the way;
@@ -220,12 +224,12 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     let minute = r.scheduled_at.due_minute();
     assert_eq!(
         store.due_count(&minute).await.unwrap(),
-        2,
+        1 + COUNT_STEP,
         "the count's retried ADD is recognised by its callId: counted once (and the neighbour)"
     );
     // The same reservation sent again by a client retry: created, still counted once.
     create(&store, &r, now).await.unwrap();
-    assert_eq!(store.due_count(&minute).await.unwrap(), 2);
+    assert_eq!(store.due_count(&minute).await.unwrap(), 1 + COUNT_STEP);
     assert!(
         store
             .due_calls(&minute, 0)
@@ -238,16 +242,18 @@ async fn a_create_whose_every_reply_is_lost_is_created_and_counted_once() {
     faults::record(
         "DynamoDB: every reply of POST /calls' put and count is lost (both written)",
         "the put read back, the count's ADD recognised by its callId: created, counted once",
-        "created; count 1 (also after the same create again); in shard 0",
+        "created; count 33, the neighbour's 1 and its 32 (also after the same create again); in shard 0",
     );
 }
 
 /// A minute's first create (its put and its count in one transaction) whose reply is lost, and
-/// whose SDK retries are refused: read back, created and counted once.
+/// whose SDK retries are refused: read back, created and counted once (1, though its call id
+/// is one that counts: the same create again finds its own `lastCallId`).
 #[tokio::test]
 async fn a_minutes_first_create_whose_reply_is_lost_is_created_and_counted_once() {
     let (store, dropper) = store_behind_a_dropper().await;
-    let r = reservation("lost-first-create");
+    let mut r = reservation("lost-first-create");
+    r.call_id = call_id_that_counts(true);
     let now = Utc::now();
     dropper.drop_replies("TransactWriteItems", "scheduledAtMs", 1);
     dropper.refuse_requests("TransactWriteItems", "scheduledAtMs", 2);

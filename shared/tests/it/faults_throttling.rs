@@ -20,12 +20,14 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::DUE_INDEX;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
-use koe_testkit::dispatching::stored;
+use koe_testkit::dispatching::{reserve_soon_as, stored};
 use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, TableDef, Target};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::dynamodb::{self};
 use koe_testkit::faults;
 use koe_testkit::push::RecordingPushSender;
+
+use crate::count_estimate::call_id_that_counts;
 
 struct World {
     proxy: LimitsProxy,
@@ -222,12 +224,16 @@ async fn a_throttled_selection_is_made_again_by_the_next_reselection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_shard_leaves_the_other_shards_of_its_minute_on_time() {
     let w = World::new().await;
-    // 70 calls due in a few seconds: their minute has 3 shards (32 a shard, counted as they
-    // are made). Far enough ahead that the first selection, which waits out the SDK's retries
-    // of the throttled shard (up to the 3 s operation budget), still sees the others in time.
+    // 70 calls due in a few seconds: their minute has 3 shards (32 a shard: the 33rd and the
+    // 65th call ids raise its count by 32, no other does, so it counts as exactly as one a
+    // call would). Far enough ahead that the first selection, which waits out the SDK's
+    // retries of the throttled shard (up to the 3 s operation budget), still sees the others
+    // in time.
     let mut calls = Vec::new();
     for i in 0..70 {
-        calls.push(w.reserve(&format!("sharded-{i}"), 7_000).await);
+        let call_id = call_id_that_counts(i == 32 || i == 64);
+        let name = format!("sharded-{i}");
+        calls.push(reserve_soon_as(w.store.as_ref(), &name, 7_000, call_id).await);
     }
     let mut in_shard_0 = std::collections::HashSet::new();
     let mut minutes: Vec<String> = calls.iter().map(|r| r.scheduled_at.due_minute()).collect();

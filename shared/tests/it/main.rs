@@ -56,6 +56,7 @@ mod api_meta;
 mod apns_connections;
 mod apns_errors;
 mod contract_files;
+mod count_estimate;
 mod deadlines;
 mod deploy_commands;
 mod dispatch_confirm;

@@ -5,9 +5,11 @@
 
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::device::{DEVICE_RETENTION, DeviceId, PushEnvironment};
+use koe::domain::due::COUNT_STEP;
 use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Outcome};
 
+use super::count_estimate::call_id_that_counts;
 use super::store_contract::{
     DynStore, LEAD, create, device, finish, get, get_some, new_device_id, reservation, secs, t0,
     try_create,
@@ -17,8 +19,9 @@ async fn count_of(store: &DynStore, minute: &str) -> u32 {
     store.due_count(minute).await.expect("due_count")
 }
 
-/// 300 creates refused (the device's slot is taken) leave the minute's count at the number of
-/// reservations stored: the count sets how many shard queries every dispatch run makes.
+/// 300 creates refused (the device's slot is taken), each with a call id that would raise the
+/// count (one in 32 does), leave the minute's count as the reservations stored made it: the
+/// count sets how many shard queries every dispatch run makes.
 async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
     let id = new_device_id();
     let first = reservation(&id, t0(), LEAD);
@@ -27,7 +30,8 @@ async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
     assert_eq!(count_of(&store, &minute).await, 1);
     for i in 0..300 {
         let now = t0() + Duration::milliseconds(i);
-        let refused = reservation(&id, now, LEAD);
+        let mut refused = reservation(&id, now, LEAD);
+        refused.call_id = call_id_that_counts(true);
         assert_eq!(refused.scheduled_at.due_minute(), minute);
         assert_eq!(
             try_create(&store, &refused, now).await,
@@ -39,10 +43,11 @@ async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
         1,
         "refused creates counted"
     );
-    // Another device's create counts.
-    let other = reservation(&new_device_id(), t0(), LEAD);
+    // Another device's create counts (its call id one that does).
+    let mut other = reservation(&new_device_id(), t0(), LEAD);
+    other.call_id = call_id_that_counts(true);
     create(&store, &other, t0()).await;
-    assert_eq!(count_of(&store, &minute).await, 2);
+    assert_eq!(count_of(&store, &minute).await, 1 + COUNT_STEP);
 }
 
 /// A cancelled reservation stays cancelled: the same reservation (its `callId`, as a keyed
@@ -50,7 +55,9 @@ async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
 /// tombstone outlives the device's record being replaced by a newer reservation.
 async fn a_cancelled_reservation_is_never_made_again(store: DynStore) {
     let id = new_device_id();
-    let r = reservation(&id, t0(), LEAD);
+    let mut r = reservation(&id, t0(), LEAD);
+    // One that would count again if a refused create counted.
+    r.call_id = call_id_that_counts(true);
     let minute = r.scheduled_at.due_minute();
     create(&store, &r, t0()).await;
     assert!(!store.was_cancelled(&r.call_id, t0()).await.unwrap());

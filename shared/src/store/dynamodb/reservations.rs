@@ -1,5 +1,6 @@
-//! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then its
-//! minute's count; a minute's first both in one transaction), read, cancel (to `cancelled`, with the call's tombstone in one
+//! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then, for
+//! one call id in `COUNT_STEP`, its minute's count; a minute's first both in one transaction),
+//! read, cancel (to `cancelled`, with the call's tombstone in one
 //! transaction) and the cancelled-call look-up.
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
@@ -20,7 +21,7 @@ use super::{
 };
 use super::{call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
-use crate::domain::due::{shard_of, shards_for};
+use crate::domain::due::{COUNT_STEP, raises_count, shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 use crate::store::prelude::*;
 use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
@@ -88,13 +89,15 @@ const CANCELLED_PREFIX: &str = "cancelled#";
 
 #[async_trait]
 impl ReservationStore for DynamoStore {
-    /// The reservation (a conditional put), then its minute's count (`ADD 1`), so a refused
-    /// create leaves the count as it was. A create stopped anywhere (killed, timed out) leaves
-    /// no reservation that no run selects:
+    /// The reservation (a conditional put), then, if its call id is one that counts
+    /// ([`raises_count`]: one in [`COUNT_STEP`]), its minute's count (`ADD COUNT_STEP`), so a
+    /// refused create leaves the count as it was, and a create costs about `1 / COUNT_STEP`
+    /// write for its count, not one. A create stopped anywhere (killed, timed out) leaves no
+    /// reservation that no run selects:
     /// - the shard comes from the count as read before the put, never more: the count only
     ///   grows, so every reader's count covers it whether or not this create's `ADD` follows;
     /// - a minute's first reservation (count 0: no run reads the minute) is put together with
-    ///   its count in one transaction, both or neither.
+    ///   its count (1) in one transaction, both or neither.
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -258,24 +261,28 @@ impl DynamoStore {
         }
     }
 
-    /// Counts `reservation` into its minute (`ADD 1`, its `callId` as the token: made again
-    /// after a lost reply, or by a retry of the same create, it adds nothing unless another
-    /// create's `ADD` came between: then once too many, never too few). The count after this
-    /// `ADD` (`UPDATED_NEW`); `None` when refused.
+    /// Counts `reservation` into its minute if its call id is one that counts: `ADD
+    /// COUNT_STEP`, its `callId` as the token (made again after a lost reply, or by a retry of
+    /// the same create, it adds nothing unless another counting create's `ADD` came between:
+    /// then once too many, never too few); no request for the others. The count after this
+    /// `ADD` (`UPDATED_NEW`); `None` when not counted or refused.
     async fn count_due(
         &self,
         minute: &str,
         reservation: &Reservation,
     ) -> Result<Option<u32>, StoreError> {
+        if !raises_count(&reservation.call_id) {
+            return Ok(None);
+        }
         let table = &self.tables.calls;
         let result = update_item(
             &self.client,
             table,
             format!("{DUE_COUNT_PREFIX}{minute}"),
-            "ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId",
+            "ADD #count :step SET #expireAt = :expireAt, #lastCallId = :callId",
             "attribute_not_exists(#lastCallId) OR #lastCallId <> :callId",
             offer(vec![
-                (":one", n(1)),
+                (":step", n(COUNT_STEP)),
                 (":expireAt", n(reservation.expire_at.unwrap_or_default())),
                 (":callId", s(reservation.call_id.as_str())),
             ]),
@@ -296,9 +303,12 @@ impl DynamoStore {
         Ok(count.map(|c| u32::try_from(c.max(0)).unwrap_or(u32::MAX)))
     }
 
-    /// A minute's first reservation: the put and the count's `ADD` in one transaction (the
+    /// A minute's first reservation: the put and its count's `ADD 1` in one transaction (the
     /// SDK's retries carry one client token, so a retry after a lost reply is the same
-    /// transaction), refused as a whole when the put's condition fails.
+    /// transaction), refused as a whole when the put's condition fails. It counts 1 whatever its
+    /// call id, not [`COUNT_STEP`] by chance: its count is written anyway, and creates that all
+    /// read 0 at once (a minute's start under load) then each count exactly one. `ADD`, not
+    /// `SET`: one that comes after another create's `ADD` lowers nothing (the count only grows).
     async fn create_first_of_minute(
         &self,
         reservation: &Reservation,

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::Tables;
 use crate::domain::device::DeviceId;
-use crate::domain::due::{DueCall, shard_key, shard_of, shards_for};
+use crate::domain::due::{COUNT_STEP, DueCall, raises_count, shard_key, shard_of, shards_for};
 use crate::domain::reservation::Reservation;
 
 impl Tables {
@@ -27,22 +27,31 @@ impl Tables {
         raised
     }
 
-    /// Counts a new reservation for its minute and puts it in its shard (replacing the device's
-    /// earlier one there); the minute's count after it.
-    pub(super) fn index_due(&mut self, reservation: &Reservation) -> u32 {
+    /// Puts a new reservation in its shard (replacing the device's earlier one there), its
+    /// shard from the minute's count before it, and counts it as DynamoDB does: a minute's
+    /// first (count 0) counts 1, a later one adds [`COUNT_STEP`] if its call id is one that
+    /// counts ([`raises_count`]). The count after it when this create raised it by the step.
+    pub(super) fn index_due(&mut self, reservation: &Reservation) -> Option<u32> {
         let id = &reservation.device_id;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.due_counts.entry(minute.clone()).or_insert(0);
-        *count += 1;
-        let count = *count;
-        let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(count)));
+        let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(*count)));
+        let raised = if *count == 0 {
+            *count = 1;
+            None
+        } else if raises_count(&reservation.call_id) {
+            *count = count.saturating_add(COUNT_STEP);
+            Some(*count)
+        } else {
+            None
+        };
         self.unindex(id);
         self.due_index
             .entry(key.clone())
             .or_default()
             .insert(id.clone());
         self.due_keys.insert(id.clone(), key);
-        count
+        raised
     }
 
     /// Takes the device's reservation out of the bucket index (it became terminal, or is gone).

@@ -34,14 +34,11 @@ impl ReservationStore for MemoryStore {
                 return Err(CreateError::Exists);
             }
         }
-        let count = tables.index_due(reservation);
+        let minute_count = tables.index_due(reservation);
         tables
             .reservations
             .insert(reservation.device_id.clone(), reservation.clone());
-        // As DynamoDB tells it: a minute's first is counted in its put's transaction.
-        Ok(Created::New {
-            minute_count: (count > 1).then_some(count),
-        })
+        Ok(Created::New { minute_count })
     }
 
     async fn get_reservation(

@@ -1,15 +1,18 @@
 //! A minute's calls past what the calls table's write budget serves in one second
-//! (`DISPATCH_WRITE_BUDGET` / 3 WRU a call): the create that takes the minute past it writes
-//! `MinuteOverCapacity` once, the creates before and after it nothing; on each store.
+//! (`DISPATCH_WRITE_BUDGET` / 3 WRU a call): the create whose raise of the minute's count (by
+//! 32, one create in 32) takes it past writes `MinuteOverCapacity` once, the creates before and
+//! after it nothing; on each store.
 
 use std::sync::Arc;
 
+use koe::domain::due::raises_count;
+use koe::domain::reservation::{CallId, ScheduledAt};
 use koe::store::Store;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, spawn_app_with};
 use serde_json::Value;
 
-use super::{AT, NOW, create, register};
+use super::{AT, NOW, create, now, register};
 
 /// Another minute than `AT`'s, 90 s ahead of `NOW`.
 const NEXT_MINUTE: &str = "2026-03-01T09:01:30+09:00";
@@ -21,29 +24,55 @@ fn over_capacity(app: &TestApp) -> Vec<Value> {
         .collect()
 }
 
-/// Registers `device` and reserves it a call at `at`; returns the `MinuteOverCapacity` lines
+/// Registers `device` and reserves it a call at `at`; whether its call id is one that raises
+/// its minute's count (`koe::domain::due::raises_count`), and the `MinuteOverCapacity` lines
 /// so far.
-async fn reserve(app: &TestApp, device: &str, at: &str) -> usize {
+async fn reserve(app: &TestApp, device: &str, at: &str) -> (bool, usize) {
     register(app, device).await;
-    create(app, device, at).await;
-    over_capacity(app).len()
+    let made = create(app, device, at).await;
+    let call_id = CallId::from_stored(made["callId"].as_str().unwrap().to_owned());
+    (raises_count(&call_id), over_capacity(app).len())
+}
+
+/// Reserves calls at `at` (devices `{prefix}1`, ...) until `raises` creates after the
+/// minute's first have raised its count (each by 32: 1, 33, 65, 97), checking after each that
+/// the minute was told (once, `told_before` + 1 lines in all) from its second raise on (65
+/// calls past a budget of 40), not before. The minute's count at the end.
+async fn fill(
+    app: &TestApp,
+    store: &Arc<dyn Store>,
+    prefix: &str,
+    at: &str,
+    told_before: usize,
+) -> u32 {
+    let mut raised = 0;
+    // Three raises in 1,000 creates: all but certain (fewer: about 1 in 10^9).
+    for i in 1..=1_000 {
+        let (raises, told) = reserve(app, &format!("{prefix}{i}"), at).await;
+        // The minute's first counts 1 in its put's transaction, whatever its call id.
+        if i > 1 && raises {
+            raised += 1;
+        }
+        let expected = told_before + usize::from(raised >= 2);
+        assert_eq!(told, expected, "call {i}, after {raised} raises");
+        if raised == 3 {
+            let minute = ScheduledAt::parse("scheduledAt", at, now())
+                .unwrap()
+                .due_minute();
+            return store.due_count(&minute).await.unwrap();
+        }
+    }
+    panic!("fewer than 3 of 1,000 creates raised the count");
 }
 
 async fn the_create_that_takes_a_minute_past_the_budget_tells_it_once(store: Arc<dyn Store>) {
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    // 30 WRU a second: 10 calls fill a minute.
-    let app = spawn_app_with(&[("DISPATCH_WRITE_BUDGET", "30")], |app| {
-        app.with_store(store).with_clock(clock.clone())
+    // 120 WRU a second: 40 calls fill a minute.
+    let app = spawn_app_with(&[("DISPATCH_WRITE_BUDGET", "120")], |app| {
+        app.with_store(store.clone()).with_clock(clock.clone())
     })
     .await;
-    for i in 1..=10 {
-        assert_eq!(reserve(&app, &format!("cap-a{i}"), AT).await, 0, "call {i}");
-    }
-    assert_eq!(
-        reserve(&app, "cap-a11", AT).await,
-        1,
-        "the 11th takes it past"
-    );
+    assert_eq!(fill(&app, &store, "cap-a", AT, 0).await, 1 + 3 * 32);
     let [line] = over_capacity(&app).try_into().unwrap();
     assert_eq!(line["MinuteOverCapacity"], 1, "{line}");
     assert_eq!(line["Function"], "create-call", "{line}");
@@ -51,12 +80,12 @@ async fn the_create_that_takes_a_minute_past_the_budget_tells_it_once(store: Arc
         line["_aws"]["CloudWatchMetrics"][0]["Namespace"],
         "Koe/Dispatch"
     );
-    assert_eq!(reserve(&app, "cap-a12", AT).await, 1, "the minute was told");
-    // Another minute is told for itself, by its own 11th create.
-    for i in 1..=10 {
-        assert_eq!(reserve(&app, &format!("cap-b{i}"), NEXT_MINUTE).await, 1);
-    }
-    assert_eq!(reserve(&app, "cap-b11", NEXT_MINUTE).await, 2);
+    // Another minute is told for itself, by its own second raise.
+    assert_eq!(
+        fill(&app, &store, "cap-b", NEXT_MINUTE, 1).await,
+        1 + 3 * 32
+    );
+    assert_eq!(over_capacity(&app).len(), 2);
 }
 
 on_each_store!(the_create_that_takes_a_minute_past_the_budget_tells_it_once);

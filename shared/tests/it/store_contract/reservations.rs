@@ -1,8 +1,11 @@
 //! Reservations made, read and cancelled: create, get, the stale and expired records, cancel.
 
 use chrono::{Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
+use koe::domain::due::COUNT_STEP;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, Outcome};
+
+use crate::count_estimate::call_id_that_counts;
 
 use super::{
     DynStore, GRACE, JST, LEAD, claim, create, finish, get, get_some, new_device_id, reservation,
@@ -87,17 +90,21 @@ async fn create_while_scheduled_or_claimed_is_exists_and_keeps_the_first(store: 
 }
 
 /// A create made again (its reply lost, or a client's retry of the same reservation): answered
-/// as created in every state, counted once, and never written over (a claimed or sent call
-/// stays as it is).
+/// as created in every state, counted once (its call id one that raises the count, by 32, and
+/// not its minute's first), and never written over (a claimed or sent call stays as it is).
 async fn the_same_reservation_made_again_is_created_once_and_counted_once(store: DynStore) {
     let id = new_device_id();
-    let r = reservation(&id, t0(), LEAD);
+    let mut r = reservation(&id, t0(), LEAD);
+    r.call_id = call_id_that_counts(true);
     let minute = r.scheduled_at.due_minute();
+    let mut neighbour = reservation(&new_device_id(), t0(), LEAD);
+    neighbour.call_id = call_id_that_counts(false);
+    create(&store, &neighbour, t0()).await;
     let before = store.due_count(&minute).await.unwrap();
     create(&store, &r, t0()).await;
     let later = t0() + secs(5);
     create(&store, &r, later).await;
-    assert_eq!(store.due_count(&minute).await.unwrap(), before + 1);
+    assert_eq!(store.due_count(&minute).await.unwrap(), before + COUNT_STEP);
     assert_eq!(get(&store, &id, later).await, Some(r.clone()));
 
     let due = r.scheduled_at.utc();
@@ -113,7 +120,7 @@ async fn the_same_reservation_made_again_is_created_once_and_counted_once(store:
     let sent = get_some(&store, &id, due + secs(1)).await;
     create(&store, &r, due + secs(2)).await;
     assert_eq!(get(&store, &id, due + secs(2)).await, Some(sent));
-    assert_eq!(store.due_count(&minute).await.unwrap(), before + 1);
+    assert_eq!(store.due_count(&minute).await.unwrap(), before + COUNT_STEP);
 }
 
 async fn create_replaces_sent_failed_and_missed_records(store: DynStore) {
