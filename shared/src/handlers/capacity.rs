@@ -1,18 +1,15 @@
 //! A minute's calls against the write throughput the calls table serves at once, told when the
 //! reservation is made (hours ahead), not when the minute comes: every call of a minute may be
-//! due in its same second, and its dispatch writes the table about [`WRITE_UNITS_PER_CALL`]
-//! times within that second (docs/scale.md).
+//! due in its same second, and the dispatcher's plan fits only so many calls' writes around it
+//! ([`calls_on_time`]; docs/dispatch.md, "Writes spent as a budget").
 
 use chrono::{DateTime, Utc};
 
+use crate::dispatch::calls_on_time;
 use crate::domain::due::COUNT_STEP;
 use crate::metrics::catalogue::DISPATCH;
 use crate::metrics::{Metrics, Record};
 use crate::store::DUE_INDEX;
-
-/// Table write units one call's dispatch takes within its second (claim, push mark, outcome;
-/// docs/dynamodb.md); its index takes about 1.
-pub const WRITE_UNITS_PER_CALL: u32 = 3;
 
 /// What the create path needs to tell a minute past the table's budget.
 pub struct MinuteCapacity {
@@ -25,9 +22,9 @@ pub struct MinuteCapacity {
 }
 
 impl MinuteCapacity {
-    /// The most calls a minute holds that its budget serves in one second.
+    /// The most calls a minute holds that its budget rings on time, all in one second.
     pub fn calls_per_minute(&self) -> u32 {
-        self.write_budget / WRITE_UNITS_PER_CALL
+        calls_on_time(self.write_budget)
     }
 
     /// Tells, once per minute, that `minute`'s count (`count`, just after a create raised it by
@@ -70,10 +67,11 @@ pub fn over_capacity_record(function: &str, at: DateTime<Utc>) -> Record {
         .count("MinuteOverCapacity", 1)
 }
 
-/// The warm write units a minute of `calls` needs, in thousands, rounded up.
+/// The warm write units a minute of `calls` needs (the least budget whose [`calls_on_time`]
+/// holds them), in thousands, rounded up.
 pub fn warm_write_units_for(calls: u32) -> u64 {
-    let units = u64::from(calls) * u64::from(WRITE_UNITS_PER_CALL);
-    units.div_ceil(1_000) * 1_000
+    let per_thousand = u64::from(calls_on_time(1_000)).max(1);
+    u64::from(calls).div_ceil(per_thousand) * 1_000
 }
 
 /// The command that raises the warm write throughput of `table` and its due index to `units`.
@@ -104,9 +102,15 @@ mod tests {
     }
 
     #[test]
-    fn the_figure_covers_three_writes_a_call_in_thousands() {
-        assert_eq!(warm_write_units_for(1_334), 5_000);
-        assert_eq!(warm_write_units_for(2_000), 6_000);
+    fn the_figure_is_the_budget_that_rings_the_minute_on_time_in_thousands() {
+        // 1,000 units ring 3,000 calls of one second on time (`calls_on_time`).
+        assert_eq!(warm_write_units_for(12_001), 5_000);
+        assert_eq!(warm_write_units_for(15_000), 5_000);
+        assert_eq!(warm_write_units_for(100_000), 34_000);
+        for calls in [12_001, 15_001, 100_000] {
+            let units = warm_write_units_for(calls) as u32;
+            assert!(calls_on_time(units) >= calls && calls_on_time(units - 1_000) < calls);
+        }
         assert_eq!(
             raise_command("koe-scheduled-calls", 5_000),
             "aws dynamodb update-table --table-name koe-scheduled-calls --warm-throughput \

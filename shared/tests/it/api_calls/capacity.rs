@@ -67,8 +67,8 @@ async fn fill(
 
 async fn the_create_that_takes_a_minute_past_the_budget_tells_it_once(store: Arc<dyn Store>) {
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    // 120 WRU a second: 40 calls fill a minute.
-    let app = spawn_app_with(&[("DISPATCH_WRITE_BUDGET", "120")], |app| {
+    // 14 WRU a second: the plan rings 40 calls of one second on time (`calls_on_time`).
+    let app = spawn_app_with(&[("DISPATCH_WRITE_BUDGET", "14")], |app| {
         app.with_store(store.clone()).with_clock(clock.clone())
     })
     .await;
