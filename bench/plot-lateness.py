@@ -30,6 +30,9 @@ def label(path):
         "dynamodb": "DynamoDB Local",
         "second": "limits model, all in one second",
         "spike": "limits model, 07:00 spike",
+        "newtable": "limits model, one second, a new table",
+        "warm40k": "limits model, one second, warm 40,000 WRU/s",
+        "spike40k": "limits model, 07:00 spike, warm 40,000 WRU/s",
     }.get(store, "memory store")
     due = "due" if store.startswith("limits") else "due in one minute"
     return f"{calls:,} {due}, {store}", (store, calls)
