@@ -10,9 +10,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::deliver::{Again, Delivered};
 use super::plan::Slots;
 use super::run_state::Run;
+use super::step_outcomes::{Again, Delivered};
 use super::step_outcomes::{Record, Recorded};
 use crate::domain::due::DueCall;
 use crate::store::Outcome;

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::plan::Slots;
 use super::push_attempts::Delivery;
 use super::run_state::Run;
-use super::step_outcomes::{Claim, DeviceRead, Push, Pushed, Record};
+use super::step_outcomes::{Again, Claim, Delivered, DeviceRead, Push, Pushed, Record};
 use super::timing::{Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
@@ -18,25 +18,6 @@ use crate::store::{ClaimAnswer, ClaimMark, StoreError};
 /// How long past the other steps' deadline a claim is still given back (`Run::give_back`), at
 /// most: a run stays inside its function's timeout (`budgets.rs`).
 pub const GIVE_BACK: chrono::Duration = chrono::Duration::seconds(5);
-
-/// Whether a delivery left its call for a later selection (of this process's runs too).
-pub(super) enum Again {
-    /// Finished here: sent, failed or missed.
-    No,
-    /// Not finished here: its claim given back, refused (another run has it, and may die), or
-    /// a step that got no answer in time.
-    Later,
-    /// Pushed, and due again (this call, at its `due_at`) after this run's window: handed over
-    /// to the process's other runs (`InFlight`), and found by later runs' selections.
-    HandOver(DueCall),
-}
-
-/// How one push of a delivery ended: finished for this run, or due again at a time (its
-/// device confirms its calls and has not confirmed yet).
-pub(super) enum Delivered {
-    Done(Again),
-    DueAgain(DateTime<Utc>),
-}
 
 impl Run {
     /// Delivers one push of a reservation in four steps, each waiting for its moment: read the

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::dispatcher::Dispatcher;
-use super::run::{buckets, query_buckets};
+use super::run::query_buckets;
 use super::run_report::{RunCause, RunReport};
+use super::select::buckets;
 use super::trigger::DispatchTrigger;
 use crate::domain::due::Part;
 

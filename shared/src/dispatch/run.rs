@@ -8,17 +8,17 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::task::JoinSet;
 
-use super::deliver::Again;
 use super::dispatcher::Dispatcher;
 use super::pending::{Pending, Task};
 use super::run_report::{RunCause, RunReport};
 use super::run_state::{Run, chrono_duration};
-use super::select::{Answer, Found, Selection};
+use super::select::{Answer, Found, Selection, buckets};
 use super::stay::Stay;
+use super::step_outcomes::Again;
 use super::timing::{DEVICE_READ_LEAD, TASK_LEAD, wait_until};
 use super::wake::LONGEST_WAKE;
 use crate::domain::due::{DueCall, Part};
-use crate::domain::reservation::{CallId, minute_bucket, rfc3339_millis};
+use crate::domain::reservation::{CallId, rfc3339_millis};
 use crate::store::StoreError;
 
 /// How far beyond grace a run's first selection looks back, so that reservations nobody sent
@@ -332,18 +332,6 @@ where
     }
     answers.sort_by_key(|(i, ..)| *i);
     answers.into_iter().map(|(_, m, a)| (m, a)).collect()
-}
-
-/// The minute buckets whose minute overlaps `[from, until)`, oldest first.
-pub fn buckets(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<String> {
-    let first = from.timestamp().div_euclid(60) * 60;
-    let mut minute = DateTime::from_timestamp(first, 0).expect("a representable minute");
-    let mut out = Vec::new();
-    while minute < until {
-        out.push(minute_bucket(minute));
-        minute += chrono::Duration::minutes(1);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use chrono::{DateTime, Utc};
+
 use crate::domain::due::{DueCall, Part, shards_for};
+use crate::domain::reservation::minute_bucket;
 use crate::store::DispatchStore;
 use crate::store::StoreError;
 
@@ -163,6 +166,18 @@ impl Selection {
                 .push(async move { (next, answer.await) }.boxed());
         }
     }
+}
+
+/// The minute buckets whose minute overlaps `[from, until)`, oldest first.
+pub fn buckets(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<String> {
+    let first = from.timestamp().div_euclid(60) * 60;
+    let mut minute = DateTime::from_timestamp(first, 0).expect("a representable minute");
+    let mut out = Vec::new();
+    while minute < until {
+        out.push(minute_bucket(minute));
+        minute += chrono::Duration::minutes(1);
+    }
+    out
 }
 
 #[cfg(test)]

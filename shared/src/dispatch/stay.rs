@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::task::JoinSet;
 
-use super::run::buckets;
 use super::run_state::Run;
+use super::select::buckets;
 
 /// Until when a run stays and selects again, and until when it has promised to.
 pub(super) struct Stay {

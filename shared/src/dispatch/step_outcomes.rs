@@ -5,8 +5,28 @@ use tokio::sync::SemaphorePermit;
 
 use super::run_report::RunReport;
 use crate::domain::device::Device;
+use crate::domain::due::DueCall;
 use crate::push::PushError;
 use crate::store::StoreError;
+
+/// Whether a delivery left its call for a later selection (of this process's runs too).
+pub(super) enum Again {
+    /// Finished here: sent, failed or missed.
+    No,
+    /// Not finished here: its claim given back, refused (another run has it, and may die), or
+    /// a step that got no answer in time.
+    Later,
+    /// Pushed, and due again (this call, at its `due_at`) after this run's window: handed over
+    /// to the process's other runs (`InFlight`), and found by later runs' selections.
+    HandOver(DueCall),
+}
+
+/// How one push of a delivery ended: finished for this run, or due again at a time (its
+/// device confirms its calls and has not confirmed yet).
+pub(super) enum Delivered {
+    Done(Again),
+    DueAgain(DateTime<Utc>),
+}
 
 /// A step's outcome as the run's report counts it.
 pub(super) trait Counted {
@@ -30,7 +50,7 @@ pub(super) enum Claim {
     },
     /// Refused on a claim abandoned after its push started, to a device that confirms its
     /// calls: that push counted (it may have left) and the call is due again, at once.
-    PushedBefore(super::deliver::Delivered),
+    PushedBefore(Delivered),
     /// Refused: cancelled, or another run has it.
     Lost,
     StoreError,

@@ -1,8 +1,8 @@
 //! A delivery's last step: recording its outcome (`sent`, `failed`, `missed`), retried on store
 //! errors, and removing a token APNs called invalid; a bad outcome's notice (`notice`).
 
-use super::deliver::{Again, Delivered};
 use super::run_state::Run;
+use super::step_outcomes::{Again, Delivered};
 use super::step_outcomes::{Missed, Pushed, Record, Recorded, TokenRemoval};
 use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
+use super::conditions::{CLAIMABLE, CLAIMED_BY_RUN, NOT_EARLY};
 use super::outcome::finish_request;
 use super::reservations::DUE_COUNT_PREFIX;
 use super::{
@@ -34,28 +35,6 @@ fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
         caller_name: r.opt_s(CALLER_NAME)?.map(str::to_owned),
     })
 }
-
-/// The condition under which a reservation may be claimed (or marked missed): still
-/// `scheduled`, or `claimed` before `:abandonedBeforeMs` (the claiming run died) and its push
-/// never started (no `pushStartedAtMs`: a started push may have left).
-pub(super) const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
-     (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs \
-      AND attribute_not_exists(#pushStartedAtMs)))";
-
-/// A claim's extra condition: a call waiting for its push again (`pushes` set) is not claimed
-/// before `:dueByMs` (its due time less `PUSH_AGAIN_CLAIM_LEAD`).
-const NOT_EARLY: &str = "(attribute_not_exists(#pushes) OR #scheduledAtMs <= :dueByMs)";
-
-/// A claim made before `:abandonedBeforeMs` whose push started, to a device that confirms its
-/// calls: the push may have left; it counts, and the call goes again.
-pub(super) const PUSHED_THEN_ABANDONED: &str = "#callId = :callId AND #status = :claimed \
-     AND #claimedAtMs < :abandonedBeforeMs AND attribute_exists(#pushStartedAtMs) \
-     AND #confirms = :true";
-
-/// The reservation is claimed by the run whose token is `:run` (its own claim, whatever became
-/// of the reply that said so).
-pub(super) const CLAIMED_BY_RUN: &str =
-    "#callId = :callId AND #status = :claimed AND #claimToken = :run";
 
 /// S: the call whose create claimed the minute's last wake.
 const WAKE_CLAIMANT: &str = "wakeClaimant";

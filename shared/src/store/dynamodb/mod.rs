@@ -76,6 +76,7 @@ const USE_COUNT: &str = "useCount";
 
 type Item = HashMap<String, AttributeValue>;
 
+mod conditions;
 pub(crate) mod devices;
 mod dispatch;
 mod errors;

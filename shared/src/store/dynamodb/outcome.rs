@@ -5,11 +5,11 @@
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use chrono::{DateTime, Utc};
 
+use super::conditions::{CLAIMABLE, CLAIMED_BY_RUN, PUSHED_THEN_ABANDONED};
 use super::{DynamoStore, n, reservation_from_item, s};
 use super::{answered, call_values, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::reservation::{CallId, ReservationStatus, RunToken, terminal_expiry};
-use crate::store::dynamodb::dispatch::{CLAIMABLE, CLAIMED_BY_RUN, PUSHED_THEN_ABANDONED};
 use crate::store::{ConfirmAnswer, Outcome, StoreError};
 
 /// One outcome's UpdateItem: its update and condition expressions, and the values they use
