@@ -59,6 +59,7 @@ mod contract_files;
 mod count_estimate;
 mod deadlines;
 mod deploy_commands;
+mod dispatch_budget;
 mod dispatch_confirm;
 mod dispatch_fan_out;
 mod dispatch_held_replies;

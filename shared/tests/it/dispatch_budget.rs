@@ -1,0 +1,70 @@
+//! A crowded second at the tables' throughput (issue 38): the dispatcher plans its writes within
+//! its share of `DISPATCH_WRITE_BUDGET` (`koe::dispatch::plan`), so the calls of one second
+//! whose claims, marks and outcomes are several seconds of the table's writes all leave at their
+//! second, none throttled, and no second of the calls table or its index takes more than the
+//! budget. On the limits model (the embedded store behind `LimitedStore`, each table's and
+//! index's warm throughput set to the budget), scaled down: 40 write units a second, 60 calls.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use koe::clock::SystemClock;
+use koe::store::DUE_INDEX;
+use koe::store::memory::MemoryStore;
+use koe_testkit::dispatching::{reserve_at, run_once, short_run};
+use koe_testkit::dynamodb::limited_store::LimitedStore;
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Target};
+use koe_testkit::push::RecordingPushSender;
+
+const BUDGET: u32 = 40;
+/// 120 claims and marks before the second (4 s of the plan's 30 a second) and 60 outcomes
+/// after it: at fixed leads they would all fall in about one second.
+const CALLS: usize = 60;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_budget() {
+    let inner = Arc::new(MemoryStore::new());
+    let now = Utc::now();
+    let at: DateTime<Utc> = DateTime::from_timestamp(now.timestamp() + 8, 0).unwrap();
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let token = format!("{:064x}", i + 1);
+        let name = format!("budget-{i:04}");
+        calls.push(reserve_at(inner.as_ref(), &name, &token, at.fixed_offset(), now).await);
+    }
+    let limits = Limits {
+        table_write_units: f64::from(BUDGET),
+        ..Limits::default()
+    };
+    let origin = std::time::Instant::now();
+    let model = LimitsModel::new(limits).with_seconds_from(origin);
+    let store = Arc::new(LimitedStore::new(inner, model));
+    let push = Arc::new(RecordingPushSender::new(Arc::new(SystemClock)));
+    let mut settings = short_run();
+    settings.window = std::time::Duration::from_secs(10);
+    settings.write_budget = BUDGET;
+    let report = run_once(store.clone(), push.clone(), settings).await;
+
+    for r in &calls {
+        let sent = push.sent_for_call(r.call_id.as_str());
+        assert_eq!(sent.len(), 1, "{report:?}");
+        let late = sent[0].at - at;
+        assert!(
+            late >= chrono::Duration::zero() && late < chrono::Duration::seconds(1),
+            "pushed {late} after its second ({report:?})"
+        );
+    }
+    let stats = store.model().stats();
+    assert_eq!(stats.throttled(), 0, "{:?}", stats.throttled_by_target);
+    for target in [Target::base("calls"), Target::index("calls", DUE_INDEX)] {
+        let per_second: Vec<f64> = stats
+            .by_second
+            .values()
+            .filter_map(|t| t.get(&target).map(|c| c.wcu))
+            .collect();
+        assert!(
+            per_second.iter().all(|w| *w <= f64::from(BUDGET)),
+            "{target:?}: write units second by second {per_second:?}"
+        );
+    }
+}
