@@ -28,11 +28,11 @@ impl Run {
                 Delivered::Done(again) => return again,
                 Delivered::DueAgain(next) => {
                     call.due_at = next;
-                    slots = self.slots(next);
                     if next >= self.end {
                         // Not finished: this process's runs may take it at once (`InFlight`).
                         return Again::HandOver(call);
                     }
+                    slots = self.slots(&call);
                 }
             }
         }

@@ -275,7 +275,7 @@ impl Run {
         let (task, claim_at) = if at < now - self.grace {
             (Task::Miss, at - self.claim_lead)
         } else {
-            let slots = self.slots(at);
+            let slots = self.slots(&call);
             (Task::Deliver(slots), slots.claim_at)
         };
         let start = claim_at - DEVICE_READ_LEAD - TASK_LEAD;

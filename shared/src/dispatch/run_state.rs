@@ -13,6 +13,7 @@ use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
 use crate::clock::Clock;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
+use crate::store::PUSH_AGAIN_CLAIM_LEAD;
 
 pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).expect("configured durations are small")
@@ -107,11 +108,17 @@ impl Run {
 
     /// Until when the call's device read, claim and push mark are made again when they get no
     /// answer: [`RESOLVE_BUDGET`] past its second, never past grace.
-    /// When the delivery of a push due at `at` makes its writes (`plan`).
-    pub(super) fn slots(&self, at: DateTime<Utc>) -> Slots {
+    /// When the delivery of `r`'s next push (due at `r.due_at`) makes its writes (`plan`). A
+    /// push again is not claimed earlier than the store allows ([`PUSH_AGAIN_CLAIM_LEAD`]).
+    pub(super) fn slots(&self, r: &DueCall) -> Slots {
+        let at = r.due_at;
         let leads = (self.claim_lead, MARK_LEAD);
         let now = self.clock().now();
-        self.dispatcher.plan.plan(at, now, leads, true, self.parts)
+        let mut slots = self.dispatcher.plan.plan(at, now, leads, true, self.parts);
+        if at > r.scheduled_at.utc() {
+            slots.claim_at = slots.claim_at.max(at - PUSH_AGAIN_CLAIM_LEAD);
+        }
+        slots
     }
 
     pub(super) fn resolve_deadline(&self, at: DateTime<Utc>) -> DateTime<Utc> {
