@@ -4,15 +4,16 @@
 //! docs/configuration.md's table is the code's; every repository path and every `koe::` module
 //! path named exists (in the library's doc comments too); every `cargo ... -p NAME` names a
 //! package of the workspace; and a few figures stated in prose agree with the code or with the
-//! table beside them (`figures`); docs/architecture.md's route table is the route list and every
-//! `path:line` names a line of an existing file (`routes`); every test filter shown finds a test
-//! (`filters`). The runbook's alarm table is held to the template by `alarm_evaluation/`.
+//! table beside them (`figures`); docs/architecture.md's route table is the route list (`routes`),
+//! every `file.rs::name` it traces is defined there and its other claims hold (`traces`); every
+//! test filter shown finds a test (`filters`). The runbook's alarm table is held to the template by `alarm_evaluation/`.
 
 mod extract;
 mod figures;
 mod filters;
 mod names;
 mod routes;
+mod traces;
 
 use std::path::{Path, PathBuf};
 

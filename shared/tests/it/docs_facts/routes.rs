@@ -1,4 +1,4 @@
-//! The route table of docs/architecture.md is the route list; every `path:line` is a real line.
+//! The route table of docs/architecture.md is the route list.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -7,8 +7,7 @@ use koe::routes::{Api, STREAMED};
 use koe::{ROUTES, Route};
 use koe_testkit::template::repo_root;
 
-use super::extract::code_spans;
-use super::{PATH_BASES, markdown, read, report};
+use super::{read, report};
 
 const PAGE: &str = "docs/architecture.md";
 const HEADING: &str = "## The route table";
@@ -151,76 +150,6 @@ fn the_route_table_is_the_route_list() {
         }
     }
     report("the route table of docs/architecture.md", &problems);
-}
-
-// ---------------------------------------------------------------------------------------------
-// `path:line` references.
-
-/// A `path:line` span (`shared/src/handlers/calls.rs:145`, `lambda/http.rs:19`): the path
-/// and the line, or `None`.
-fn path_line(span: &str) -> Option<(&str, usize)> {
-    let (path, line) = span.rsplit_once(':')?;
-    let line = line.parse().ok()?;
-    let plain = path.contains('/')
-        && path.contains('.')
-        && !path.contains("//")
-        && !path.contains(char::is_whitespace)
-        && path.starts_with(|c: char| c.is_ascii_lowercase());
-    plain.then_some((path, line))
-}
-
-/// The file a path names, from the first of [`PATH_BASES`] it exists under.
-fn resolve(path: &str) -> Option<std::path::PathBuf> {
-    PATH_BASES
-        .iter()
-        .map(|base| repo_root().join(format!("{base}{path}")))
-        .find(|full| full.is_file())
-}
-
-#[test]
-fn every_path_line_named_is_a_line_of_its_file() {
-    let mut problems = Vec::new();
-    let mut checked = 0;
-    for (file, text) in markdown() {
-        for (at, span) in code_spans(&text) {
-            let Some((path, line)) = path_line(&span) else {
-                continue;
-            };
-            checked += 1;
-            let lines = resolve(path).map(|full| read(&full).lines().count());
-            match lines {
-                None => problems.push(format!("{}:{at}: `{span}`: no such file", file.display())),
-                Some(n) if line == 0 || line > n => problems.push(format!(
-                    "{}:{at}: `{span}`: the file has {n} lines",
-                    file.display()
-                )),
-                Some(_) => {}
-            }
-        }
-    }
-    assert!(
-        checked > 20,
-        "only {checked} path:line references: is the reader broken?"
-    );
-    report("path:line references past their file", &problems);
-}
-
-#[test]
-fn path_lines_are_paths_with_a_line_number() {
-    assert_eq!(
-        path_line("shared/src/handlers/calls.rs:145"),
-        Some(("shared/src/handlers/calls.rs", 145))
-    );
-    assert_eq!(path_line("lambda/http.rs:19"), Some(("lambda/http.rs", 19)));
-    for not in [
-        "127.0.0.1:3000",
-        "shared/src/lib.rs",
-        "a/b.rs:x",
-        "koe::handlers",
-        "http://x.y/z:1",
-    ] {
-        assert_eq!(path_line(not), None, "{not}");
-    }
 }
 
 #[test]
