@@ -19,6 +19,7 @@ pub mod harness;
 pub mod logs;
 pub mod loopback;
 pub mod oidc;
+pub mod on_call;
 pub mod openai;
 pub mod push;
 pub mod raw_http;

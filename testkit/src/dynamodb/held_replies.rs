@@ -212,6 +212,7 @@ mod tests {
     use koe::store::{ClaimAnswer, ClaimMark, memory::MemoryStore};
 
     use super::*;
+    use crate::on_call::OnCall;
 
     const HOLD: Duration = Duration::from_millis(1500);
 
@@ -270,14 +271,7 @@ mod tests {
         let now = t("2026-01-01T06:59:59.500Z");
         let started = Instant::now();
         let claim = store
-            .claim_due(
-                &r.device_id,
-                &r.call_id,
-                &run,
-                now,
-                now,
-                ClaimMark::WithClaim,
-            )
+            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
             .await;
         assert!(claim.is_err(), "{claim:?}");
         assert_eq!(
@@ -305,14 +299,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let started = Instant::now();
         let again = store
-            .claim_due(
-                &r.device_id,
-                &r.call_id,
-                &run,
-                now,
-                now,
-                ClaimMark::WithClaim,
-            )
+            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
             .await;
         assert!(matches!(again.unwrap(), ClaimAnswer::Won { .. }));
         assert_eq!(started.elapsed(), Duration::ZERO);
