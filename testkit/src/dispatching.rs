@@ -168,3 +168,23 @@ impl ProxiedWorld {
             .expect("the reservation")
     }
 }
+
+/// A dispatch trigger that counts the runs requested and starts none (a test or bench invokes
+/// its runs by hand).
+#[derive(Default)]
+pub struct CountingTrigger(std::sync::atomic::AtomicUsize);
+
+impl CountingTrigger {
+    /// The runs requested so far.
+    pub fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl koe::dispatch::trigger::DispatchTrigger for CountingTrigger {
+    async fn request_run(&self) -> Result<(), koe::dispatch::trigger::TriggerError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}

@@ -1,6 +1,9 @@
 //! Test and benchmark kit: stand-ins for outside services on loopback, a log capture, and a
 //! harness that starts the real local server.
 
+#[doc(hidden)]
+pub use async_trait;
+
 pub mod clock;
 pub mod cloudwatch;
 pub mod dispatching;
@@ -16,9 +19,11 @@ pub mod harness;
 pub mod logs;
 pub mod loopback;
 pub mod oidc;
+pub mod on_call;
 pub mod openai;
 pub mod push;
 pub mod raw_http;
 pub mod runtime_api;
 pub mod secretsmanager;
+pub mod store_layer;
 pub mod template;

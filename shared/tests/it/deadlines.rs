@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use koe::domain::device::DeviceId;
 use koe::domain::due::shards_for;
@@ -25,7 +24,7 @@ use koe::routes::{CancelCall, ConfirmCall, CreateCall, GetCall, PutDevice};
 use koe::store::dynamodb::{DynamoStore, OPERATION_TIMEOUT};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
-use koe::store::{Call, Op, Store, StoreError, StoreLayer};
+use koe::store::{Store, StoreError};
 use koe::{Endpoint, Route};
 use koe_testkit::clock::ManualClock;
 use koe_testkit::dispatching::ProxiedWorld;
@@ -63,38 +62,25 @@ struct Slow {
     one_at_a_time: tokio::sync::Mutex<()>,
 }
 
-#[async_trait]
-impl StoreLayer for Slow {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &Self::Inner {
-        self.inner.as_ref()
+koe_testkit::store_layer!(Slow, |this, op, call| {
+    if this.slow.load(Ordering::SeqCst) {
+        this.made.lock().unwrap().push(op.name());
+        let requests = this.counted.lock().unwrap().get(op.name()).copied();
+        tokio::time::sleep(this.delay * requests.unwrap_or(1).max(1) as u32).await;
+        return call().await;
     }
-
-    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        if self.slow.load(Ordering::SeqCst) {
-            self.made.lock().unwrap().push(op.name());
-            let requests = self.counted.lock().unwrap().get(op.name()).copied();
-            tokio::time::sleep(self.delay * requests.unwrap_or(1).max(1) as u32).await;
-            return call().await;
-        }
-        let Some(requests) = &self.requests else {
-            return call().await;
-        };
-        let _alone = self.one_at_a_time.lock().await;
-        let before = requests();
-        let answer = call().await;
-        let made = requests() - before;
-        let mut counted = self.counted.lock().unwrap();
-        let most = counted.entry(op.name()).or_insert(0);
-        *most = (*most).max(made);
-        answer
-    }
-}
+    let Some(requests) = &this.requests else {
+        return call().await;
+    };
+    let _alone = this.one_at_a_time.lock().await;
+    let before = requests();
+    let answer = call().await;
+    let made = requests() - before;
+    let mut counted = this.counted.lock().unwrap();
+    let most = counted.entry(op.name()).or_insert(0);
+    *most = (*most).max(made);
+    answer
+});
 
 /// A store that answers the next `left` requests, then refuses every later one without making
 /// it: what the store sees of a process stopped after that request.
@@ -103,29 +89,16 @@ struct StopAfter {
     left: AtomicUsize,
 }
 
-#[async_trait]
-impl StoreLayer for StopAfter {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &Self::Inner {
-        self.inner.as_ref()
+koe_testkit::store_layer!(StopAfter, |this, _, call| {
+    let go_on = this
+        .left
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok();
+    if !go_on {
+        return Err(StoreError::new("the process stopped (test)").into());
     }
-
-    async fn around<T, E>(&self, _: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        let go_on = self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if !go_on {
-            return Err(StoreError::new("the process stopped (test)").into());
-        }
-        call().await
-    }
-}
+    call().await
+});
 
 /// One request and how it was answered.
 struct Answered {
@@ -388,8 +361,8 @@ async fn a_run_selects(store: &dyn Store, id: &DeviceId) -> Option<bool> {
 }
 
 /// POST /calls (keyed, due soon: its wake claimed, its answer kept) with the store stopped after
-/// its `n`th request, for every `n` the full create makes: the reservation is then absent, or a
-/// run selects it.
+/// its `n`th request (`stop_after`; `requests_made` counts them, port or DynamoDB requests), for
+/// every `n` the full create makes: the reservation is then absent, or a run selects it.
 async fn a_create_stopped_after_each_request(
     app_store: Arc<dyn Store>,
     store: Arc<dyn Store>,
@@ -477,44 +450,12 @@ async fn a_create_stopped_after_each_dynamodb_request_leaves_no_call_no_run_sele
     let direct: Arc<dyn Store> = Arc::new(direct);
     let proxied: Arc<dyn Store> = world.store.clone();
     // The app on the proxied store; the checks read DynamoDB Local directly.
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let app = spawn_app_with(&[], |app| app.with_clock(clock).with_store(proxied)).await;
-    let token = "ef".repeat(32);
-    let mut n = 0;
-    loop {
-        let device = format!("stopped-ddb-{n}-{:08x}", fastrand::u32(..));
-        let secret = app.register_proven_device(&device, &token).await;
-        let due_in = if n % 2 == 0 { 45 + 60 * (n as i64) } else { 45 };
-        let body = json!({"deviceId": device, "scheduledAt": at(due_in)});
-        let before = world.dropper.operations().len();
-        world.dropper.stop_after(n);
-        let answer = send_with_secret(
-            app.agent(http::Method::POST, "/calls")
-                .header("Idempotency-Key", format!("stop-{n}"))
-                .body(body.to_string()),
-            Some(&secret),
-        )
-        .await;
-        world.dropper.clear();
-        let status = answer.status().as_u16();
-        let made = world.dropper.operations().len() - before;
-        let id = DeviceId::parse("deviceId", &device).unwrap();
-        match a_run_selects(direct.as_ref(), &id).await {
-            None => eprintln!("DynamoDB requests: stopped after {n}: {status}, no reservation"),
-            Some(selected) => {
-                assert!(
-                    selected,
-                    "stopped after DynamoDB request {n} ({status}): a reservation no run selects"
-                );
-                eprintln!("DynamoDB requests: stopped after {n}: {status}, selected");
-            }
-        }
-        if status == 201 && made <= n {
-            assert!(n > 0);
-            eprintln!("DynamoDB requests: a whole create makes {made}");
-            break;
-        }
-        n += 1;
-        assert!(n < 40, "a create of more than 40 DynamoDB requests");
-    }
+    a_create_stopped_after_each_request(
+        proxied,
+        direct,
+        |n| world.dropper.stop_after(n),
+        || world.dropper.operations().len(),
+        "dynamodb-requests",
+    )
+    .await;
 }

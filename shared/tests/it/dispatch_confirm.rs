@@ -17,6 +17,7 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
 use koe::store::prelude::*;
 use koe::store::{ClaimMark, ConfirmAnswer};
+use koe_testkit::on_call::OnCall;
 use koe_testkit::push::RecordingPushSender;
 
 const WAIT: StdDuration = StdDuration::from_millis(400);
@@ -279,14 +280,7 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let now = Utc::now();
     let abandoned = now - Duration::seconds(30);
     let claim = store
-        .claim_due(
-            &never.device_id,
-            &never.call_id,
-            &dead,
-            now,
-            abandoned,
-            ClaimMark::Apart,
-        )
+        .claim_due_for(&never, &dead, now, abandoned, ClaimMark::Apart)
         .await
         .unwrap();
     assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
@@ -327,9 +321,8 @@ async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(store: Arc<dy
     let dead = koe::domain::reservation::RunToken::generate();
     let now = Utc::now();
     let claim = store
-        .claim_due(
-            &first.device_id,
-            &first.call_id,
+        .claim_due_for(
+            &first,
             &dead,
             now,
             now - Duration::seconds(30),

@@ -3,19 +3,16 @@
 //! through `koe::lambda::dispatch::handle` exactly as the runtime would hand them over.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration as StdDuration;
 
-use async_trait::async_trait;
 use chrono::{Duration, FixedOffset, Utc};
 use koe::App;
 use koe::config::Vars;
-use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::domain::reservation::ReservationStatus;
 use koe::edge::Service;
 use koe::lambda::dispatch::handle;
 use koe::routes::{Adapters, Dispatch};
-use koe_testkit::dispatching::reserve_at;
+use koe_testkit::dispatching::{CountingTrigger, reserve_at};
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;
 use koe_testkit::template::repo_root;
@@ -29,17 +26,6 @@ fn fixture(name: &str) -> Value {
 
 fn event(payload: Value) -> LambdaEvent<Value> {
     LambdaEvent::new(payload, Context::default())
-}
-
-#[derive(Default)]
-struct CountingTrigger(AtomicUsize);
-
-#[async_trait]
-impl DispatchTrigger for CountingTrigger {
-    async fn request_run(&self) -> Result<(), TriggerError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
 }
 
 async fn app(vars: &[(&str, &str)], short_window: bool) -> App {
@@ -130,14 +116,14 @@ async fn a_valid_token_in_the_http_event_is_accepted_and_the_run_handed_on() {
     assert_eq!(response["statusCode"], 202, "{response}");
     let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["status"], "accepted");
-    assert_eq!(trigger.0.load(Ordering::SeqCst), 1, "one run requested");
+    assert_eq!(trigger.count(), 1, "one run requested");
 
     // The committed placeholder token is refused by the same app.
     let response = handle(&service(&app).await, event(fixture("dispatch.json")))
         .await
         .unwrap();
     assert_eq!(response["statusCode"], 401);
-    assert_eq!(trigger.0.load(Ordering::SeqCst), 1);
+    assert_eq!(trigger.count(), 1);
 }
 
 #[tokio::test]

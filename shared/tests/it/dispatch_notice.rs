@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration as StdDuration;
 
-use async_trait::async_trait;
 use chrono::{Duration, Utc};
 use koe::clock::{Clock, SystemClock};
 use koe::config::{Config, DispatchConfig, Vars};
@@ -17,7 +16,7 @@ use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::store::prelude::*;
-use koe::store::{Call, ConfirmAnswer, Op, StoreError, StoreLayer};
+use koe::store::{ConfirmAnswer, Op, StoreError};
 use koe_testkit::push::{RecordingPushSender, Scripted};
 
 fn settings(window: StdDuration) -> DispatchConfig {
@@ -236,35 +235,22 @@ struct LossyNotices {
     hold: StdDuration,
 }
 
-#[async_trait]
-impl StoreLayer for LossyNotices {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &Self::Inner {
-        &*self.inner
-    }
-
-    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        let seen = match op {
-            Op::ClaimNotice(..) => &self.claims,
-            Op::NoticeSent(..) => &self.sents,
-            _ => return call().await,
-        };
-        let answer = call().await;
-        match seen.fetch_add(1, Ordering::SeqCst) {
-            0 => Err(E::from(StoreError::new("reply lost (test)"))),
-            1 => {
-                tokio::time::sleep(self.hold).await;
-                answer
-            }
-            _ => answer,
+koe_testkit::store_layer!(LossyNotices, |this, op, call| {
+    let seen = match op {
+        Op::ClaimNotice(..) => &this.claims,
+        Op::NoticeSent(..) => &this.sents,
+        _ => return call().await,
+    };
+    let answer = call().await;
+    match seen.fetch_add(1, Ordering::SeqCst) {
+        0 => Err(E::from(StoreError::new("reply lost (test)"))),
+        1 => {
+            tokio::time::sleep(this.hold).await;
+            answer
         }
+        _ => answer,
     }
-}
+});
 
 async fn lost_and_slow_notice_replies_still_give_one(store: Arc<dyn Store>) {
     let w = World::new(store.clone());

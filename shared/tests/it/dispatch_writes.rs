@@ -6,12 +6,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use koe::clock::SystemClock;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
-use koe::store::{Call, DUE_INDEX, Op, Request, StoreError, StoreLayer};
+use koe::store::{DUE_INDEX, Op, Request};
 use koe_testkit::dispatching::{reserve_soon, run_once, short_run, stored};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats, TableDef, Target};
@@ -25,34 +24,21 @@ struct Writes {
     seen: Mutex<Vec<(&'static str, Option<String>)>>,
 }
 
-#[async_trait]
-impl StoreLayer for Writes {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &Self::Inner {
-        &*self.inner
+koe_testkit::store_layer!(Writes, |this, op, call| {
+    if !matches!(op.request(), Request::GetItem | Request::Query) {
+        let device = match op {
+            Op::ClaimDue(id, ..)
+            | Op::MarkPushStarted(id, ..)
+            | Op::ReleaseClaim(id, ..)
+            | Op::FinishReservation(id, ..)
+            | Op::ClaimNotice(id, ..)
+            | Op::NoticeSent(id, ..) => Some(id.as_str().to_owned()),
+            _ => None,
+        };
+        this.seen.lock().unwrap().push((op.name(), device));
     }
-
-    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        if !matches!(op.request(), Request::GetItem | Request::Query) {
-            let device = match op {
-                Op::ClaimDue(id, ..)
-                | Op::MarkPushStarted(id, ..)
-                | Op::ReleaseClaim(id, ..)
-                | Op::FinishReservation(id, ..)
-                | Op::ClaimNotice(id, ..)
-                | Op::NoticeSent(id, ..) => Some(id.as_str().to_owned()),
-                _ => None,
-            };
-            self.seen.lock().unwrap().push((op.name(), device));
-        }
-        call().await
-    }
-}
+    call().await
+});
 
 impl Writes {
     /// The write requests made on `r`'s call.

@@ -296,6 +296,23 @@ async fn killed_after_its_claim(
     killed_at
 }
 
+/// `d` stored (as the test changed it), its call reserved 2 s ahead, and a run killed after
+/// its claim ([`killed_after_its_claim`]): the call, its second, when the run was killed, and
+/// the record as the killed run left it.
+async fn a_call_whose_run_was_killed_after_its_claim(
+    app: &Arc<App>,
+    push: &RecordingPushSender,
+    d: &Device,
+) -> (Reservation, DateTime<Utc>, DateTime<Utc>, Reservation) {
+    app.store().await.unwrap().put_device(d).await.unwrap();
+    let second = Utc::now() + Duration::milliseconds(2000);
+    let r = reserve(app, d, second).await;
+    let killed_at = killed_after_its_claim(app, push, &r).await;
+    let claimed = app.store().await.unwrap();
+    let claimed = claimed.get_reservation(&r.device_id, Utc::now()).await;
+    (r, second, killed_at, claimed.unwrap().unwrap())
+}
+
 /// Waits until the claim made by the run killed at `killed_at` is abandoned (the claim timeout).
 async fn until_abandoned(killed_at: DateTime<Utc>) {
     let claim_age = Utc::now() - killed_at;
@@ -315,14 +332,8 @@ async fn a_run_killed_after_its_claim_leaves_the_call_failed_never_pushed_twice(
     let mut d = device(&app, "fault-crash").await;
     d.alert_token =
         Some(AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap());
-    app.store().await.unwrap().put_device(&d).await.unwrap();
-    let second = Utc::now() + Duration::milliseconds(2000);
-    let r = reserve(&app, &d, second).await;
-
-    let killed_at = killed_after_its_claim(&app, &push, &r).await;
-    let claimed = app.store().await.unwrap();
-    let claimed = claimed.get_reservation(&r.device_id, Utc::now()).await;
-    let claimed = claimed.unwrap().unwrap();
+    let (r, _, killed_at, claimed) =
+        a_call_whose_run_was_killed_after_its_claim(&app, &push, &d).await;
     assert!(
         claimed.push_started_at.is_some(),
         "the claim carries the mark"
@@ -364,14 +375,8 @@ async fn a_run_killed_between_claim_and_mark_is_recovered_once() {
     let app = Arc::new(app);
     let mut d = device(&app, "fault-crash-confirming").await;
     d.confirms_calls = true;
-    app.store().await.unwrap().put_device(&d).await.unwrap();
-    let second = Utc::now() + Duration::milliseconds(2000);
-    let r = reserve(&app, &d, second).await;
-
-    let killed_at = killed_after_its_claim(&app, &push, &r).await;
-    let claimed = app.store().await.unwrap();
-    let claimed = claimed.get_reservation(&r.device_id, Utc::now()).await;
-    let claimed = claimed.unwrap().unwrap();
+    let (r, second, killed_at, claimed) =
+        a_call_whose_run_was_killed_after_its_claim(&app, &push, &d).await;
     assert_eq!(claimed.push_started_at, None, "killed before its mark");
 
     // Once the claim is older than the claim timeout, the next run sends it: one push.

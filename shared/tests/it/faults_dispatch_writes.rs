@@ -11,6 +11,7 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe_testkit::dispatching::ProxiedWorld as World;
 use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 use koe_testkit::faults;
+use koe_testkit::push::RecordedPush;
 
 const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 /// What a finish request's body holds (its token), a mark's (its own write, for a device that
@@ -26,6 +27,31 @@ async fn one_run(name: &str, fault: impl FnOnce(&ReplyDropper)) -> (World, Reser
     fault(&w.dropper);
     let report = w.run(CLAIM_TIMEOUT).await;
     (w, r, report)
+}
+
+/// Three refused attempts of a push mark, then `r`'s call pushed once by the same run, within a
+/// second of its time, the run's report clean: the pushes, and how late (ms) the push was.
+fn pushed_once_by_the_same_run(
+    w: &World,
+    r: &Reservation,
+    report: &RunReport,
+) -> (Vec<RecordedPush>, i64) {
+    assert_eq!(w.dropper.dropped(), 3);
+    let pushes = w.push.sent_for_call(r.call_id.as_str());
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
+    assert!(late < 1_000, "pushed by the same run, {late} ms late");
+    assert_eq!(
+        (
+            report.claimed,
+            report.sent,
+            report.store_errors,
+            report.resolved
+        ),
+        (1, 1, 0, 1),
+        "{report:?}"
+    );
+    (pushes, late)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,23 +98,9 @@ async fn a_claim_with_its_push_mark_the_store_refused_is_made_again_by_its_run_a
         d.refuse_requests("UpdateItem", CLAIM_MARKED, 3)
     })
     .await;
-    assert_eq!(w.dropper.dropped(), 3);
-    let pushes = w.push.sent_for_call(r.call_id.as_str());
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    let (_, late) = pushed_once_by_the_same_run(&w, &r, &report);
     assert_eq!(w.push.attempts().len(), 1, "one push in all");
-    let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
-    assert!(late < 1_000, "sent by the same run, {late} ms late");
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
-    assert_eq!(
-        (
-            report.claimed,
-            report.sent,
-            report.store_errors,
-            report.resolved
-        ),
-        (1, 1, 0, 1),
-        "{report:?}"
-    );
     faults::record(
         "DynamoDB: the write marking a push as started (the claim) fails (500, three attempts)",
         "the run makes it again until answered, then pushes: one push, in the same run",
@@ -104,26 +116,12 @@ async fn a_push_mark_apart_the_store_refused_is_made_again_by_its_run_and_pushed
     let r = w.reserve_confirming("mark-apart-refused", 1500).await;
     w.dropper.refuse_requests("UpdateItem", MARK, 3);
     let report = w.run(CLAIM_TIMEOUT).await;
-    assert_eq!(w.dropper.dropped(), 3);
-    let pushes = w.push.sent_for_call(r.call_id.as_str());
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    let (pushes, _) = pushed_once_by_the_same_run(&w, &r, &report);
     assert_eq!(pushes[0].payload["attempt"], 1);
-    let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
-    assert!(late < 1_000, "pushed by the same run, {late} ms late");
     let stored = w.stored(&r).await;
     assert_eq!(
         (stored.status, stored.pushes),
         (ReservationStatus::Scheduled, 1),
         "due again, waiting for its confirmation"
-    );
-    assert_eq!(
-        (
-            report.claimed,
-            report.sent,
-            report.store_errors,
-            report.resolved
-        ),
-        (1, 1, 0, 1),
-        "{report:?}"
     );
 }

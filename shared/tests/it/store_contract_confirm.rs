@@ -10,6 +10,7 @@ use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe::store::memory::MemoryStore;
 use koe::store::{CancelError, ClaimAnswer, ClaimMark, ConfirmAnswer, Outcome};
 use koe_testkit::dynamodb::reply_drop::ReplyDropper;
+use koe_testkit::on_call::OnCall;
 
 use super::store_contract::{
     CLAIM_TIMEOUT, DynStore, LEAD, abandoned_before, create, finish_as, get_some, new_device_id,
@@ -39,14 +40,7 @@ async fn claim_pushes(
     now: DateTime<Utc>,
 ) -> Option<u32> {
     match store
-        .claim_due(
-            &r.device_id,
-            &r.call_id,
-            run,
-            now,
-            abandoned_before(now),
-            ClaimMark::Apart,
-        )
+        .claim_due_for(r, run, now, abandoned_before(now), ClaimMark::Apart)
         .await
         .expect("claim_due")
     {
@@ -264,14 +258,7 @@ async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
     let later = due + CLAIM_TIMEOUT + secs(1);
     let run = RunToken::generate();
     let refused = store
-        .claim_due(
-            &r.device_id,
-            &r.call_id,
-            &run,
-            later,
-            abandoned_before(later),
-            ClaimMark::Apart,
-        )
+        .claim_due_for(&r, &run, later, abandoned_before(later), ClaimMark::Apart)
         .await
         .unwrap();
     let ClaimAnswer::Refused(Some(current)) = refused else {

@@ -27,9 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use koe::store::dynamodb::{ATTEMPT_TIMEOUT, DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
-use koe::store::{Call, Op, Store, StoreError, StoreLayer};
+use koe::store::{Op, Store, StoreError};
 use tokio::time::{Instant, sleep, sleep_until};
 
 use super::limited_store::{ATTEMPTS, BACKOFF_BASE};
@@ -178,42 +177,29 @@ impl HeldStore {
     }
 }
 
-#[async_trait]
-impl StoreLayer for HeldStore {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &Self::Inner {
-        &*self.inner
+crate::store_layer!(HeldStore, |this, op, call| {
+    let operation = op.request().as_str();
+    match op {
+        // The dispatcher's requests on a call, through the dispatch client.
+        Op::GetDevice(..)
+        | Op::ClaimDue(..)
+        | Op::MarkPushStarted(..)
+        | Op::ReleaseClaim(..)
+        | Op::FinishReservation(..)
+        | Op::ClaimNotice(..)
+        | Op::NoticeSent(..) => this.once(operation, call()).await,
+        // Its other requests (and confirmations), through the normal client.
+        Op::RemoveDevice(..)
+        | Op::RemoveAlertToken(..)
+        | Op::GetReservation(..)
+        | Op::ConfirmCall(..)
+        | Op::DueCount(..)
+        | Op::DueCalls(..)
+        | Op::WatchMinute(..)
+        | Op::ClaimWake(..) => this.retried(operation, call).await,
+        _ => call().await,
     }
-
-    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        let operation = op.request().as_str();
-        match op {
-            // The dispatcher's requests on a call, through the dispatch client.
-            Op::GetDevice(..)
-            | Op::ClaimDue(..)
-            | Op::MarkPushStarted(..)
-            | Op::ReleaseClaim(..)
-            | Op::FinishReservation(..)
-            | Op::ClaimNotice(..)
-            | Op::NoticeSent(..) => self.once(operation, call()).await,
-            // Its other requests (and confirmations), through the normal client.
-            Op::RemoveDevice(..)
-            | Op::RemoveAlertToken(..)
-            | Op::GetReservation(..)
-            | Op::ConfirmCall(..)
-            | Op::DueCount(..)
-            | Op::DueCalls(..)
-            | Op::WatchMinute(..)
-            | Op::ClaimWake(..) => self.retried(operation, call).await,
-            _ => call().await,
-        }
-    }
-}
+});
 
 #[cfg(test)]
 mod tests {
@@ -226,6 +212,7 @@ mod tests {
     use koe::store::{ClaimAnswer, ClaimMark, memory::MemoryStore};
 
     use super::*;
+    use crate::on_call::OnCall;
 
     const HOLD: Duration = Duration::from_millis(1500);
 
@@ -284,14 +271,7 @@ mod tests {
         let now = t("2026-01-01T06:59:59.500Z");
         let started = Instant::now();
         let claim = store
-            .claim_due(
-                &r.device_id,
-                &r.call_id,
-                &run,
-                now,
-                now,
-                ClaimMark::WithClaim,
-            )
+            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
             .await;
         assert!(claim.is_err(), "{claim:?}");
         assert_eq!(
@@ -319,14 +299,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let started = Instant::now();
         let again = store
-            .claim_due(
-                &r.device_id,
-                &r.call_id,
-                &run,
-                now,
-                now,
-                ClaimMark::WithClaim,
-            )
+            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
             .await;
         assert!(matches!(again.unwrap(), ClaimAnswer::Won { .. }));
         assert_eq!(started.elapsed(), Duration::ZERO);

@@ -9,16 +9,14 @@
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use chrono::{DateTime, Utc};
-use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::wake::{Wake, wake_for};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
+use koe_testkit::dispatching::CountingTrigger;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats, TableDef};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::eventbridge::StandInEventBridge;
@@ -31,18 +29,6 @@ use serde_json::{Value, json};
 const MEMORY_GB: f64 = 0.25;
 /// Minutes in a month of 730 hours (AWS's billing month).
 const MINUTES_A_MONTH: f64 = 730.0 * 60.0;
-
-/// Counts wakes and drops them (the bench's runs are invoked by hand).
-#[derive(Default)]
-struct CountingBus(AtomicUsize);
-
-#[async_trait]
-impl DispatchTrigger for CountingBus {
-    async fn request_run(&self) -> Result<(), TriggerError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
 
 fn units(stats: &Stats) -> (f64, f64) {
     stats
@@ -210,7 +196,7 @@ async fn main() {
     // A run that stays (a call 50 s ahead), and creates made meanwhile for seconds before it:
     // they find its watch (their claim of a wake refused: 1 WRU) and wake nothing (those due
     // after the gap the schedule leaves need no wake at all: 0 WRU).
-    let bus = CountingBus::default();
+    let bus = CountingTrigger::default();
     koe_testkit::dispatching::reserve_soon(&store, "bench-anchor", 50_000).await;
     let run = invoke(Duration::from_secs(100));
     let creates = async {
@@ -278,7 +264,7 @@ async fn main() {
             *ahead as f64 / 1000.0
         );
     }
-    let woken = bus.0.load(Ordering::SeqCst);
+    let woken = bus.count();
     assert!(
         wakes
             .iter()

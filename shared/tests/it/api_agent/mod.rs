@@ -13,7 +13,7 @@ mod validation;
 use std::sync::Arc;
 
 use koe_testkit::clock::ManualClock;
-use koe_testkit::harness::{TestApp, issued_step_id, send, spawn_app_with};
+use koe_testkit::harness::{TestApp, error_body, issued_step_id, send, spawn_app_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
@@ -108,6 +108,19 @@ pub(super) fn assert_one_notification(app: &TestApp, code: &str) {
     assert_eq!(published[0].code, code);
     assert_eq!(published[0].route, "POST /agent");
     assert_eq!(published[0].function, "agent");
+}
+
+/// `body` POSTed fails with 500 `PROVIDER_BAD_RESPONSE` after the model was asked twice (its
+/// invalid output asked once more), with one notification.
+pub(super) async fn assert_bad_output_twice(app: &TestApp, body: &Value) {
+    error_body(
+        post(app, body.to_string()).await,
+        500,
+        "PROVIDER_BAD_RESPONSE",
+    )
+    .await;
+    assert_eq!(app.openai.request_count(), 2);
+    assert_one_notification(app, "PROVIDER_BAD_RESPONSE");
 }
 
 pub(super) fn with(mut body: Value, field: &str, value: Value) -> Value {

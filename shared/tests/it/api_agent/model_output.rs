@@ -6,8 +6,8 @@ use koe_testkit::harness::{error_body, header};
 use koe_testkit::openai::Behaviour;
 
 use super::{
-    app, app_with, assert_one_notification, ok_body, plan_output, planner_answer, post,
-    responder_answer, round_1, round_2, tomorrow_plan,
+    app, app_with, assert_bad_output_twice, assert_one_notification, ok_body, plan_output,
+    planner_answer, post, responder_answer, round_1, round_2, tomorrow_plan,
 };
 
 #[tokio::test]
@@ -67,14 +67,7 @@ async fn responder_output_invalid_twice_is_500_provider_bad_response() {
         Behaviour::refusal(),
         responder_answer("x", "happy"),
     ]);
-    error_body(
-        post(&app, round_2().to_string()).await,
-        500,
-        "PROVIDER_BAD_RESPONSE",
-    )
-    .await;
-    assert_eq!(app.openai.request_count(), 2);
-    assert_one_notification(&app, "PROVIDER_BAD_RESPONSE");
+    assert_bad_output_twice(&app, &round_2()).await;
 }
 
 #[tokio::test]

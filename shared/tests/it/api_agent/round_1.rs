@@ -1,11 +1,11 @@
 //! Round 1: the planner plans calendar steps or answers directly, per capability and configuration.
 
 use koe::domain::agent::MAX_STEP_ID_CHARS;
-use koe_testkit::harness::{error_body, header};
+use koe_testkit::harness::header;
 use serde_json::{Value, json};
 
 use super::{
-    DEVICE, app, app_with, assert_one_notification, ok_body, plan_output, planner_answer, post,
+    DEVICE, app, app_with, assert_bad_output_twice, ok_body, plan_output, planner_answer, post,
     responder_answer, round_1, round_2, system_and_schema, tomorrow_plan,
 };
 
@@ -170,14 +170,7 @@ async fn a_plan_naming_a_tool_the_client_did_not_list_is_refused_twice_then_500(
     let app = app().await;
     app.openai.script([tomorrow_plan(), tomorrow_plan()]);
     let body = json!({"message": "明日の予定は？", "capabilities": [], "deviceId": DEVICE});
-    error_body(
-        post(&app, body.to_string()).await,
-        500,
-        "PROVIDER_BAD_RESPONSE",
-    )
-    .await;
-    assert_eq!(app.openai.request_count(), 2);
-    assert_one_notification(&app, "PROVIDER_BAD_RESPONSE");
+    assert_bad_output_twice(&app, &body).await;
 }
 
 #[tokio::test]

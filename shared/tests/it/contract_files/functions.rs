@@ -7,7 +7,7 @@ use koe::routes::{Endpoint, STREAMED, StreamedFunction, Visit};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
-use super::{str_at, template_functions};
+use super::{function_timeout, str_at, template_functions};
 
 /// Each function of `template.yaml` is deployable as built: a binary in `functions/src/bin` (and
 /// no binary without a function), which runs its own constructor in `koe::wiring`
@@ -208,11 +208,7 @@ fn endpoint_types() -> std::collections::BTreeMap<&'static str, &'static str> {
 #[test]
 fn function_timeouts_fit_their_work() {
     let template = load_yaml("template.yaml");
-    let timeout = |id: &str| {
-        template["Resources"][id]["Properties"]["Timeout"]
-            .as_u64()
-            .unwrap_or_else(|| template["Globals"]["Function"]["Timeout"].as_u64().unwrap())
-    };
+    let timeout = |id: &str| function_timeout(&template, id);
     let max_budget_ms = template["Parameters"]["ProviderTimeoutMs"]["MaxValue"]
         .as_u64()
         .unwrap();

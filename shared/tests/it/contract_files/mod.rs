@@ -25,6 +25,14 @@ pub(super) fn str_at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// The function ids and binaries of every `AWS::Serverless::Function` in the template.
+/// Function `id`'s `Timeout` in the template (seconds), or the `Globals` one it inherits.
+pub(super) fn function_timeout(template: &Value, id: &str) -> u64 {
+    template["Resources"][id]["Properties"]["Timeout"]
+        .as_u64()
+        .or_else(|| template["Globals"]["Function"]["Timeout"].as_u64())
+        .unwrap_or_else(|| panic!("{id} has a timeout"))
+}
+
 pub(super) fn template_functions(template: &Value) -> Vec<(String, String)> {
     template["Resources"]
         .as_mapping()

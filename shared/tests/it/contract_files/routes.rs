@@ -7,7 +7,7 @@ use koe::handlers::error::ErrorCode;
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
-use super::str_at;
+use super::{function_timeout, str_at};
 
 /// (api, method, path, function, binary) for every HttpApi event in the template.
 fn template_routes(template: &Value) -> BTreeSet<(String, String, String, String, String)> {
@@ -146,12 +146,7 @@ fn every_route_has_a_fixture_for_its_method_and_path() {
 #[test]
 fn every_routes_timeout_is_its_functions_timeout_in_the_template() {
     let template = load_yaml("template.yaml");
-    let timeout = |id: &str| {
-        template["Resources"][id]["Properties"]["Timeout"]
-            .as_u64()
-            .or_else(|| template["Globals"]["Function"]["Timeout"].as_u64())
-            .unwrap_or_else(|| panic!("{id} has a timeout"))
-    };
+    let timeout = |id: &str| function_timeout(&template, id);
     struct Timeouts(Vec<(&'static str, u64)>);
     impl koe::routes::Visit for Timeouts {
         fn visit<E: koe::Endpoint>(&mut self) {

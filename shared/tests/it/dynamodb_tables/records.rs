@@ -6,6 +6,7 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::Outcome;
 use koe::store::prelude::*;
+use koe_testkit::on_call::OnCall;
 
 use super::{at, device_id, store};
 
@@ -61,9 +62,8 @@ async fn records_read_back_exactly_as_written() {
     let run = RunToken::generate();
     assert!(
         store
-            .claim_reservation(
-                &device.device_id,
-                &reservation.call_id,
+            .claim_for(
+                &reservation,
                 &run,
                 claimed_at,
                 claimed_at - Duration::seconds(60),
@@ -81,9 +81,8 @@ async fn records_read_back_exactly_as_written() {
     let done = claimed_at + Duration::milliseconds(400);
     assert!(
         store
-            .finish_reservation(
-                &device.device_id,
-                &reservation.call_id,
+            .finish_for(
+                &reservation,
                 Outcome::Sent,
                 &run,
                 done,

@@ -9,30 +9,11 @@ mod jwks;
 mod tokens;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
-use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe_testkit::clock::ManualClock;
+use koe_testkit::dispatching::CountingTrigger;
 use koe_testkit::harness::{TestApp, error_body, spawn_app_with};
 use koe_testkit::oidc::{KID_1, StandInIssuer, TestKey, claims_with, mint, valid_token};
-
-#[derive(Default)]
-pub(super) struct CountingTrigger(AtomicUsize);
-
-impl CountingTrigger {
-    fn count(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl DispatchTrigger for CountingTrigger {
-    async fn request_run(&self) -> Result<(), TriggerError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
 
 pub(super) struct Setup {
     app: TestApp,

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 use koe::store::{ClaimAnswer, ClaimMark, Outcome};
+use koe_testkit::on_call::OnCall;
 
 use super::{
     CLAIM_TIMEOUT, DynStore, GRACE, abandoned_before, claim, claim_as, finish, get, get_some,
@@ -216,14 +217,7 @@ async fn claim_marked(
     now: DateTime<Utc>,
 ) -> ClaimAnswer {
     store
-        .claim_due(
-            &r.device_id,
-            &r.call_id,
-            run,
-            now,
-            abandoned_before(now),
-            ClaimMark::WithClaim,
-        )
+        .claim_due_for(r, run, now, abandoned_before(now), ClaimMark::WithClaim)
         .await
         .expect("claim_due")
 }

@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::store::DeviceWrite::{Refused, Written};
-use koe::store::{Call, Op, Store, StoreError, StoreLayer};
+use koe::store::Op;
 
 use super::{DynStore, device, new_device_id, new_token, secs, t0};
 
@@ -190,32 +189,23 @@ async fn an_undelivered_secret_is_replaced_until_one_is_proven(store: DynStore) 
 
 /// A store whose every `register_device` is carried out, its answer lost, and made again (as
 /// the SDK makes again a write whose reply did not arrive).
-struct LosesRegistrationReplies(DynStore);
-
-#[async_trait]
-impl StoreLayer for LosesRegistrationReplies {
-    type Inner = dyn Store;
-
-    fn inner(&self) -> &(dyn Store + 'static) {
-        &*self.0
-    }
-
-    async fn around<T, E>(&self, op: Op<'_>, call: Call<'_, T, E>) -> Result<T, E>
-    where
-        T: Send,
-        E: From<StoreError> + Send,
-    {
-        if matches!(op, Op::RegisterDevice(..)) {
-            let _lost = call().await;
-        }
-        call().await
-    }
+struct LosesRegistrationReplies {
+    inner: DynStore,
 }
+
+koe_testkit::store_layer!(LosesRegistrationReplies, |_this, op, call| {
+    if matches!(op, Op::RegisterDevice(..)) {
+        let _lost = call().await;
+    }
+    call().await
+});
 
 /// A registration made again after its reply was lost recognises its own write: it still
 /// answers the secret it stored (which then proves the device), and refuses what it refused.
 async fn a_registration_made_again_answers_the_secret_it_stored(store: DynStore) {
-    let lossy: DynStore = Arc::new(LosesRegistrationReplies(store.clone()));
+    let lossy: DynStore = Arc::new(LosesRegistrationReplies {
+        inner: store.clone(),
+    });
     let id = new_device_id();
     let at = |n| device(&id, PushEnvironment::Production, t0() + secs(n));
     let issued = Written {

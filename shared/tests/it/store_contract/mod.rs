@@ -20,6 +20,7 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::prelude::*;
 use koe::store::{CancelError, CreateError, Created, Outcome};
+use koe_testkit::on_call::OnCall;
 
 pub(super) type DynStore = Arc<dyn Store>;
 
@@ -170,7 +171,7 @@ pub(super) async fn claim_as(
     now: DateTime<Utc>,
 ) -> bool {
     store
-        .claim_reservation(&r.device_id, &r.call_id, run, now, abandoned_before(now))
+        .claim_for(r, run, now, abandoned_before(now))
         .await
         .expect("claim_reservation")
 }
@@ -193,14 +194,7 @@ pub(super) async fn finish_as(
     now: DateTime<Utc>,
 ) -> bool {
     store
-        .finish_reservation(
-            &r.device_id,
-            &r.call_id,
-            outcome,
-            run,
-            now,
-            abandoned_before(now),
-        )
+        .finish_for(r, outcome, run, now, abandoned_before(now))
         .await
         .expect("finish_reservation")
 }

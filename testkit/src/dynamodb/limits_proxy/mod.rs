@@ -243,30 +243,56 @@ fn map_of<'a>(request: &'a Map<String, Value>, field: &str) -> &'a Map<String, V
         .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
-async fn write(call: Call<'_>, def: &TableDef) -> Result<Answer, std::io::Error> {
-    let (shared, operation, request) = (call.shared, call.operation, call.request);
-    let item = item_of(request.get("Item"));
+/// What one write (`body`: a request, or a transaction's action) is costed from: the item it
+/// puts (if any), its key, and the item as stored before it (a consistent GetItem). `None`
+/// where that read is refused: no before-image (e.g. a malformed key), DynamoDB Local's own
+/// refusal will do.
+async fn before_image(
+    call: &Call<'_>,
+    def: &TableDef,
+    body: &Map<String, Value>,
+) -> Result<Option<(Option<Item>, Item, Option<Item>)>, std::io::Error> {
+    let item = item_of(body.get("Item"));
     let key = match &item {
         Some(item) => def.key_of(item),
-        None => item_of(request.get("Key")).unwrap_or_default(),
+        None => item_of(body.get("Key")).unwrap_or_default(),
     };
     let get = json!({"TableName": def.name, "Key": key, "ConsistentRead": true});
     let current = call.send("GetItem", Bytes::from(get.to_string())).await?;
     if current.status != 200 {
-        // No before-image (e.g. a malformed key): DynamoDB Local's own refusal will do.
-        return call.forward().await;
+        return Ok(None);
     }
     let before = item_of(current.json().as_ref().and_then(|v| v.get("Item")));
+    Ok(Some((item, key, before)))
+}
+
+async fn write(call: Call<'_>, def: &TableDef) -> Result<Answer, std::io::Error> {
+    let (operation, request) = (call.operation, call.request);
+    let Some((item, key, before)) = before_image(&call, def, request).await? else {
+        return call.forward().await;
+    };
     let charges = match operation {
         "PutItem" => write_charges(def, &key, before.as_ref(), item.as_ref()),
         "DeleteItem" => write_charges(def, &key, before.as_ref(), None),
         _ => update_charges(def, &key, before.as_ref(), request),
     };
-    if let Err(t) = shared.model.charge(operation, &charges) {
+    charged_forward(&call, charges, Answer::is_condition_failure).await
+}
+
+/// Charges `charges` and forwards the request: a throttled one is answered as DynamoDB would
+/// and not made; one refused on its condition (`on_condition`) keeps its base-table charges
+/// (its index ones refunded); any other refusal is refunded whole.
+async fn charged_forward(
+    call: &Call<'_>,
+    charges: Vec<Charge>,
+    on_condition: impl Fn(&Answer) -> bool,
+) -> Result<Answer, std::io::Error> {
+    let shared = call.shared;
+    if let Err(t) = shared.model.charge(call.operation, &charges) {
         return Ok(throttled(&t));
     }
     let answer = call.forward().await?;
-    if answer.is_condition_failure() {
+    if on_condition(&answer) {
         let gsi: Vec<Charge> = charges
             .into_iter()
             .filter(|c| c.target.index.is_some())
@@ -304,17 +330,9 @@ async fn transact_write(call: Call<'_>) -> Result<Answer, std::io::Error> {
         let Some(def) = def else {
             continue;
         };
-        let item = item_of(body.get("Item"));
-        let key = match &item {
-            Some(item) => def.key_of(item),
-            None => item_of(body.get("Key")).unwrap_or_default(),
-        };
-        let get = json!({"TableName": def.name, "Key": key, "ConsistentRead": true});
-        let current = call.send("GetItem", Bytes::from(get.to_string())).await?;
-        if current.status != 200 {
+        let Some((item, key, before)) = before_image(&call, def, body).await? else {
             return call.forward().await;
-        }
-        let before = item_of(current.json().as_ref().and_then(|v| v.get("Item")));
+        };
         let mut action_charges = match kind.as_str() {
             "Put" => write_charges(def, &key, before.as_ref(), item.as_ref()),
             "Delete" => write_charges(def, &key, before.as_ref(), None),
@@ -332,22 +350,11 @@ async fn transact_write(call: Call<'_>) -> Result<Answer, std::io::Error> {
         }
         charges.extend(action_charges);
     }
-    if let Err(t) = shared.model.charge(call.operation, &charges) {
-        return Ok(throttled(&t));
-    }
-    let answer = call.forward().await?;
-    let cancelled = answer.status == 400
-        && String::from_utf8_lossy(&answer.body).contains("TransactionCanceledException");
-    if cancelled {
-        let gsi: Vec<Charge> = charges
-            .into_iter()
-            .filter(|c| c.target.index.is_some())
-            .collect();
-        shared.model.refund(&gsi);
-    } else if answer.status != 200 {
-        shared.model.refund(&charges);
-    }
-    Ok(answer)
+    let cancelled = |answer: &Answer| {
+        answer.status == 400
+            && String::from_utf8_lossy(&answer.body).contains("TransactionCanceledException")
+    };
+    charged_forward(&call, charges, cancelled).await
 }
 
 fn update_charges(
