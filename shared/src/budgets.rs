@@ -3,7 +3,7 @@
 //! hold them to `template.yaml`'s function timeouts with a margin.
 //!
 //! Every endpoint served through `edge::Service::handle` spends its invocation's deadline
-//! instead (`crate::deadline`): no count of its requests is kept by hand;
+//! instead (`crate::platform::deadline`): no count of its requests is kept by hand;
 //! `shared/tests/it/deadlines.rs` drives each along its longest path with a slow store and
 //! measures that it answers before its timeout. What is kept here for them is only that the
 //! provider's own budget ends before the deadline would, so a slow provider is answered
@@ -11,14 +11,14 @@
 
 use std::time::Duration;
 
-use crate::config::{
-    DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
-};
-use crate::deadline::{ANSWER_RESERVE, MARGIN};
 use crate::dispatch::notice::{NOTICE_BUDGET, NOTICE_RECORD_BUDGET};
 use crate::dispatch::wake::LONGEST_WAKE;
 use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
 use crate::edge::NOTIFY_TIMEOUT;
+use crate::platform::config::{
+    DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
+};
+use crate::platform::deadline::{ANSWER_RESERVE, MARGIN};
 use crate::store::dynamodb::{DISPATCH_ATTEMPT_TIMEOUT, OPERATION_TIMEOUT};
 
 /// API Gateway's integration timeout, taken at 29 s (HTTP APIs allow 30): an HTTP function

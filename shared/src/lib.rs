@@ -13,28 +13,20 @@
 //! → `budgets`, `wiring` → `lambda`.
 
 pub mod agent;
-pub mod aws;
-pub mod aws_http;
 pub mod budgets;
-pub mod clock;
-pub mod config;
-pub mod deadline;
 pub mod dispatch;
 pub mod domain;
 pub mod edge;
 pub mod event_bus;
 pub mod handlers;
-pub mod https;
 pub mod lambda;
-pub mod metrics;
 pub mod model;
 pub mod oidc;
+pub mod platform;
 pub mod push;
 pub mod routes;
-pub mod secrets;
 pub mod spend_guard;
 pub mod store;
-pub mod telemetry;
 pub mod wiring;
 
 pub use routes::{Api, Endpoint, ROUTES, Route};

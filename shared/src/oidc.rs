@@ -22,7 +22,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, KeyAlgorithm, PublicKeyUse}
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-use crate::config::OidcConfig;
+use crate::platform::config::OidcConfig;
 
 /// The shortest time between two JWKS fetches.
 pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
@@ -160,7 +160,7 @@ impl OidcVerifier {
         validation.set_audience(&[config.audience.as_str()]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.validate_nbf = true;
-        let http = crate::https::client_builder()
+        let http = crate::platform::https::client_builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()

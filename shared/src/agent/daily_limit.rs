@@ -100,7 +100,7 @@ pub async fn count_use(
 mod tests {
     use super::*;
 
-    use crate::clock::utc as at;
+    use crate::platform::clock::utc as at;
 
     #[test]
     fn the_day_is_the_japan_date_not_the_utc_date() {

@@ -14,17 +14,17 @@ use futures_util::FutureExt;
 use http::HeaderValue;
 use tracing::Instrument;
 
-use crate::clock::Clock;
-use crate::config::{ApiKeys, Secret};
-use crate::deadline::{self, Deadline};
 use crate::event_bus::{ErrorNotification, EventBus};
-use crate::handlers::body::read_limited;
-use crate::handlers::error::{ApiError, ErrorCode};
-use crate::handlers::{Request, Response};
-use crate::metrics::Metrics;
-use crate::metrics::catalogue::API;
+use crate::platform::body::read_limited;
+use crate::platform::clock::Clock;
+use crate::platform::config::{ApiKeys, Secret};
+use crate::platform::deadline::{self, Deadline};
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::metrics::Metrics;
+use crate::platform::metrics::catalogue::API;
+use crate::platform::secrets::LiveSecret;
+use crate::platform::{Request, Response};
 use crate::routes::{Auth, Endpoint, Route};
-use crate::secrets::LiveSecret;
 
 mod stream;
 pub use stream::EventBody;
@@ -65,8 +65,8 @@ pub fn request_record(
     at: chrono::DateTime<chrono::Utc>,
     latency_ms: i64,
     status: http::StatusCode,
-) -> crate::metrics::Record {
-    let record = crate::metrics::Record::new(API, at)
+) -> crate::platform::metrics::Record {
+    let record = crate::platform::metrics::Record::new(API, at)
         .dimension("Function", function)
         .millis("Latency", latency_ms);
     if status.is_server_error() {

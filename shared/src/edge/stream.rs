@@ -15,12 +15,12 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Edge, Service, notify};
-use crate::handlers::Request;
-use crate::handlers::body::read_limited;
 use crate::handlers::chat_stream::{
     ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream,
 };
-use crate::handlers::error::{ApiError, ErrorCode};
+use crate::platform::Request;
+use crate::platform::body::read_limited;
+use crate::platform::error::{ApiError, ErrorCode};
 use crate::routes::{ChatStream, Route};
 
 /// Events waiting for a slow client; beyond that the model stream waits too.

@@ -7,17 +7,17 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use super::{Request, Response, json_response};
 use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
-use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
 use crate::domain::device::DeviceId;
 use crate::handlers::devices::presented_secret;
-use crate::handlers::error::{ApiError, ErrorCode};
-use crate::handlers::json::parse_object;
 use crate::model::{ModelProvider, ProviderError};
+use crate::platform::config::AgentConfig;
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::json::parse_object;
+use crate::platform::{Request, Response, json_response};
 use crate::store::prelude::*;
 use crate::store::{DeviceProof, UsageOutcome};
 

@@ -8,7 +8,6 @@ use sha2::{Digest, Sha256};
 
 use super::capacity::MinuteCapacity;
 use super::devices::{presented_secret, secret_required};
-use super::{Request, Response, json_response, query_param};
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::dispatch::wake::{Wake, wake_for};
 use crate::domain::device::DeviceId;
@@ -16,8 +15,9 @@ use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationStatus, ReservationView, ScheduledAt,
 };
-use crate::handlers::error::{ApiError, ErrorCode};
-use crate::handlers::json::parse_object;
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::json::parse_object;
+use crate::platform::{Request, Response, json_response, query_param};
 use crate::store::prelude::*;
 use crate::store::{CancelError, CreateError, Created, DeviceProof, IdempotentAnswer};
 

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 
 use crate::dispatch::calls_on_time;
 use crate::domain::due::COUNT_STEP;
-use crate::metrics::catalogue::DISPATCH;
-use crate::metrics::{Metrics, Record};
+use crate::platform::metrics::catalogue::DISPATCH;
+use crate::platform::metrics::{Metrics, Record};
 use crate::store::DUE_INDEX;
 
 /// What the create path needs to tell a minute past the table's budget.

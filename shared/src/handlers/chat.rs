@@ -3,11 +3,11 @@
 use http::StatusCode;
 use serde::Serialize;
 
-use super::{Request, Response, json_response};
 use crate::domain::chat::{ChatRequest, Role};
-use crate::handlers::error::ApiError;
-use crate::handlers::json::parse_object;
 use crate::model::{ModelProvider, ModelReply, ModelRequest, Usage};
+use crate::platform::error::ApiError;
+use crate::platform::json::parse_object;
+use crate::platform::{Request, Response, json_response};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -14,11 +14,11 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::json;
 
-use super::Request;
 use super::chat::{answer, model_request};
 use crate::domain::sentences::SentenceCutter;
-use crate::handlers::error::ApiError;
 use crate::model::{ModelReply, ReplyChunk, ReplyStream, StreamingModel, Usage};
+use crate::platform::Request;
+use crate::platform::error::ApiError;
 
 pub const EVENT_STREAM: &str = "text/event-stream";
 
@@ -199,7 +199,7 @@ mod tests {
             Bytes::from_static(b"event: delta\ndata: {\"text\":\"a\\nb\"}\n\n")
         );
         let error = ChatEvent::Error(ApiError::new(
-            crate::handlers::error::ErrorCode::ProviderError,
+            crate::platform::error::ErrorCode::ProviderError,
             "the model provider failed",
         ));
         assert_eq!(

@@ -7,15 +7,15 @@ use chrono::{DateTime, Utc};
 use http::{HeaderValue, StatusCode};
 
 use super::calls::{CallsContext, admitted};
-use super::{Request, Response, json_response};
-use crate::clock::Clock;
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{CallId, Reservation, ReservationView};
-use crate::handlers::error::{ApiError, ErrorCode};
-use crate::handlers::json::parse_object;
-use crate::metrics::catalogue::DISPATCH;
-use crate::metrics::{Metrics, Record};
+use crate::platform::clock::Clock;
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::json::parse_object;
+use crate::platform::metrics::catalogue::DISPATCH;
+use crate::platform::metrics::{Metrics, Record};
+use crate::platform::{Request, Response, json_response};
 use crate::store::ConfirmAnswer;
 use crate::store::prelude::*;
 

@@ -5,14 +5,14 @@ use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::Serialize;
 
-use super::{Request, Response, json_response};
 use crate::domain::device::{
     AlertToken, Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
 };
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
-use crate::handlers::error::{ApiError, ErrorCode};
-use crate::handlers::json::parse_object;
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::json::parse_object;
+use crate::platform::{Request, Response, json_response};
 use crate::store::DeviceStore;
 use crate::store::DeviceWrite;
 

@@ -6,10 +6,10 @@
 use http::StatusCode;
 use serde::Serialize;
 
-use super::{Request, Response, json_response};
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::handlers::error::{ApiError, ErrorCode};
 use crate::oidc::{Rejection, TokenVerifier};
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::{Request, Response, json_response};
 
 pub struct DispatchContext<'a> {
     /// `None` when no issuer is configured: every caller is refused.

@@ -3,9 +3,9 @@
 use http::StatusCode;
 use serde::Serialize;
 
-use super::{Response, json_response};
-use crate::config::InfoConfig;
-use crate::handlers::error::{ApiError, ErrorCode};
+use crate::platform::config::InfoConfig;
+use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::{Response, json_response};
 
 pub fn health() -> Response {
     json_response(StatusCode::OK, &serde_json::json!({"status": "ok"}))

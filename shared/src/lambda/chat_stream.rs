@@ -9,8 +9,8 @@ use std::convert::Infallible;
 use lambda_http::RequestExt;
 
 use crate::edge::{EventBody, Service, new_request_id};
-use crate::handlers::error::{ApiError, ErrorCode};
 use crate::lambda::http::Error;
+use crate::platform::error::{ApiError, ErrorCode};
 use crate::routes::{ChatStream, Endpoint};
 
 /// The whole of the `chat-stream` binary's `main`.

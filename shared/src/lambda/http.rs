@@ -5,9 +5,9 @@ use std::convert::Infallible;
 
 use lambda_http::{Body, RequestExt};
 
-use crate::deadline::Deadline;
 use crate::edge::{Service, new_request_id};
-use crate::handlers::Response;
+use crate::platform::Response;
+use crate::platform::deadline::Deadline;
 use crate::routes::Endpoint;
 
 pub use super::Error;
@@ -33,7 +33,7 @@ pub async fn handle_event<E: Endpoint>(
         .map(|c| c.request_id.clone())
         .filter(|id| !id.is_empty())
         .unwrap_or_else(new_request_id);
-    // The invocation's deadline, which the edge spends (`crate::deadline`); a context without
+    // The invocation's deadline, which the edge spends (`crate::platform::deadline`); a context without
     // one (0) leaves the route's timeout.
     if let Some(deadline) = context.and_then(|c| Deadline::from_lambda(c.deadline)) {
         event.extensions_mut().insert(deadline);

@@ -5,8 +5,8 @@ pub mod chat_stream;
 pub mod dispatch;
 pub mod http;
 
-use crate::config::Vars;
 use crate::edge::Service;
+use crate::platform::config::Vars;
 use crate::routes::Endpoint;
 use crate::wiring::App;
 
@@ -17,7 +17,7 @@ pub type Error = lambda_http::Error;
 /// Only what `E`'s ports name is built and linked.
 pub async fn start<E: Endpoint>() -> Result<Service<E>, Error> {
     let vars = Vars::from_env();
-    crate::telemetry::init_lambda();
+    crate::platform::telemetry::init_lambda();
     let app = App::deployed(vars)
         .await
         .inspect_err(|e| tracing::error!(error = %e, "start-up failed"))?;

@@ -7,10 +7,11 @@ use http::Method;
 
 use super::ports::{Adapters, Ports};
 use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
-use crate::config::{ConfigError, InfoConfig};
-use crate::handlers::error::ApiError;
-use crate::handlers::{self, Request, Response};
+use crate::handlers;
 use crate::model::{ModelProvider, StreamingModel};
+use crate::platform::config::{ConfigError, InfoConfig};
+use crate::platform::error::ApiError;
+use crate::platform::{Request, Response};
 use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi, SpendGuard};
 
 /// The ports of an endpoint that talks to none.

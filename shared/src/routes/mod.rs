@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use http::Method;
 
-use crate::handlers::error::ApiError;
-use crate::handlers::{Request, Response};
+use crate::platform::error::ApiError;
+use crate::platform::{Request, Response};
 
 mod agent_api;
 mod chat_api;

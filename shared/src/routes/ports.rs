@@ -5,15 +5,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::clock::Clock;
-use crate::config::{
-    AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig, StoreConfig,
-};
 use crate::dispatch::Dispatcher;
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::metrics::Metrics;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::TokenVerifier;
+use crate::platform::clock::Clock;
+use crate::platform::config::{
+    AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig, StoreConfig,
+};
+use crate::platform::metrics::Metrics;
 use crate::routes::Route;
 use crate::store::prelude::*;
 

@@ -21,10 +21,10 @@ pub use stream::{GuardedStream, Held};
 use async_trait::async_trait;
 
 use crate::agent::daily_limit::UsageDay;
-use crate::clock::Clock;
-use crate::metrics::catalogue::API;
-use crate::metrics::{Metrics, Record};
 use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
+use crate::platform::clock::Clock;
+use crate::platform::metrics::catalogue::API;
+use crate::platform::metrics::{Metrics, Record};
 use crate::store::SpendOutcome;
 use crate::store::UsageStore;
 

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use super::{App, Mode};
-use crate::aws;
-use crate::clock::SystemClock;
-use crate::config::{ConfigError, Vars};
-use crate::secrets::secretsmanager::SecretsManager;
-use crate::secrets::{SecretSource, Secrets};
+use crate::platform::aws;
+use crate::platform::clock::SystemClock;
+use crate::platform::config::{ConfigError, Vars};
+use crate::platform::secrets::secretsmanager::SecretsManager;
+use crate::platform::secrets::{SecretSource, Secrets};
 
 impl App {
     /// A deployed function's adapters, from the Lambda environment.
@@ -23,7 +23,7 @@ impl App {
             .and_then(|d| d.trim().parse::<i64>().ok())
         {
             let offset = chrono::Duration::days(days);
-            return app.with_clock(Arc::new(crate::clock::OffsetClock(offset)));
+            return app.with_clock(Arc::new(crate::platform::clock::OffsetClock(offset)));
         }
         app
     }

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{App, Mode};
-use crate::config::{LambdaConfig, LogConfig, Vars};
-use crate::metrics::{Metrics, MetricsSink, StdoutSink};
+use crate::platform::config::{LambdaConfig, LogConfig, Vars};
+use crate::platform::metrics::{Metrics, MetricsSink, StdoutSink};
 
 /// Stdout (CloudWatch Logs reads a Lambda's; koe-local's are among its logs), or nothing
 /// (`METRICS=off`).

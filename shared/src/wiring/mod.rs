@@ -23,12 +23,6 @@ mod deployed;
 mod metrics;
 mod push;
 
-use crate::aws::{self, LoadConfig};
-use crate::clock::{Clock, SystemClock};
-use crate::config::{
-    AgentConfig, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig, LambdaConfig,
-    OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
-};
 use crate::dispatch::trigger::{
     DispatchTrigger, EventBridgeTrigger, InProcessTrigger, RunRequests,
 };
@@ -37,13 +31,19 @@ use crate::edge::{Answer, Edge, LiveApiKeys, Service};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
-use crate::metrics::{Metrics, MetricsSink};
 use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::oidc::{OidcVerifier, TokenVerifier};
+use crate::platform::aws::{self, LoadConfig};
+use crate::platform::clock::{Clock, SystemClock};
+use crate::platform::config::{
+    AgentConfig, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig, LambdaConfig,
+    OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
+};
+use crate::platform::metrics::{Metrics, MetricsSink};
+use crate::platform::secrets::Secrets;
 use crate::push::PushSender;
 use crate::routes::{Adapters, Auth, Endpoint, Ports, Route, Visit};
-use crate::secrets::Secrets;
 use crate::store::Deadlined;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;

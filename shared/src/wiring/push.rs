@@ -6,14 +6,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{App, Mode};
-use crate::config::{ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars};
 use crate::domain::device::{AlertToken, Device};
+use crate::platform::config::{
+    ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars,
+};
+use crate::platform::secrets::LiveSecret;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
 use crate::push::pool::{PoolSettings, PushPool};
 use crate::push::{AlertPush, PushError, PushSender, VoipPush};
 use crate::routes::Adapters;
-use crate::secrets::LiveSecret;
 
 impl App {
     /// The push sender: APNs when `APNS_*` is set; the logging sender when `PUSH_SENDER=log`,
@@ -86,7 +88,7 @@ fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, C
 }
 
 /// A deployed dispatcher's sender, rebuilt from the APNs key secret when its value changes (it
-/// is read again every few minutes, `crate::secrets`): a key stored after the first deploy, or
+/// is read again every few minutes, `crate::platform::secrets`): a key stored after the first deploy, or
 /// rotated, is in use without a deploy. A key that does not build leaves the sender as it was.
 struct Rekeyed {
     vars: Vars,

@@ -1,4 +1,4 @@
-//! Every answer before its timeout (`koe::deadline`), measured on the code's own runs instead of
+//! Every answer before its timeout (`koe::platform::deadline`), measured on the code's own runs instead of
 //! counted by hand:
 //! - every agent endpoint along its longest path with each store request as slow as the
 //!   store's timeouts allow (a layer over both stores): each answers before its function's
@@ -305,7 +305,9 @@ async fn a_store_as_slow_as_its_timeouts_allow_costs_no_answer() {
         // The keyed create's requests outlast its deadline: it was cut there (its last step,
         // keeping the answer, given up: the 201 stands), not at its timeout.
         let create = &answers[0];
-        let cut_at = create.route.timeout - koe::deadline::MARGIN - koe::deadline::ANSWER_RESERVE;
+        let cut_at = create.route.timeout
+            - koe::platform::deadline::MARGIN
+            - koe::platform::deadline::ANSWER_RESERVE;
         assert!(
             create.took >= cut_at - Duration::from_millis(300),
             "{label}: the create ran into its deadline ({cut_at:?}): {:?}",

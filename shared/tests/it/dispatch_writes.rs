@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use koe::clock::SystemClock;
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::clock::SystemClock;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe::store::{Call, DUE_INDEX, Op, Request, StoreError, StoreLayer};

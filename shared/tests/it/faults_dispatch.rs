@@ -22,9 +22,9 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::routes::{Adapters, Dispatch};
 use koe_testkit::dynamodb::fresh_store;
 use koe_testkit::faults;

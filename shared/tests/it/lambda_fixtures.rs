@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use koe::config::Vars;
 use koe::lambda::http::handle_event;
+use koe::platform::config::Vars;
 use koe::routes::{Endpoint, Visit};
 use koe_testkit::events::RecordingEventBus;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};

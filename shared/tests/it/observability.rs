@@ -8,13 +8,13 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
-use koe::clock::Clock;
-use koe::config::Vars;
 use koe::dispatch::RunCause;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
-use koe::metrics::MemorySink;
-use koe::metrics::catalogue::{self, API, DISPATCH};
+use koe::platform::clock::Clock;
+use koe::platform::config::Vars;
+use koe::platform::metrics::MemorySink;
+use koe::platform::metrics::catalogue::{self, API, DISPATCH};
 use koe::routes::Adapters;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use koe::budgets::{Budget, GATEWAY_TIMEOUT, at_the_limits, worst_cases};
-use koe::config::{DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS};
+use koe::platform::config::{DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS};
 use koe_testkit::template::{load_yaml, resources_of_type};
 
 fn timeout(template: &serde_norway::Value, id: &str) -> Duration {
@@ -79,9 +79,11 @@ fn code_and_template_agree_on_the_provider_budget() {
         Some(DEFAULT_PROVIDER_TIMEOUT_MS)
     );
     // The code refuses what the template refuses.
-    let vars = koe::config::Vars::from_pairs(&[("PROVIDER_TIMEOUT_MS", "25001")]);
+    let vars = koe::platform::config::Vars::from_pairs(&[("PROVIDER_TIMEOUT_MS", "25001")]);
     assert_eq!(
-        koe::config::OpenAiConfig::from_vars(&vars).unwrap_err().var,
+        koe::platform::config::OpenAiConfig::from_vars(&vars)
+            .unwrap_err()
+            .var,
         "PROVIDER_TIMEOUT_MS"
     );
 }

@@ -4,7 +4,7 @@
 //! unless `PUSH_SENDER=log`. Functions that need none of these start.
 
 use koe::App;
-use koe::config::Vars;
+use koe::platform::config::Vars;
 use koe::routes::{
     CancelCall, ConfirmCall, CreateCall, Dispatch, Endpoint, GetCall, Health, Info, PutDevice,
 };

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use koe::App;
-use koe::clock::Clock;
-use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId};
-use koe::metrics::MemorySink;
+use koe::platform::clock::Clock;
+use koe::platform::config::Vars;
+use koe::platform::metrics::MemorySink;
 use koe::push::PushSender;
 use koe::routes::Adapters;
 use koe::store::Store;

@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use chrono::{DateTime, Utc};
 use koe::dispatch::RunReport;
-use koe::metrics::Record;
-use koe::metrics::catalogue::{self, DISPATCH};
+use koe::platform::metrics::Record;
+use koe::platform::metrics::catalogue::{self, DISPATCH};
 use koe_testkit::cloudwatch::{MetricId, Samples};
 
 use super::STACK;

@@ -220,7 +220,7 @@ fn function_timeouts_fit_their_work() {
         assert!(timeout(id) < 29, "{id}");
         assert!(max_budget_ms + 2_000 <= timeout(id) * 1000, "{id}");
     }
-    let window = koe::config::DEFAULT_DISPATCH_WINDOW.as_secs();
+    let window = koe::platform::config::DEFAULT_DISPATCH_WINDOW.as_secs();
     assert!(timeout("DispatchFunction") > window + 10);
     assert!(timeout("DispatchPartFunction") > window + 10);
     // Nothing needs more than two minutes (the dispatch runs: a 70 s window, then the last

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use koe::ROUTES;
-use koe::handlers::error::ErrorCode;
+use koe::platform::error::ErrorCode;
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 

@@ -1,13 +1,12 @@
 //! The one error type every handler returns, rendered as the contract's union error body, and
-//! how the errors of lower layers (domain, store, model provider) become one.
+//! how a refused domain field becomes one (the store's and the model provider's errors become one
+//! beside their types: `store/error.rs`, `model/mod.rs`).
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde::Serialize;
 
 use crate::domain::Invalid;
-use crate::model::ProviderError;
-use crate::store::StoreError;
 
 use super::Response;
 
@@ -148,7 +147,7 @@ impl ApiError {
     }
 
     /// The invocation's deadline came before the handler was done (a slow dependency): 503
-    /// with `Retry-After`, while there is still time to answer (`crate::deadline`).
+    /// with `Retry-After`, while there is still time to answer (`crate::platform::deadline`).
     pub fn deadline() -> Self {
         ApiError::new(
             ErrorCode::ServiceUnavailable,
@@ -225,66 +224,7 @@ impl From<Invalid> for ApiError {
 }
 
 /// What a 503 for a slow or failing store asks a client to wait before it retries.
-const RETRY_AFTER_SECS: u64 = 1;
-
-/// The store failed (outage, throttling, the deadline): 503 with `Retry-After`. The cause is logged when the answer goes out.
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> ApiError {
-        ApiError::new(
-            ErrorCode::ServiceUnavailable,
-            "the data store is unavailable; retry later",
-        )
-        .with_header(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(RETRY_AFTER_SECS),
-        )
-        .caused_by("store unavailable", e)
-    }
-}
-
-/// Each provider failure maps to one contract error code.
-impl From<ProviderError> for ApiError {
-    fn from(e: ProviderError) -> ApiError {
-        if let ProviderError::CeilingReached {
-            notify,
-            retry_after_secs,
-        } = e
-        {
-            let mut error = ApiError::new(
-                ErrorCode::SpendCeilingReached,
-                "the daily model token ceiling of this API is reached: try again after 00:00 \
-                 Japan time (see Retry-After)",
-            )
-            .with_header(
-                http::header::RETRY_AFTER,
-                HeaderValue::from(retry_after_secs),
-            );
-            error.notify = notify;
-            return error;
-        }
-        let (code, message) = match &e {
-            ProviderError::NotConfigured => (
-                ErrorCode::ProviderNotConfigured,
-                "the model provider is not configured (OPENAI_API_KEY is not set)",
-            ),
-            ProviderError::Timeout => (
-                ErrorCode::ProviderTimeout,
-                "the model provider did not answer within the time budget",
-            ),
-            ProviderError::InsufficientCredits => (
-                ErrorCode::InsufficientCredits,
-                "the model provider account has no remaining quota or credits",
-            ),
-            ProviderError::Upstream(_) => (ErrorCode::ProviderError, "the model provider failed"),
-            ProviderError::BadResponse(_) => (
-                ErrorCode::ProviderBadResponse,
-                "the model provider returned an unusable response",
-            ),
-            ProviderError::CeilingReached { .. } => unreachable!("answered above"),
-        };
-        ApiError::new(code, message)
-    }
-}
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 #[cfg(test)]
 mod tests {

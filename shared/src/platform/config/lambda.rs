@@ -21,7 +21,7 @@ impl LambdaConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     #[test]
     fn the_function_name_is_read() {

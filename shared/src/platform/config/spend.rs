@@ -38,7 +38,7 @@ impl SpendConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     const OWN: &[&str] = &["CHAT_DAILY_TOKEN_CEILING", "AGENT_DAILY_TOKEN_CEILING"];
 

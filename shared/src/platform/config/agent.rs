@@ -155,7 +155,7 @@ fn persona(vars: &Vars) -> Result<String, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{each_names_its_variable, reads_only};
+    use crate::platform::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &[
         "AGENT_API_KEYS",

@@ -68,7 +68,7 @@ fn is_loopback(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     const OWN: &[&str] = &[
         "DISPATCH_OIDC_JWKS_URL",

@@ -7,7 +7,7 @@
 //! start. koe-local and the tests use the SDK's whole default chain, so a developer's profile or
 //! DynamoDB Local's variables work as usual. Adapters take the loader as a function pointer:
 //! only the one a process names is linked. Both give the SDK our HTTP client
-//! ([`crate::aws_http`]), not the SDK's own.
+//! ([`crate::platform::aws_http`]), not the SDK's own.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,8 +17,8 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 
-use crate::aws_http::sdk_http_client;
-use crate::config::{AwsConfig, Vars};
+use crate::platform::aws_http::sdk_http_client;
+use crate::platform::config::{AwsConfig, Vars};
 
 /// Loads an [`SdkConfig`]; called once per client, when the client is built.
 pub type LoadConfig = fn() -> Pin<Box<dyn Future<Output = SdkConfig> + Send>>;

@@ -22,8 +22,8 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
-use crate::clock::Clock;
-use crate::config::{ConfigError, Secret, Vars};
+use crate::platform::clock::Clock;
+use crate::platform::config::{ConfigError, Secret, Vars};
 
 /// The variables that hold secrets, each with the variable a deployed function gets instead:
 /// the ARN of its secret.
@@ -43,7 +43,7 @@ pub const REFRESH_EVERY: Duration = Duration::minutes(5);
 /// a flood of bad keys cannot turn into a flood of Secrets Manager calls.
 pub const MIN_GAP: Duration = Duration::seconds(30);
 /// Deadline of one read once the function serves: a forced read (an unknown `X-Api-Key`) runs
-/// inside the request, before its handler, within the request's deadline (`crate::deadline`,
+/// inside the request, before its handler, within the request's deadline (`crate::platform::deadline`,
 /// which also cuts it). GetSecretValue answers within tens of milliseconds in-region: one that
 /// takes this long has failed (the value in hand stays in use, and the next read is due as
 /// after any failure).
@@ -106,7 +106,7 @@ async fn read_within(
     arn: &str,
     timeout: StdDuration,
 ) -> Result<String, SecretError> {
-    tokio::time::timeout(crate::deadline::cap(timeout), source.read(arn))
+    tokio::time::timeout(crate::platform::deadline::cap(timeout), source.read(arn))
         .await
         .unwrap_or_else(|_| {
             Err(SecretError(format!(
@@ -125,7 +125,12 @@ struct State {
 impl LiveSecret {
     /// A value that never changes (an environment variable, or none).
     pub fn fixed(var: &'static str, value: Option<String>) -> LiveSecret {
-        LiveSecret::build(var, None, value, Arc::new(crate::clock::SystemClock))
+        LiveSecret::build(
+            var,
+            None,
+            value,
+            Arc::new(crate::platform::clock::SystemClock),
+        )
     }
 
     fn build(

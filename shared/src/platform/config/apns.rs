@@ -121,7 +121,7 @@ impl PushSenderChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     #[test]
     fn the_push_sender_choice_is_apns_unless_log_is_asked_for() {
@@ -158,7 +158,7 @@ mod tests {
         "APNS_BUNDLE_ID",
     ];
 
-    const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
+    const TEST_P8: &str = include_str!("../../../../testkit/keys/apns-test.p8");
 
     fn apns_vars(key: &str) -> Vec<(&'static str, String)> {
         vec![

@@ -286,7 +286,7 @@ fn stand_in_config()
                 None,
                 "stand-in",
             )))
-            .http_client(crate::aws_http::sdk_http_client())
+            .http_client(crate::platform::aws_http::sdk_http_client())
             .endpoint_url(endpoint)
             .build()
     })

@@ -38,7 +38,7 @@ impl OpenAiConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{each_names_its_variable, reads_only};
+    use crate::platform::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &["OPENAI_BASE_URL", "OPENAI_API_KEY", "PROVIDER_TIMEOUT_MS"];
 

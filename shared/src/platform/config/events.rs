@@ -21,7 +21,7 @@ impl EventsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     #[test]
     fn the_bus_is_optional() {

@@ -121,7 +121,7 @@ impl DispatchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{each_names_its_variable, reads_only};
+    use crate::platform::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &[
         "DISPATCH_GRACE_SECS",

@@ -1,5 +1,5 @@
 //! The AWS SDK's HTTP client: our reqwest client (rustls, compiled-in webpki roots, see
-//! [`crate::https`]) behind the SDK's `HttpClient` port.
+//! [`crate::platform::https`]) behind the SDK's `HttpClient` port.
 //!
 //! The SDK's own HTTPS client reads and parses the system's certificate store when its first
 //! connector is built (a cold start's first DynamoDB request, or its first notification): about
@@ -64,7 +64,7 @@ struct ReqwestConnector {
 
 impl ReqwestConnector {
     fn new((connect, read): Timeouts) -> ReqwestConnector {
-        let mut builder = crate::https::client_builder();
+        let mut builder = crate::platform::https::client_builder();
         if let Some(connect) = connect {
             builder = builder.connect_timeout(connect);
         }

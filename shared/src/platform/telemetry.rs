@@ -8,7 +8,7 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::config::{LogConfig, Vars};
+use crate::platform::config::{LogConfig, Vars};
 
 /// `RUST_LOG` as a list of `target=level` directives ("info", "info,koe=debug"); unset or not
 /// understood: info. (A `Targets` filter rather than tracing-subscriber's `EnvFilter`, whose

@@ -154,7 +154,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::catalogue::DISPATCH;
+    use crate::platform::metrics::catalogue::DISPATCH;
 
     fn parse(lines: Vec<String>) -> Vec<Value> {
         lines

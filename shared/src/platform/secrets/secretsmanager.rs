@@ -5,7 +5,7 @@ use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use tokio::sync::OnceCell;
 
 use super::{SecretError, SecretSource};
-use crate::aws::LoadConfig;
+use crate::platform::aws::LoadConfig;
 
 /// Reads secrets with the function role's credentials. The client is built on the first read
 /// (cold start, when a function has secrets at all).

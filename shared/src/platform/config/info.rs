@@ -39,7 +39,7 @@ fn is_version(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{each_names_its_variable, reads_only};
+    use crate::platform::config::testing::{each_names_its_variable, reads_only};
 
     const OWN: &[&str] = &["MAINTENANCE_MODE", "MINIMUM_VERSION", "INFO_MESSAGE"];
 

@@ -41,7 +41,7 @@ impl AwsConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     const OWN: &[&str] = &[
         "AWS_REGION",

@@ -66,7 +66,7 @@ impl StoreConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     const OWN: &[&str] = &[
         "STORE",

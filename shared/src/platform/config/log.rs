@@ -37,7 +37,7 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::reads_only;
+    use crate::platform::config::testing::reads_only;
 
     #[test]
     fn the_directives_are_read_as_given() {
