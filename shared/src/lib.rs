@@ -7,21 +7,22 @@
 //!
 //! The top-level modules import one another one way: none imports one that imports it back,
 //! directly or through others (`shared/tests/it/layers.rs` checks that, not an order). Today,
-//! lowest first, each importing only from those before it: `clock`, `deadline`, `config`, `domain`,
-//! `https`, `metrics` → `aws_http`, `oidc`, `push`, `telemetry` → `aws`, `store` → `event_bus`,
-//! `secrets` → `dispatch`, `model` → `agent` → `handlers`, `spend_guard` → `routes` → `edge`
-//! → `budgets`, `wiring` → `lambda`.
+//! lowest first: `domain` → `platform` (config, clock, deadlines, AWS clients, errors, request
+//! plumbing) → the ports `store`, `push`, `model`, `event_bus` → `dispatch` → the features
+//! `devices`, `calls`, `chat`, `agent` → `spend_guard` → `routes` → `edge` → `budgets`, `wiring`
+//! → `lambda`.
 
 pub mod agent;
 pub mod budgets;
+pub mod calls;
+pub mod chat;
+pub mod devices;
 pub mod dispatch;
 pub mod domain;
 pub mod edge;
 pub mod event_bus;
-pub mod handlers;
 pub mod lambda;
 pub mod model;
-pub mod oidc;
 pub mod platform;
 pub mod push;
 pub mod routes;

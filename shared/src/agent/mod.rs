@@ -7,6 +7,7 @@ use crate::model::{ModelProvider, ModelRequest, ProviderError};
 
 pub mod binding;
 pub mod daily_limit;
+pub mod handler;
 pub mod planner;
 pub mod prompts;
 pub mod responder;

@@ -200,9 +200,11 @@ impl<E: Endpoint> Service<E> {
                 Some(key) if self.edge.api_keys.accepts(key.as_bytes()).await => Ok(()),
                 _ => Err(refused()),
             },
-            Auth::Bearer => crate::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
-                .map(|_| ())
-                .map_err(|_| crate::handlers::dispatch::unauthorized()),
+            Auth::Bearer => {
+                crate::dispatch::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
+                    .map(|_| ())
+                    .map_err(|_| crate::dispatch::handler::unauthorized())
+            }
         }
     }
 

@@ -15,9 +15,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Edge, Service, notify};
-use crate::handlers::chat_stream::{
-    ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream,
-};
+use crate::chat::stream::{ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream};
 use crate::platform::Request;
 use crate::platform::body::read_limited;
 use crate::platform::error::{ApiError, ErrorCode};

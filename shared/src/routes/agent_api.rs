@@ -9,12 +9,11 @@ use http::Method;
 use super::ports::{Adapters, Ports};
 use super::{AGENT_BODY_LIMIT, Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::agent::binding::StepSigner;
+use crate::calls::capacity::MinuteCapacity;
 use crate::dispatch::Dispatcher;
+use crate::dispatch::oidc::TokenVerifier;
 use crate::dispatch::trigger::{DispatchTrigger, TriggerError};
-use crate::handlers;
-use crate::handlers::capacity::MinuteCapacity;
 use crate::model::ModelProvider;
-use crate::oidc::TokenVerifier;
 use crate::platform::clock::Clock;
 use crate::platform::config::{AgentConfig, ConfigError};
 use crate::platform::error::ApiError;
@@ -102,9 +101,9 @@ impl Ports for CallsPorts {
 }
 
 impl CallsPorts {
-    fn context(&self) -> handlers::calls::CallsContext<'_> {
+    fn context(&self) -> crate::calls::handler::CallsContext<'_> {
         let now = self.clock.now();
-        handlers::calls::CallsContext {
+        crate::calls::handler::CallsContext {
             store: self.store.as_ref(),
             now,
             stale_before: now - self.stale_after,
@@ -223,7 +222,7 @@ impl Endpoint for Agent {
     type Ports = AgentPorts;
 
     async fn handle(ports: &AgentPorts, request: Request) -> Result<Response, ApiError> {
-        let cx = handlers::agent::AgentContext {
+        let cx = crate::agent::handler::AgentContext {
             model: ports.model.as_ref(),
             store: ports.store.as_ref(),
             now: ports.clock.now(),
@@ -231,7 +230,7 @@ impl Endpoint for Agent {
             budget: ports.budget,
             signer: &ports.signer,
         };
-        handlers::agent::agent(&cx, request).await
+        crate::agent::handler::agent(&cx, request).await
     }
 }
 
@@ -250,7 +249,7 @@ impl Endpoint for PutDevice {
 
     async fn handle(ports: &DevicePorts, request: Request) -> Result<Response, ApiError> {
         let now = ports.clock.now();
-        handlers::devices::put_device(ports.store.as_ref(), now, &ports.salt, request).await
+        crate::devices::handler::put_device(ports.store.as_ref(), now, &ports.salt, request).await
     }
 }
 
@@ -268,7 +267,7 @@ impl Endpoint for CreateCall {
     type Ports = CreatePorts;
 
     async fn handle(ports: &CreatePorts, request: Request) -> Result<Response, ApiError> {
-        handlers::calls::create(
+        crate::calls::handler::create(
             &ports.calls.context(),
             ports.waker.as_ref(),
             &ports.capacity,
@@ -286,7 +285,7 @@ impl Endpoint for GetCall {
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
-        handlers::calls::get(&ports.context(), request).await
+        crate::calls::handler::get(&ports.context(), request).await
     }
 }
 
@@ -304,7 +303,7 @@ impl Endpoint for CancelCall {
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
-        handlers::calls::cancel(&ports.context(), request).await
+        crate::calls::handler::cancel(&ports.context(), request).await
     }
 }
 
@@ -323,14 +322,14 @@ impl Endpoint for ConfirmCall {
 
     async fn handle(ports: &ConfirmPorts, request: Request) -> Result<Response, ApiError> {
         let calls = &ports.calls;
-        let cx = handlers::confirm::ConfirmContext {
+        let cx = crate::calls::confirm::ConfirmContext {
             store: calls.store.as_ref(),
             clock: calls.clock.as_ref(),
             grace: calls.grace,
             salt: &calls.salt,
             metrics: &ports.metrics,
         };
-        handlers::confirm::confirm(&cx, request).await
+        crate::calls::confirm::confirm(&cx, request).await
     }
 }
 
@@ -352,11 +351,11 @@ impl Endpoint for Dispatch {
     type Ports = DispatchPorts;
 
     async fn handle(ports: &DispatchPorts, request: Request) -> Result<Response, ApiError> {
-        let cx = handlers::dispatch::DispatchContext {
+        let cx = crate::dispatch::handler::DispatchContext {
             verifier: ports.verifier.as_deref(),
             trigger: ports.trigger.as_ref(),
             now: ports.clock.now(),
         };
-        handlers::dispatch::request_run(&cx, request).await
+        crate::dispatch::handler::request_run(&cx, request).await
     }
 }

@@ -7,7 +7,6 @@ use http::Method;
 
 use super::ports::{Adapters, Ports};
 use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
-use crate::handlers;
 use crate::model::{ModelProvider, StreamingModel};
 use crate::platform::config::{ConfigError, InfoConfig};
 use crate::platform::error::ApiError;
@@ -113,7 +112,7 @@ impl Endpoint for Health {
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
-        Ok(handlers::meta::health())
+        Ok(crate::chat::meta::health())
     }
 }
 
@@ -125,7 +124,7 @@ impl Endpoint for Info {
     type Ports = InfoPorts;
 
     async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
-        Ok(handlers::meta::info(&ports.info))
+        Ok(crate::chat::meta::info(&ports.info))
     }
 }
 
@@ -143,7 +142,7 @@ impl Endpoint for ErrorTest {
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
-        Err(handlers::meta::error_test())
+        Err(crate::chat::meta::error_test())
     }
 }
 
@@ -164,7 +163,7 @@ impl Endpoint for Chat {
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
-        handlers::chat::chat(ports.model.as_ref(), ports.budget, request).await
+        crate::chat::handler::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }
 
@@ -188,6 +187,6 @@ impl Endpoint for ChatStream {
     type Ports = ChatStreamPorts;
 
     async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {
-        handlers::chat::chat(ports.model.as_ref(), ports.budget, request).await
+        crate::chat::handler::chat(ports.model.as_ref(), ports.budget, request).await
     }
 }

@@ -6,9 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::dispatch::Dispatcher;
+use crate::dispatch::oidc::TokenVerifier;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::model::{ModelProvider, StreamingModel};
-use crate::oidc::TokenVerifier;
 use crate::platform::clock::Clock;
 use crate::platform::config::{
     AgentConfig, ConfigError, DispatchConfig, InfoConfig, OpenAiConfig, SpendConfig, StoreConfig,

@@ -23,6 +23,7 @@ mod deployed;
 mod metrics;
 mod push;
 
+use crate::dispatch::oidc::{OidcVerifier, TokenVerifier};
 use crate::dispatch::trigger::{
     DispatchTrigger, EventBridgeTrigger, InProcessTrigger, RunRequests,
 };
@@ -33,7 +34,6 @@ use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
 use crate::model::openai::OpenAi;
 use crate::model::{ModelProvider, StreamingModel};
-use crate::oidc::{OidcVerifier, TokenVerifier};
 use crate::platform::aws::{self, LoadConfig};
 use crate::platform::clock::{Clock, SystemClock};
 use crate::platform::config::{

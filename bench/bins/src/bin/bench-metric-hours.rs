@@ -3,7 +3,7 @@
 //! CloudWatch bills a custom metric (namespace, name and dimension values) for each hour in
 //! which it receives a datapoint. Three hours are played minute by minute through the code that
 //! writes the records (`koe::dispatch::metrics::records`, `koe::edge::request_record`,
-//! `koe::handlers::confirm::confirmed_record`, the spend guard on the in-memory store), and the
+//! `koe::calls::confirm::confirmed_record`, the spend guard on the in-memory store), and the
 //! distinct metrics of their EMF lines are counted (`koe_testkit::emf`, the specification's
 //! reading of a line):
 //! - idle: the dispatcher runs every minute and finds nothing; no request;
@@ -150,11 +150,7 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
             let confirmed: Vec<Record> = (0..run.sent / 3)
                 .map(|i| {
                     let latency_ms = i64::from(400 + i % 900);
-                    koe::handlers::confirm::confirmed_record(
-                        &function("confirm-call"),
-                        at,
-                        latency_ms,
-                    )
+                    koe::calls::confirm::confirmed_record(&function("confirm-call"), at, latency_ms)
                 })
                 .collect();
             published.add("Koe/Dispatch, confirm-call", &confirmed);

@@ -61,10 +61,10 @@ pub fn dynamodb(name: &str, table: &str, index: Option<&str>) -> MetricId {
 }
 
 /// A minute taken past the calls table's write budget, as the create that took it past writes
-/// it (`koe::handlers::capacity::over_capacity_record`).
+/// it (`koe::calls::capacity::over_capacity_record`).
 pub fn minute_over_capacity(samples: &mut Samples, minute: u32) {
     let function = format!("{STACK}-create-call");
-    let record = koe::handlers::capacity::over_capacity_record(&function, at(minute));
+    let record = koe::calls::capacity::over_capacity_record(&function, at(minute));
     publish(samples, minute, &[record]);
 }
 
@@ -170,13 +170,13 @@ pub fn requests(samples: &mut Samples, function: &str, minute: u32, answers: &[(
 }
 
 /// `count` first confirmations of calls in `minute`, as the confirm function writes them
-/// (`koe::handlers::confirm::confirmed_record`: a repeat writes nothing).
+/// (`koe::calls::confirm::confirmed_record`: a repeat writes nothing).
 pub fn confirmations(samples: &mut Samples, minute: u32, count: u32) {
     let function = format!("{STACK}-confirm-call");
     let records: Vec<Record> = (0..count)
         .map(|i| {
             let latency_ms = i64::from(400 + (i * 37 + minute) % 900);
-            koe::handlers::confirm::confirmed_record(&function, at(minute), latency_ms)
+            koe::calls::confirm::confirmed_record(&function, at(minute), latency_ms)
         })
         .collect();
     publish(samples, minute, &records);

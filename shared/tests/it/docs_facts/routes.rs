@@ -122,9 +122,7 @@ fn the_route_table_is_the_route_list() {
         let stem = Path::new(&row.handler)
             .file_stem()
             .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        if !row.handler.starts_with("shared/src/handlers/")
-            || !repo_root().join(&row.handler).is_file()
-        {
+        if !row.handler.starts_with("shared/src/") || !repo_root().join(&row.handler).is_file() {
             problems.push(format!(
                 "{PAGE}: {}: no handler file {}",
                 row.endpoint, row.handler
@@ -141,7 +139,7 @@ fn the_route_table_is_the_route_list() {
                 }
                 // The streamed endpoint's handler is the stream's (`edge::stream`).
                 let streamed = row.api == "function URL";
-                if !streamed && !source.contains(&format!("handlers::{stem}::")) {
+                if !streamed && !source.contains(&format!("{stem}::")) {
                     problems.push(format!(
                         "{PAGE}: {}'s handle calls nothing in {}",
                         row.endpoint, row.handler
@@ -156,7 +154,7 @@ fn the_route_table_is_the_route_list() {
 // ---------------------------------------------------------------------------------------------
 // `path:line` references.
 
-/// A `path:line` span (`shared/src/handlers/calls.rs:145`, `lambda/http.rs:19`): the path
+/// A `path:line` span (`shared/src/calls/handler.rs:145`, `lambda/http.rs:19`): the path
 /// and the line, or `None`.
 fn path_line(span: &str) -> Option<(&str, usize)> {
     let (path, line) = span.rsplit_once(':')?;
@@ -208,8 +206,8 @@ fn every_path_line_named_is_a_line_of_its_file() {
 #[test]
 fn path_lines_are_paths_with_a_line_number() {
     assert_eq!(
-        path_line("shared/src/handlers/calls.rs:145"),
-        Some(("shared/src/handlers/calls.rs", 145))
+        path_line("shared/src/calls/handler.rs:145"),
+        Some(("shared/src/calls/handler.rs", 145))
     );
     assert_eq!(path_line("lambda/http.rs:19"), Some(("lambda/http.rs", 19)));
     for not in [
@@ -227,7 +225,7 @@ fn path_lines_are_paths_with_a_line_number() {
 fn table_rows_read_the_cells_under_the_heading() {
     let text = "# P\n\n## The route table\n\nText.\n\n| method | path | API | endpoint | handler | binary | function |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n\
-                | GET | /health | chat | `Health` | `shared/src/handlers/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
+                | GET | /health | chat | `Health` | `shared/src/chat/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
     let rows = table_rows(text);
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -240,5 +238,5 @@ fn table_rows_read_the_cells_under_the_heading() {
         ),
         "GET /health (chat) health HealthFunction"
     );
-    assert_eq!(rows[0].handler, "shared/src/handlers/meta.rs");
+    assert_eq!(rows[0].handler, "shared/src/chat/meta.rs");
 }

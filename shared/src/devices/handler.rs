@@ -23,7 +23,7 @@ const MAX_SECRET_CHARS: usize = 128;
 
 /// The SHA-256 of the request's `X-Device-Secret`, if it carries one (400 if it is empty or
 /// too long to be a secret).
-pub(super) fn presented_secret(request: &Request) -> Result<Option<String>, ApiError> {
+pub(crate) fn presented_secret(request: &Request) -> Result<Option<String>, ApiError> {
     let Some(value) = request.headers().get(DEVICE_SECRET_HEADER) else {
         return Ok(None);
     };
@@ -41,7 +41,7 @@ pub(super) fn presented_secret(request: &Request) -> Result<Option<String>, ApiE
 }
 
 /// 403 `DEVICE_SECRET_REQUIRED`.
-pub(super) fn secret_required() -> ApiError {
+pub(crate) fn secret_required() -> ApiError {
     ApiError::new(
         ErrorCode::DeviceSecretRequired,
         "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",

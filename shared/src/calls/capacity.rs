@@ -60,7 +60,7 @@ fn crossed(previous: u32, budget: u32, now: u32) -> bool {
     previous <= budget && budget < now
 }
 
-/// The record of a minute gone past the budget (`koe::handlers::capacity`).
+/// The record of a minute gone past the budget (`koe::calls::capacity`).
 pub fn over_capacity_record(function: &str, at: DateTime<Utc>) -> Record {
     Record::new(DISPATCH, at)
         .dimension("Function", function)

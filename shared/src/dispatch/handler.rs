@@ -6,8 +6,8 @@
 use http::StatusCode;
 use serde::Serialize;
 
+use crate::dispatch::oidc::{Rejection, TokenVerifier};
 use crate::dispatch::trigger::DispatchTrigger;
-use crate::oidc::{Rejection, TokenVerifier};
 use crate::platform::error::{ApiError, ErrorCode};
 use crate::platform::{Request, Response, json_response};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use http::{HeaderValue, StatusCode};
 
-use super::calls::{CallsContext, admitted};
+use super::handler::{CallsContext, admitted};
 use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{CallId, Reservation, ReservationView};

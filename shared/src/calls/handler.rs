@@ -7,7 +7,7 @@ use http::{HeaderName, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::capacity::MinuteCapacity;
-use super::devices::{presented_secret, secret_required};
+use crate::devices::handler::{presented_secret, secret_required};
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::dispatch::wake::{Wake, wake_for};
 use crate::domain::device::DeviceId;

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::json;
 
-use super::chat::{answer, model_request};
+use super::handler::{answer, model_request};
 use crate::domain::sentences::SentenceCutter;
 use crate::model::{ModelReply, ReplyChunk, ReplyStream, StreamingModel, Usage};
 use crate::platform::Request;

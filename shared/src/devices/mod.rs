@@ -1,0 +1,3 @@
+//! Devices: PUT /devices, a device's VoIP push token and the secret that guards it.
+
+pub mod handler;
