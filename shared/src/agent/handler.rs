@@ -37,7 +37,7 @@ pub struct AgentContext<'a> {
 
 /// One round, its store counters and model calls all within the round's budget
 /// (`PROVIDER_TIMEOUT_MS`), so that with its error notification it fits the function's timeout
-/// (`crate::budgets`) however slow the store or the provider.
+/// (`crate::app::budgets`) however slow the store or the provider.
 pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, ApiError> {
     let round = AgentRequest::parse(&parse_object(request.body())?)?;
     within_budget(cx.budget, async {

@@ -5,6 +5,7 @@
 use crate::domain::agent::{AgentReply, Emotion};
 use crate::model::{ModelProvider, ModelRequest, ProviderError};
 
+pub mod api;
 pub mod binding;
 pub mod daily_limit;
 pub mod handler;

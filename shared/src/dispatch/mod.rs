@@ -14,6 +14,7 @@
 //! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
 //! create wakes a run), [`metrics`] and [`trigger`].
 
+pub mod api;
 pub mod handler;
 pub mod metrics;
 pub mod oidc;

@@ -9,6 +9,7 @@ use crate::platform::error::{ApiError, ErrorCode};
 
 pub mod openai;
 mod openai_stream;
+pub mod spend_guard;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
@@ -46,7 +47,7 @@ pub enum ProviderError {
     Upstream(String),
     /// The provider answered 2xx with something that is not a usable completion.
     BadResponse(String),
-    /// The API's daily model-token ceiling is reached (`crate::spend_guard`); no model was called.
+    /// The API's daily model-token ceiling is reached (`crate::model::spend_guard`); no model was called.
     /// `notify`: this is the day's first refusal, the one that notifies the team.
     CeilingReached { notify: bool, retry_after_secs: u64 },
 }

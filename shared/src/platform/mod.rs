@@ -12,6 +12,7 @@ pub mod body;
 pub mod clock;
 pub mod config;
 pub mod deadline;
+pub mod endpoint;
 pub mod error;
 pub mod https;
 pub mod json;

@@ -85,7 +85,7 @@ where
 
 /// Replaces the default panic hook, which prints the panic's message (it may quote the data
 /// that caused it: a body, a token) to stderr, with one JSON error line holding only where it
-/// happened. The panic still unwinds: `koe::edge` answers that request 500.
+/// happened. The panic still unwinds: `koe::app::edge` answers that request 500.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let location = info

@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use koe::calls::api::{CancelCall, ConfirmCall, CreateCall, GetCall};
+use koe::devices::api::PutDevice;
 use koe::domain::device::DeviceId;
 use koe::domain::due::shards_for;
 use koe::domain::reservation::minute_bucket;
-use koe::routes::{CancelCall, ConfirmCall, CreateCall, GetCall, PutDevice};
 use koe::store::dynamodb::{DynamoStore, OPERATION_TIMEOUT};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;

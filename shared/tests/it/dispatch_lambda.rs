@@ -1,6 +1,6 @@
 //! The dispatch Lambda's entrypoint, in-process: the committed fixtures `events/dispatch.json`
 //! (API Gateway HTTP API) and `events/dispatch-schedule.json` (the EventBridge schedule) go
-//! through `koe::lambda::dispatch::handle` exactly as the runtime would hand them over.
+//! through `koe::app::lambda::dispatch::handle` exactly as the runtime would hand them over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,12 +9,13 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use chrono::{Duration, FixedOffset, Utc};
 use koe::App;
+use koe::app::edge::Service;
+use koe::app::lambda::dispatch::handle;
+use koe::app::ports::Adapters;
+use koe::dispatch::api::Dispatch;
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::domain::reservation::ReservationStatus;
-use koe::edge::Service;
-use koe::lambda::dispatch::handle;
 use koe::platform::config::Vars;
-use koe::routes::{Adapters, Dispatch};
 use koe_testkit::dispatching::reserve_at;
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;

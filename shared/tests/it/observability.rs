@@ -8,6 +8,7 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
+use koe::app::ports::Adapters;
 use koe::dispatch::RunCause;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
@@ -15,7 +16,6 @@ use koe::platform::clock::Clock;
 use koe::platform::config::Vars;
 use koe::platform::metrics::MemorySink;
 use koe::platform::metrics::catalogue::{self, API, DISPATCH};
-use koe::routes::Adapters;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::emf::{self, Emf};

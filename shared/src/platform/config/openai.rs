@@ -7,7 +7,7 @@ use super::{ConfigError, Secret, Vars};
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_PROVIDER_TIMEOUT_MS: u64 = 25_000;
 /// Highest `PROVIDER_TIMEOUT_MS`: with the counters and a notification it fits the chat and
-/// agent functions' timeout (`crate::budgets`), and it is the template's `MaxValue`.
+/// agent functions' timeout (`crate::app::budgets`), and it is the template's `MaxValue`.
 pub const MAX_PROVIDER_TIMEOUT_MS: u64 = 25_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -156,14 +156,14 @@ pub fn on_time(count: u32, minute: u32) -> Vec<i64> {
 }
 
 /// Requests answered by `function` in `minute`, each `(latency ms, status)`, as the service
-/// writes their records (`koe::edge::request_record`).
+/// writes their records (`koe::app::edge::request_record`).
 pub fn requests(samples: &mut Samples, function: &str, minute: u32, answers: &[(i64, u16)]) {
     let function = format!("{STACK}-{function}");
     let records: Vec<Record> = answers
         .iter()
         .map(|&(latency_ms, status)| {
             let status = http::StatusCode::from_u16(status).unwrap();
-            koe::edge::request_record(&function, at(minute), latency_ms, status)
+            koe::app::edge::request_record(&function, at(minute), latency_ms, status)
         })
         .collect();
     publish(samples, minute, &records);

@@ -153,13 +153,13 @@ fn every_routes_timeout_is_its_functions_timeout_in_the_template() {
             .unwrap_or_else(|| panic!("{id} has a timeout"))
     };
     struct Timeouts(Vec<(&'static str, u64)>);
-    impl koe::routes::Visit for Timeouts {
-        fn visit<E: koe::Endpoint>(&mut self) {
+    impl koe::app::Visit for Timeouts {
+        fn visit<E: koe::app::ports::Served>(&mut self) {
             self.0.push((E::ROUTE.function, E::ROUTE.timeout.as_secs()));
         }
     }
     let mut found = Timeouts(Vec::new());
-    koe::routes::each(&mut found);
+    koe::app::each(&mut found);
     assert!(found.0.len() >= ROUTES.len(), "{:?}", found.0);
     for (function, secs) in found.0 {
         assert_eq!(

@@ -162,7 +162,7 @@ fn the_dispatchers_units_per_call_are_its_tables() {
 
 #[test]
 fn the_gateway_timeout_is_named_with_its_constant() {
-    let budget = koe::budgets::GATEWAY_TIMEOUT.as_secs();
+    let budget = koe::app::budgets::GATEWAY_TIMEOUT.as_secs();
     let mut problems = Vec::new();
     for (file, text) in markdown() {
         let lines: Vec<&str> = text.lines().collect();
@@ -210,7 +210,7 @@ fn the_templates_header_leaves_timeouts_to_the_functions() {
     assert!(
         stated.is_empty(),
         "template.yaml's header states timeouts {stated:?}: each function's `Timeout` is the \
-         fact (held to shared/src/budgets.rs by time_budgets.rs), the header points to it"
+         fact (held to shared/src/app/budgets.rs by time_budgets.rs), the header points to it"
     );
 }
 

@@ -34,7 +34,7 @@ fn markdown() -> Vec<(PathBuf, String)> {
 }
 
 /// Rust files whose doc comments are held to the paths and modules they name.
-const COMMENTED_SOURCES: &[&str] = &["shared/src/lib.rs", "shared/src/routes/mod.rs"];
+const COMMENTED_SOURCES: &[&str] = &["shared/src/lib.rs", "shared/src/app/mod.rs"];
 
 /// The markdown, and the doc comments of [`COMMENTED_SOURCES`] as markdown.
 fn prose() -> Vec<(PathBuf, String)> {

@@ -54,7 +54,7 @@ fn error_codes() -> BTreeSet<String> {
 /// The files that read the configuration: each section, koe-local's, the wiring's.
 fn config_sources() -> Vec<String> {
     let mut files = rust_files("shared/src/platform/config");
-    files.extend(rust_files("shared/src/wiring"));
+    files.extend(rust_files("shared/src/app/wiring"));
     files.push(repo_root().join("koe-local/src/lib.rs"));
     files
         .iter()

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use koe::routes::{Api, STREAMED};
+use koe::app::STREAMED;
+
+use koe::platform::endpoint::Api;
 use koe::{ROUTES, Route};
 use koe_testkit::template::repo_root;
 
@@ -86,14 +88,16 @@ fn code_keys() -> BTreeSet<String> {
     routes.chain(streamed).collect()
 }
 
-/// The source of `impl Endpoint for NAME` up to the next endpoint, in `shared/src/routes/`.
+/// The source of `impl Endpoint for NAME` up to the next endpoint, in a feature's `api.rs`.
 fn endpoint_source(name: &str) -> Option<String> {
     let needle = format!("impl Endpoint for {name} {{");
-    ["chat_api.rs", "agent_api.rs"].iter().find_map(|file| {
-        let text = read(&Path::new("shared/src/routes").join(file));
-        let rest = text.split(&needle).nth(1)?;
-        Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
-    })
+    ["chat", "agent", "devices", "calls", "dispatch"]
+        .iter()
+        .find_map(|feature| {
+            let text = read(&Path::new("shared/src").join(feature).join("api.rs"));
+            let rest = text.split(&needle).nth(1)?;
+            Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
+        })
 }
 
 #[test]

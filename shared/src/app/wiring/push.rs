@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{App, Mode};
+use crate::app::ports::Adapters;
 use crate::domain::device::{AlertToken, Device};
 use crate::platform::config::{
     ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars,
@@ -15,7 +16,6 @@ use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
 use crate::push::pool::{PoolSettings, PushPool};
 use crate::push::{AlertPush, PushError, PushSender, VoipPush};
-use crate::routes::Adapters;
 
 impl App {
     /// The push sender: APNs when `APNS_*` is set; the logging sender when `PUSH_SENDER=log`,

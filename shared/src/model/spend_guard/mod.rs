@@ -20,7 +20,7 @@ pub use stream::{GuardedStream, Held};
 
 use async_trait::async_trait;
 
-use crate::agent::daily_limit::UsageDay;
+use crate::domain::usage_day::UsageDay;
 use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
 use crate::platform::clock::Clock;
 use crate::platform::metrics::catalogue::API;

@@ -23,12 +23,14 @@ mod deployed;
 mod metrics;
 mod push;
 
+use crate::app::Visit;
+use crate::app::edge::{Answer, Edge, LiveApiKeys, Service};
+use crate::app::ports::{Adapters, Ports, Served};
 use crate::dispatch::oidc::{OidcVerifier, TokenVerifier};
 use crate::dispatch::trigger::{
     DispatchTrigger, EventBridgeTrigger, InProcessTrigger, RunRequests,
 };
 use crate::dispatch::{Dispatcher, InFlight};
-use crate::edge::{Answer, Edge, LiveApiKeys, Service};
 use crate::event_bus::eventbridge::EventBridgeBus;
 use crate::event_bus::grouped::Grouped;
 use crate::event_bus::{EventBus, LogEventBus};
@@ -40,10 +42,10 @@ use crate::platform::config::{
     AgentConfig, Config, ConfigError, DispatchConfig, EventsConfig, InfoConfig, LambdaConfig,
     OidcConfig, OpenAiConfig, SpendConfig, StoreConfig, StoreKind, Vars,
 };
+use crate::platform::endpoint::{Auth, Route};
 use crate::platform::metrics::{Metrics, MetricsSink};
 use crate::platform::secrets::Secrets;
 use crate::push::PushSender;
-use crate::routes::{Adapters, Auth, Endpoint, Ports, Route, Visit};
 use crate::store::Deadlined;
 use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
@@ -203,7 +205,7 @@ impl App {
     }
 
     /// One endpoint with its ports and the edge every endpoint has.
-    pub async fn service<E: Endpoint>(&self) -> Result<Service<E>, ConfigError> {
+    pub async fn service<E: Served>(&self) -> Result<Service<E>, ConfigError> {
         let route = E::ROUTE;
         let api_keys = match route.auth {
             Auth::ApiKey => LiveApiKeys::new(self.secrets.live("AGENT_API_KEYS", &self.vars)),
@@ -227,7 +229,7 @@ impl App {
         >;
         struct Collect<'a>(&'a App, Vec<Building<'a>>);
         impl<'a> Visit for Collect<'a> {
-            fn visit<E: Endpoint>(&mut self) {
+            fn visit<E: Served>(&mut self) {
                 let app = self.0;
                 self.1.push(Box::pin(async move {
                     Ok(Arc::new(app.service::<E>().await?) as Arc<dyn Answer>)
@@ -235,7 +237,7 @@ impl App {
             }
         }
         let mut collect = Collect(self, Vec::new());
-        crate::routes::each(&mut collect);
+        crate::app::each(&mut collect);
         let mut services = Vec::new();
         for building in collect.1 {
             services.push(building.await?);

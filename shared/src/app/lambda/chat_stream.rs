@@ -8,10 +8,11 @@ use std::convert::Infallible;
 
 use lambda_http::RequestExt;
 
-use crate::edge::{EventBody, Service, new_request_id};
-use crate::lambda::http::Error;
+use crate::app::edge::{EventBody, Service, new_request_id};
+use crate::app::lambda::http::Error;
+use crate::chat::api::ChatStream;
+use crate::platform::endpoint::Endpoint;
 use crate::platform::error::{ApiError, ErrorCode};
-use crate::routes::{ChatStream, Endpoint};
 
 /// The whole of the `chat-stream` binary's `main`.
 pub async fn run() -> Result<(), Error> {

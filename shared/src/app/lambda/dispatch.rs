@@ -20,12 +20,12 @@ use lambda_http::request::LambdaRequest;
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
+use crate::app::edge::Service;
+use crate::app::lambda::http::{Error, handle_event};
+use crate::dispatch::api::Dispatch;
 use crate::dispatch::trigger;
 use crate::dispatch::{RunCause, RunReport};
 use crate::domain::due::Part;
-use crate::edge::Service;
-use crate::lambda::http::{Error, handle_event};
-use crate::routes::Dispatch;
 
 /// What an invocation carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use http::Method;
 
-use super::ports::{Adapters, Ports};
-use super::{Api, Auth, CHAT_BODY_LIMIT, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::model::{ModelProvider, StreamingModel};
-use crate::platform::config::{ConfigError, InfoConfig};
+use crate::platform::config::InfoConfig;
+use crate::platform::endpoint::{
+    Api, Auth, BODY_SLACK, Endpoint, JSON_BYTES_PER_CHAR, Route, SMALL_BODY_LIMIT, json_str,
+};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
-use crate::spend_guard::{GuardedModel, GuardedStream, SpendApi, SpendGuard};
 
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
@@ -35,55 +35,24 @@ pub struct ChatStreamPorts {
     pub budget: std::time::Duration,
 }
 
-impl Ports for ChatStreamPorts {
-    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
-        let ceiling = adapters.spend_settings()?.chat_daily_tokens;
-        let (store, clock) = (adapters.store().await?, adapters.clock());
-        let metrics = adapters.metrics();
-        let guard = || {
-            SpendGuard::new(store.clone(), clock.clone(), SpendApi::Chat, ceiling)
-                .measured_by(metrics.clone())
-        };
-        Ok(ChatStreamPorts {
-            model: GuardedModel::wrap(adapters.model()?, guard()),
-            stream: GuardedStream::wrap(adapters.streaming_model()?, guard()),
-            budget: adapters.openai_settings()?.budget,
-        })
-    }
-}
-
-impl Ports for NoPorts {
-    async fn build(_: &impl Adapters) -> Result<Self, ConfigError> {
-        Ok(NoPorts)
-    }
-}
-
-impl Ports for InfoPorts {
-    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
-        Ok(InfoPorts {
-            info: adapters.info_settings()?,
-        })
-    }
-}
-
-impl Ports for ChatPorts {
-    async fn build(adapters: &impl Adapters) -> Result<Self, ConfigError> {
-        let ceiling = adapters.spend_settings()?.chat_daily_tokens;
-        Ok(ChatPorts {
-            model: GuardedModel::wrap(
-                adapters.model()?,
-                SpendGuard::new(
-                    adapters.store().await?,
-                    adapters.clock(),
-                    SpendApi::Chat,
-                    ceiling,
-                )
-                .measured_by(adapters.metrics()),
-            ),
-            budget: adapters.openai_settings()?.budget,
-        })
-    }
-}
+/// Body cap of `POST /api/chat`, derived from the field caps the parser applies, so that every
+/// body the field caps allow fits: compact JSON of the contract's fields (no unknown fields),
+/// each string character counted at [`JSON_BYTES_PER_CHAR`] bytes, plus [`BODY_SLACK`]:
+///
+/// ```text
+/// {"messages":[]  +  MAX_MESSAGES x {"role":"assistant","content":""},
+///   +  MAX_TOTAL_CONTENT_CHARS x 6  +  ,"model":"gpt-4o-mini","maxTokens":4096}  +  slack
+/// = 14 + 100 x 34 + 128 000 x 6 + 40 + 1024 = 772 478 bytes (about 0.74 MiB)
+/// ```
+pub const CHAT_BODY_LIMIT: usize = {
+    use crate::domain::chat::{MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
+    let message = r#"{"role":"assistant","content":}"#.len() + 1 + json_str(0);
+    r#"{"messages":[]"#.len()
+        + MAX_MESSAGES * message
+        + MAX_TOTAL_CONTENT_CHARS * JSON_BYTES_PER_CHAR
+        + r#","model":"gpt-4o-mini","maxTokens":4096}"#.len()
+        + BODY_SLACK
+};
 
 const fn chat_route(
     method: Method,

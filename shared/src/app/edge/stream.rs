@@ -15,11 +15,12 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{Edge, Service, notify};
+use crate::chat::api::ChatStream;
 use crate::chat::stream::{ChatEvent, ChatEvents, EVENT_STREAM, chat_stream, wants_stream};
 use crate::platform::Request;
 use crate::platform::body::read_limited;
+use crate::platform::endpoint::Route;
 use crate::platform::error::{ApiError, ErrorCode};
-use crate::routes::{ChatStream, Route};
 
 /// Events waiting for a slow client; beyond that the model stream waits too.
 const BUFFERED_EVENTS: usize = 64;

@@ -19,12 +19,12 @@ use crate::platform::body::read_limited;
 use crate::platform::clock::Clock;
 use crate::platform::config::{ApiKeys, Secret};
 use crate::platform::deadline::{self, Deadline};
+use crate::platform::endpoint::{Auth, Endpoint, Route};
 use crate::platform::error::{ApiError, ErrorCode};
 use crate::platform::metrics::Metrics;
 use crate::platform::metrics::catalogue::API;
 use crate::platform::secrets::LiveSecret;
 use crate::platform::{Request, Response};
-use crate::routes::{Auth, Endpoint, Route};
 
 mod stream;
 pub use stream::EventBody;

@@ -5,15 +5,16 @@ use std::convert::Infallible;
 
 use lambda_http::{Body, RequestExt};
 
-use crate::edge::{Service, new_request_id};
+use crate::app::edge::{Service, new_request_id};
+use crate::app::ports::Served;
 use crate::platform::Response;
 use crate::platform::deadline::Deadline;
-use crate::routes::Endpoint;
+use crate::platform::endpoint::Endpoint;
 
 pub use super::Error;
 
 /// The whole of an HTTP Lambda's `main`: the start-up ([`super::start`]), then the runtime loop.
-pub async fn run<E: Endpoint>() -> Result<(), Error> {
+pub async fn run<E: Served>() -> Result<(), Error> {
     let service = &super::start::<E>().await?;
     lambda_http::run(lambda_http::service_fn(
         move |event: lambda_http::Request| async move {

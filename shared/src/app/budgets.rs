@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
+use crate::app::edge::NOTIFY_TIMEOUT;
 use crate::dispatch::notice::{NOTICE_BUDGET, NOTICE_RECORD_BUDGET};
 use crate::dispatch::wake::LONGEST_WAKE;
 use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
-use crate::edge::NOTIFY_TIMEOUT;
 use crate::platform::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
