@@ -111,7 +111,7 @@ CLEANUP+=("rm -f '$FIXTURES_LOG'")
 cargo test -p koe-functions --locked --test fixtures >"$FIXTURES_LOG" 2>&1 &
 FIXTURES_PID=$!
 # The HTTP suites once more, through the gateway front: a stand-in API Gateway HTTP API, payload
-# v2 events, lambda_http and koe::lambda, as deployed (testkit/src/gateway/mod.rs). The
+# v2 events, lambda_http and koe::app::lambda, as deployed (testkit/src/gateway/mod.rs). The
 # filters name every module that starts the app through koe_testkit::harness::spawn_app*
 # (dispatch_runs: its one test that does).
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use koe::clock::Clock;
 use koe::dispatch::trigger::RunRequests;
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::platform::clock::Clock;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 

@@ -19,12 +19,14 @@ use http::{HeaderValue, Method};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use koe::App;
-use koe::config::{ConfigError, Vars};
-use koe::edge::{Answer, BoxBody, Service, new_request_id};
-use koe::handlers::Response;
-use koe::handlers::chat_stream::wants_stream;
-use koe::handlers::error::{ApiError, ErrorCode};
-use koe::routes::{Adapters, Api, ChatStream, Endpoint};
+use koe::app::edge::{Answer, BoxBody, Service, new_request_id};
+use koe::app::ports::Adapters;
+use koe::chat::api::ChatStream;
+use koe::chat::stream::wants_stream;
+use koe::platform::Response;
+use koe::platform::config::{ConfigError, Vars};
+use koe::platform::endpoint::{Api, Endpoint};
+use koe::platform::error::{ApiError, ErrorCode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -304,7 +306,7 @@ struct Tracked {
 
 impl http_body::Body for Tracked {
     type Data = Bytes;
-    type Error = koe::edge::BoxError;
+    type Error = koe::app::edge::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

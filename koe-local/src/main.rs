@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use koe::App;
-use koe::config::Vars;
+use koe::platform::config::Vars;
 use koe_local::LocalConfig;
 
 /// The agent API key koe-local accepts when `AGENT_API_KEYS` is not set.
@@ -15,7 +15,7 @@ const LOCAL_STEP_KEY: &str = "koe-local-step-key-for-development-only";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    koe::telemetry::init_local();
+    koe::platform::telemetry::init_local();
     let vars = Vars::from_env();
     let vars = if vars.get("AGENT_API_KEYS").is_none() {
         // Local runs only (loopback): a documented development key, so the agent API works

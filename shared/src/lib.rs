@@ -1,41 +1,29 @@
-//! Koe's backend library: domain types, handlers, ports and their adapters.
+//! Koe's backend library: one folder per feature over shared ports and one platform.
 //!
-//! Requests enter as `http::Request` (from lambda_http, the local server or a test), go through
-//! their endpoint's `Service` (authentication, body cap), are parsed into domain types at the
-//! edge, go through one handler that talks only to ports, and leave as `http::Response<Bytes>`
-//! with the contract's JSON.
+//! Requests enter as `http::Request` (from lambda_http, the local server or a test) in `app`,
+//! go through their endpoint's `Service` (authentication, body cap), are parsed into domain types
+//! by their feature, go through one handler that talks only to ports, and leave as
+//! `http::Response<Bytes>` with the contract's JSON.
 //!
-//! The top-level modules import one another one way: none imports one that imports it back,
-//! directly or through others (`shared/tests/it/layers.rs` checks that, not an order). Today,
-//! lowest first, each importing only from those before it: `clock`, `deadline`, `config`, `domain`,
-//! `https`, `metrics` → `aws_http`, `oidc`, `push`, `telemetry` → `aws`, `store` → `event_bus`,
-//! `secrets` → `dispatch`, `model` → `agent` → `handlers`, `spend_guard` → `routes` → `edge`
-//! → `budgets`, `wiring` → `lambda`.
+//! At most 12 top-level modules, importing one another one way: none imports one that imports it
+//! back, directly or through others, and no file either (`shared/tests/it/layers.rs`). Lowest
+//! first: `domain` → `platform` (config, clock, deadlines, AWS clients, errors, the endpoint
+//! definition) → the ports `store`, `push`, `model`, `event_bus` → the features `dispatch`,
+//! `devices`, `calls`, `chat`, `agent` → `app` (route table, wiring, Lambda and edge).
 
 pub mod agent;
-pub mod aws;
-pub mod aws_http;
-pub mod budgets;
-pub mod clock;
-pub mod config;
-pub mod deadline;
+pub mod app;
+pub mod calls;
+pub mod chat;
+pub mod devices;
 pub mod dispatch;
 pub mod domain;
-pub mod edge;
 pub mod event_bus;
-pub mod handlers;
-pub mod https;
-pub mod lambda;
-pub mod metrics;
 pub mod model;
-pub mod oidc;
+pub mod platform;
 pub mod push;
-pub mod routes;
-pub mod secrets;
-pub mod spend_guard;
 pub mod store;
-pub mod telemetry;
-pub mod wiring;
 
-pub use routes::{Api, Endpoint, ROUTES, Route};
-pub use wiring::App;
+pub use app::ROUTES;
+pub use app::wiring::App;
+pub use platform::endpoint::{Api, Endpoint, Route};

@@ -14,11 +14,11 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, FixedOffset, Utc};
-use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::platform::clock::{Clock, SystemClock};
+use koe::platform::config::{Config, Vars};
 use koe::push::log::{ALERT_MESSAGE, LogPushSender, MESSAGE};
 use koe::push::{AlertPush, PushError, PushSender, VoipPush};
 use koe::store::memory::MemoryStore;

@@ -27,7 +27,7 @@ impl ModelProvider for PanickingModel {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_is_a_500_with_its_location_logged_not_its_message() {
     let capture = logs::capture();
-    koe::telemetry::install_panic_hook();
+    koe::platform::telemetry::install_panic_hook();
     let app = spawn_app_with(&[("OPENAI_API_KEY", "sk-test")], |app| {
         app.with_model(Arc::new(PanickingModel))
     })

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use koe::clock::Clock;
+use koe::platform::clock::Clock;
 use tokio::sync::watch;
 
 pub struct ManualClock {

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset, Utc};
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 
 /// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
@@ -91,7 +91,7 @@ pub async fn run_once(
     koe::dispatch::Dispatcher::new(
         store,
         push,
-        std::sync::Arc::new(koe::clock::SystemClock),
+        std::sync::Arc::new(koe::platform::clock::SystemClock),
         settings,
         "test-salt",
     )
@@ -127,7 +127,7 @@ impl ProxiedWorld {
             )),
             dropper,
             push: std::sync::Arc::new(crate::push::RecordingPushSender::new(std::sync::Arc::new(
-                koe::clock::SystemClock,
+                koe::platform::clock::SystemClock,
             ))),
             tables,
         }

@@ -37,7 +37,7 @@ pub fn secret_value(arn_var: &str) -> &'static str {
         "AGENT_API_KEYS_SECRET_ARN" => "example-agent-key",
         "DEVICE_HASH_SALT_SECRET_ARN" => "koe-local",
         "AGENT_STEP_KEY_SECRET_ARN" => "example-step-key-for-local-invocation-0123",
-        "APNS_KEY_P8_SECRET_ARN" => koe::secrets::NOT_SET,
+        "APNS_KEY_P8_SECRET_ARN" => koe::platform::secrets::NOT_SET,
         other => panic!("events/env.json names a secret the fixtures do not know: {other}"),
     }
 }

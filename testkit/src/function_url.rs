@@ -3,7 +3,7 @@
 //! function URL sends (`routeKey` `$default`), is read as the runtime reads it
 //! (`LambdaEvent<LambdaRequest>` from the bytes) and goes through `lambda_http::StreamAdapter`
 //! (what `lambda_http::run_with_streaming_response` wraps around the handler) into
-//! `koe::lambda::chat_stream::handle_event`. The adapter's metadata prelude (status,
+//! `koe::app::lambda::chat_stream::handle_event`. The adapter's metadata prelude (status,
 //! headers, cookies) becomes the answer's head, and its body stream is passed on chunk by chunk
 //! as it is produced, as Lambda passes a streamed response through the URL.
 
@@ -22,10 +22,11 @@ use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use koe::App;
-use koe::config::ConfigError;
-use koe::edge::Service;
-use koe::lambda::chat_stream;
-use koe::routes::{ChatStream, Endpoint};
+use koe::app::edge::Service;
+use koe::app::lambda::chat_stream;
+use koe::chat::api::ChatStream;
+use koe::platform::config::ConfigError;
+use koe::platform::endpoint::Endpoint;
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Service as _, StreamAdapter};

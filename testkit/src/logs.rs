@@ -108,7 +108,7 @@ pub fn capture() -> LogCapture {
     CAPTURE
         .get_or_init(|| {
             let capture = LogCapture::default();
-            let subscriber = koe::telemetry::json_subscriber(
+            let subscriber = koe::platform::telemetry::json_subscriber(
                 capture.clone(),
                 tracing_subscriber::filter::Targets::new()
                     .with_default(tracing::level_filters::LevelFilter::TRACE),

@@ -1,6 +1,6 @@
-//! Lambda for POST /agent: `koe::routes::Agent` (links only what its ports use).
+//! Lambda for POST /agent: `koe::agent::api::Agent` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::Agent>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::agent::api::Agent>().await
 }

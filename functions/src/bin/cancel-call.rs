@@ -1,6 +1,6 @@
-//! Lambda for DELETE /calls: `koe::routes::CancelCall` (links only what its ports use).
+//! Lambda for DELETE /calls: `koe::calls::api::CancelCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::CancelCall>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::calls::api::CancelCall>().await
 }

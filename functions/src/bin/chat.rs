@@ -1,6 +1,6 @@
-//! Lambda for POST /api/chat: `koe::routes::Chat` (links only what its ports use).
+//! Lambda for POST /api/chat: `koe::chat::api::Chat` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::Chat>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::chat::api::Chat>().await
 }

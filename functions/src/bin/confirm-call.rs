@@ -1,6 +1,6 @@
-//! Lambda for POST /calls/confirm: `koe::routes::ConfirmCall` (links only what its ports use).
+//! Lambda for POST /calls/confirm: `koe::calls::api::ConfirmCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::ConfirmCall>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::calls::api::ConfirmCall>().await
 }

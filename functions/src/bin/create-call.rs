@@ -1,6 +1,6 @@
-//! Lambda for POST /calls: `koe::routes::CreateCall` (links only what its ports use).
+//! Lambda for POST /calls: `koe::calls::api::CreateCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::CreateCall>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::calls::api::CreateCall>().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for GET /api/error: `koe::routes::ErrorTest` (links only what its ports use).
+//! Lambda for GET /api/error: `koe::chat::api::ErrorTest` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::ErrorTest>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::chat::api::ErrorTest>().await
 }

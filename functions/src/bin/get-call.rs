@@ -1,6 +1,6 @@
-//! Lambda for GET /calls: `koe::routes::GetCall` (links only what its ports use).
+//! Lambda for GET /calls: `koe::calls::api::GetCall` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::GetCall>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::calls::api::GetCall>().await
 }

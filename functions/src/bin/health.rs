@@ -1,6 +1,6 @@
-//! Lambda for GET /health: `koe::routes::Health` (links only what its ports use).
+//! Lambda for GET /health: `koe::chat::api::Health` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::Health>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::chat::api::Health>().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for GET /api/info: `koe::routes::Info` (links only what its ports use).
+//! Lambda for GET /api/info: `koe::chat::api::Info` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::Info>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::chat::api::Info>().await
 }

@@ -1,6 +1,6 @@
-//! Lambda for PUT /devices: `koe::routes::PutDevice` (links only what its ports use).
+//! Lambda for PUT /devices: `koe::devices::api::PutDevice` (links only what its ports use).
 
 #[tokio::main]
-async fn main() -> Result<(), koe::lambda::http::Error> {
-    koe::lambda::http::run::<koe::routes::PutDevice>().await
+async fn main() -> Result<(), koe::app::lambda::http::Error> {
+    koe::app::lambda::http::run::<koe::devices::api::PutDevice>().await
 }

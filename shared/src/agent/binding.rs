@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Secret;
 use crate::domain::agent::{MAX_STEP_ID_CHARS, PlanStep, StepResult};
+use crate::platform::config::Secret;
 
 /// How long a plan's step ids are good for: the app runs its calendar query and sends round 2
 /// within seconds; ten minutes leave room for a slow network and a retry.
@@ -246,7 +246,7 @@ mod tests {
     use super::*;
     use crate::domain::agent::{Capability, ToolOutput};
 
-    use crate::clock::utc as at;
+    use crate::platform::clock::utc as at;
 
     const DEVICE: &str = "0123456789ab";
 

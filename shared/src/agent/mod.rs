@@ -5,8 +5,10 @@
 use crate::domain::agent::{AgentReply, Emotion};
 use crate::model::{ModelProvider, ModelRequest, ProviderError};
 
+pub mod api;
 pub mod binding;
 pub mod daily_limit;
+pub mod handler;
 pub mod planner;
 pub mod prompts;
 pub mod responder;

@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Invalid, check_answer, complete_checked, emotion_schema, json_schema_format, prompts};
-use crate::config::AgentConfig;
 use crate::domain::agent::{AgentReply, Capability, MAX_STEPS, PlanStep, Round1};
 use crate::domain::chat::{ChatMessage, Role};
 use crate::model::{ModelProvider, ModelRequest, ProviderError};
+use crate::platform::config::AgentConfig;
 
 /// Room for a 5-step plan or a short spoken answer.
 const MAX_TOKENS: u32 = 600;

@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 use crate::domain::agent::{Capability, StepResult};
 
 /// The default character, a default of the agent's configuration section.
-pub use crate::config::DEFAULT_PERSONA;
+pub use crate::platform::config::DEFAULT_PERSONA;
 
 /// What each emotion means, so the model picks the one the app should show.
 const EMOTIONS: &str = "\

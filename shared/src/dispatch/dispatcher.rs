@@ -6,9 +6,9 @@ use super::in_flight::InFlight;
 use super::plan::WritePlan;
 use super::sweep::Sweep;
 use super::trigger::DispatchTrigger;
-use crate::clock::Clock;
-use crate::config::DispatchConfig;
-use crate::metrics::Metrics;
+use crate::platform::clock::Clock;
+use crate::platform::config::DispatchConfig;
+use crate::platform::metrics::Metrics;
 use crate::push::PushSender;
 use crate::store::prelude::*;
 

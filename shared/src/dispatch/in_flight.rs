@@ -172,10 +172,10 @@ mod tests {
         let r = crate::domain::reservation::Reservation::new(
             crate::domain::device::DeviceId::parse("deviceId", "hand-over").unwrap(),
             crate::domain::reservation::ScheduledAt::from_stored(
-                crate::clock::utc("2026-01-01T00:01:00Z").fixed_offset(),
+                crate::platform::clock::utc("2026-01-01T00:01:00Z").fixed_offset(),
             ),
             None,
-            crate::clock::utc("2026-01-01T00:00:00Z"),
+            crate::platform::clock::utc("2026-01-01T00:00:00Z"),
         );
         let mut call = DueCall::from(&r);
         let changes = shared.changes();

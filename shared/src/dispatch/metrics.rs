@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use super::RunReport;
 use super::dispatcher::Dispatcher;
-use crate::metrics::Record;
-use crate::metrics::catalogue::DISPATCH;
+use crate::platform::metrics::Record;
+use crate::platform::metrics::catalogue::DISPATCH;
 
 /// The records of one run.
 pub fn records(report: &RunReport, function: &str, at: DateTime<Utc>) -> Vec<Record> {

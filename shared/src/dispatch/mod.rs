@@ -14,7 +14,10 @@
 //! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
 //! create wakes a run), [`metrics`] and [`trigger`].
 
+pub mod api;
+pub mod handler;
 pub mod metrics;
+pub mod oidc;
 pub mod trigger;
 pub mod wake;
 

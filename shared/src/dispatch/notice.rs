@@ -15,7 +15,7 @@ const NOTICE_ATTEMPTS: u32 = 3;
 /// How long the notice's store requests (device read and claim) are made again when they get no
 /// answer and its push is tried: the notice is claimed and pushed within this, its last
 /// attempt cut at its end. A notice is worth less than the run's other calls, and keeps the
-/// run inside its function's timeout (`crate::budgets`).
+/// run inside its function's timeout (`crate::app::budgets`).
 pub const NOTICE_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
 /// How long the record of a notice sent (`noticeSentAt`, shown by GET /calls) is made again.
 pub const NOTICE_RECORD_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);

@@ -51,7 +51,7 @@ mod tests {
     use super::*;
     use crate::dispatch::InFlight;
 
-    use crate::clock::utc as t;
+    use crate::platform::clock::utc as t;
 
     #[test]
     fn pending_hands_out_what_has_started_in_start_order_and_keeps_the_rest() {

@@ -154,7 +154,7 @@ fn slot_start(slot: i64) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::utc as t;
+    use crate::platform::clock::utc as t;
 
     const LEADS: (Duration, Duration) = (Duration::milliseconds(500), Duration::milliseconds(200));
 

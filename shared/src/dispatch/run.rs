@@ -338,7 +338,7 @@ where
 mod tests {
     use super::*;
 
-    use crate::clock::utc as t;
+    use crate::platform::clock::utc as t;
 
     #[tokio::test(start_paused = true)]
     async fn an_outage_costs_one_store_timeout_per_selection_not_one_per_bucket() {

@@ -10,9 +10,9 @@ use super::plan::Slots;
 use super::run_report::{RunCause, RunReport};
 use super::step_outcomes::Counted;
 use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
-use crate::clock::Clock;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
+use crate::platform::clock::Clock;
 use crate::store::PUSH_AGAIN_CLAIM_LEAD;
 
 pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {

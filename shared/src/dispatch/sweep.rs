@@ -116,7 +116,7 @@ impl Sweep {
 mod tests {
     use super::*;
 
-    use crate::clock::utc as t;
+    use crate::platform::clock::utc as t;
     use crate::store::memory::MemoryStore;
 
     #[tokio::test]

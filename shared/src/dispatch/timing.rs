@@ -5,7 +5,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::clock::Clock;
+use crate::platform::clock::Clock;
 use crate::store::StoreError;
 
 /// How long before the claim a reservation's device (its token) is read. A token replaced in

@@ -112,7 +112,7 @@ pub struct EventBridgeTrigger {
 }
 
 impl EventBridgeTrigger {
-    pub fn new(bus_name: String, load: crate::aws::LoadConfig) -> EventBridgeTrigger {
+    pub fn new(bus_name: String, load: crate::platform::aws::LoadConfig) -> EventBridgeTrigger {
         EventBridgeTrigger {
             publisher: Publisher::new(bus_name, load),
         }

@@ -84,7 +84,7 @@ pub async fn wake_for(
         return Wake::Watched;
     }
     match tokio::time::timeout(
-        crate::deadline::cap(WAKE_TIMEOUT),
+        crate::platform::deadline::cap(WAKE_TIMEOUT),
         trigger.wake(due_at, until),
     )
     .await
@@ -99,7 +99,7 @@ pub async fn wake_for(
 mod tests {
     use super::*;
 
-    use crate::clock::utc as t;
+    use crate::platform::clock::utc as t;
 
     #[test]
     fn a_call_the_next_scheduled_run_takes_on_in_time_needs_no_wake() {

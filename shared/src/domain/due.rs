@@ -34,7 +34,7 @@ pub const CALLS_PER_SHARD: u32 = 32;
 /// read only through [`shards_for`], in steps of `CALLS_PER_SHARD`: each raise adds exactly one
 /// shard (`shards_for(1 + k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
 /// for no finer shard count, and a coarser one would add shards in jumps of several. It also
-/// bounds the capacity notice's step (`handlers::capacity`: a count that crosses the budget
+/// bounds the capacity notice's step (`calls::capacity`: a count that crosses the budget
 /// crosses it within one step).
 pub const COUNT_STEP: u32 = CALLS_PER_SHARD;
 // [`raises_count`] takes the hash's top `log2(COUNT_STEP)` bits.

@@ -1,6 +1,6 @@
 //! Reading a JSON object field by field, so every rejection names the field at fault.
 //!
-//! Bodies are parsed into `serde_json::Value` at the edge (`handlers::body`), then walked here.
+//! Bodies are parsed into `serde_json::Value` at the edge (`platform::body`), then walked here.
 //! Messages name the field and the rule, never the value the client sent.
 
 use serde_json::{Map, Value};

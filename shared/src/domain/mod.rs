@@ -7,6 +7,7 @@ pub mod due;
 pub mod fields;
 pub mod reservation;
 pub mod sentences;
+pub mod usage_day;
 
 /// Why a value was refused: the field at fault and the rule it broke (never the value itself).
 /// `handlers` turns it into a 400 INVALID_REQUEST whose message is `"{field} {problem}"`.

@@ -6,13 +6,13 @@ use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use tokio::sync::OnceCell;
 
 use super::{DETAIL_TYPE, ErrorNotification, EventBus, PublishError, SOURCE};
-use crate::aws::LoadConfig;
+use crate::platform::aws::LoadConfig;
 
 /// Puts single events on one bus. The SDK client is built on the first event, not at cold
 /// start: most containers never publish, and building it costs start-up time on every one.
 pub struct Publisher {
     bus_name: String,
-    /// Where the client's configuration comes from (see `crate::aws`).
+    /// Where the client's configuration comes from (see `crate::platform::aws`).
     load: LoadConfig,
     client: OnceCell<aws_sdk_eventbridge::Client>,
 }

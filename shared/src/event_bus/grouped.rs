@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{ErrorNotification, EventBus, PublishError};
-use crate::clock::Clock;
+use crate::platform::clock::Clock;
 
 /// How long one published notification stands for its repeats.
 pub const GROUP_WINDOW: chrono::Duration = chrono::Duration::seconds(60);

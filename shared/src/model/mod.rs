@@ -1,12 +1,15 @@
 //! The `ModelProvider` port: one completion from a chat model.
 
 use async_trait::async_trait;
+use http::HeaderValue;
 use serde::Serialize;
 
 use crate::domain::chat::ChatMessage;
+use crate::platform::error::{ApiError, ErrorCode};
 
 pub mod openai;
 mod openai_stream;
+pub mod spend_guard;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
@@ -44,7 +47,7 @@ pub enum ProviderError {
     Upstream(String),
     /// The provider answered 2xx with something that is not a usable completion.
     BadResponse(String),
-    /// The API's daily model-token ceiling is reached (`crate::spend_guard`); no model was called.
+    /// The API's daily model-token ceiling is reached (`crate::model::spend_guard`); no model was called.
     /// `notify`: this is the day's first refusal, the one that notifies the team.
     CeilingReached { notify: bool, retry_after_secs: u64 },
 }
@@ -78,4 +81,48 @@ pub trait StreamingModel: Send + Sync {
     /// The reply as it is written. Errors before the provider starts its answer (not
     /// configured, refused, unreachable) come here; errors after it, from the stream.
     async fn stream(&self, request: ModelRequest) -> Result<Box<dyn ReplyStream>, ProviderError>;
+}
+
+/// Each provider failure maps to one contract error code.
+impl From<ProviderError> for ApiError {
+    fn from(e: ProviderError) -> ApiError {
+        if let ProviderError::CeilingReached {
+            notify,
+            retry_after_secs,
+        } = e
+        {
+            let mut error = ApiError::new(
+                ErrorCode::SpendCeilingReached,
+                "the daily model token ceiling of this API is reached: try again after 00:00 \
+                 Japan time (see Retry-After)",
+            )
+            .with_header(
+                http::header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs),
+            );
+            error.notify = notify;
+            return error;
+        }
+        let (code, message) = match &e {
+            ProviderError::NotConfigured => (
+                ErrorCode::ProviderNotConfigured,
+                "the model provider is not configured (OPENAI_API_KEY is not set)",
+            ),
+            ProviderError::Timeout => (
+                ErrorCode::ProviderTimeout,
+                "the model provider did not answer within the time budget",
+            ),
+            ProviderError::InsufficientCredits => (
+                ErrorCode::InsufficientCredits,
+                "the model provider account has no remaining quota or credits",
+            ),
+            ProviderError::Upstream(_) => (ErrorCode::ProviderError, "the model provider failed"),
+            ProviderError::BadResponse(_) => (
+                ErrorCode::ProviderBadResponse,
+                "the model provider returned an unusable response",
+            ),
+            ProviderError::CeilingReached { .. } => unreachable!("answered above"),
+        };
+        ApiError::new(code, message)
+    }
 }

@@ -15,14 +15,14 @@ use super::openai_stream::{SseReply, UsageBody};
 use super::{
     ModelProvider, ModelReply, ModelRequest, ProviderError, ReplyStream, StreamingModel, Usage,
 };
-use crate::config::{OpenAiConfig, Secret};
-use crate::secrets::LiveSecret;
+use crate::platform::config::{OpenAiConfig, Secret};
+use crate::platform::secrets::LiveSecret;
 
 pub struct OpenAi {
     client: reqwest::Client,
     endpoint: String,
     /// Read per call: a deployed function's key is a Secrets Manager secret, rotated without a
-    /// deploy (`crate::secrets`); OpenAI's 401 has it read again.
+    /// deploy (`crate::platform::secrets`); OpenAI's 401 has it read again.
     api_key: LiveSecret,
     budget: Duration,
 }
@@ -30,7 +30,7 @@ pub struct OpenAi {
 impl OpenAi {
     /// Builds the HTTP client once (per container); no network traffic happens here.
     pub fn new(config: &OpenAiConfig) -> OpenAi {
-        let client = crate::https::client_builder()
+        let client = crate::platform::https::client_builder()
             .connect_timeout(Duration::from_secs(5).min(config.budget))
             .pool_idle_timeout(Duration::from_secs(50))
             .build()

@@ -15,8 +15,8 @@ use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
 use super::token::ProviderToken;
 use super::{AlertPush, PushError, PushSender, VoipPush};
-use crate::config::{ApnsConfig, ConfigError};
 use crate::domain::device::{AlertToken, Device, PushEnvironment};
+use crate::platform::config::{ApnsConfig, ConfigError};
 
 /// Where each environment's connections go.
 #[derive(Debug, Clone)]
@@ -299,7 +299,7 @@ mod tests {
     use chrono::{DateTime, Utc};
 
     use super::*;
-    use crate::config::Secret;
+    use crate::platform::config::Secret;
 
     const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
     const RSA_PKCS8: &str = include_str!("../../../testkit/keys/oidc-test-rsa.pem");

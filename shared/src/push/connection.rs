@@ -381,7 +381,7 @@ impl ApnsConnection {
 fn tls_connector() -> tokio_rustls::TlsConnector {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     let config = CONFIG.get_or_init(|| {
-        let mut config = crate::https::tls_config();
+        let mut config = crate::platform::https::tls_config();
         config.alpn_protocols = vec![b"h2".to_vec()];
         Arc::new(config)
     });

@@ -23,7 +23,7 @@ pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
 /// Our pushes in flight per connection: a margin under the 1,000 concurrent streams APNs allows.
 pub const DEFAULT_STREAMS_PER_CONNECTION: usize = 900;
 /// Connections per pool unless configured (`APNS_MAX_CONNECTIONS`).
-pub const DEFAULT_MAX_CONNECTIONS: usize = crate::config::DEFAULT_APNS_MAX_CONNECTIONS;
+pub const DEFAULT_MAX_CONNECTIONS: usize = crate::platform::config::DEFAULT_APNS_MAX_CONNECTIONS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolSettings {

@@ -1,5 +1,5 @@
 //! The store as an endpoint sees it: every request within what is left of the invocation's
-//! deadline (`crate::deadline`), so a slow store costs a 503 while there is time to answer,
+//! deadline (`crate::platform::deadline`), so a slow store costs a 503 while there is time to answer,
 //! never a function killed mid-way. Outside a deadline's scope (the dispatcher) it changes
 //! nothing.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{Call, Op, Store, StoreError, StoreLayer};
-use crate::deadline;
+use crate::platform::deadline;
 
 /// `inner`, each request cut at the deadline.
 pub struct Deadlined(pub Arc<dyn Store>);

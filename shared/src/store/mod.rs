@@ -30,7 +30,7 @@ pub mod dynamodb;
 pub mod memory;
 
 /// Physical table names; part of the store's configuration section, where they are read.
-pub use crate::config::TableNames;
+pub use crate::platform::config::TableNames;
 
 /// The name of the reservations table's time-bucket index (partition `dueShard`, a minute's
 /// shard as `domain::due::shard_key` writes it; sort `scheduledAtMs`), holding only `scheduled`

@@ -4,7 +4,7 @@
 //! Gateway, which buffers every body, once it is in), and accepts every configured (rotated)
 //! key.
 
-use koe::routes::Auth;
+use koe::platform::endpoint::Auth;
 use koe::{Api, ROUTES, Route};
 use std::time::Duration;
 

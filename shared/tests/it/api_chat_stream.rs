@@ -258,7 +258,7 @@ async fn the_body_cap_applies_to_the_stream_too() {
     let app = spawn_app(&[]).await;
     let over = format!(
         r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "a".repeat(koe::routes::CHAT_BODY_LIMIT)
+        "a".repeat(koe::chat::api::CHAT_BODY_LIMIT)
     );
     let response = app.post_chat_stream(over).await;
     let message = error_message(response, 400, "INVALID_REQUEST").await;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
-use koe::clock::Clock;
 use koe::domain::device::PushEnvironment;
+use koe::platform::clock::Clock;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{
     FailingStore, TestApp, error_body, error_message, invalid_field, send, send_with_secret,

@@ -322,5 +322,5 @@ async fn a_create_answered_503_after_it_was_written_is_the_same_reservation_when
 }
 
 fn clock_now(clock: &ManualClock) -> chrono::DateTime<chrono::Utc> {
-    koe::clock::Clock::now(clock)
+    koe::platform::clock::Clock::now(clock)
 }

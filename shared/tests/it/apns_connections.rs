@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use koe::config::{ApnsConfig, Secret};
+use koe::platform::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
 use koe::push::connection::{ApnsHost, ConnectionTimings};
 use koe::push::pool::{PoolSettings, PushPool};

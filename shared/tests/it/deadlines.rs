@@ -1,4 +1,4 @@
-//! Every answer before its timeout (`koe::deadline`), measured on the code's own runs instead of
+//! Every answer before its timeout (`koe::platform::deadline`), measured on the code's own runs instead of
 //! counted by hand:
 //! - every agent endpoint along its longest path with each store request as slow as the
 //!   store's timeouts allow (a layer over both stores): each answers before its function's
@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use koe::calls::api::{CancelCall, ConfirmCall, CreateCall, GetCall};
+use koe::devices::api::PutDevice;
 use koe::domain::device::DeviceId;
 use koe::domain::due::shards_for;
 use koe::domain::reservation::minute_bucket;
-use koe::routes::{CancelCall, ConfirmCall, CreateCall, GetCall, PutDevice};
 use koe::store::dynamodb::{DynamoStore, OPERATION_TIMEOUT};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
@@ -278,7 +279,9 @@ async fn a_store_as_slow_as_its_timeouts_allow_costs_no_answer() {
         // The keyed create's requests outlast its deadline: it was cut there (its last step,
         // keeping the answer, given up: the 201 stands), not at its timeout.
         let create = &answers[0];
-        let cut_at = create.route.timeout - koe::deadline::MARGIN - koe::deadline::ANSWER_RESERVE;
+        let cut_at = create.route.timeout
+            - koe::platform::deadline::MARGIN
+            - koe::platform::deadline::ANSWER_RESERVE;
         assert!(
             create.took >= cut_at - Duration::from_millis(300),
             "{label}: the create ran into its deadline ({cut_at:?}): {:?}",

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use koe::clock::SystemClock;
+use koe::platform::clock::SystemClock;
 use koe::store::DUE_INDEX;
 use koe::store::memory::MemoryStore;
 use koe_testkit::dispatching::{reserve_at, run_once, short_run};

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
+use koe::platform::clock::{Clock, SystemClock};
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 use koe::store::{ClaimMark, ConfirmAnswer};
 use koe_testkit::on_call::OnCall;

@@ -10,12 +10,12 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use chrono::{Duration, Utc};
-use koe::clock::SystemClock;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::due::Part;
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::clock::SystemClock;
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::dispatching::{reserve_at, stored};

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::config::{Config, Vars};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;

@@ -15,11 +15,11 @@ use std::time::{Duration as StdDuration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use koe::clock::Clock;
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause, SELECTION_QUERIES_IN_FLIGHT};
 use koe::domain::due::shards_for;
 use koe::domain::reservation::{Reservation, minute_bucket};
+use koe::platform::clock::Clock;
+use koe::platform::config::{Config, Vars};
 use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;
 use koe_testkit::dispatching::ProxiedWorld;

@@ -1,17 +1,18 @@
 //! The dispatch Lambda's entrypoint, in-process: the committed fixtures `events/dispatch.json`
 //! (API Gateway HTTP API) and `events/dispatch-schedule.json` (the EventBridge schedule) go
-//! through `koe::lambda::dispatch::handle` exactly as the runtime would hand them over.
+//! through `koe::app::lambda::dispatch::handle` exactly as the runtime would hand them over.
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, FixedOffset, Utc};
 use koe::App;
-use koe::config::Vars;
+use koe::app::edge::Service;
+use koe::app::lambda::dispatch::handle;
+use koe::app::ports::Adapters;
+use koe::dispatch::api::Dispatch;
 use koe::domain::reservation::ReservationStatus;
-use koe::edge::Service;
-use koe::lambda::dispatch::handle;
-use koe::routes::{Adapters, Dispatch};
+use koe::platform::config::Vars;
 use koe_testkit::dispatching::{CountingTrigger, reserve_at};
 use koe_testkit::oidc::{self, StandInIssuer};
 use koe_testkit::push::RecordingPushSender;

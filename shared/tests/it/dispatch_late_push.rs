@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
-use koe::clock::Clock;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::clock::Clock;
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, FixedOffset, Utc};
-use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::platform::clock::{Clock, SystemClock};
+use koe::platform::config::{Config, Vars};
 use koe::store::prelude::*;
 use koe_testkit::dispatching::reserve_at;
 use koe_testkit::push::RecordingPushSender;

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
-use koe::clock::{Clock, SystemClock};
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::platform::clock::{Clock, SystemClock};
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 use koe::store::{ConfirmAnswer, Op, StoreError};
 use koe_testkit::push::{RecordingPushSender, Scripted};

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use koe::clock::Clock;
 use koe::dispatch::trigger::{DispatchTrigger, TriggerError};
 use koe::dispatch::wake::{Wake, wake_for};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::{Reservation, ReservationStatus, minute_bucket};
-use koe::metrics::catalogue::DISPATCH;
-use koe::metrics::{MemorySink, Metrics};
+use koe::platform::clock::Clock;
+use koe::platform::metrics::catalogue::DISPATCH;
+use koe::platform::metrics::{MemorySink, Metrics};
 use koe_testkit::emf;
 use tokio::task::JoinHandle;
 

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
-use koe::clock::Clock;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::platform::clock::Clock;
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::push::PushSender;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;

@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use koe::clock::SystemClock;
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::clock::SystemClock;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe::store::{DUE_INDEX, Op, Request};

@@ -1,5 +1,5 @@
 //! Fault injection on the dispatcher, end to end and in real time: the dispatch Lambda's own
-//! entrypoint (`koe::lambda::dispatch::handle`) gets the committed schedule event
+//! entrypoint (`koe::app::lambda::dispatch::handle`) gets the committed schedule event
 //! (`events/dispatch-schedule.json`), on DynamoDB Local, with a stand-in APNs
 //! (`koe_testkit::push`) answering as APNs does when things go wrong, behind the same
 //! `PushSender` port (how the APNs client itself classifies each fault: `apns_errors.rs`).
@@ -22,10 +22,11 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
-use koe::config::{Config, DispatchConfig, Vars};
+use koe::app::ports::Adapters;
+use koe::dispatch::api::Dispatch;
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
-use koe::routes::{Adapters, Dispatch};
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe_testkit::dynamodb::fresh_store;
 use koe_testkit::faults;
 use koe_testkit::push::{RecordedPush, RecordingPushSender, Scripted};
@@ -38,7 +39,7 @@ const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 /// One invocation of the dispatch function running on `app`'s adapters.
 async fn handle(app: &App, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
     let service = app.service::<Dispatch>().await.unwrap();
-    koe::lambda::dispatch::handle(&service, event).await
+    koe::app::lambda::dispatch::handle(&service, event).await
 }
 
 fn schedule_event() -> LambdaEvent<Value> {

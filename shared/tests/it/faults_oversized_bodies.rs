@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use koe::ROUTES;
-use koe::routes::Auth;
+use koe::platform::endpoint::Auth;
 use koe::{Api, Route};
 use koe_testkit::harness::{Front, TEST_API_KEY, TestApp, error_body, front, spawn_app};
 use koe_testkit::raw_http::status_line_while_sending;

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::Utc;
-use koe::clock::SystemClock;
 use koe::dispatch::RunReport;
 use koe::domain::due::shard_key;
 use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::platform::clock::SystemClock;
 use koe::store::DUE_INDEX;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;

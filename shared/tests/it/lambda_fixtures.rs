@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
-use koe::config::Vars;
-use koe::lambda::http::handle_event;
-use koe::routes::{Endpoint, Visit};
+use koe::app::Visit;
+use koe::app::lambda::http::handle_event;
+use koe::app::ports::Served;
+use koe::platform::config::Vars;
+use koe::platform::endpoint::Endpoint;
 use koe_testkit::events::RecordingEventBus;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::template::repo_root;
@@ -48,7 +50,7 @@ struct Fixtures<'a> {
 }
 
 impl Visit for Fixtures<'_> {
-    fn visit<E: Endpoint>(&mut self) {
+    fn visit<E: Served>(&mut self) {
         let (app, openai) = (self.app, self.openai);
         self.checks.push(Box::pin(async move {
             let service = app.service::<E>().await.unwrap();
@@ -79,7 +81,7 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
         openai: &openai,
         checks: Vec::new(),
     };
-    koe::routes::each(&mut fixtures);
+    koe::app::each(&mut fixtures);
     assert_eq!(fixtures.checks.len(), koe::ROUTES.len());
     for check in fixtures.checks {
         check.await;
@@ -92,7 +94,7 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
     assert_eq!(published[0].code, "TEST_ERROR");
 }
 
-async fn check_fixture<E: Endpoint>(service: &koe::edge::Service<E>, openai: &StandInOpenAi) {
+async fn check_fixture<E: Endpoint>(service: &koe::app::edge::Service<E>, openai: &StandInOpenAi) {
     let route = service.route();
     {
         let text = if route.binary == "create-call" {

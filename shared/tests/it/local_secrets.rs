@@ -1,7 +1,7 @@
 //! The local Secrets Manager of `sam local invoke` (`secrets-manager-local`, docs/local.md) holds
 //! every secret `events/env.json` names, readable through the functions' own code: each
 //! function's variables from env.json, its endpoint pointed at the stand-in, through
-//! `koe::secrets::Secrets::resolve` and the SDK client a deployed function reads with. So the
+//! `koe::platform::secrets::Secrets::resolve` and the SDK client a deployed function reads with. So the
 //! fixtures' ARNs, the stand-in's secrets and the documented plain values cannot drift apart.
 
 use std::collections::HashMap;
@@ -9,11 +9,11 @@ use std::sync::{Arc, OnceLock};
 
 use aws_config::SdkConfig;
 use aws_sdk_secretsmanager::config::{Credentials, SharedCredentialsProvider};
-use koe::clock::SystemClock;
-use koe::config::AwsConfig;
-use koe::config::Vars;
-use koe::secrets::secretsmanager::SecretsManager;
-use koe::secrets::{NOT_SET, SECRET_VARS, SecretSource, Secrets};
+use koe::platform::clock::SystemClock;
+use koe::platform::config::AwsConfig;
+use koe::platform::config::Vars;
+use koe::platform::secrets::secretsmanager::SecretsManager;
+use koe::platform::secrets::{NOT_SET, SECRET_VARS, SecretSource, Secrets};
 use koe_testkit::fixtures;
 use koe_testkit::secretsmanager::StandInSecretsManager;
 use koe_testkit::template::repo_root;
@@ -22,7 +22,7 @@ use koe_testkit::template::repo_root;
 /// test here sets it once; a `LoadConfig` is a plain `fn`).
 static PARAMETERS: OnceLock<Vars> = OnceLock::new();
 
-/// A function's SDK configuration (`koe::aws::lambda_config`) from [`PARAMETERS`], with env.json's
+/// A function's SDK configuration (`koe::platform::aws::lambda_config`) from [`PARAMETERS`], with env.json's
 /// credentials (the Lambda configuration reads them from the process environment).
 fn env_json_config() -> std::pin::Pin<Box<dyn std::future::Future<Output = SdkConfig> + Send>> {
     let vars = PARAMETERS.get().expect("set by the test");
@@ -33,7 +33,7 @@ fn env_json_config() -> std::pin::Pin<Box<dyn std::future::Future<Output = SdkCo
         None,
         "events/env.json",
     );
-    let config = koe::aws::lambda_config(&AwsConfig::from_vars(vars))
+    let config = koe::platform::aws::lambda_config(&AwsConfig::from_vars(vars))
         .to_builder()
         .credentials_provider(SharedCredentialsProvider::new(credentials))
         .build();

@@ -1,9 +1,9 @@
 //! The template's alarms and dashboard against what the code emits: every alarm sends its ALARM
 //! and OK to the alarm topic, and the alarms and the dashboard name only metrics of
-//! `koe::metrics::catalogue`, under its dimensions, of the stack's own functions (as the route
+//! `koe::platform::metrics::catalogue`, under its dimensions, of the stack's own functions (as the route
 //! table is held against the template).
 
-use koe::metrics::catalogue;
+use koe::platform::metrics::catalogue;
 
 fn template() -> serde_norway::Value {
     koe_testkit::template::load_yaml("template.yaml")

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use koe::agent::daily_limit::UsageDay;
+use koe::domain::usage_day::UsageDay;
 use koe::model::ModelRequest;
-use koe::spend_guard::token_bound;
+use koe::model::spend_guard::token_bound;
 use koe::store::SpendOutcome;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use koe::domain::chat::{ChatMessage, Role};
+use koe::model::spend_guard::{GuardedStream, SpendApi, SpendGuard, prompt_tokens, token_bound};
 use koe::model::{ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel, Usage};
-use koe::spend_guard::{GuardedStream, SpendApi, SpendGuard, prompt_tokens, token_bound};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;

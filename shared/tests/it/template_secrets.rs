@@ -1,10 +1,10 @@
 //! The template's secrets: no secret reaches a function as a plain environment variable; each
-//! function gets the ARNs of the secrets it needs (`<VAR>_SECRET_ARN`, read by `koe::secrets`)
+//! function gets the ARNs of the secrets it needs (`<VAR>_SECRET_ARN`, read by `koe::platform::secrets`)
 //! and its role may read exactly those secrets, each a Secrets Manager secret of the stack.
 
 use std::collections::BTreeSet;
 
-use koe::secrets::{NOT_SET, SECRET_VARS};
+use koe::platform::secrets::{NOT_SET, SECRET_VARS};
 use koe_testkit::template::{load_yaml, resources_of_type};
 use serde_norway::Value;
 

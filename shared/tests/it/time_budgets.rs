@@ -1,13 +1,13 @@
 //! Time budgets add up where no deadline cuts: a dispatch run, the streamed chat, and the
-//! provider's budget of chat and agent before their deadline (`koe::budgets`, from the code's
+//! provider's budget of chat and agent before their deadline (`koe::app::budgets`, from the code's
 //! own timeouts and retries) fit their timeouts in `template.yaml`, and, behind API Gateway,
 //! its integration timeout; every other function is an endpoint that spends its deadline
 //! (`deadlines.rs` measures them). Code and template agree on the provider budget's bounds.
 
 use std::time::Duration;
 
-use koe::budgets::{Budget, GATEWAY_TIMEOUT, at_the_limits, worst_cases};
-use koe::config::{DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS};
+use koe::app::budgets::{Budget, GATEWAY_TIMEOUT, at_the_limits, worst_cases};
+use koe::platform::config::{DEFAULT_PROVIDER_TIMEOUT_MS, MAX_PROVIDER_TIMEOUT_MS};
 use koe_testkit::template::{load_yaml, resources_of_type};
 
 fn timeout(template: &serde_norway::Value, id: &str) -> Duration {
@@ -79,9 +79,11 @@ fn code_and_template_agree_on_the_provider_budget() {
         Some(DEFAULT_PROVIDER_TIMEOUT_MS)
     );
     // The code refuses what the template refuses.
-    let vars = koe::config::Vars::from_pairs(&[("PROVIDER_TIMEOUT_MS", "25001")]);
+    let vars = koe::platform::config::Vars::from_pairs(&[("PROVIDER_TIMEOUT_MS", "25001")]);
     assert_eq!(
-        koe::config::OpenAiConfig::from_vars(&vars).unwrap_err().var,
+        koe::platform::config::OpenAiConfig::from_vars(&vars)
+            .unwrap_err()
+            .var,
         "PROVIDER_TIMEOUT_MS"
     );
 }

@@ -4,10 +4,12 @@
 //! unless `PUSH_SENDER=log`. Functions that need none of these start.
 
 use koe::App;
-use koe::config::Vars;
-use koe::routes::{
-    CancelCall, ConfirmCall, CreateCall, Dispatch, Endpoint, GetCall, Health, Info, PutDevice,
-};
+use koe::app::ports::Served;
+use koe::calls::api::{CancelCall, ConfirmCall, CreateCall, GetCall};
+use koe::chat::api::{Health, Info};
+use koe::devices::api::PutDevice;
+use koe::dispatch::api::Dispatch;
+use koe::platform::config::Vars;
 
 fn vars(pairs: &[(&str, &str)]) -> Vars {
     let mut all = vec![
@@ -19,7 +21,7 @@ fn vars(pairs: &[(&str, &str)]) -> Vars {
 }
 
 /// The variable a Lambda's start-up names, or None if it starts.
-async fn lambda_refusal<E: Endpoint>(pairs: &[(&str, &str)]) -> Option<&'static str> {
+async fn lambda_refusal<E: Served>(pairs: &[(&str, &str)]) -> Option<&'static str> {
     App::lambda(vars(pairs))
         .service::<E>()
         .await
@@ -27,7 +29,7 @@ async fn lambda_refusal<E: Endpoint>(pairs: &[(&str, &str)]) -> Option<&'static 
         .map(|e| e.var)
 }
 
-async fn local_starts<E: Endpoint>(pairs: &[(&str, &str)]) -> bool {
+async fn local_starts<E: Served>(pairs: &[(&str, &str)]) -> bool {
     App::local(vars(pairs)).service::<E>().await.is_ok()
 }
 

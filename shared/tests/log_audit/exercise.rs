@@ -3,8 +3,8 @@
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::platform::config::{Config, Vars};
 use koe_testkit::harness::issued_step_ids_with;
 use koe_testkit::oidc::{self, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;

@@ -20,7 +20,7 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(koe::aws_http::sdk_http_client())
+        .http_client(koe::platform::aws_http::sdk_http_client())
         .load()
         .await;
     let client = aws_sdk_dynamodb::Client::new(&config);

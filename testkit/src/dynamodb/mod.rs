@@ -118,7 +118,7 @@ pub fn production_like_client(endpoint: &str) -> Client {
 pub fn config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
     aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .http_client(koe::aws_http::sdk_http_client())
+        .http_client(koe::platform::aws_http::sdk_http_client())
         .region(Region::new(REGION))
         .credentials_provider(Credentials::new(
             ACCESS_KEY,

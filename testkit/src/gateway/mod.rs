@@ -14,10 +14,13 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use koe::App;
-use koe::config::ConfigError;
-use koe::edge::Service;
-use koe::lambda::dispatch;
-use koe::routes::{Api, Dispatch, Endpoint, Visit};
+use koe::app::Visit;
+use koe::app::edge::Service;
+use koe::app::lambda::dispatch;
+use koe::app::ports::Served;
+use koe::dispatch::api::Dispatch;
+use koe::platform::config::ConfigError;
+use koe::platform::endpoint::{Api, Endpoint};
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::request::LambdaRequest;
 use lambda_http::{Adapter, Service as _};
@@ -64,12 +67,12 @@ struct Front {
 
 /// Builds every endpoint's function from `app` and serves both APIs on free loopback ports.
 ///
-/// Per request: the route table (`koe::routes::find`) picks the function, or API Gateway's
+/// Per request: the route table (`koe::app::find`) picks the function, or API Gateway's
 /// own 404 answers; a body over API Gateway's 10 MB cap gets its 413. The request becomes the
 /// event JSON API Gateway would send ([`event`]); an HTTP function reads it as the runtime does
 /// (`LambdaEvent<LambdaRequest>` from the bytes) through `lambda_http::Adapter`, the service
 /// `lambda_http::run` wraps around `handle_event`; the dispatch function gets it as
-/// `LambdaEvent<serde_json::Value>` through `koe::lambda::dispatch::handle`. The JSON the
+/// `LambdaEvent<serde_json::Value>` through `koe::app::lambda::dispatch::handle`. The JSON the
 /// function hands back becomes the HTTP answer as API Gateway makes it ([`http_response`]).
 pub async fn start(app: App) -> Result<Gateway, ConfigError> {
     let functions = functions(&app).await?;
@@ -103,7 +106,7 @@ async fn functions(app: &App) -> Result<BTreeMap<&'static str, Function>, Config
     >;
     struct Build<'a>(&'a App, Vec<Building<'a>>);
     impl<'a> Visit for Build<'a> {
-        fn visit<E: Endpoint>(&mut self) {
+        fn visit<E: Served>(&mut self) {
             let app = self.0;
             self.1.push(Box::pin(async move {
                 let function = if TypeId::of::<E>() == TypeId::of::<Dispatch>() {
@@ -116,7 +119,7 @@ async fn functions(app: &App) -> Result<BTreeMap<&'static str, Function>, Config
         }
     }
     let mut build = Build(app, Vec::new());
-    koe::routes::each(&mut build);
+    koe::app::each(&mut build);
     let mut functions = BTreeMap::new();
     for building in build.1 {
         let (binary, function) = building.await?;
@@ -125,7 +128,7 @@ async fn functions(app: &App) -> Result<BTreeMap<&'static str, Function>, Config
     Ok(functions)
 }
 
-/// An HTTP function: what `koe::lambda::http::run` hands to `lambda_http::run`, called
+/// An HTTP function: what `koe::app::lambda::http::run` hands to `lambda_http::run`, called
 /// the way the runtime calls it.
 fn http_function<E: Endpoint>(service: Arc<Service<E>>) -> Function {
     Arc::new(move |event: Vec<u8>, context: Context| {
@@ -138,7 +141,7 @@ fn http_function<E: Endpoint>(service: Arc<Service<E>>) -> Function {
                     let service = service.clone();
                     async move {
                         Ok::<_, Infallible>(
-                            koe::lambda::http::handle_event(&service, request).await,
+                            koe::app::lambda::http::handle_event(&service, request).await,
                         )
                     }
                 },
@@ -150,7 +153,7 @@ fn http_function<E: Endpoint>(service: Arc<Service<E>>) -> Function {
     })
 }
 
-/// The dispatch function: raw JSON events through `koe::lambda::dispatch::handle`.
+/// The dispatch function: raw JSON events through `koe::app::lambda::dispatch::handle`.
 fn dispatch_function(service: Arc<Service<Dispatch>>) -> Function {
     Arc::new(move |event: Vec<u8>, context: Context| {
         let service = service.clone();
@@ -198,7 +201,7 @@ impl Front {
             Err(e) if e.is::<LengthLimitError>() => return too_large(&request_id),
             Err(_) => return gateway_error(StatusCode::BAD_REQUEST, "Bad Request", &request_id),
         };
-        let Ok(route) = koe::routes::find(self.api, &parts.method, parts.uri.path()) else {
+        let Ok(route) = koe::app::find(self.api, &parts.method, parts.uri.path()) else {
             return gateway_error(StatusCode::NOT_FOUND, "Not Found", &request_id);
         };
         let function = self.functions[route.binary].clone();

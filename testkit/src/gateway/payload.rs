@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 use http_body_util::Full;
-use koe::routes::Route;
+use koe::platform::endpoint::Route;
 use serde_json::{Map, Value, json};
 
 use super::Answer;

@@ -49,7 +49,7 @@ pub fn issued_step_ids_with(
         })
         .collect();
     let device = DeviceId::parse("deviceId", device).expect("a valid device id");
-    StepSigner::new(koe::config::Secret::new(TEST_STEP_KEY)).sign_plan(
+    StepSigner::new(koe::platform::config::Secret::new(TEST_STEP_KEY)).sign_plan(
         &mut plan,
         &device.log_hash(salt),
         now,

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use koe::App;
-use koe::clock::Clock;
-use koe::config::Vars;
+use koe::app::ports::Adapters;
 use koe::domain::device::{Device, DeviceId};
-use koe::metrics::MemorySink;
+use koe::platform::clock::Clock;
+use koe::platform::config::Vars;
+use koe::platform::metrics::MemorySink;
 use koe::push::PushSender;
-use koe::routes::Adapters;
 use koe::store::Store;
 
 use crate::events::RecordingEventBus;
@@ -31,7 +31,7 @@ pub enum Front {
     /// koe-local: axum, the route table, each endpoint's service.
     Local,
     /// A stand-in API Gateway HTTP API, payload v2 events, lambda_http and the Lambda
-    /// glue (`koe::lambda`), as deployed ([`crate::gateway`]).
+    /// glue (`koe::app::lambda`), as deployed ([`crate::gateway`]).
     Lambda,
 }
 

@@ -1,6 +1,6 @@
 //! A loopback HTTP/2 server that breaks a push request the ways a connection to APNs can break,
 //! or answers it as APNs refuses a push, and the production client's answer to it: a push pool of
-//! `koe::push::apns` connections as the dispatcher is wired (`koe::wiring`), pointed at this
+//! `koe::push::apns` connections as the dispatcher is wired (`koe::app::wiring`), pointed at this
 //! server over plain TCP instead of Apple over TLS. The server counts the requests it read in
 //! full, so a test knows whether APNs could have delivered the push.
 
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use koe::config::{ApnsConfig, Secret};
+use koe::platform::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
 use koe::push::connection::{ApnsHost, ConnectionTimings};
 use koe::push::pool::{PoolSettings, PushPool};

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use koe::clock::Clock;
 use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::platform::clock::Clock;
 use koe::push::{AlertPush, PushError, PushSender, VoipPush};
 
 /// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the

@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use koe::clock::SystemClock;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::{Device, DeviceId};
 use koe::domain::reservation::{CallId, ReservationStatus};
+use koe::platform::clock::SystemClock;
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::push::{PushError, PushSender, VoipPush};
 use koe::store::ConfirmAnswer;

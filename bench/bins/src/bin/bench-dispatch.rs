@@ -21,10 +21,10 @@ use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
-use koe::clock::{Clock, SystemClock};
-use koe::config::Vars;
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
+use koe::platform::clock::{Clock, SystemClock};
+use koe::platform::config::Vars;
 use koe::store::prelude::*;
 use koe_local::LocalConfig;
 use koe_testkit::push::RecordingPushSender;
@@ -118,7 +118,7 @@ async fn main() -> ExitCode {
     let Some(options) = koe_bench::parsed(parse_args(), "bench-dispatch", Some(USAGE)) else {
         return ExitCode::from(2);
     };
-    koe::telemetry::init_local();
+    koe::platform::telemetry::init_local();
     let n = options.calls;
 
     let store: Arc<dyn Store> = if options.store == "dynamodb" {

@@ -2,8 +2,8 @@
 //!
 //! CloudWatch bills a custom metric (namespace, name and dimension values) for each hour in
 //! which it receives a datapoint. Three hours are played minute by minute through the code that
-//! writes the records (`koe::dispatch::metrics::records`, `koe::edge::request_record`,
-//! `koe::handlers::confirm::confirmed_record`, the spend guard on the in-memory store), and the
+//! writes the records (`koe::dispatch::metrics::records`, `koe::app::edge::request_record`,
+//! `koe::calls::confirm::confirmed_record`, the spend guard on the in-memory store), and the
 //! distinct metrics of their EMF lines are counted (`koe_testkit::emf`, the specification's
 //! reading of a line):
 //! - idle: the dispatcher runs every minute and finds nothing; no request;
@@ -22,9 +22,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use koe::dispatch::RunReport;
 use koe::domain::chat::{ChatMessage, Role};
-use koe::metrics::{MemorySink, Metrics, Record};
 use koe::model::ModelRequest;
-use koe::spend_guard::{SpendApi, SpendGuard};
+use koe::model::spend_guard::{SpendApi, SpendGuard};
+use koe::platform::metrics::{MemorySink, Metrics, Record};
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::cloudwatch::MetricId;
@@ -150,11 +150,7 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
             let confirmed: Vec<Record> = (0..run.sent / 3)
                 .map(|i| {
                     let latency_ms = i64::from(400 + i % 900);
-                    koe::handlers::confirm::confirmed_record(
-                        &function("confirm-call"),
-                        at,
-                        latency_ms,
-                    )
+                    koe::calls::confirm::confirmed_record(&function("confirm-call"), at, latency_ms)
                 })
                 .collect();
             published.add("Koe/Dispatch, confirm-call", &confirmed);
@@ -165,7 +161,7 @@ fn dispatch(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
 /// The functions that answer HTTP requests: every route's, and the streamed chat's (behind its
 /// function URL, not among the routes).
 fn http_functions() -> Vec<&'static str> {
-    let stream = <koe::routes::ChatStream as koe::Endpoint>::ROUTE.binary;
+    let stream = <koe::chat::api::ChatStream as koe::Endpoint>::ROUTE.binary;
     let mut binaries: Vec<&str> = koe::ROUTES.iter().map(|r| r.binary).collect();
     binaries.push(stream);
     binaries
@@ -186,7 +182,7 @@ fn requests(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
         let at = start + Duration::milliseconds(i64::from(i) * 3_600_000 / i64::from(per_hour));
         let latency = i64::from(20 + i % 300);
         let status = http::StatusCode::OK;
-        records.push(koe::edge::request_record(
+        records.push(koe::app::edge::request_record(
             &function(binary),
             at,
             latency,
@@ -196,7 +192,7 @@ fn requests(hour: Hour, start: DateTime<Utc>, published: &mut Published) {
     if hour == Hour::Faulty {
         for binary in all {
             for status in [http::StatusCode::BAD_REQUEST, http::StatusCode::BAD_GATEWAY] {
-                records.push(koe::edge::request_record(
+                records.push(koe::app::edge::request_record(
                     &function(binary),
                     start,
                     9,

@@ -126,7 +126,7 @@ impl DynamoStore {
     /// the SDK's standard retries (3 attempts) inside a short overall timeout.
     pub async fn from_env(tables: TableNames) -> DynamoStore {
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(crate::aws_http::sdk_http_client())
+            .http_client(crate::platform::aws_http::sdk_http_client())
             .timeout_config(DynamoStore::timeouts())
             .load()
             .await;

@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use chrono::{DateTime, Utc};
 use koe::dispatch::RunReport;
-use koe::metrics::Record;
-use koe::metrics::catalogue::{self, DISPATCH};
+use koe::platform::metrics::Record;
+use koe::platform::metrics::catalogue::{self, DISPATCH};
 use koe_testkit::cloudwatch::{MetricId, Samples};
 
 use super::STACK;
@@ -61,10 +61,10 @@ pub fn dynamodb(name: &str, table: &str, index: Option<&str>) -> MetricId {
 }
 
 /// A minute taken past the calls table's write budget, as the create that took it past writes
-/// it (`koe::handlers::capacity::over_capacity_record`).
+/// it (`koe::calls::capacity::over_capacity_record`).
 pub fn minute_over_capacity(samples: &mut Samples, minute: u32) {
     let function = format!("{STACK}-create-call");
-    let record = koe::handlers::capacity::over_capacity_record(&function, at(minute));
+    let record = koe::calls::capacity::over_capacity_record(&function, at(minute));
     publish(samples, minute, &[record]);
 }
 
@@ -156,27 +156,27 @@ pub fn on_time(count: u32, minute: u32) -> Vec<i64> {
 }
 
 /// Requests answered by `function` in `minute`, each `(latency ms, status)`, as the service
-/// writes their records (`koe::edge::request_record`).
+/// writes their records (`koe::app::edge::request_record`).
 pub fn requests(samples: &mut Samples, function: &str, minute: u32, answers: &[(i64, u16)]) {
     let function = format!("{STACK}-{function}");
     let records: Vec<Record> = answers
         .iter()
         .map(|&(latency_ms, status)| {
             let status = http::StatusCode::from_u16(status).unwrap();
-            koe::edge::request_record(&function, at(minute), latency_ms, status)
+            koe::app::edge::request_record(&function, at(minute), latency_ms, status)
         })
         .collect();
     publish(samples, minute, &records);
 }
 
 /// `count` first confirmations of calls in `minute`, as the confirm function writes them
-/// (`koe::handlers::confirm::confirmed_record`: a repeat writes nothing).
+/// (`koe::calls::confirm::confirmed_record`: a repeat writes nothing).
 pub fn confirmations(samples: &mut Samples, minute: u32, count: u32) {
     let function = format!("{STACK}-confirm-call");
     let records: Vec<Record> = (0..count)
         .map(|i| {
             let latency_ms = i64::from(400 + (i * 37 + minute) % 900);
-            koe::handlers::confirm::confirmed_record(&function, at(minute), latency_ms)
+            koe::calls::confirm::confirmed_record(&function, at(minute), latency_ms)
         })
         .collect();
     publish(samples, minute, &records);

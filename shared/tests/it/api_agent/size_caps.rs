@@ -1,11 +1,11 @@
 //! The body cap against the field caps: the largest round 2 fits, one byte more does not.
 
+use koe::agent::api::AGENT_BODY_LIMIT;
 use koe::domain::agent::{
     MAX_DATETIME_CHARS, MAX_EVENTS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS,
     MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
 };
 use koe::domain::device::MAX_DEVICE_ID_CHARS;
-use koe::routes::AGENT_BODY_LIMIT;
 use koe_testkit::harness::{error_body, issued_step_ids_with};
 use serde_json::json;
 

@@ -1,8 +1,8 @@
 //! GET /calls: the reservation in each state, the device id in the query.
 
 use chrono::Duration;
-use koe::clock::Clock;
 use koe::domain::reservation::RunToken;
+use koe::platform::clock::Clock;
 use koe::store::Outcome;
 use koe_testkit::harness::{error_body, invalid_field, send};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::clock::Clock;
+use koe::platform::clock::Clock;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::harness::{TestApp, error_body, invalid_field, spawn_app_with};
 use serde_json::{Value, json};

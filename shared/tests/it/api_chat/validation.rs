@@ -1,7 +1,7 @@
 //! Invalid chat requests: every bad input and every cap is 400 and never reaches the provider.
 
+use koe::chat::api::CHAT_BODY_LIMIT;
 use koe::domain::chat::{MAX_CONTENT_CHARS, MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
-use koe::routes::CHAT_BODY_LIMIT;
 use koe_testkit::harness::{TestApp, error_body, spawn_app};
 use serde_json::{Value, json};
 

@@ -3,14 +3,15 @@
 use std::collections::BTreeSet;
 
 use koe::ROUTES;
-use koe::routes::{Endpoint, STREAMED, StreamedFunction, Visit};
+use koe::app::ports::Served;
+use koe::app::{STREAMED, StreamedFunction, Visit};
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
 use super::{function_timeout, str_at, template_functions};
 
 /// Each function of `template.yaml` is deployable as built: a binary in `functions/src/bin` (and
-/// no binary without a function), which runs its own constructor in `koe::wiring`
+/// no binary without a function), which runs its own constructor in `koe::app::wiring`
 /// (`lambda_fixtures.rs` runs every fixture through those constructors and checks their
 /// endpoints), at
 /// least one route in the route table (the dispatcher also its schedule, with its own fixture),
@@ -56,12 +57,12 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
                 .unwrap();
         if binary == "dispatch" {
             assert!(
-                source.contains("koe::lambda::dispatch::run()"),
+                source.contains("koe::app::lambda::dispatch::run()"),
                 "{binary}.rs"
             );
         } else {
             let endpoint = &endpoint_types()[binary.as_str()];
-            let run = format!("koe::lambda::http::run::<koe::routes::{endpoint}>()");
+            let run = format!("::api::{endpoint}>().await");
             assert!(
                 source.contains(&run),
                 "functions/src/bin/{binary}.rs must call {run}"
@@ -137,7 +138,7 @@ fn every_template_function_has_a_binary_a_route_and_a_fixture() {
     }
 }
 
-/// A streamed function (`koe::routes::STREAMED`): its binary runs its entrypoint, it has a
+/// A streamed function (`koe::app::STREAMED`): its binary runs its entrypoint, it has a
 /// function URL with response streaming and no API route, and a fixture (the URL's payload v2
 /// event for the route, asking for events); every streamed function is in the template.
 fn check_streamed_function(template: &Value, streamed: &StreamedFunction, binary: &str) {
@@ -188,17 +189,17 @@ fn every_streamed_function_is_in_the_template() {
     }
 }
 
-/// Each endpoint's binary name and the name of its type in `koe::routes`.
+/// Each endpoint's binary name and the name of its type in its feature's `api`.
 fn endpoint_types() -> std::collections::BTreeMap<&'static str, &'static str> {
     struct Names(std::collections::BTreeMap<&'static str, &'static str>);
     impl Visit for Names {
-        fn visit<E: Endpoint>(&mut self) {
+        fn visit<E: Served>(&mut self) {
             let name = std::any::type_name::<E>().rsplit("::").next().unwrap();
             self.0.insert(E::ROUTE.binary, name);
         }
     }
     let mut names = Names(Default::default());
-    koe::routes::each(&mut names);
+    koe::app::each(&mut names);
     names.0
 }
 
@@ -216,11 +217,11 @@ fn function_timeouts_fit_their_work() {
         assert!(timeout(id) < 29, "{id}");
         assert!(max_budget_ms + 2_000 <= timeout(id) * 1000, "{id}");
     }
-    let window = koe::config::DEFAULT_DISPATCH_WINDOW.as_secs();
+    let window = koe::platform::config::DEFAULT_DISPATCH_WINDOW.as_secs();
     assert!(timeout("DispatchFunction") > window + 10);
     assert!(timeout("DispatchPartFunction") > window + 10);
     // Nothing needs more than two minutes (the dispatch runs: a 70 s window, then the last
-    // call's outcome retried for 10 s; shared/src/budgets.rs has the exact figures).
+    // call's outcome retried for 10 s; shared/src/app/budgets.rs has the exact figures).
     for (id, _) in template_functions(&template) {
         assert!(timeout(&id) <= 120, "{id}");
     }

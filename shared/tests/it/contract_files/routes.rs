@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use koe::ROUTES;
-use koe::handlers::error::ErrorCode;
+use koe::platform::error::ErrorCode;
 use koe_testkit::template::{load_yaml, repo_root};
 use serde_norway::Value;
 
@@ -148,13 +148,13 @@ fn every_routes_timeout_is_its_functions_timeout_in_the_template() {
     let template = load_yaml("template.yaml");
     let timeout = |id: &str| function_timeout(&template, id);
     struct Timeouts(Vec<(&'static str, u64)>);
-    impl koe::routes::Visit for Timeouts {
-        fn visit<E: koe::Endpoint>(&mut self) {
+    impl koe::app::Visit for Timeouts {
+        fn visit<E: koe::app::ports::Served>(&mut self) {
             self.0.push((E::ROUTE.function, E::ROUTE.timeout.as_secs()));
         }
     }
     let mut found = Timeouts(Vec::new());
-    koe::routes::each(&mut found);
+    koe::app::each(&mut found);
     assert!(found.0.len() >= ROUTES.len(), "{:?}", found.0);
     for (function, secs) in found.0 {
         assert_eq!(

@@ -91,7 +91,7 @@ fn env_json_covers_every_function_with_variables_sam_applies() {
                 "env.json sets {name} for {id}, which template.yaml does not declare for it"
             );
         }
-        for (var, _) in koe::secrets::SECRET_VARS {
+        for (var, _) in koe::platform::secrets::SECRET_VARS {
             assert!(
                 !section.contains_key(var),
                 "env.json gives {id} the secret {var} as a value: name its ARN instead"

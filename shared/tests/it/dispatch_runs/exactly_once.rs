@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, FixedOffset};
-use koe::clock::Clock;
 use koe::dispatch::InFlight;
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::{ReservationStatus, RunToken};
+use koe::platform::clock::Clock;
 use koe::store::{ClaimAnswer, ClaimMark};
 use koe_testkit::harness::{send, spawn_app_with};
 

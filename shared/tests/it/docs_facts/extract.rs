@@ -77,7 +77,7 @@ pub fn path_like(span: &str) -> Option<&str> {
 }
 
 /// A Rust path's segments (`koe::push::pool::PushPool`, `dispatch::run()`,
-/// `koe::lambda::http::run::<koe::routes::Chat>()` → `koe, lambda, http, run`),
+/// `koe::app::lambda::http::run::<koe::chat::api::Chat>()` → `koe, lambda, http, run`),
 /// when it starts with a lowercase name.
 pub fn module_path(span: &str) -> Option<Vec<&str>> {
     let span = span.split("::<").next().unwrap_or("");
@@ -264,8 +264,8 @@ mod tests {
             Some(vec!["dispatch", "run"])
         );
         assert_eq!(
-            module_path("koe::lambda::http::run::<koe::routes::Chat>()"),
-            Some(vec!["koe", "lambda", "http", "run"])
+            module_path("koe::app::lambda::http::run::<koe::chat::api::Chat>()"),
+            Some(vec!["koe", "app", "lambda", "http", "run"])
         );
         for not in ["Store::release_claim", "koe", "a::b c", "x::"] {
             assert_eq!(module_path(not), None, "{not}");

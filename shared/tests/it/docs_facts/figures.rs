@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use koe::config::{ApnsPoolConfig, Config, Vars};
+use koe::platform::config::{ApnsPoolConfig, Config, Vars};
 
 use koe_testkit::template::repo_root;
 
@@ -237,12 +237,12 @@ fn figures() -> Vec<Figure> {
         },
         Figure {
             name: "MARGIN, s",
-            value: secs(koe::deadline::MARGIN),
+            value: secs(koe::platform::deadline::MARGIN),
             phrases: &["{} s before it (`MARGIN`)"],
         },
         Figure {
             name: "ANSWER_RESERVE, s",
-            value: secs(koe::deadline::ANSWER_RESERVE),
+            value: secs(koe::platform::deadline::ANSWER_RESERVE),
             phrases: &["{} s before that (`ANSWER_RESERVE`"],
         },
         Figure {
@@ -411,7 +411,7 @@ fn the_dispatchers_units_per_call_are_its_tables() {
 
 #[test]
 fn the_gateway_timeout_is_named_with_its_constant() {
-    let budget = koe::budgets::GATEWAY_TIMEOUT.as_secs();
+    let budget = koe::app::budgets::GATEWAY_TIMEOUT.as_secs();
     let mut problems = Vec::new();
     for (file, text) in markdown() {
         let lines: Vec<&str> = text.lines().collect();
@@ -459,7 +459,7 @@ fn the_templates_header_leaves_timeouts_to_the_functions() {
     assert!(
         stated.is_empty(),
         "template.yaml's header states timeouts {stated:?}: each function's `Timeout` is the \
-         fact (held to shared/src/budgets.rs by time_budgets.rs), the header points to it"
+         fact (held to shared/src/app/budgets.rs by time_budgets.rs), the header points to it"
     );
 }
 

@@ -1,5 +1,5 @@
 //! The docs state what the code does, where a machine can tell: in README.md and `docs/*.md`
-//! every backticked UPPER_SNAKE word is an error code of `koe::handlers::error::ErrorCode`, a variable
+//! every backticked UPPER_SNAKE word is an error code of `koe::platform::error::ErrorCode`, a variable
 //! the code reads, a constant of the code or an allowed outside name; every default of
 //! docs/configuration.md's table is the code's; every repository path and every `koe::` module
 //! path named exists (in the library's doc comments too); every `cargo ... -p NAME` names a
@@ -35,7 +35,7 @@ fn markdown() -> Vec<(PathBuf, String)> {
 }
 
 /// Rust files whose doc comments are held to the paths and modules they name.
-const COMMENTED_SOURCES: &[&str] = &["shared/src/lib.rs", "shared/src/routes/mod.rs"];
+const COMMENTED_SOURCES: &[&str] = &["shared/src/lib.rs", "shared/src/app/mod.rs"];
 
 /// The markdown, and the doc comments of [`COMMENTED_SOURCES`] as markdown.
 fn prose() -> Vec<(PathBuf, String)> {

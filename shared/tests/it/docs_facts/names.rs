@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use koe::config::{ApnsPoolConfig, AwsConfig, Config, LogConfig, PushSenderChoice, Vars};
-use koe::handlers::error::ErrorCode;
+use koe::platform::config::{ApnsPoolConfig, AwsConfig, Config, LogConfig, PushSenderChoice, Vars};
+use koe::platform::error::ErrorCode;
 use koe_testkit::template::repo_root;
 
 use super::extract::{
@@ -53,8 +53,8 @@ fn error_codes() -> BTreeSet<String> {
 
 /// The files that read the configuration: each section, koe-local's, the wiring's.
 fn config_sources() -> Vec<String> {
-    let mut files = rust_files("shared/src/config");
-    files.extend(rust_files("shared/src/wiring"));
+    let mut files = rust_files("shared/src/platform/config");
+    files.extend(rust_files("shared/src/app/wiring"));
     files.push(repo_root().join("koe-local/src/lib.rs"));
     files
         .iter()

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use koe::routes::{Api, STREAMED};
+use koe::app::STREAMED;
+
+use koe::platform::endpoint::Api;
 use koe::{ROUTES, Route};
 use koe_testkit::template::repo_root;
 
@@ -85,14 +87,16 @@ fn code_keys() -> BTreeSet<String> {
     routes.chain(streamed).collect()
 }
 
-/// The source of `impl Endpoint for NAME` up to the next endpoint, in `shared/src/routes/`.
+/// The source of `impl Endpoint for NAME` up to the next endpoint, in a feature's `api.rs`.
 fn endpoint_source(name: &str) -> Option<String> {
     let needle = format!("impl Endpoint for {name} {{");
-    ["chat_api.rs", "agent_api.rs"].iter().find_map(|file| {
-        let text = read(&Path::new("shared/src/routes").join(file));
-        let rest = text.split(&needle).nth(1)?;
-        Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
-    })
+    ["chat", "agent", "devices", "calls", "dispatch"]
+        .iter()
+        .find_map(|feature| {
+            let text = read(&Path::new("shared/src").join(feature).join("api.rs"));
+            let rest = text.split(&needle).nth(1)?;
+            Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
+        })
 }
 
 #[test]
@@ -121,9 +125,7 @@ fn the_route_table_is_the_route_list() {
         let stem = Path::new(&row.handler)
             .file_stem()
             .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        if !row.handler.starts_with("shared/src/handlers/")
-            || !repo_root().join(&row.handler).is_file()
-        {
+        if !row.handler.starts_with("shared/src/") || !repo_root().join(&row.handler).is_file() {
             problems.push(format!(
                 "{PAGE}: {}: no handler file {}",
                 row.endpoint, row.handler
@@ -140,7 +142,7 @@ fn the_route_table_is_the_route_list() {
                 }
                 // The streamed endpoint's handler is the stream's (`edge::stream`).
                 let streamed = row.api == "function URL";
-                if !streamed && !source.contains(&format!("handlers::{stem}::")) {
+                if !streamed && !source.contains(&format!("{stem}::")) {
                     problems.push(format!(
                         "{PAGE}: {}'s handle calls nothing in {}",
                         row.endpoint, row.handler
@@ -156,7 +158,7 @@ fn the_route_table_is_the_route_list() {
 fn table_rows_read_the_cells_under_the_heading() {
     let text = "# P\n\n## The route table\n\nText.\n\n| method | path | API | endpoint | handler | binary | function |\n\
                 | --- | --- | --- | --- | --- | --- | --- |\n\
-                | GET | /health | chat | `Health` | `shared/src/handlers/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
+                | GET | /health | chat | `Health` | `shared/src/chat/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
     let rows = table_rows(text);
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -169,5 +171,5 @@ fn table_rows_read_the_cells_under_the_heading() {
         ),
         "GET /health (chat) health HealthFunction"
     );
-    assert_eq!(rows[0].handler, "shared/src/handlers/meta.rs");
+    assert_eq!(rows[0].handler, "shared/src/chat/meta.rs");
 }

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use koe::clock::SystemClock;
-use koe::config::{Config, Vars};
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::platform::clock::SystemClock;
+use koe::platform::config::{Config, Vars};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
 use koe_testkit::dynamodb::{self, DynamoDbLocal};

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use koe::clock::SystemClock;
-use koe::config::dispatch::store_concurrency_for;
-use koe::config::{Config, DispatchConfig, Vars};
 use koe::dispatch::Dispatcher;
+use koe::platform::clock::SystemClock;
+use koe::platform::config::dispatch::store_concurrency_for;
+use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::push::PushSender;
 use koe::push::pool::{PoolSettings, PushPool};
 use koe::store::memory::MemoryStore;

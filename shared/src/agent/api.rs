@@ -1,0 +1,84 @@
+//! POST /agent's definition: its route, body cap and ports, and its handler's call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+
+use crate::agent::binding::StepSigner;
+use crate::model::ModelProvider;
+use crate::platform::clock::Clock;
+use crate::platform::config::AgentConfig;
+use crate::platform::endpoint::{Api, Auth, BODY_SLACK, Endpoint, Route, json_str};
+use crate::platform::error::ApiError;
+use crate::platform::{Request, Response};
+use crate::store::prelude::*;
+
+/// Body cap of `POST /agent`, derived as [`CHAT_BODY_LIMIT`] is. Round 2 is the larger round:
+/// the message, `MAX_STEPS` results of `MAX_EVENTS` events (title, start, end, allDay), the
+/// device and the time zone. Round 1 (message, capabilities, deviceId, timezone) is far smaller;
+/// repeated or unknown capabilities count as unknown fields.
+///
+/// ```text
+/// 51 + (2 + 4000 x 6) + 5 x (54 + (2 + 64 x 6) + 200 x (42 + (2 + 200 x 6) + 2 x (2 + 35 x 6)))
+///   + (2 + 128 x 6) + (2 + 32 x 6) + 1024 = 1 696 234 bytes (about 1.6 MiB)
+/// ```
+pub const AGENT_BODY_LIMIT: usize = {
+    use crate::domain::agent::{
+        MAX_DATETIME_CHARS, MAX_EVENTS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS,
+        MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
+    };
+    use crate::domain::device::MAX_DEVICE_ID_CHARS;
+    let event = r#"{"title":,"start":,"end":,"allDay":false},"#.len()
+        + json_str(MAX_TITLE_CHARS)
+        + 2 * json_str(MAX_DATETIME_CHARS);
+    let result = r#"{"stepId":,"tool":"calendar","output":{"events":[]}},"#.len()
+        + json_str(MAX_STEP_ID_CHARS)
+        + MAX_EVENTS * event;
+    r#"{"message":,"results":[],"deviceId":,"timezone":}"#.len()
+        + json_str(MAX_MESSAGE_CHARS)
+        + MAX_STEPS * result
+        + json_str(MAX_DEVICE_ID_CHARS)
+        + json_str(MAX_TIMEZONE_CHARS)
+        + BODY_SLACK
+};
+
+pub struct AgentPorts {
+    pub model: Arc<dyn ModelProvider>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub settings: AgentConfig,
+    /// Total time for one round's provider work.
+    pub budget: Duration,
+    /// Signs round 1's step ids and checks round 2's.
+    pub signer: StepSigner,
+}
+
+/// POST /agent: round 1 (plan or answer) or round 2 (answer from the device's tool results).
+pub struct Agent;
+
+impl Endpoint for Agent {
+    const ROUTE: Route = Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/agent",
+        function: "AgentFunction",
+        binary: "agent",
+        body_limit: AGENT_BODY_LIMIT,
+        timeout: Duration::from_secs(28),
+        auth: Auth::ApiKey,
+    };
+    type Ports = AgentPorts;
+
+    async fn handle(ports: &AgentPorts, request: Request) -> Result<Response, ApiError> {
+        let cx = crate::agent::handler::AgentContext {
+            model: ports.model.as_ref(),
+            store: ports.store.as_ref(),
+            now: ports.clock.now(),
+            settings: &ports.settings,
+            budget: ports.budget,
+            signer: &ports.signer,
+        };
+        crate::agent::handler::agent(&cx, request).await
+    }
+}

@@ -1,0 +1,161 @@
+//! The chat API's endpoints (`{base_url}`, no authentication): health, info, the error test, chat.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+
+use crate::model::{ModelProvider, StreamingModel};
+use crate::platform::config::InfoConfig;
+use crate::platform::endpoint::{
+    Api, Auth, BODY_SLACK, Endpoint, JSON_BYTES_PER_CHAR, Route, SMALL_BODY_LIMIT, json_str,
+};
+use crate::platform::error::ApiError;
+use crate::platform::{Request, Response};
+
+/// The ports of an endpoint that talks to none.
+pub struct NoPorts;
+
+pub struct InfoPorts {
+    pub info: InfoConfig,
+}
+
+pub struct ChatPorts {
+    pub model: Arc<dyn ModelProvider>,
+    /// Total time for the completion and its spend counters.
+    pub budget: std::time::Duration,
+}
+
+/// The streamed chat's ports: the same provider, as a completion (for a request that does not
+/// ask for events) and as a stream, both counted against chat's daily token ceiling.
+pub struct ChatStreamPorts {
+    pub model: Arc<dyn ModelProvider>,
+    pub stream: Arc<dyn StreamingModel>,
+    /// Total time for a JSON completion and its spend counters.
+    pub budget: std::time::Duration,
+}
+
+/// Body cap of `POST /api/chat`, derived from the field caps the parser applies, so that every
+/// body the field caps allow fits: compact JSON of the contract's fields (no unknown fields),
+/// each string character counted at [`JSON_BYTES_PER_CHAR`] bytes, plus [`BODY_SLACK`]:
+///
+/// ```text
+/// {"messages":[]  +  MAX_MESSAGES x {"role":"assistant","content":""},
+///   +  MAX_TOTAL_CONTENT_CHARS x 6  +  ,"model":"gpt-4o-mini","maxTokens":4096}  +  slack
+/// = 14 + 100 x 34 + 128 000 x 6 + 40 + 1024 = 772 478 bytes (about 0.74 MiB)
+/// ```
+pub const CHAT_BODY_LIMIT: usize = {
+    use crate::domain::chat::{MAX_MESSAGES, MAX_TOTAL_CONTENT_CHARS};
+    let message = r#"{"role":"assistant","content":}"#.len() + 1 + json_str(0);
+    r#"{"messages":[]"#.len()
+        + MAX_MESSAGES * message
+        + MAX_TOTAL_CONTENT_CHARS * JSON_BYTES_PER_CHAR
+        + r#","model":"gpt-4o-mini","maxTokens":4096}"#.len()
+        + BODY_SLACK
+};
+
+const fn chat_route(
+    method: Method,
+    path: &'static str,
+    function: &'static str,
+    binary: &'static str,
+    timeout_secs: u64,
+) -> Route {
+    Route {
+        api: Api::Chat,
+        method,
+        path,
+        function,
+        binary,
+        body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(timeout_secs),
+        auth: Auth::None,
+    }
+}
+
+/// GET /health.
+pub struct Health;
+
+impl Endpoint for Health {
+    const ROUTE: Route = chat_route(Method::GET, "/health", "HealthFunction", "health", 5);
+    type Ports = NoPorts;
+
+    async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
+        Ok(crate::chat::meta::health())
+    }
+}
+
+/// GET /api/info.
+pub struct Info;
+
+impl Endpoint for Info {
+    const ROUTE: Route = chat_route(Method::GET, "/api/info", "InfoFunction", "info", 5);
+    type Ports = InfoPorts;
+
+    async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
+        Ok(crate::chat::meta::info(&ports.info))
+    }
+}
+
+/// GET /api/error: fails on purpose, so the team can see notifications arrive.
+pub struct ErrorTest;
+
+impl Endpoint for ErrorTest {
+    const ROUTE: Route = chat_route(
+        Method::GET,
+        "/api/error",
+        "ErrorTestFunction",
+        "error-test",
+        5,
+    );
+    type Ports = NoPorts;
+
+    async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
+        Err(crate::chat::meta::error_test())
+    }
+}
+
+/// POST /api/chat.
+pub struct Chat;
+
+impl Endpoint for Chat {
+    const ROUTE: Route = Route {
+        api: Api::Chat,
+        method: Method::POST,
+        path: "/api/chat",
+        function: "ChatFunction",
+        binary: "chat",
+        body_limit: CHAT_BODY_LIMIT,
+        timeout: Duration::from_secs(28),
+        auth: Auth::None,
+    };
+    type Ports = ChatPorts;
+
+    async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
+        crate::chat::handler::chat(ports.model.as_ref(), ports.budget, request).await
+    }
+}
+
+/// POST /api/chat as its streaming function serves it (`chat-stream`, behind a function URL:
+/// see [`super::STREAMED`]): server-sent events with `Accept: text/event-stream`
+/// (`Service<ChatStream>::handle_streaming`), else the same JSON answer as [`Chat`]. Not in the
+/// route table: the route is `Chat`'s.
+pub struct ChatStream;
+
+impl Endpoint for ChatStream {
+    const ROUTE: Route = Route {
+        api: Api::Chat,
+        method: Method::POST,
+        path: "/api/chat",
+        function: "ChatStreamFunction",
+        binary: "chat-stream",
+        body_limit: CHAT_BODY_LIMIT,
+        timeout: Duration::from_secs(35),
+        auth: Auth::None,
+    };
+    type Ports = ChatStreamPorts;
+
+    async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {
+        crate::chat::handler::chat(ports.model.as_ref(), ports.budget, request).await
+    }
+}

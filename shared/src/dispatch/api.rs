@@ -1,0 +1,52 @@
+//! POST /internal/dispatch's definition: its route (an OIDC ID token instead of the key) and
+//! ports, and its handler's call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+
+use crate::dispatch::Dispatcher;
+use crate::dispatch::oidc::TokenVerifier;
+use crate::dispatch::trigger::DispatchTrigger;
+use crate::platform::clock::Clock;
+use crate::platform::endpoint::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
+use crate::platform::error::ApiError;
+use crate::platform::{Request, Response};
+
+pub struct DispatchPorts {
+    /// Verifier of the ID tokens; `None` (no issuer configured) refuses every caller.
+    pub verifier: Option<Arc<dyn TokenVerifier>>,
+    /// Where a requested run is handed (EventBridge in a Lambda, the loop in koe-local).
+    pub trigger: Arc<dyn DispatchTrigger>,
+    pub clock: Arc<dyn Clock>,
+    /// The dispatcher the function's scheduled and requested runs use.
+    pub dispatcher: Dispatcher,
+}
+
+/// POST /internal/dispatch: an external scheduler asks for a run (OIDC ID token). The same
+/// function runs the every-minute schedule (`lambda::dispatch`).
+pub struct Dispatch;
+
+impl Endpoint for Dispatch {
+    const ROUTE: Route = Route {
+        api: Api::Agent,
+        method: Method::POST,
+        path: "/internal/dispatch",
+        function: "DispatchRouteFunction",
+        binary: "dispatch",
+        body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(10),
+        auth: Auth::Bearer,
+    };
+    type Ports = DispatchPorts;
+
+    async fn handle(ports: &DispatchPorts, request: Request) -> Result<Response, ApiError> {
+        let cx = crate::dispatch::handler::DispatchContext {
+            verifier: ports.verifier.as_deref(),
+            trigger: ports.trigger.as_ref(),
+            now: ports.clock.now(),
+        };
+        crate::dispatch::handler::request_run(&cx, request).await
+    }
+}

@@ -1,0 +1,104 @@
+//! An endpoint's one definition as the features declare it: its route (API, method, path,
+//! function, binary, body cap, timeout, authentication) and its handler over its ports. The
+//! route table that lists them all is `app`'s.
+
+use std::future::Future;
+use std::time::Duration;
+
+use http::Method;
+
+use super::error::ApiError;
+use super::{Request, Response};
+
+/// One endpoint: what a Lambda runs and what the local server routes to.
+///
+/// `Ports` are the adapters its handler talks to, as typed fields: a handler cannot reach a port
+/// its endpoint did not ask for, and a function whose ports cannot be built does not start.
+pub trait Endpoint: Send + Sync + 'static {
+    const ROUTE: Route;
+    /// What its handler is given; `app::ports` builds it from the adapters.
+    type Ports: Send + Sync + 'static;
+
+    fn handle(
+        ports: &Self::Ports,
+        request: Request,
+    ) -> impl Future<Output = Result<Response, ApiError>> + Send;
+}
+
+/// The two public bases: `{base_url}` (chat, no auth) and `{agent_url}` (agent, `X-Api-Key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Api {
+    Chat,
+    Agent,
+}
+
+impl Api {
+    /// The logical id of the API's `AWS::Serverless::HttpApi` in `template.yaml`.
+    pub fn template_id(self) -> &'static str {
+        match self {
+            Api::Chat => "ChatApi",
+            Api::Agent => "AgentApi",
+        }
+    }
+}
+
+/// How a request proves who sent it; checked before a byte of the body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    None,
+    /// `X-Api-Key`, one of `AGENT_API_KEYS`.
+    ApiKey,
+    /// `Authorization: Bearer <OIDC ID token>`: its presence here, the token in the handler.
+    Bearer,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub api: Api,
+    pub method: Method,
+    pub path: &'static str,
+    /// The function's logical id in `template.yaml`.
+    pub function: &'static str,
+    /// The binary in `functions/` that runs this endpoint as a Lambda.
+    pub binary: &'static str,
+    /// Largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// The function's `Timeout` in `template.yaml` (held to it by `contract_files`): the
+    /// deadline of a request where no Lambda context gives one (koe-local, tests).
+    pub timeout: Duration,
+    pub auth: Auth,
+}
+
+/// Worst-case bytes of one string character in a body we size for: UTF-8 is at most 4, and
+/// JSON's mandatory escapes of control characters (`\u001f`) are 6.
+pub const JSON_BYTES_PER_CHAR: usize = 6;
+/// Room for what the formulas below leave out (number forms such as `4096.0`, whitespace).
+pub const BODY_SLACK: usize = 1024;
+
+/// A JSON string of at most `chars` characters, quotes included.
+pub const fn json_str(chars: usize) -> usize {
+    2 + chars * JSON_BYTES_PER_CHAR
+}
+
+/// Body cap of every other endpoint.
+pub const SMALL_BODY_LIMIT: usize = 8 * 1024;
+
+/// A route of the agent API (`X-Api-Key`) with the small body cap.
+pub const fn agent_route(
+    method: Method,
+    path: &'static str,
+    function: &'static str,
+    binary: &'static str,
+    timeout_secs: u64,
+) -> Route {
+    Route {
+        api: Api::Agent,
+        method,
+        path,
+        function,
+        binary,
+        body_limit: SMALL_BODY_LIMIT,
+        timeout: Duration::from_secs(timeout_secs),
+        auth: Auth::ApiKey,
+    }
+}
