@@ -119,70 +119,55 @@ mod tests {
     use crate::platform::clock::utc as t;
     use crate::store::memory::MemoryStore;
 
+    /// A run started at `started` that looks back 7 minutes from `at`: the minutes it sweeps
+    /// (`from`, `until`), once it is done.
+    async fn run(
+        sweep: &Sweep,
+        store: &MemoryStore,
+        started: DateTime<Utc>,
+        at: &str,
+    ) -> (DateTime<Utc>, DateTime<Utc>) {
+        let lookback = t(at) - Duration::minutes(7);
+        let span = sweep.span(store, started, lookback).await.unwrap();
+        let swept = (span.from, span.until);
+        sweep.done(store, span, lookback).await;
+        swept
+    }
+
     #[tokio::test]
     async fn a_process_sweeps_from_the_mark_then_only_its_own_gaps() {
         let store = MemoryStore::new();
         let sweep = Sweep::default();
-        let look = |s: &str| t(s) - Duration::minutes(7);
-        // No mark yet: nothing to sweep, and the mark is set to the look-back.
-        let start = t("2026-01-01T10:00:05Z");
-        let span = sweep
-            .span(&store, start, look("2026-01-01T10:00:05Z"))
-            .await
-            .unwrap();
-        assert_eq!(span.from, span.until);
-        sweep.done(&store, span, look("2026-01-01T10:00:05Z")).await;
-        assert_eq!(
-            store.swept_before().await.unwrap(),
-            Some(t("2026-01-01T09:53:00Z"))
-        );
-        // The next minute's run: nothing to sweep, no write.
-        let span = sweep
-            .span(
-                &store,
-                t("2026-01-01T10:01:05Z"),
-                look("2026-01-01T10:01:05Z"),
-            )
-            .await
-            .unwrap();
-        assert_eq!(span.from, span.until);
-        sweep.done(&store, span, look("2026-01-01T10:01:05Z")).await;
-        assert_eq!(
-            store.swept_before().await.unwrap(),
-            Some(t("2026-01-01T09:53:00Z"))
-        );
+        // No mark yet: nothing to sweep, and the mark is set to the look-back; the next minute's
+        // run: nothing to sweep, no write.
+        for at in ["2026-01-01T10:00:05Z", "2026-01-01T10:01:05Z"] {
+            let (from, until) = run(&sweep, &store, t(at), at).await;
+            assert_eq!(from, until, "{at}");
+            assert_eq!(
+                store.swept_before().await.unwrap(),
+                Some(t("2026-01-01T09:53:00Z")),
+                "{at}"
+            );
+        }
         // Three hours without a run: 120 minutes, then the rest.
         let later = t("2026-01-01T13:01:05Z");
-        let span = sweep
-            .span(&store, later, look("2026-01-01T13:01:05Z"))
-            .await
-            .unwrap();
         assert_eq!(
-            (span.from, span.until),
+            run(&sweep, &store, later, "2026-01-01T13:01:05Z").await,
             (t("2026-01-01T10:01:00Z"), t("2026-01-01T12:01:00Z"))
         );
-        sweep.done(&store, span, look("2026-01-01T13:01:05Z")).await;
-        let span = sweep
-            .span(&store, later, look("2026-01-01T13:02:05Z"))
-            .await
-            .unwrap();
         assert_eq!(
-            (span.from, span.until),
+            run(&sweep, &store, later, "2026-01-01T13:02:05Z").await,
             (t("2026-01-01T12:01:00Z"), t("2026-01-01T12:55:00Z"))
         );
-        sweep.done(&store, span, look("2026-01-01T13:02:05Z")).await;
         assert_eq!(
             store.swept_before().await.unwrap(),
             Some(t("2026-01-01T12:55:00Z"))
         );
         // A new process starts from the mark.
         let fresh = Sweep::default();
+        let look = t("2026-01-01T14:00:05Z") - Duration::minutes(7);
         let span = fresh
-            .span(
-                &store,
-                t("2026-01-01T14:00:05Z"),
-                look("2026-01-01T14:00:05Z"),
-            )
+            .span(&store, t("2026-01-01T14:00:05Z"), look)
             .await
             .unwrap();
         assert_eq!(

@@ -230,13 +230,14 @@ pub fn alert_request(
     )
 }
 
-#[async_trait]
-impl PushSender for ApnsSender {
-    async fn send_alert(
+impl ApnsSender {
+    /// Posts `body` on the connection of `device`'s environment, under the head `head` builds
+    /// from that connection's origin, a fresh bearer token and the body's length.
+    async fn post(
         &self,
-        push: &AlertPush,
         device: &Device,
-        token: &AlertToken,
+        body: String,
+        head: impl FnOnce(&str, &str, usize) -> Result<http::Request<()>, http::Error> + Send,
     ) -> Result<(), PushError> {
         let connection = match device.environment {
             PushEnvironment::Production => &self.production,
@@ -246,46 +247,42 @@ impl PushSender for ApnsSender {
             status: None,
             reason,
         })?;
-        let body = push.to_json();
-        let request = alert_request(
-            &connection.origin(),
-            &self.topic,
-            push,
-            token.expose(),
-            &bearer,
-            body.len(),
-        )
-        .map_err(|_| PushError::Rejected {
-            status: None,
-            reason: "the push request could not be built".into(),
-        })?;
+        let request = head(&connection.origin(), &bearer, body.len())
+            // Only a token that is not a valid URI path could fail here; the reason names no token.
+            .map_err(|_| PushError::Rejected {
+                status: None,
+                reason: "the push request could not be built".into(),
+            })?;
         connection.send(request, Bytes::from(body)).await
+    }
+}
+
+#[async_trait]
+impl PushSender for ApnsSender {
+    async fn send_alert(
+        &self,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
+    ) -> Result<(), PushError> {
+        self.post(device, push.to_json(), |origin, bearer, body_len| {
+            alert_request(origin, &self.topic, push, token.expose(), bearer, body_len)
+        })
+        .await
     }
 
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let connection = match device.environment {
-            PushEnvironment::Production => &self.production,
-            PushEnvironment::Sandbox => &self.sandbox,
-        };
-        let bearer = self.token.bearer().map_err(|reason| PushError::Rejected {
-            status: None,
-            reason,
-        })?;
-        let body = push.to_json();
-        let request = request(
-            &connection.origin(),
-            &self.topic,
-            push,
-            device.voip_token.expose(),
-            &bearer,
-            body.len(),
-        )
-        // Only a token that is not a valid URI path could fail here; the reason names no token.
-        .map_err(|_| PushError::Rejected {
-            status: None,
-            reason: "the push request could not be built".into(),
-        })?;
-        connection.send(request, Bytes::from(body)).await
+        self.post(device, push.to_json(), |origin, bearer, body_len| {
+            request(
+                origin,
+                &self.topic,
+                push,
+                device.voip_token.expose(),
+                bearer,
+                body_len,
+            )
+        })
+        .await
     }
 
     /// Opens the production connection (sandbox devices are few; theirs opens on first use).
@@ -317,33 +314,29 @@ mod tests {
         }
     }
 
+    const ORIGIN: &str = "https://api.push.apple.com";
+    const VOIP_TOPIC: &str = "com.example.koe.voip";
+    const BEARER: &str = "bearer x.y.z";
+
     #[test]
     fn a_push_is_a_voip_post_at_priority_10_for_the_voip_topic() {
         let push = push();
         let token = "ab".repeat(32);
-        let request = request(
-            "https://api.push.apple.com",
-            "com.example.koe.voip",
-            &push,
-            &token,
-            "bearer x.y.z",
-            42,
-        )
-        .unwrap();
+        let request = request(ORIGIN, VOIP_TOPIC, &push, &token, BEARER, 42).unwrap();
         assert_eq!(request.method(), http::Method::POST);
         assert_eq!(
             request.uri().to_string(),
-            format!("https://api.push.apple.com/3/device/{token}")
+            format!("{ORIGIN}/3/device/{token}")
         );
         let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
         assert_eq!(header("apns-push-type"), "voip");
         assert_eq!(header("apns-priority"), "10");
-        assert_eq!(header("apns-topic"), "com.example.koe.voip");
+        assert_eq!(header("apns-topic"), VOIP_TOPIC);
         assert_eq!(
             header("apns-expiration"),
             push.expires_at.timestamp().to_string()
         );
-        assert_eq!(header("authorization"), "bearer x.y.z");
+        assert_eq!(header("authorization"), BEARER);
         assert_eq!(header("content-length"), "42");
         assert!(!request.headers().contains_key("apns-collapse-id"));
     }
@@ -365,18 +358,10 @@ mod tests {
         let call = crate::domain::due::DueCall::from(&reservation);
         let push = AlertPush::for_call(&call, "unconfirmed");
         let token = "cd".repeat(32);
-        let request = alert_request(
-            "https://api.push.apple.com",
-            "com.example.koe.voip",
-            &push,
-            &token,
-            "bearer x.y.z",
-            42,
-        )
-        .unwrap();
+        let request = alert_request(ORIGIN, VOIP_TOPIC, &push, &token, BEARER, 42).unwrap();
         assert_eq!(
             request.uri().to_string(),
-            format!("https://api.push.apple.com/3/device/{token}")
+            format!("{ORIGIN}/3/device/{token}")
         );
         let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
         assert_eq!(header("apns-push-type"), "alert");

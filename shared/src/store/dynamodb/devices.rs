@@ -5,6 +5,7 @@
 //! cannot both pass the check.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::{
@@ -183,22 +184,20 @@ impl DeviceStore for DynamoStore {
         secret_hash: &str,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.devices;
-        let result = update_item(
-            &self.client,
-            table,
-            id.as_str(),
-            "SET #secretProven = :true",
-            "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
-            offer(vec![
-                (":true", AttributeValue::Bool(true)),
-                (":hash", s(secret_hash)),
-                (":now", n(now.timestamp())),
-            ]),
-        )
-        .send()
-        .await;
-        written("UpdateItem", table, result)
+        let result = self
+            .update_device(
+                id,
+                "SET #secretProven = :true",
+                "#secretHash = :hash AND (attribute_not_exists(#expireAt) OR #expireAt > :now)",
+                offer(vec![
+                    (":true", AttributeValue::Bool(true)),
+                    (":hash", s(secret_hash)),
+                    (":now", n(now.timestamp())),
+                ]),
+            )
+            .send()
+            .await;
+        written("UpdateItem", &self.tables.devices, result)
     }
 
     /// Removes the token (its environment and alert token with it) if it is still `token`; the
@@ -207,17 +206,16 @@ impl DeviceStore for DynamoStore {
     /// before secrets) is deleted, as the memory store has no record of it either.
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
-        let result = update_item(
-            &self.client,
-            table,
-            id.as_str(),
-            "REMOVE #voipToken, #environment, #alertToken",
-            "#voipToken = :token",
-            offer(vec![(":token", s(token.expose()))]),
-        )
-        .return_values(ReturnValue::AllNew)
-        .send()
-        .await;
+        let result = self
+            .update_device(
+                id,
+                "REMOVE #voipToken, #environment, #alertToken",
+                "#voipToken = :token",
+                offer(vec![(":token", s(token.expose()))]),
+            )
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
         let left = match result {
             Ok(out) => out.attributes().cloned().unwrap_or_default(),
             Err(e) if condition_failed(&e) => return Ok(false),
@@ -248,18 +246,37 @@ impl DeviceStore for DynamoStore {
         id: &DeviceId,
         token: &AlertToken,
     ) -> Result<bool, StoreError> {
-        let table = &self.tables.devices;
-        let result = update_item(
+        let result = self
+            .update_device(
+                id,
+                "REMOVE #alertToken",
+                "#alertToken = :token",
+                offer(vec![(":token", s(token.expose()))]),
+            )
+            .send()
+            .await;
+        written("UpdateItem", &self.tables.devices, result)
+    }
+}
+
+impl DynamoStore {
+    /// An `UpdateItem` of the device's record: `update` under `condition`, with the `offered`
+    /// values.
+    fn update_device(
+        &self,
+        id: &DeviceId,
+        update: &str,
+        condition: &str,
+        offered: Vec<(String, AttributeValue)>,
+    ) -> UpdateItemFluentBuilder {
+        update_item(
             &self.client,
-            table,
+            &self.tables.devices,
             id.as_str(),
-            "REMOVE #alertToken",
-            "#alertToken = :token",
-            offer(vec![(":token", s(token.expose()))]),
+            update,
+            condition,
+            offered,
         )
-        .send()
-        .await;
-        written("UpdateItem", table, result)
     }
 }
 
