@@ -69,7 +69,7 @@ struct Figure {
 
 /// Every figure the docs state in prose that the code defines: constants, and the
 /// configuration's defaults (`Config::from_vars` with no variable set). A new statement of one of
-/// these in another wording needs its phrase here (docs/testing.md lists the figures).
+/// these in another wording needs its phrase here (docs/testing.md points here).
 fn figures() -> Vec<Figure> {
     use koe::dispatch::{self, plan, wake};
     let config = Config::from_vars(&Vars::from_pairs(&[])).unwrap();
