@@ -38,7 +38,7 @@ const _: () = assert!(
 pub(super) struct Slots {
     /// The claim (its device is read `DEVICE_READ_LEAD` before).
     pub claim_at: DateTime<Utc>,
-    /// The push mark, if planned apart from the claim.
+    /// The push mark (a device that confirms its calls; the others' claim carries it).
     pub mark_at: DateTime<Utc>,
     /// The outcome, at the earliest.
     pub finish_at: DateTime<Utc>,
@@ -77,17 +77,18 @@ impl WritePlan {
         u32::try_from(per_slot.max(1)).unwrap_or(u32::MAX)
     }
 
-    /// Plans the writes of a call due at `at`, none before `now`: the claim in the latest
-    /// free slot ending by `at - claim_lead`; with `mark`, the mark in the latest free slot
-    /// ending by `at - mark_lead` (planned first, so that the claim comes before it); the
-    /// outcome in the first free slot from `at`. A write that finds no free slot within
-    /// [`LONGEST_LEAD`] (or [`LONGEST_LAG`]) keeps its fixed time.
+    /// Plans the writes of a call due at `at`, none before `now` nor more than `longest_lead`
+    /// (at most [`LONGEST_LEAD`]) before `at`: the mark in the latest free slot ending by
+    /// `at - mark_lead` (planned first, so that the claim comes before it), the claim in the
+    /// latest free slot ending by `at - claim_lead`, the outcome in the first free slot from
+    /// `at`. A write that finds no free slot in time (or within [`LONGEST_LAG`]) keeps its
+    /// fixed time.
     pub(super) fn plan(
         &self,
         at: DateTime<Utc>,
         now: DateTime<Utc>,
         (claim_lead, mark_lead): (Duration, Duration),
-        mark: bool,
+        longest_lead: Duration,
         parts: u32,
     ) -> Slots {
         let cap = self.per_slot(parts);
@@ -97,7 +98,7 @@ impl WritePlan {
         while used.first_key_value().is_some_and(|(k, _)| *k < done) {
             used.pop_first();
         }
-        let earliest = now.max(at - LONGEST_LEAD);
+        let earliest = now.max(at - longest_lead.min(LONGEST_LEAD));
         let mut before = |latest: DateTime<Utc>| -> DateTime<Utc> {
             let mut slot = slot_of(latest);
             while slot_end(slot - 1) >= earliest {
@@ -110,10 +111,7 @@ impl WritePlan {
             }
             latest
         };
-        let mark_at = match mark {
-            true => before(at - mark_lead),
-            false => at - mark_lead,
-        };
+        let mark_at = before(at - mark_lead);
         let claim_at = before((at - claim_lead).min(mark_at - SLOT));
         let mut slot = slot_of(at);
         let finish_at = loop {
@@ -163,12 +161,10 @@ mod tests {
         let plan = WritePlan::new(4_000);
         let at = t("2026-01-01T07:00:00Z");
         let now = at - Duration::seconds(30);
-        for mark in [true, false] {
-            let s = plan.plan(at, now, LEADS, mark, 1);
-            assert_eq!(s.claim_at, at - Duration::milliseconds(500));
-            assert_eq!(s.mark_at, at - Duration::milliseconds(200));
-            assert_eq!(s.finish_at, at);
-        }
+        let s = plan.plan(at, now, LEADS, LONGEST_LEAD, 1);
+        assert_eq!(s.claim_at, at - Duration::milliseconds(500));
+        assert_eq!(s.mark_at, at - Duration::milliseconds(200));
+        assert_eq!(s.finish_at, at);
     }
 
     #[test]
@@ -178,7 +174,7 @@ mod tests {
         let at = t("2026-01-01T07:00:00Z");
         let now = at - Duration::seconds(30);
         let slots: Vec<Slots> = (0..2_000)
-            .map(|_| plan.plan(at, now, LEADS, true, 2))
+            .map(|_| plan.plan(at, now, LEADS, LONGEST_LEAD, 2))
             .collect();
         let mut per_slot: BTreeMap<i64, u32> = BTreeMap::new();
         for s in &slots {
@@ -203,16 +199,34 @@ mod tests {
         let plan = WritePlan::new(10);
         let at = t("2026-01-01T07:00:00Z");
         let now = at - Duration::seconds(1);
-        // One write a slot: 5 claims fit from `now` to the claim lead, 51 outcomes in the lag.
+        // One write a slot: the slots from `now` to the leads hold a few marks and claims, 51
+        // outcomes fit in the lag; what finds none keeps its fixed time.
         let s: Vec<Slots> = (0..80)
-            .map(|_| plan.plan(at, now, LEADS, false, 1))
+            .map(|_| plan.plan(at, now, LEADS, LONGEST_LEAD, 1))
             .collect();
-        assert!(s.iter().all(|s| s.claim_at >= now));
+        assert!(s.iter().all(|s| s.claim_at >= now && s.mark_at >= now));
         assert!(s.iter().all(|s| s.finish_at <= at + LONGEST_LAG));
-        assert_eq!(s[4].claim_at, at - Duration::milliseconds(900));
-        assert_eq!(s[5].claim_at, at - Duration::milliseconds(500), "unplanned");
+        assert!(s[0].claim_at < s[0].mark_at);
+        let unplanned = s.last().unwrap();
+        assert_eq!(unplanned.claim_at, at - Duration::milliseconds(500));
+        assert_eq!(unplanned.mark_at, at - Duration::milliseconds(200));
         assert!(s[50].finish_at > at + Duration::milliseconds(4_900));
         assert_eq!(s[51].finish_at, at, "unplanned");
+    }
+
+    #[test]
+    fn no_write_is_planned_further_ahead_than_the_longest_lead_asked() {
+        let plan = WritePlan::new(4_000);
+        let at = t("2026-01-01T07:00:00Z");
+        let now = at - Duration::seconds(30);
+        let longest = Duration::seconds(1);
+        let s: Vec<Slots> = (0..3_000)
+            .map(|_| plan.plan(at, now, LEADS, longest, 1))
+            .collect();
+        let early = |w: DateTime<Utc>| w < at - longest;
+        assert!(!s.iter().any(|s| early(s.claim_at) || early(s.mark_at)));
+        // 8 slots of 300 from 1 s ahead to the mark lead: the rest keep their fixed times.
+        assert_eq!(s[2_999].claim_at, at - Duration::milliseconds(500));
     }
 
     #[test]

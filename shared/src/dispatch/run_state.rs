@@ -108,17 +108,22 @@ impl Run {
 
     /// Until when the call's device read, claim and push mark are made again when they get no
     /// answer: [`RESOLVE_BUDGET`] past its second, never past grace.
-    /// When the delivery of `r`'s next push (due at `r.due_at`) makes its writes (`plan`). A
-    /// push again is not claimed earlier than the store allows ([`PUSH_AGAIN_CLAIM_LEAD`]).
+    /// When the delivery of `r`'s next push (due at `r.due_at`) makes its writes (`plan`): its
+    /// claim never so early that its push could come after half the claim timeout (`may_push`
+    /// would give it back), with the push budget and a second to spare, and a push again's
+    /// never earlier than the store takes it ([`PUSH_AGAIN_CLAIM_LEAD`]).
     pub(super) fn slots(&self, r: &DueCall) -> Slots {
         let at = r.due_at;
         let leads = (self.claim_lead, MARK_LEAD);
-        let now = self.clock().now();
-        let mut slots = self.dispatcher.plan.plan(at, now, leads, true, self.parts);
+        let spare = self.push_budget + chrono::Duration::seconds(1);
+        let mut longest = self.claim_timeout / 2 - spare;
         if at > r.scheduled_at.utc() {
-            slots.claim_at = slots.claim_at.max(at - PUSH_AGAIN_CLAIM_LEAD);
+            longest = longest.min(PUSH_AGAIN_CLAIM_LEAD);
         }
-        slots
+        let now = self.clock().now();
+        self.dispatcher
+            .plan
+            .plan(at, now, leads, longest, self.parts)
     }
 
     pub(super) fn resolve_deadline(&self, at: DateTime<Utc>) -> DateTime<Utc> {

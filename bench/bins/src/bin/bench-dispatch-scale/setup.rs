@@ -61,10 +61,13 @@ pub(super) const RATES_FROM_S: i64 = 60;
 /// A limits model (`limits`: this process's share) whose seconds are the wall clock's, from
 /// [`RATES_FROM_S`] before `t0`, so that every process's rates add up second by second.
 pub(super) fn model(limits: Limits, t0: DateTime<Utc>) -> LimitsModel {
-    let back = (Utc::now() - (t0 - chrono::Duration::seconds(RATES_FROM_S)))
-        .to_std()
-        .expect("set up less than a minute before t0");
-    let origin = std::time::Instant::now() - back;
+    // Seconds before the origin (a spike set up more than a minute ahead) count in its first.
+    let back = Utc::now() - (t0 - chrono::Duration::seconds(RATES_FROM_S));
+    let now = std::time::Instant::now();
+    let origin = match back.to_std() {
+        Ok(back) => now - back,
+        Err(_) => now + (-back).to_std().expect("a future origin"),
+    };
     LimitsModel::new(limits).with_seconds_from(origin)
 }
 
