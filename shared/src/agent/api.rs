@@ -14,6 +14,9 @@ use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
 
+/// This feature's endpoints in the route table (`app` lists the features).
+pub type Endpoints = (Agent,);
+
 /// Body cap of `POST /agent`, derived as [`CHAT_BODY_LIMIT`] is. Round 2 is the larger round:
 /// the message, `MAX_STEPS` results of `MAX_EVENTS` events (title, start, end, allDay), the
 /// device and the time zone. Round 1 (message, capabilities, deviceId, timezone) is far smaller;

@@ -4,20 +4,20 @@
 //! handler), and the time budgets of every function (`budgets.rs`). It names every feature;
 //! nothing imports it.
 //!
-//! Adding an endpoint: a unit struct with an `impl Endpoint` in its feature's `api.rs`, its name
-//! in [`routes!`] below, a one-line bin in `functions/src/bin/`, a `ports::Ports` impl if its
-//! ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter is),
-//! and the function, route and fixture in `template.yaml`, `openapi.yaml` and `events/`
-//! (`shared/tests/it/contract_files/` checks each of these against the list).
+//! Adding an endpoint: a unit struct with an `impl Endpoint` in its feature's `api.rs`, named in
+//! that feature's `Endpoints`, a one-line bin in `functions/src/bin/`, the function, route and
+//! fixture in `template.yaml`, `openapi.yaml` and `events/` (`shared/tests/it/contract_files/`
+//! checks each against the list), its row in docs/architecture.md; a `ports::Ports` impl if its
+//! ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter is).
 
 use http::Method;
 
-use crate::agent::api::{AGENT_BODY_LIMIT, Agent};
-use crate::calls::api::{CancelCall, ConfirmCall, CreateCall, GetCall};
-use crate::chat::api::{CHAT_BODY_LIMIT, Chat, ChatStream, ErrorTest, Health, Info};
-use crate::devices::api::PutDevice;
-use crate::dispatch::api::Dispatch;
+use std::sync::LazyLock;
+
+use crate::agent::api::AGENT_BODY_LIMIT;
+use crate::chat::api::{CHAT_BODY_LIMIT, ChatStream};
 use crate::platform::endpoint::{Api, Endpoint, Route};
+use crate::{agent, calls, chat, devices, dispatch};
 
 pub mod budgets;
 pub mod edge;
@@ -31,33 +31,51 @@ use self::ports::Served;
 /// the body writes it again as a JSON string (each `"` and `\` doubled), so a body of up to
 /// 3 MB always fits in the event.
 const _: () = assert!(CHAT_BODY_LIMIT <= 3_000_000 && AGENT_BODY_LIMIT <= 3_000_000);
-/// The list of endpoints. It makes [`ROUTES`] and [`each`]; both follow this order.
-macro_rules! routes {
-    ($($endpoint:ident),+ $(,)?) => {
-        /// Every route, in the list's order.
-        pub static ROUTES: &[Route] = &[$(<$endpoint as Endpoint>::ROUTE),+];
+/// Calls `visit` once per endpoint of the route table, with the endpoint as a type (the local
+/// server builds a service of each; tests visit them all): each feature's `Endpoints`, features
+/// in this order.
+pub fn each<V: Visit>(visit: &mut V) {
+    <chat::api::Endpoints as EndpointList>::each(visit);
+    <agent::api::Endpoints as EndpointList>::each(visit);
+    <devices::api::Endpoints as EndpointList>::each(visit);
+    <calls::api::Endpoints as EndpointList>::each(visit);
+    <dispatch::api::Endpoints as EndpointList>::each(visit);
+}
 
-        /// Calls `visit` once per endpoint, with the endpoint as a type (the local server builds
-        /// a service of each; tests visit them all).
-        pub fn each<V: Visit>(visit: &mut V) {
-            $(visit.visit::<$endpoint>();)+
+/// Every route, in [`each`]'s order.
+pub static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
+    struct Collect(Vec<Route>);
+    impl Visit for Collect {
+        fn visit<E: Served>(&mut self) {
+            self.0.push(E::ROUTE);
+        }
+    }
+    let mut routes = Collect(Vec::new());
+    each(&mut routes);
+    routes.0
+});
+
+/// A feature's list of endpoints: a tuple of endpoint types.
+pub trait EndpointList {
+    fn each<V: Visit>(visit: &mut V);
+}
+
+macro_rules! endpoint_list {
+    ($($endpoint:ident),+) => {
+        impl<$($endpoint: Served),+> EndpointList for ($($endpoint,)+) {
+            fn each<V: Visit>(visit: &mut V) {
+                $(visit.visit::<$endpoint>();)+
+            }
         }
     };
 }
 
-routes!(
-    Chat,
-    Info,
-    Health,
-    ErrorTest,
-    Agent,
-    PutDevice,
-    CreateCall,
-    GetCall,
-    CancelCall,
-    ConfirmCall,
-    Dispatch,
-);
+endpoint_list!(A);
+endpoint_list!(A, B);
+endpoint_list!(A, B, C);
+endpoint_list!(A, B, C, D);
+endpoint_list!(A, B, C, D, E);
+endpoint_list!(A, B, C, D, E, F);
 
 /// An endpoint of the route table served streamed by a function of its own, behind that
 /// function's Lambda function URL with `InvokeMode: RESPONSE_STREAM` (API Gateway HTTP APIs
@@ -114,7 +132,7 @@ mod tests {
     fn routes_are_unique_per_api_method_and_path_and_binary() {
         let mut seen = std::collections::HashSet::new();
         let mut binaries = std::collections::HashSet::new();
-        for r in ROUTES {
+        for r in ROUTES.iter() {
             assert!(seen.insert((r.api, r.method.clone(), r.path)), "{r:?}");
             assert!(binaries.insert(r.binary), "binary {} twice", r.binary);
         }

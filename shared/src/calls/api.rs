@@ -14,6 +14,9 @@ use crate::platform::metrics::Metrics;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
 
+/// This feature's endpoints in the route table, in its order (`app` lists the features).
+pub type Endpoints = (CreateCall, GetCall, CancelCall, ConfirmCall);
+
 pub struct CallsPorts {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,

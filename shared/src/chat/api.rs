@@ -13,6 +13,10 @@ use crate::platform::endpoint::{
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
+/// This feature's endpoints in the route table, in its order (`app` lists the features; the
+/// streamed [`ChatStream`] has a function of its own, `app::STREAMED`).
+pub type Endpoints = (Chat, Info, Health, ErrorTest);
+
 /// The ports of an endpoint that talks to none.
 pub struct NoPorts;
 

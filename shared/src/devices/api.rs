@@ -10,6 +10,9 @@ use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
 
+/// This feature's endpoints in the route table (`app` lists the features).
+pub type Endpoints = (PutDevice,);
+
 pub struct DevicePorts {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,

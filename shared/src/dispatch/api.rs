@@ -14,6 +14,9 @@ use crate::platform::endpoint::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
+/// This feature's endpoints in the route table (`app` lists the features).
+pub type Endpoints = (Dispatch,);
+
 pub struct DispatchPorts {
     /// Verifier of the ID tokens; `None` (no issuer configured) refuses every caller.
     pub verifier: Option<Arc<dyn TokenVerifier>>,

@@ -44,7 +44,7 @@ fn credentials(route: &Route) -> Vec<(&'static str, String)> {
 async fn every_route_refuses_a_body_over_its_cap_without_parsing_it() {
     let app = spawn_app(&[]).await;
     let mut observed = Vec::new();
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let limit = route.body_limit;
         // Broken JSON, one byte over the cap: a parser would answer "not valid JSON".
         let body = format!("{{\"pad\": \"{}", "x".repeat(limit));

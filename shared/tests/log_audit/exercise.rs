@@ -5,24 +5,26 @@ use std::time::Duration as StdDuration;
 use chrono::{Duration, Utc};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::platform::config::{Config, Vars};
+use koe::platform::endpoint::Route;
 use koe_testkit::harness::issued_step_ids_with;
 use koe_testkit::oidc::{self, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::json;
 
+use crate::from_fixture::from_fixture;
 use crate::pass::Pass;
 use crate::scenarios::{
     agent_device_secret, calls_confirm, calls_device_secret, calls_idempotency,
 };
 use crate::sentinels::*;
 
-/// Calls one endpoint (by its binary's name) the ways that put personal data in front of it. A
-/// route without a scenario fails the test.
-pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
+/// Calls one endpoint the ways that put personal data in front of it: its scenario here, or
+/// for a route without one its `events/` fixture (`from_fixture`).
+pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
     let d = &pass.devices;
-    match binary {
+    match route.binary {
         "health" | "info" | "error-test" => {
-            let (path, status) = match binary {
+            let (path, status) = match route.binary {
                 "health" => ("/health", 200),
                 "info" => ("/api/info", 200),
                 _ => ("/api/error", 500),
@@ -284,6 +286,6 @@ pub(super) async fn exercise(pass: &mut Pass, binary: &str) {
             }
         }
         "confirm-call" => calls_confirm(pass).await,
-        other => panic!("log_audit: no scenario for the `{other}` route; add one to `exercise`"),
+        _ => from_fixture(pass, route).await,
     }
 }

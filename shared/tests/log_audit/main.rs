@@ -9,8 +9,8 @@
 //! salted hash.
 //!
 //! Coverage follows the route table: every route's endpoint runs through `exercise` (a route
-//! without a scenario here fails the test), and the
-//! test fails if any route of `ROUTES` left no access-log line in a pass. Beyond each route's
+//! without a scenario of its own sends its `events/` fixture, as committed and with sentinel
+//! strings), and the test fails if any route of `ROUTES` left no access-log line in a pass. Beyond each route's
 //! success and refusals, the paths that carry a credential or answer from a kept record: requests
 //! sending `X-Device-Secret` (its issued value, and its hash, must never be logged; a made-up
 //! one neither), 403 `DEVICE_SECRET_REQUIRED` on `PUT /devices`, `/calls`, `/calls/confirm` and, with
@@ -21,6 +21,7 @@
 //! Its own test binary, so the capture sees only this binary's runs.
 
 mod exercise;
+mod from_fixture;
 mod pass;
 mod scenarios;
 mod sentinels;
@@ -98,12 +99,12 @@ async fn every_route_on_every_store_logs_no_personal_data() {
     for (name, store, is_down) in passes {
         let mut pass = Pass::start(name, store, is_down).await;
         let offset = capture.lines().len();
-        for route in ROUTES {
-            exercise(&mut pass, route.binary).await;
+        for route in ROUTES.iter() {
+            exercise(&mut pass, route).await;
         }
         // Every route of the table left its access-log line in this pass.
         let logged = routes_logged(&capture, offset);
-        for route in ROUTES {
+        for route in ROUTES.iter() {
             assert!(
                 logged
                     .iter()

@@ -124,7 +124,7 @@ fn openapi_lists_exactly_the_error_codes_the_code_can_answer() {
 
 #[test]
 fn every_route_has_a_fixture_for_its_method_and_path() {
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let path = repo_root().join(format!("events/{}.json", route.binary));
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -1,33 +1,22 @@
-//! The route table of docs/architecture.md is the route list.
+//! The route table is the code (docs/architecture.md, "The route table"): every endpoint a
+//! feature defines is in its `Endpoints`, and docs/local.md's fixture table has a row for each
+//! route's fixture naming its function.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use koe::ROUTES;
 use koe::app::STREAMED;
-
-use koe::platform::endpoint::Api;
-use koe::{ROUTES, Route};
-use koe_testkit::template::repo_root;
 
 use super::{read, report};
 
-const PAGE: &str = "docs/architecture.md";
-const HEADING: &str = "## The route table";
+const PAGE: &str = "docs/local.md";
+const HEADING: &str = "## Fixtures and local invocation";
+const FEATURES: [&str; 5] = ["chat", "agent", "devices", "calls", "dispatch"];
 
-/// One row of the table: method, path, API, endpoint, handler, binary, function.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Row {
-    method: String,
-    path: String,
-    api: String,
-    endpoint: String,
-    handler: String,
-    binary: String,
-    function: String,
-}
-
-/// The rows of the first table under [`HEADING`], backticks dropped.
-fn table_rows(text: &str) -> Vec<Row> {
+/// The rows of the first table under [`HEADING`]: fixture name (`events/<name>.json`) →
+/// function, backticks dropped.
+fn fixture_rows(text: &str) -> BTreeMap<String, String> {
     let section = text
         .split(HEADING)
         .nth(1)
@@ -38,138 +27,96 @@ fn table_rows(text: &str) -> Vec<Row> {
         .take_while(|line| line.starts_with('|'))
         .skip(2) // the header and its rule
         .map(|line| {
-            let cells: Vec<String> = line
+            let cells: Vec<&str> = line
                 .trim_matches('|')
                 .split('|')
-                .map(|cell| cell.trim().trim_matches('`').to_owned())
+                .map(|cell| cell.trim().trim_matches('`'))
                 .collect();
-            assert_eq!(cells.len(), 7, "{PAGE}: a row of 7 cells: {line}");
-            let [method, path, api, endpoint, handler, binary, function] =
-                <[String; 7]>::try_from(cells).unwrap();
-            Row {
-                method,
-                path,
-                api,
-                endpoint,
-                handler,
-                binary,
-                function,
-            }
+            assert_eq!(cells.len(), 3, "{PAGE}: a row of 3 cells: {line}");
+            let name = cells[0]
+                .strip_prefix("events/")
+                .and_then(|file| file.strip_suffix(".json"))
+                .unwrap_or_else(|| panic!("{PAGE}: not a fixture: {line}"));
+            (name.to_owned(), cells[1].to_owned())
         })
         .collect()
 }
 
-/// What the code says of a row: method, path, API, binary, function.
-fn key(method: &str, path: &str, api: &str, binary: &str, function: &str) -> String {
-    format!("{method} {path} ({api}) {binary} {function}")
-}
-
-fn route_key(route: &Route, api: &str) -> String {
-    key(
-        route.method.as_str(),
-        route.path,
-        api,
-        route.binary,
-        route.function,
-    )
-}
-
-/// The rows the code has: every route of the list on its API, every streamed function.
-fn code_keys() -> BTreeSet<String> {
-    let routes = ROUTES.iter().map(|route| {
-        let api = match route.api {
-            Api::Chat => "chat",
-            Api::Agent => "agent",
-        };
-        route_key(route, api)
-    });
-    let streamed = STREAMED.iter().map(|s| route_key(&s.route, "function URL"));
-    routes.chain(streamed).collect()
-}
-
-/// The source of `impl Endpoint for NAME` up to the next endpoint, in a feature's `api.rs`.
-fn endpoint_source(name: &str) -> Option<String> {
-    let needle = format!("impl Endpoint for {name} {{");
-    ["chat", "agent", "devices", "calls", "dispatch"]
-        .iter()
-        .find_map(|feature| {
-            let text = read(&Path::new("shared/src").join(feature).join("api.rs"));
-            let rest = text.split(&needle).nth(1)?;
-            Some(rest.split("impl Endpoint for").next().unwrap().to_owned())
+/// The endpoint types a feature's `api.rs` defines (`impl Endpoint for NAME`) and the ones its
+/// `pub type Endpoints = (...)` names.
+fn defined_and_listed(source: &str) -> (Vec<String>, Vec<String>) {
+    let defined = source
+        .split("impl Endpoint for ")
+        .skip(1)
+        .map(|rest| rest.split_whitespace().next().unwrap().to_owned())
+        .collect();
+    let listed = source
+        .split("pub type Endpoints = (")
+        .nth(1)
+        .map(|rest| {
+            rest.split(')')
+                .next()
+                .unwrap()
+                .split(',')
+                .map(|name| name.trim().to_owned())
+                .filter(|name| !name.is_empty())
+                .collect()
         })
+        .unwrap_or_default();
+    (defined, listed)
 }
 
 #[test]
-fn the_route_table_is_the_route_list() {
-    let rows = table_rows(&read(Path::new(PAGE)));
-    let documented: BTreeSet<String> = rows
-        .iter()
-        .map(|r| key(&r.method, &r.path, &r.api, &r.binary, &r.function))
-        .collect();
-    let code = code_keys();
+fn every_endpoint_is_listed_and_every_route_has_its_fixture_row() {
     let mut problems = Vec::new();
-    for missing in code.difference(&documented) {
-        problems.push(format!("{PAGE}: no row for {missing}"));
-    }
-    for extra in documented.difference(&code) {
-        problems.push(format!("{PAGE}: a row the code does not have: {extra}"));
-    }
-    if rows.len() != code.len() {
-        problems.push(format!(
-            "{PAGE}: {} rows for {} routes",
-            rows.len(),
-            code.len()
-        ));
-    }
-    for row in &rows {
-        let stem = Path::new(&row.handler)
-            .file_stem()
-            .map_or(String::new(), |s| s.to_string_lossy().into_owned());
-        if !row.handler.starts_with("shared/src/") || !repo_root().join(&row.handler).is_file() {
-            problems.push(format!(
-                "{PAGE}: {}: no handler file {}",
-                row.endpoint, row.handler
-            ));
-        }
-        match endpoint_source(&row.endpoint) {
-            None => problems.push(format!("{PAGE}: no `impl Endpoint for {}`", row.endpoint)),
-            Some(source) => {
-                if !source.contains(&format!("\"{}\"", row.function)) {
-                    problems.push(format!(
-                        "{PAGE}: {}'s route is not {}",
-                        row.endpoint, row.function
-                    ));
-                }
-                // The streamed endpoint's handler is the stream's (`edge::stream`).
-                let streamed = row.api == "function URL";
-                if !streamed && !source.contains(&format!("{stem}::")) {
-                    problems.push(format!(
-                        "{PAGE}: {}'s handle calls nothing in {}",
-                        row.endpoint, row.handler
-                    ));
-                }
+    let streamed: Vec<&str> = STREAMED.iter().map(|s| s.route.binary).collect();
+    for feature in FEATURES {
+        let file = format!("shared/src/{feature}/api.rs");
+        let (defined, listed) = defined_and_listed(&read(Path::new(&file)));
+        for name in defined.iter().filter(|name| !listed.contains(name)) {
+            // A streamed endpoint has a function of its own, listed in `app::STREAMED`.
+            let binary = name.to_lowercase();
+            if !streamed.iter().any(|s| s.replace('-', "") == binary) {
+                problems.push(format!("{file}: {name} is not in its `Endpoints`"));
             }
         }
     }
-    report("the route table of docs/architecture.md", &problems);
+    let rows = fixture_rows(&read(Path::new(PAGE)));
+    let routes = ROUTES.iter().chain(STREAMED.iter().map(|s| &s.route));
+    let mut count = 0;
+    for route in routes {
+        count += 1;
+        match rows.get(route.binary) {
+            Some(function) if function == route.function => {}
+            Some(other) => problems.push(format!(
+                "{PAGE}: events/{}.json is for {other}, the route's function is {}",
+                route.binary, route.function
+            )),
+            None => problems.push(format!(
+                "{PAGE}: no row for events/{}.json ({} {})",
+                route.binary, route.method, route.path
+            )),
+        }
+    }
+    assert!(count > FEATURES.len(), "the route list is read");
+    report("the route table and docs/local.md's fixtures", &problems);
 }
 
 #[test]
-fn table_rows_read_the_cells_under_the_heading() {
-    let text = "# P\n\n## The route table\n\nText.\n\n| method | path | API | endpoint | handler | binary | function |\n\
-                | --- | --- | --- | --- | --- | --- | --- |\n\
-                | GET | /health | chat | `Health` | `shared/src/chat/meta.rs` | `health` | `HealthFunction` |\n\nAfter.\n";
-    let rows = table_rows(text);
+fn fixture_rows_and_endpoint_lists_are_read_as_written() {
+    let text = "# P\n\n## Fixtures and local invocation\n\nText.\n\n| Fixture | Function | Answer |\n\
+                |---|---|---|\n\
+                | `events/health.json` | HealthFunction | 200, `{\"status\":\"ok\"}` |\n\nAfter.\n| x | y | z |\n";
+    let rows = fixture_rows(text);
     assert_eq!(rows.len(), 1);
+    assert_eq!(rows["health"], "HealthFunction");
+    let source =
+        "pub type Endpoints = (Chat, Info,);\nimpl Endpoint for Chat {}\nimpl Endpoint for Gone {}";
     assert_eq!(
-        key(
-            &rows[0].method,
-            &rows[0].path,
-            &rows[0].api,
-            &rows[0].binary,
-            &rows[0].function
-        ),
-        "GET /health (chat) health HealthFunction"
+        defined_and_listed(source),
+        (
+            vec!["Chat".to_owned(), "Gone".to_owned()],
+            vec!["Chat".to_owned(), "Info".to_owned()]
+        )
     );
-    assert_eq!(rows[0].handler, "shared/src/chat/meta.rs");
 }
