@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::dispatch::oidc::{Rejection, TokenVerifier};
 use crate::dispatch::trigger::DispatchTrigger;
+use crate::platform::endpoint::bearer_refusal;
 use crate::platform::error::{ApiError, ErrorCode};
 use crate::platform::{Request, Response, json_response};
 
@@ -23,28 +24,20 @@ struct Accepted {
     status: &'static str,
 }
 
-/// The 401 of this route (the same text whatever was wrong: the reason goes to the log only).
-pub fn unauthorized() -> ApiError {
-    ApiError::new(
-        ErrorCode::Unauthorized,
-        "Authorization must be a Bearer OIDC ID token of the dispatch service account",
-    )
-}
-
 pub async fn request_run(cx: &DispatchContext<'_>, request: Request) -> Result<Response, ApiError> {
     let Some(verifier) = cx.verifier else {
         tracing::warn!(
             reason = "no OIDC issuer configured",
             "dispatch request refused"
         );
-        return Err(unauthorized());
+        return Err(bearer_refusal());
     };
     let authorization = request.headers().get(http::header::AUTHORIZATION);
     match verifier.verify(authorization, cx.now).await {
         Ok(()) => {}
         Err(Rejection::Unauthorized(reason)) => {
             tracing::warn!(reason, "dispatch request refused");
-            return Err(unauthorized());
+            return Err(bearer_refusal());
         }
         Err(Rejection::JwksUnavailable(error)) => {
             // Not a 5xx: the caller is not verified, and an error answer would let anyone who
@@ -53,7 +46,7 @@ pub async fn request_run(cx: &DispatchContext<'_>, request: Request) -> Result<R
                 error,
                 "dispatch request refused: the JWKS is unavailable, so no token can be verified"
             );
-            return Err(unauthorized());
+            return Err(bearer_refusal());
         }
     }
     let requested = tokio::time::timeout(

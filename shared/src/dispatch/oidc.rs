@@ -23,6 +23,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
 use crate::platform::config::OidcConfig;
+use crate::platform::endpoint::bearer_token;
 
 /// The shortest time between two JWKS fetches.
 pub const REFETCH_AFTER: chrono::Duration = chrono::Duration::seconds(60);
@@ -180,7 +181,7 @@ impl OidcVerifier {
         authorization: Option<&http::HeaderValue>,
         now: DateTime<Utc>,
     ) -> Result<(), Rejection> {
-        let token = bearer_token(authorization)?;
+        let token = bearer_token(authorization).map_err(Rejection::Unauthorized)?;
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Rejection::Unauthorized("the token is not a JWT"))?;
         if header.alg != Algorithm::RS256 {
@@ -304,24 +305,6 @@ pub fn key_lifetime(cache_control: Option<&str>) -> chrono::Duration {
     }
 }
 
-/// The token of `Authorization: Bearer <token>` (the scheme in any case).
-pub fn bearer_token(authorization: Option<&http::HeaderValue>) -> Result<&str, Rejection> {
-    let value = authorization
-        .ok_or(Rejection::Unauthorized("no Authorization header"))?
-        .to_str()
-        .map_err(|_| Rejection::Unauthorized("the Authorization header is not text"))?;
-    match value.split_once(' ') {
-        Some((scheme, token))
-            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
-        {
-            Ok(token.trim())
-        }
-        _ => Err(Rejection::Unauthorized(
-            "the Authorization header is not Bearer",
-        )),
-    }
-}
-
 fn describe(kind: &jsonwebtoken::errors::ErrorKind) -> &'static str {
     use jsonwebtoken::errors::ErrorKind;
     match kind {
@@ -349,25 +332,5 @@ mod tests {
         assert_eq!(secs(Some("no-cache")), 3600);
         assert_eq!(secs(Some("max-age=soon")), 3600);
         assert_eq!(secs(None), 3600);
-    }
-
-    #[test]
-    fn only_a_bearer_header_yields_a_token() {
-        let header = |v: &str| http::HeaderValue::from_str(v).unwrap();
-        assert_eq!(
-            bearer_token(Some(&header("Bearer abc.def.ghi"))),
-            Ok("abc.def.ghi")
-        );
-        assert_eq!(bearer_token(Some(&header("bearer abc"))), Ok("abc"));
-        for bad in [
-            "Basic dXNlcjpwYXNz",
-            "Bearer",
-            "Bearer ",
-            "abc.def.ghi",
-            "Token abc",
-        ] {
-            assert!(bearer_token(Some(&header(bad))).is_err(), "{bad}");
-        }
-        assert!(bearer_token(None).is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::Method;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::{Request, Response};
 
 /// One endpoint: what a Lambda runs and what the local server routes to.
@@ -50,6 +50,32 @@ pub enum Auth {
     ApiKey,
     /// `Authorization: Bearer <OIDC ID token>`: its presence here, the token in the handler.
     Bearer,
+}
+
+/// The token of an `Authorization: Bearer <token>` header ([`Auth::Bearer`]), or why there is
+/// none (for the log: it never quotes the header).
+pub fn bearer_token(authorization: Option<&http::HeaderValue>) -> Result<&str, &'static str> {
+    let value = authorization
+        .ok_or("no Authorization header")?
+        .to_str()
+        .map_err(|_| "the Authorization header is not text")?;
+    match value.split_once(' ') {
+        Some((scheme, token))
+            if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() =>
+        {
+            Ok(token.trim())
+        }
+        _ => Err("the Authorization header is not Bearer"),
+    }
+}
+
+/// The 401 of a [`Auth::Bearer`] route (POST /internal/dispatch): the same text whatever was
+/// wrong, the reason goes to the log only.
+pub fn bearer_refusal() -> ApiError {
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        "Authorization must be a Bearer OIDC ID token of the dispatch service account",
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,5 +126,30 @@ pub const fn agent_route(
         body_limit: SMALL_BODY_LIMIT,
         timeout: Duration::from_secs(timeout_secs),
         auth: Auth::ApiKey,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_header_yields_a_token() {
+        let header = |v: &str| http::HeaderValue::from_str(v).unwrap();
+        assert_eq!(
+            bearer_token(Some(&header("Bearer abc.def.ghi"))),
+            Ok("abc.def.ghi")
+        );
+        assert_eq!(bearer_token(Some(&header("bearer abc"))), Ok("abc"));
+        for bad in [
+            "Basic dXNlcjpwYXNz",
+            "Bearer",
+            "Bearer ",
+            "abc.def.ghi",
+            "Token abc",
+        ] {
+            assert!(bearer_token(Some(&header(bad))).is_err(), "{bad}");
+        }
+        assert!(bearer_token(None).is_err());
     }
 }

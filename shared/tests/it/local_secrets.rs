@@ -66,10 +66,17 @@ async fn the_local_secrets_manager_answers_every_secret_env_json_names_with_the_
     let local_doc = std::fs::read_to_string(repo_root().join("docs/local.md")).unwrap();
 
     let mut resolved = 0;
-    for (function, section) in env_json.iter().filter(|(name, _)| *name != "Parameters") {
-        let mut vars = parameters.clone();
-        vars.extend(section.clone());
-        let vars = Vars::from_map(vars);
+    let template = koe_testkit::template::load_yaml("template.yaml");
+    for function in koe_testkit::template::resources_of_type(&template, "AWS::Serverless::Function")
+    {
+        // The function's variables as SAM sets them, the secrets' endpoint the stand-in's.
+        let section = koe_testkit::local_env::local_env(&function);
+        let mut vars = section.clone();
+        vars.insert(
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER".into(),
+            standin.endpoint(),
+        );
+        let vars = Vars::from_map(vars.into_iter().collect());
         let secrets = Secrets::resolve(&vars, source.clone(), Arc::new(SystemClock))
             .await
             .unwrap_or_else(|e| panic!("{function}'s secrets from the local Secrets Manager: {e}"));

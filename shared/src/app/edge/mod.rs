@@ -19,7 +19,7 @@ use crate::platform::body::read_limited;
 use crate::platform::clock::Clock;
 use crate::platform::config::{ApiKeys, Secret};
 use crate::platform::deadline::{self, Deadline};
-use crate::platform::endpoint::{Auth, Endpoint, Route};
+use crate::platform::endpoint::{Auth, Endpoint, Route, bearer_refusal, bearer_token};
 use crate::platform::error::{ApiError, ErrorCode};
 use crate::platform::metrics::Metrics;
 use crate::platform::metrics::catalogue::API;
@@ -200,11 +200,9 @@ impl<E: Endpoint> Service<E> {
                 Some(key) if self.edge.api_keys.accepts(key.as_bytes()).await => Ok(()),
                 _ => Err(refused()),
             },
-            Auth::Bearer => {
-                crate::dispatch::oidc::bearer_token(headers.get(http::header::AUTHORIZATION))
-                    .map(|_| ())
-                    .map_err(|_| crate::dispatch::handler::unauthorized())
-            }
+            Auth::Bearer => bearer_token(headers.get(http::header::AUTHORIZATION))
+                .map(|_| ())
+                .map_err(|_| bearer_refusal()),
         }
     }
 

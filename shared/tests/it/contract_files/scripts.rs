@@ -3,9 +3,8 @@
 use std::collections::BTreeSet;
 
 use koe_testkit::template::{load_yaml, repo_root};
-use serde_norway::Value;
 
-use super::{template_functions, untag};
+use super::template_functions;
 
 /// scripts/test.sh runs the HTTP suites a second time through the gateway front
 /// (`KOE_TEST_FRONT=lambda`) by naming their modules: every module that starts the app through
@@ -58,42 +57,58 @@ fn test_sh_runs_every_http_suite_through_the_gateway_front() {
     );
 }
 
-/// `events/env.json` (for `sam local invoke --env-vars`) has a section for every function of the
-/// template and nothing else but `Parameters`, and a function's section names only variables the
-/// template declares for it (its own or `Globals`): SAM applies no other (docs/local.md,
-/// "Fixtures and local invocation"). Secrets are named by ARN, as deployed (the fixture test's stand-in Secrets
-/// Manager holds them).
+/// `events/env.json` (for `sam local invoke --env-vars`): `Parameters` serve every function (SAM
+/// applies to a function only the variables the template declares for it, its own or
+/// `Globals`': docs/local.md, "Fixtures and local invocation"), each a variable some function
+/// declares or the container's own (`koe_testkit::local_env::RUNTIME_VARIABLES`); a function's
+/// section holds only what differs for it, of its declared variables. Secrets are named by ARN,
+/// as deployed (the fixture test's stand-in Secrets Manager holds them).
 #[test]
 fn env_json_covers_every_function_with_variables_sam_applies() {
     let template = load_yaml("template.yaml");
     let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();
     let env: serde_json::Value = serde_json::from_str(&text).expect("events/env.json is JSON");
     let env = env.as_object().expect("an object");
-    let declared_in = |vars: &Value| -> BTreeSet<String> {
-        untag(vars)
-            .as_mapping()
-            .map(|m| m.keys().map(|k| k.as_str().unwrap().to_owned()).collect())
-            .unwrap_or_default()
-    };
-    let globals = declared_in(&template["Globals"]["Function"]["Environment"]["Variables"]);
+    let parameters = env["Parameters"]
+        .as_object()
+        .expect("env.json has Parameters");
     let functions = template_functions(&template);
-    let mut sections: BTreeSet<&str> = env.keys().map(String::as_str).collect();
-    assert!(sections.remove("Parameters"), "env.json has Parameters");
-    let ids: BTreeSet<&str> = functions.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(sections, ids, "one section per template function");
+    let mut declared_somewhere = BTreeSet::new();
     for (id, _) in &functions {
-        let resource = &template["Resources"][id.as_str()];
-        let own = declared_in(&resource["Properties"]["Environment"]["Variables"]);
-        let section = env[id.as_str()].as_object().unwrap();
-        for name in section.keys() {
+        let declared = koe_testkit::local_env::declared_variables(id);
+        declared_somewhere.extend(declared.iter().cloned());
+        let Some(section) = env.get(id.as_str()) else {
+            continue;
+        };
+        for (name, value) in section.as_object().unwrap() {
             assert!(
-                own.contains(name) || globals.contains(name),
+                declared.contains(name),
                 "env.json sets {name} for {id}, which template.yaml does not declare for it"
             );
+            assert_ne!(
+                parameters.get(name),
+                Some(value),
+                "env.json's {id} repeats Parameters' {name}"
+            );
         }
-        for (var, _) in koe::platform::secrets::SECRET_VARS {
+    }
+    for section in env.keys().filter(|k| *k != "Parameters") {
+        assert!(
+            functions.iter().any(|(id, _)| id == section),
+            "env.json has a section {section}, not a function of the template"
+        );
+    }
+    for name in parameters.keys() {
+        assert!(
+            declared_somewhere.contains(name)
+                || koe_testkit::local_env::RUNTIME_VARIABLES.contains(&name.as_str()),
+            "env.json's Parameters set {name}, which no function declares"
+        );
+    }
+    for (var, _) in koe::platform::secrets::SECRET_VARS {
+        for (id, section) in env {
             assert!(
-                !section.contains_key(var),
+                !section.as_object().unwrap().contains_key(var),
                 "env.json gives {id} the secret {var} as a value: name its ARN instead"
             );
         }
