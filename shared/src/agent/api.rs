@@ -9,7 +9,7 @@ use crate::agent::binding::StepSigner;
 use crate::model::ModelProvider;
 use crate::platform::clock::Clock;
 use crate::platform::config::AgentConfig;
-use crate::platform::endpoint::{Api, Auth, BODY_SLACK, Endpoint, Route, json_str};
+use crate::platform::endpoint::{Api, BODY_SLACK, Endpoint, Route, json_str};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
@@ -61,16 +61,15 @@ pub struct AgentPorts {
 pub struct Agent;
 
 impl Endpoint for Agent {
-    const ROUTE: Route = Route {
-        api: Api::Agent,
-        method: Method::POST,
-        path: "/agent",
-        function: "AgentFunction",
-        binary: "agent",
-        body_limit: AGENT_BODY_LIMIT,
-        timeout: Duration::from_secs(28),
-        auth: Auth::ApiKey,
-    };
+    const ROUTE: Route = Route::new(
+        Api::Agent,
+        Method::POST,
+        "/agent",
+        "AgentFunction",
+        "agent",
+        28,
+    )
+    .with_body_limit(AGENT_BODY_LIMIT);
     type Ports = AgentPorts;
 
     async fn handle(ports: &AgentPorts, request: Request) -> Result<Response, ApiError> {

@@ -8,7 +8,7 @@ use http::Method;
 use crate::calls::capacity::MinuteCapacity;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Endpoint, Route, agent_route};
+use crate::platform::endpoint::{Api, Endpoint, Route};
 use crate::platform::error::ApiError;
 use crate::platform::metrics::Metrics;
 use crate::platform::{Request, Response};
@@ -59,7 +59,8 @@ pub struct ConfirmPorts {
 pub struct CreateCall;
 
 impl Endpoint for CreateCall {
-    const ROUTE: Route = agent_route(
+    const ROUTE: Route = Route::new(
+        Api::Agent,
         Method::POST,
         "/calls",
         "CreateCallFunction",
@@ -83,7 +84,14 @@ impl Endpoint for CreateCall {
 pub struct GetCall;
 
 impl Endpoint for GetCall {
-    const ROUTE: Route = agent_route(Method::GET, "/calls", "GetCallFunction", "get-call", 10);
+    const ROUTE: Route = Route::new(
+        Api::Agent,
+        Method::GET,
+        "/calls",
+        "GetCallFunction",
+        "get-call",
+        10,
+    );
     type Ports = CallsPorts;
 
     async fn handle(ports: &CallsPorts, request: Request) -> Result<Response, ApiError> {
@@ -95,7 +103,8 @@ impl Endpoint for GetCall {
 pub struct CancelCall;
 
 impl Endpoint for CancelCall {
-    const ROUTE: Route = agent_route(
+    const ROUTE: Route = Route::new(
+        Api::Agent,
         Method::DELETE,
         "/calls",
         "CancelCallFunction",
@@ -113,7 +122,8 @@ impl Endpoint for CancelCall {
 pub struct ConfirmCall;
 
 impl Endpoint for ConfirmCall {
-    const ROUTE: Route = agent_route(
+    const ROUTE: Route = Route::new(
+        Api::Agent,
         Method::POST,
         "/calls/confirm",
         "ConfirmCallFunction",

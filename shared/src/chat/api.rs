@@ -1,15 +1,12 @@
 //! The chat API's endpoints (`{base_url}`, no authentication): health, info, the error test, chat.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Method;
 
 use crate::model::{ModelProvider, StreamingModel};
 use crate::platform::config::InfoConfig;
-use crate::platform::endpoint::{
-    Api, Auth, BODY_SLACK, Endpoint, JSON_BYTES_PER_CHAR, Route, SMALL_BODY_LIMIT, json_str,
-};
+use crate::platform::endpoint::{Api, BODY_SLACK, Endpoint, JSON_BYTES_PER_CHAR, Route, json_str};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
@@ -58,30 +55,18 @@ pub const CHAT_BODY_LIMIT: usize = {
         + BODY_SLACK
 };
 
-const fn chat_route(
-    method: Method,
-    path: &'static str,
-    function: &'static str,
-    binary: &'static str,
-    timeout_secs: u64,
-) -> Route {
-    Route {
-        api: Api::Chat,
-        method,
-        path,
-        function,
-        binary,
-        body_limit: SMALL_BODY_LIMIT,
-        timeout: Duration::from_secs(timeout_secs),
-        auth: Auth::None,
-    }
-}
-
 /// GET /health.
 pub struct Health;
 
 impl Endpoint for Health {
-    const ROUTE: Route = chat_route(Method::GET, "/health", "HealthFunction", "health", 5);
+    const ROUTE: Route = Route::new(
+        Api::Chat,
+        Method::GET,
+        "/health",
+        "HealthFunction",
+        "health",
+        5,
+    );
     type Ports = NoPorts;
 
     async fn handle(_: &NoPorts, _: Request) -> Result<Response, ApiError> {
@@ -93,7 +78,14 @@ impl Endpoint for Health {
 pub struct Info;
 
 impl Endpoint for Info {
-    const ROUTE: Route = chat_route(Method::GET, "/api/info", "InfoFunction", "info", 5);
+    const ROUTE: Route = Route::new(
+        Api::Chat,
+        Method::GET,
+        "/api/info",
+        "InfoFunction",
+        "info",
+        5,
+    );
     type Ports = InfoPorts;
 
     async fn handle(ports: &InfoPorts, _: Request) -> Result<Response, ApiError> {
@@ -105,7 +97,8 @@ impl Endpoint for Info {
 pub struct ErrorTest;
 
 impl Endpoint for ErrorTest {
-    const ROUTE: Route = chat_route(
+    const ROUTE: Route = Route::new(
+        Api::Chat,
         Method::GET,
         "/api/error",
         "ErrorTestFunction",
@@ -123,16 +116,15 @@ impl Endpoint for ErrorTest {
 pub struct Chat;
 
 impl Endpoint for Chat {
-    const ROUTE: Route = Route {
-        api: Api::Chat,
-        method: Method::POST,
-        path: "/api/chat",
-        function: "ChatFunction",
-        binary: "chat",
-        body_limit: CHAT_BODY_LIMIT,
-        timeout: Duration::from_secs(28),
-        auth: Auth::None,
-    };
+    const ROUTE: Route = Route::new(
+        Api::Chat,
+        Method::POST,
+        "/api/chat",
+        "ChatFunction",
+        "chat",
+        28,
+    )
+    .with_body_limit(CHAT_BODY_LIMIT);
     type Ports = ChatPorts;
 
     async fn handle(ports: &ChatPorts, request: Request) -> Result<Response, ApiError> {
@@ -147,16 +139,15 @@ impl Endpoint for Chat {
 pub struct ChatStream;
 
 impl Endpoint for ChatStream {
-    const ROUTE: Route = Route {
-        api: Api::Chat,
-        method: Method::POST,
-        path: "/api/chat",
-        function: "ChatStreamFunction",
-        binary: "chat-stream",
-        body_limit: CHAT_BODY_LIMIT,
-        timeout: Duration::from_secs(35),
-        auth: Auth::None,
-    };
+    const ROUTE: Route = Route::new(
+        Api::Chat,
+        Method::POST,
+        "/api/chat",
+        "ChatStreamFunction",
+        "chat-stream",
+        35,
+    )
+    .with_body_limit(CHAT_BODY_LIMIT);
     type Ports = ChatStreamPorts;
 
     async fn handle(ports: &ChatStreamPorts, request: Request) -> Result<Response, ApiError> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::Method;
 
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Endpoint, Route, agent_route};
+use crate::platform::endpoint::{Api, Endpoint, Route};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
@@ -24,7 +24,8 @@ pub struct DevicePorts {
 pub struct PutDevice;
 
 impl Endpoint for PutDevice {
-    const ROUTE: Route = agent_route(
+    const ROUTE: Route = Route::new(
+        Api::Agent,
         Method::PUT,
         "/devices",
         "PutDeviceFunction",

@@ -2,7 +2,6 @@
 //! ports, and its handler's call.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Method;
 
@@ -10,7 +9,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::oidc::TokenVerifier;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Api, Auth, Endpoint, Route, SMALL_BODY_LIMIT};
+use crate::platform::endpoint::{Api, Auth, Endpoint, Route};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
@@ -32,16 +31,15 @@ pub struct DispatchPorts {
 pub struct Dispatch;
 
 impl Endpoint for Dispatch {
-    const ROUTE: Route = Route {
-        api: Api::Agent,
-        method: Method::POST,
-        path: "/internal/dispatch",
-        function: "DispatchRouteFunction",
-        binary: "dispatch",
-        body_limit: SMALL_BODY_LIMIT,
-        timeout: Duration::from_secs(10),
-        auth: Auth::Bearer,
-    };
+    const ROUTE: Route = Route::new(
+        Api::Agent,
+        Method::POST,
+        "/internal/dispatch",
+        "DispatchRouteFunction",
+        "dispatch",
+        10,
+    )
+    .with_auth(Auth::Bearer);
     type Ports = DispatchPorts;
 
     async fn handle(ports: &DispatchPorts, request: Request) -> Result<Response, ApiError> {

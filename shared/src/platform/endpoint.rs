@@ -109,23 +109,42 @@ pub const fn json_str(chars: usize) -> usize {
 /// Body cap of every other endpoint.
 pub const SMALL_BODY_LIMIT: usize = 8 * 1024;
 
-/// A route of the agent API (`X-Api-Key`) with the small body cap.
-pub const fn agent_route(
-    method: Method,
-    path: &'static str,
-    function: &'static str,
-    binary: &'static str,
-    timeout_secs: u64,
-) -> Route {
-    Route {
-        api: Api::Agent,
-        method,
-        path,
-        function,
-        binary,
-        body_limit: SMALL_BODY_LIMIT,
-        timeout: Duration::from_secs(timeout_secs),
-        auth: Auth::ApiKey,
+impl Route {
+    /// A route of `api` with the small body cap and the API's credential (chat: none; agent:
+    /// `X-Api-Key`); `timeout_secs` is its function's `Timeout`.
+    pub const fn new(
+        api: Api,
+        method: Method,
+        path: &'static str,
+        function: &'static str,
+        binary: &'static str,
+        timeout_secs: u64,
+    ) -> Route {
+        Route {
+            api,
+            method,
+            path,
+            function,
+            binary,
+            body_limit: SMALL_BODY_LIMIT,
+            timeout: Duration::from_secs(timeout_secs),
+            auth: match api {
+                Api::Chat => Auth::None,
+                Api::Agent => Auth::ApiKey,
+            },
+        }
+    }
+
+    /// The same route with a body cap of its own.
+    pub const fn with_body_limit(mut self, body_limit: usize) -> Route {
+        self.body_limit = body_limit;
+        self
+    }
+
+    /// The same route with another credential.
+    pub const fn with_auth(mut self, auth: Auth) -> Route {
+        self.auth = auth;
+        self
     }
 }
 
