@@ -56,6 +56,68 @@ pub enum ClaimMark {
     WithClaim,
 }
 
+/// A call that `run` has (or claims), as of `now`: what its writes
+/// ([`DispatchStore::claim_call`], [`DispatchStore::run_write`]) share.
+#[derive(Debug, Clone, Copy)]
+pub struct RunCall<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: &'a CallId,
+    pub run: &'a RunToken,
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> RunCall<'a> {
+    pub fn new(
+        id: &'a DeviceId,
+        call_id: &'a CallId,
+        run: &'a RunToken,
+        now: DateTime<Utc>,
+    ) -> Self {
+        RunCall {
+            id,
+            call_id,
+            run,
+            now,
+        }
+    }
+}
+
+/// [`DispatchStore::claim_due`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimCall<'a> {
+    pub call: RunCall<'a>,
+    pub abandoned_before: DateTime<Utc>,
+    pub mark: ClaimMark,
+}
+
+/// [`DispatchStore::claim_wake`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct WakeClaim<'a> {
+    pub minute: &'a str,
+    pub due_at: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub claimant: &'a str,
+}
+
+/// A write of a run's on its claim ([`DispatchStore::run_write`]): which port method it is,
+/// with its own arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunWrite {
+    /// [`DispatchStore::mark_push_started`].
+    MarkPushStarted { confirms: bool },
+    /// [`DispatchStore::release_claim`].
+    Release,
+    /// [`DispatchStore::finish_reservation`].
+    Finish {
+        outcome: Outcome,
+        abandoned_before: DateTime<Utc>,
+    },
+    /// [`DispatchStore::claim_notice`].
+    ClaimNotice,
+    /// [`DispatchStore::notice_sent`].
+    NoticeSent,
+}
+
 /// Devices: registration, the device secret, the token the dispatcher reads.
 #[async_trait]
 pub trait DeviceStore: Send + Sync {
@@ -227,7 +289,18 @@ pub trait DispatchStore: Send + Sync {
         due_at: DateTime<Utc>,
         until: DateTime<Utc>,
         claimant: &str,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let wake = WakeClaim {
+            minute,
+            due_at,
+            until,
+            claimant,
+        };
+        self.wake_claim(wake).await
+    }
+
+    /// [`DispatchStore::claim_wake`], as an adapter makes it.
+    async fn wake_claim(&self, wake: WakeClaim<'_>) -> Result<bool, StoreError>;
 
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
@@ -245,7 +318,18 @@ pub trait DispatchStore: Send + Sync {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
         mark: ClaimMark,
-    ) -> Result<ClaimAnswer, StoreError>;
+    ) -> Result<ClaimAnswer, StoreError> {
+        let call = RunCall::new(id, call_id, run, now);
+        let claim = ClaimCall {
+            call,
+            abandoned_before,
+            mark,
+        };
+        self.claim_call(claim).await
+    }
+
+    /// [`DispatchStore::claim_due`], as an adapter makes it.
+    async fn claim_call(&self, claim: ClaimCall<'_>) -> Result<ClaimAnswer, StoreError>;
 
     /// [`DispatchStore::claim_due`] of the claim alone ([`ClaimMark::Apart`]), answering only
     /// whether this caller won the claim.
@@ -279,7 +363,11 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         confirms: bool,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::MarkPushStarted { confirms };
+        self.run_write(RunCall::new(id, call_id, run, now), write)
+            .await
+    }
 
     /// Gives a claim `run` holds back (`claimed` → `scheduled`, its claim and mark removed), for
     /// a run that could not resolve its push mark in time and knows its push did not leave: the
@@ -292,7 +380,10 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::Release)
+            .await
+    }
 
     /// Records how the call ended, by `run`: `claimed` → `sent`/`failed`, or `scheduled` (or a
     /// claim made before `abandoned_before` whose push never started) → `missed` (a call with
@@ -312,7 +403,14 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::Finish {
+            outcome,
+            abandoned_before,
+        };
+        self.run_write(RunCall::new(id, call_id, run, now), write)
+            .await
+    }
 
     /// Claims the missed-call notice of `call_id` for `run` (docs/dispatch.md, "Missed-call
     /// notice"): only while the device's reservation is that call, ended `failed`, `missed` or
@@ -324,7 +422,10 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::ClaimNotice)
+            .await
+    }
 
     /// Records that `run`'s notice of `call_id` left at `now` (`notice_sent_at`), if `run` holds
     /// its claim; made again, it keeps the first time and answers the same.
@@ -334,7 +435,16 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::NoticeSent)
+            .await
+    }
+
+    /// The writes of `run` on its claim of a call that answer whether they were made
+    /// ([`DispatchStore::mark_push_started`], [`DispatchStore::release_claim`],
+    /// [`DispatchStore::finish_reservation`], [`DispatchStore::claim_notice`],
+    /// [`DispatchStore::notice_sent`]), as an adapter makes them.
+    async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError>;
 }
 
 /// The agent's daily use, its plans' answers and the APIs' daily token counts.
