@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 
 use super::{
     CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError, Created,
-    DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, SpendOutcome, Store,
-    StoreError, UsageOutcome, WakeClaim,
+    DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store, StoreError,
+    UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -148,6 +148,22 @@ impl<'a> Op<'a> {
         }
     }
 
+    /// The [`UsageStore`] method's.
+    pub fn usage(request: UsageRequest<'a>) -> Self {
+        use UsageRequest::*;
+        match request {
+            AgentUse(id, day, limit, expire_at) => Op::CountAgentUse(id, day, limit, expire_at),
+            PlanAnswer(plan_id, limit, expire_at) => Op::CountPlanAnswer(plan_id, limit, expire_at),
+            ReserveTokens(api, day, tokens, ceiling, expire_at) => {
+                Op::ReserveTokens(api, day, tokens, ceiling, expire_at)
+            }
+            SettleTokens(api, day, delta, expire_at) => {
+                Op::SettleTokens(api, day, delta, expire_at)
+            }
+            CeilingNotice(api, day, expire_at) => Op::ClaimCeilingNotice(api, day, expire_at),
+        }
+    }
+
     /// The port method's name, as the variant is named (`CreateReservation`, ...).
     pub fn name(&self) -> &'static str {
         use Op::*;
@@ -268,16 +284,7 @@ layered! {
         Op::run_write: fn run_write(call: RunCall<'_>, write: RunWrite) -> Answer<bool>;
     }
     UsageStore {
-        Op::CountAgentUse: fn count_agent_use(
-            id: &DeviceId, day: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
-        Op::CountPlanAnswer: fn count_plan_answer(
-            plan_id: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
-        Op::ReserveTokens: fn reserve_tokens(api: &str, day: &str, tokens: u64, ceiling: u64,
-            expire_at: i64) -> Answer<SpendOutcome>;
-        Op::SettleTokens: fn settle_tokens(
-            api: &str, day: &str, delta: i64, expire_at: i64) -> Answer<()>;
-        Op::ClaimCeilingNotice: fn claim_ceiling_notice(
-            api: &str, day: &str, expire_at: i64) -> Answer<bool>;
+        Op::usage: fn add_to_counter(request: UsageRequest<'_>) -> Answer<Option<i64>>;
     }
     IdempotencyStore {
         Op::IdempotentAnswer: fn idempotent_answer(key: &str, now: Time) -> Answer<Option<IdempotentAnswer>>;

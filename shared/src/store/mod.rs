@@ -19,6 +19,7 @@ mod answers;
 mod deadlined;
 mod error;
 mod layer;
+mod usage;
 pub use answers::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
@@ -26,6 +27,7 @@ pub use answers::{
 pub use deadlined::Deadlined;
 pub use error::StoreError;
 pub use layer::{Call, Op, Request, StoreLayer};
+pub use usage::UsageRequest;
 pub mod dynamodb;
 pub mod memory;
 
@@ -458,7 +460,10 @@ pub trait UsageStore: Send + Sync {
         day: &str,
         limit: u32,
         expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError>;
+    ) -> Result<UsageOutcome, StoreError> {
+        let request = UsageRequest::AgentUse(id, day, limit, expire_at);
+        Ok(counted(self.add_to_counter(request).await?))
+    }
 
     /// Counts one round-2 answer of the agent plan `plan_id` unless `limit` answers were
     /// already counted; one atomic conditional update, as [`UsageStore::count_agent_use`].
@@ -468,7 +473,10 @@ pub trait UsageStore: Send + Sync {
         plan_id: &str,
         limit: u32,
         expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError>;
+    ) -> Result<UsageOutcome, StoreError> {
+        let request = UsageRequest::PlanAnswer(plan_id, limit, expire_at);
+        Ok(counted(self.add_to_counter(request).await?))
+    }
 
     /// Adds `tokens` to the day's token count of `handlers` (`chat`, `agent`) unless the count has
     /// already reached `ceiling`; one atomic conditional update. `expire_at` is its TTL.
@@ -479,7 +487,15 @@ pub trait UsageStore: Send + Sync {
         tokens: u64,
         ceiling: u64,
         expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError>;
+    ) -> Result<SpendOutcome, StoreError> {
+        let request = UsageRequest::ReserveTokens(api, day, tokens, ceiling, expire_at);
+        Ok(match self.add_to_counter(request).await? {
+            Some(total) => SpendOutcome::Reserved {
+                total: total.max(0) as u64,
+            },
+            None => SpendOutcome::CeilingReached,
+        })
+    }
 
     /// Corrects the day's token count of `handlers` by `delta` (the reported usage minus what was
     /// reserved; negative to give back), unconditionally and atomically.
@@ -489,7 +505,10 @@ pub trait UsageStore: Send + Sync {
         day: &str,
         delta: i64,
         expire_at: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let request = UsageRequest::SettleTokens(api, day, delta, expire_at);
+        self.add_to_counter(request).await.map(drop)
+    }
 
     /// Claims the one notice of `handlers`'s ceiling on `day`: true for exactly one caller.
     async fn claim_ceiling_notice(
@@ -497,7 +516,25 @@ pub trait UsageStore: Send + Sync {
         api: &str,
         day: &str,
         expire_at: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let request = UsageRequest::CeilingNotice(api, day, expire_at);
+        Ok(self.add_to_counter(request).await?.is_some())
+    }
+
+    /// The one write of each method above, as an adapter makes it: adds
+    /// [`UsageRequest::amount`] to its counter, with its TTL, unless the counter already reached
+    /// [`UsageRequest::limit`]. The new count; `None` if the limit was reached (nothing added).
+    async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError>;
+}
+
+/// A count's answer from its counter's new value.
+fn counted(count: Option<i64>) -> UsageOutcome {
+    match count {
+        Some(count) => UsageOutcome::Counted {
+            count: u32::try_from(count.max(0)).unwrap_or(u32::MAX),
+        },
+        None => UsageOutcome::LimitReached,
+    }
 }
 
 /// Kept answers of `Idempotency-Key` requests.
