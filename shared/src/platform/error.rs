@@ -149,17 +149,21 @@ impl ApiError {
     /// The invocation's deadline came before the handler was done (a slow dependency): 503
     /// with `Retry-After`, while there is still time to answer (`crate::platform::deadline`).
     pub fn deadline() -> Self {
-        ApiError::new(
-            ErrorCode::ServiceUnavailable,
+        ApiError::unavailable(
             "the request could not be finished in time (a dependency is slow); retry later",
-        )
-        .with_header(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(RETRY_AFTER_SECS),
         )
         .caused_by(
             "deadline reached",
             "the handler was not done before the invocation's deadline",
+        )
+    }
+
+    /// 503 SERVICE_UNAVAILABLE with `Retry-After` ([`RETRY_AFTER_SECS`]): a dependency (the
+    /// store, the deadline's) could not answer now; a retry may.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::ServiceUnavailable, message).with_header(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(RETRY_AFTER_SECS),
         )
     }
 

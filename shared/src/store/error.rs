@@ -1,8 +1,6 @@
 //! The store's one error: it could not answer (with whether it was throttling).
 
-use http::HeaderValue;
-
-use crate::platform::error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
+use crate::platform::error::ApiError;
 
 /// The store could not answer (outage, throttling, bad data). Handlers answer 503.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,14 +39,7 @@ impl std::error::Error for StoreError {}
 /// The store failed (outage, throttling, the deadline): 503 with `Retry-After`. The cause is logged when the answer goes out.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
-        ApiError::new(
-            ErrorCode::ServiceUnavailable,
-            "the data store is unavailable; retry later",
-        )
-        .with_header(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(RETRY_AFTER_SECS),
-        )
-        .caused_by("store unavailable", e)
+        ApiError::unavailable("the data store is unavailable; retry later")
+            .caused_by("store unavailable", e)
     }
 }

@@ -13,8 +13,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, ClaimMark, ConfirmAnswer, CreateError, Created, DeviceProof,
-    DeviceWrite, IdempotentAnswer, Outcome, SpendOutcome, Store, StoreError, UsageOutcome,
+    CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError, Created,
+    DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store, StoreError,
+    UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -112,7 +113,57 @@ impl Request {
     }
 }
 
-impl Op<'_> {
+impl<'a> Op<'a> {
+    /// [`DispatchStore::claim_wake`]'s.
+    pub fn wake_claim(w: WakeClaim<'a>) -> Self {
+        Op::ClaimWake(w.minute, w.due_at, w.until, w.claimant)
+    }
+
+    /// [`DispatchStore::claim_due`]'s.
+    pub fn claim_call(claim: ClaimCall<'a>) -> Self {
+        let c = claim.call;
+        Op::ClaimDue(
+            c.id,
+            c.call_id,
+            c.run,
+            c.now,
+            claim.abandoned_before,
+            claim.mark,
+        )
+    }
+
+    /// The port method's of a run's write: [`Op::MarkPushStarted`], [`Op::ReleaseClaim`], ...
+    pub fn run_write(c: RunCall<'a>, write: RunWrite) -> Self {
+        match write {
+            RunWrite::MarkPushStarted { confirms } => {
+                Op::MarkPushStarted(c.id, c.call_id, c.run, c.now, confirms)
+            }
+            RunWrite::Release => Op::ReleaseClaim(c.id, c.call_id, c.run, c.now),
+            RunWrite::Finish {
+                outcome,
+                abandoned_before,
+            } => Op::FinishReservation(c.id, c.call_id, outcome, c.run, c.now, abandoned_before),
+            RunWrite::ClaimNotice => Op::ClaimNotice(c.id, c.call_id, c.run, c.now),
+            RunWrite::NoticeSent => Op::NoticeSent(c.id, c.call_id, c.run, c.now),
+        }
+    }
+
+    /// The [`UsageStore`] method's.
+    pub fn usage(request: UsageRequest<'a>) -> Self {
+        use UsageRequest::*;
+        match request {
+            AgentUse(id, day, limit, expire_at) => Op::CountAgentUse(id, day, limit, expire_at),
+            PlanAnswer(plan_id, limit, expire_at) => Op::CountPlanAnswer(plan_id, limit, expire_at),
+            ReserveTokens(api, day, tokens, ceiling, expire_at) => {
+                Op::ReserveTokens(api, day, tokens, ceiling, expire_at)
+            }
+            SettleTokens(api, day, delta, expire_at) => {
+                Op::SettleTokens(api, day, delta, expire_at)
+            }
+            CeilingNotice(api, day, expire_at) => Op::ClaimCeilingNotice(api, day, expire_at),
+        }
+    }
+
     /// The port method's name, as the variant is named (`CreateReservation`, ...).
     pub fn name(&self) -> &'static str {
         use Op::*;
@@ -187,12 +238,12 @@ impl Op<'_> {
 /// The ports for every [`StoreLayer`], from one table: each method's [`Op`], its arguments and
 /// its answer. The inner call is made only when the hook calls it.
 macro_rules! layered {
-    ($($port:ident { $($op:ident: fn $method:ident($($arg:ident: $ty:ty),*) -> $answer:ty;)* })*) => {$(
+    ($($port:ident { $($op:path: fn $method:ident($($arg:ident: $ty:ty),*) -> $answer:ty;)* })*) => {$(
         #[async_trait]
         impl<L: StoreLayer> $port for L {$(
             async fn $method(&self, $($arg: $ty),*) -> $answer {
                 let inner = self.inner();
-                self.around(Op::$op($($arg),*), &move || inner.$method($($arg),*))
+                self.around($op($($arg),*), &move || inner.$method($($arg),*))
                     .await
             }
         )*}
@@ -203,61 +254,41 @@ type Answer<T> = Result<T, StoreError>;
 
 layered! {
     DeviceStore {
-        PutDevice: fn put_device(device: &Device) -> Answer<()>;
-        RegisterDevice: fn register_device(
+        Op::PutDevice: fn put_device(device: &Device) -> Answer<()>;
+        Op::RegisterDevice: fn register_device(
             device: &Device, presented: Option<&str>, new_secret_hash: &str) -> Answer<DeviceWrite>;
-        GetDevice: fn get_device(id: &DeviceId, now: Time) -> Answer<Option<Device>>;
-        DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
-        ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
-        RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
-        RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
+        Op::GetDevice: fn get_device(id: &DeviceId, now: Time) -> Answer<Option<Device>>;
+        Op::DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
+        Op::ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
+        Op::RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
+        Op::RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
     }
     ReservationStore {
-        CreateReservation: fn create_reservation(
+        Op::CreateReservation: fn create_reservation(
             reservation: &Reservation, now: Time, stale_before: Time) -> Result<Created, CreateError>;
-        WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
-        GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
-        CancelReservation: fn cancel_reservation(
+        Op::WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
+        Op::GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
+        Op::CancelReservation: fn cancel_reservation(
             id: &DeviceId, call_id: Option<&CallId>, now: Time) -> Result<(), CancelError>;
-        ConfirmCall: fn confirm_call(
+        Op::ConfirmCall: fn confirm_call(
             id: &DeviceId, call_id: &CallId, now: Time) -> Answer<ConfirmAnswer>;
     }
     DispatchStore {
-        DueCount: fn due_count(minute: &str) -> Answer<u32>;
-        DueCalls: fn due_calls(minute: &str, shard: u32) -> Answer<Vec<DueCall>>;
-        WatchMinute: fn watch_minute(minute: &str, until: Time) -> Answer<()>;
-        SweptBefore: fn swept_before() -> Answer<Option<Time>>;
-        RaiseSweptBefore: fn raise_swept_before(at: Time) -> Answer<()>;
-        ClaimWake: fn claim_wake(
-            minute: &str, due_at: Time, until: Time, claimant: &str) -> Answer<bool>;
-        ClaimDue: fn claim_due(id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time,
-            abandoned_before: Time, mark: ClaimMark) -> Answer<ClaimAnswer>;
-        MarkPushStarted: fn mark_push_started(id: &DeviceId, call_id: &CallId, run: &RunToken,
-            now: Time, confirms: bool) -> Answer<bool>;
-        ReleaseClaim: fn release_claim(
-            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
-        FinishReservation: fn finish_reservation(id: &DeviceId, call_id: &CallId,
-            outcome: Outcome, run: &RunToken, now: Time, abandoned_before: Time) -> Answer<bool>;
-        ClaimNotice: fn claim_notice(
-            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
-        NoticeSent: fn notice_sent(
-            id: &DeviceId, call_id: &CallId, run: &RunToken, now: Time) -> Answer<bool>;
+        Op::DueCount: fn due_count(minute: &str) -> Answer<u32>;
+        Op::DueCalls: fn due_calls(minute: &str, shard: u32) -> Answer<Vec<DueCall>>;
+        Op::WatchMinute: fn watch_minute(minute: &str, until: Time) -> Answer<()>;
+        Op::SweptBefore: fn swept_before() -> Answer<Option<Time>>;
+        Op::RaiseSweptBefore: fn raise_swept_before(at: Time) -> Answer<()>;
+        Op::wake_claim: fn wake_claim(wake: WakeClaim<'_>) -> Answer<bool>;
+        Op::claim_call: fn claim_call(claim: ClaimCall<'_>) -> Answer<ClaimAnswer>;
+        Op::run_write: fn run_write(call: RunCall<'_>, write: RunWrite) -> Answer<bool>;
     }
     UsageStore {
-        CountAgentUse: fn count_agent_use(
-            id: &DeviceId, day: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
-        CountPlanAnswer: fn count_plan_answer(
-            plan_id: &str, limit: u32, expire_at: i64) -> Answer<UsageOutcome>;
-        ReserveTokens: fn reserve_tokens(api: &str, day: &str, tokens: u64, ceiling: u64,
-            expire_at: i64) -> Answer<SpendOutcome>;
-        SettleTokens: fn settle_tokens(
-            api: &str, day: &str, delta: i64, expire_at: i64) -> Answer<()>;
-        ClaimCeilingNotice: fn claim_ceiling_notice(
-            api: &str, day: &str, expire_at: i64) -> Answer<bool>;
+        Op::usage: fn add_to_counter(request: UsageRequest<'_>) -> Answer<Option<i64>>;
     }
     IdempotencyStore {
-        IdempotentAnswer: fn idempotent_answer(key: &str, now: Time) -> Answer<Option<IdempotentAnswer>>;
-        KeepIdempotentAnswer: fn keep_idempotent_answer(
+        Op::IdempotentAnswer: fn idempotent_answer(key: &str, now: Time) -> Answer<Option<IdempotentAnswer>>;
+        Op::KeepIdempotentAnswer: fn keep_idempotent_answer(
             answer: &IdempotentAnswer, now: Time) -> Answer<bool>;
     }
 }

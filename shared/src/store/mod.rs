@@ -19,6 +19,7 @@ mod answers;
 mod deadlined;
 mod error;
 mod layer;
+mod usage;
 pub use answers::{
     CancelError, ClaimAnswer, ConfirmAnswer, CreateError, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, SpendOutcome, UsageOutcome,
@@ -26,6 +27,7 @@ pub use answers::{
 pub use deadlined::Deadlined;
 pub use error::StoreError;
 pub use layer::{Call, Op, Request, StoreLayer};
+pub use usage::UsageRequest;
 pub mod dynamodb;
 pub mod memory;
 
@@ -54,6 +56,68 @@ pub enum ClaimMark {
     /// [`DispatchStore::mark_push_started`] (never re-claimed; abandoned, recorded `failed`).
     /// For a device that does not confirm its calls.
     WithClaim,
+}
+
+/// A call that `run` has (or claims), as of `now`: what its writes
+/// ([`DispatchStore::claim_call`], [`DispatchStore::run_write`]) share.
+#[derive(Debug, Clone, Copy)]
+pub struct RunCall<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: &'a CallId,
+    pub run: &'a RunToken,
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> RunCall<'a> {
+    pub fn new(
+        id: &'a DeviceId,
+        call_id: &'a CallId,
+        run: &'a RunToken,
+        now: DateTime<Utc>,
+    ) -> Self {
+        RunCall {
+            id,
+            call_id,
+            run,
+            now,
+        }
+    }
+}
+
+/// [`DispatchStore::claim_due`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimCall<'a> {
+    pub call: RunCall<'a>,
+    pub abandoned_before: DateTime<Utc>,
+    pub mark: ClaimMark,
+}
+
+/// [`DispatchStore::claim_wake`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct WakeClaim<'a> {
+    pub minute: &'a str,
+    pub due_at: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub claimant: &'a str,
+}
+
+/// A write of a run's on its claim ([`DispatchStore::run_write`]): which port method it is,
+/// with its own arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunWrite {
+    /// [`DispatchStore::mark_push_started`].
+    MarkPushStarted { confirms: bool },
+    /// [`DispatchStore::release_claim`].
+    Release,
+    /// [`DispatchStore::finish_reservation`].
+    Finish {
+        outcome: Outcome,
+        abandoned_before: DateTime<Utc>,
+    },
+    /// [`DispatchStore::claim_notice`].
+    ClaimNotice,
+    /// [`DispatchStore::notice_sent`].
+    NoticeSent,
 }
 
 /// Devices: registration, the device secret, the token the dispatcher reads.
@@ -227,7 +291,18 @@ pub trait DispatchStore: Send + Sync {
         due_at: DateTime<Utc>,
         until: DateTime<Utc>,
         claimant: &str,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let wake = WakeClaim {
+            minute,
+            due_at,
+            until,
+            claimant,
+        };
+        self.wake_claim(wake).await
+    }
+
+    /// [`DispatchStore::claim_wake`], as an adapter makes it.
+    async fn wake_claim(&self, wake: WakeClaim<'_>) -> Result<bool, StoreError>;
 
     /// `scheduled` → `claimed` by `run` for this call (one waiting for its push again only from
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
@@ -245,7 +320,18 @@ pub trait DispatchStore: Send + Sync {
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
         mark: ClaimMark,
-    ) -> Result<ClaimAnswer, StoreError>;
+    ) -> Result<ClaimAnswer, StoreError> {
+        let call = RunCall::new(id, call_id, run, now);
+        let claim = ClaimCall {
+            call,
+            abandoned_before,
+            mark,
+        };
+        self.claim_call(claim).await
+    }
+
+    /// [`DispatchStore::claim_due`], as an adapter makes it.
+    async fn claim_call(&self, claim: ClaimCall<'_>) -> Result<ClaimAnswer, StoreError>;
 
     /// [`DispatchStore::claim_due`] of the claim alone ([`ClaimMark::Apart`]), answering only
     /// whether this caller won the claim.
@@ -279,7 +365,11 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         confirms: bool,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::MarkPushStarted { confirms };
+        self.run_write(RunCall::new(id, call_id, run, now), write)
+            .await
+    }
 
     /// Gives a claim `run` holds back (`claimed` → `scheduled`, its claim and mark removed), for
     /// a run that could not resolve its push mark in time and knows its push did not leave: the
@@ -292,7 +382,10 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::Release)
+            .await
+    }
 
     /// Records how the call ended, by `run`: `claimed` → `sent`/`failed`, or `scheduled` (or a
     /// claim made before `abandoned_before` whose push never started) → `missed` (a call with
@@ -312,7 +405,14 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         now: DateTime<Utc>,
         abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::Finish {
+            outcome,
+            abandoned_before,
+        };
+        self.run_write(RunCall::new(id, call_id, run, now), write)
+            .await
+    }
 
     /// Claims the missed-call notice of `call_id` for `run` (docs/dispatch.md, "Missed-call
     /// notice"): only while the device's reservation is that call, ended `failed`, `missed` or
@@ -324,7 +424,10 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::ClaimNotice)
+            .await
+    }
 
     /// Records that `run`'s notice of `call_id` left at `now` (`notice_sent_at`), if `run` holds
     /// its claim; made again, it keeps the first time and answers the same.
@@ -334,7 +437,16 @@ pub trait DispatchStore: Send + Sync {
         call_id: &CallId,
         run: &RunToken,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        self.run_write(RunCall::new(id, call_id, run, now), RunWrite::NoticeSent)
+            .await
+    }
+
+    /// The writes of `run` on its claim of a call that answer whether they were made
+    /// ([`DispatchStore::mark_push_started`], [`DispatchStore::release_claim`],
+    /// [`DispatchStore::finish_reservation`], [`DispatchStore::claim_notice`],
+    /// [`DispatchStore::notice_sent`]), as an adapter makes them.
+    async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError>;
 }
 
 /// The agent's daily use, its plans' answers and the APIs' daily token counts.
@@ -348,7 +460,10 @@ pub trait UsageStore: Send + Sync {
         day: &str,
         limit: u32,
         expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError>;
+    ) -> Result<UsageOutcome, StoreError> {
+        let request = UsageRequest::AgentUse(id, day, limit, expire_at);
+        Ok(counted(self.add_to_counter(request).await?))
+    }
 
     /// Counts one round-2 answer of the agent plan `plan_id` unless `limit` answers were
     /// already counted; one atomic conditional update, as [`UsageStore::count_agent_use`].
@@ -358,7 +473,10 @@ pub trait UsageStore: Send + Sync {
         plan_id: &str,
         limit: u32,
         expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError>;
+    ) -> Result<UsageOutcome, StoreError> {
+        let request = UsageRequest::PlanAnswer(plan_id, limit, expire_at);
+        Ok(counted(self.add_to_counter(request).await?))
+    }
 
     /// Adds `tokens` to the day's token count of `handlers` (`chat`, `agent`) unless the count has
     /// already reached `ceiling`; one atomic conditional update. `expire_at` is its TTL.
@@ -369,7 +487,15 @@ pub trait UsageStore: Send + Sync {
         tokens: u64,
         ceiling: u64,
         expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError>;
+    ) -> Result<SpendOutcome, StoreError> {
+        let request = UsageRequest::ReserveTokens(api, day, tokens, ceiling, expire_at);
+        Ok(match self.add_to_counter(request).await? {
+            Some(total) => SpendOutcome::Reserved {
+                total: total.max(0) as u64,
+            },
+            None => SpendOutcome::CeilingReached,
+        })
+    }
 
     /// Corrects the day's token count of `handlers` by `delta` (the reported usage minus what was
     /// reserved; negative to give back), unconditionally and atomically.
@@ -379,7 +505,10 @@ pub trait UsageStore: Send + Sync {
         day: &str,
         delta: i64,
         expire_at: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let request = UsageRequest::SettleTokens(api, day, delta, expire_at);
+        self.add_to_counter(request).await.map(drop)
+    }
 
     /// Claims the one notice of `handlers`'s ceiling on `day`: true for exactly one caller.
     async fn claim_ceiling_notice(
@@ -387,7 +516,25 @@ pub trait UsageStore: Send + Sync {
         api: &str,
         day: &str,
         expire_at: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let request = UsageRequest::CeilingNotice(api, day, expire_at);
+        Ok(self.add_to_counter(request).await?.is_some())
+    }
+
+    /// The one write of each method above, as an adapter makes it: adds
+    /// [`UsageRequest::amount`] to its counter, with its TTL, unless the counter already reached
+    /// [`UsageRequest::limit`]. The new count; `None` if the limit was reached (nothing added).
+    async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError>;
+}
+
+/// A count's answer from its counter's new value.
+fn counted(count: Option<i64>) -> UsageOutcome {
+    match count {
+        Some(count) => UsageOutcome::Counted {
+            count: u32::try_from(count.max(0)).unwrap_or(u32::MAX),
+        },
+        None => UsageOutcome::LimitReached,
+    }
 }
 
 /// Kept answers of `Idempotency-Key` requests.

@@ -7,14 +7,18 @@
 /// tables from `template.yaml` per test); the names after `multi_thread:` on two worker threads.
 macro_rules! on_each_store {
     ($($name:ident),* $(,)? $(; multi_thread: $($threaded:ident),* $(,)?)?) => {
+        on_each_store!(@adapters $($name),*; threads 2: $($($threaded),*)?);
+    };
+    // Both adapters' instantiations, the `threaded` ones on `threads` worker threads.
+    (@adapters $($name:ident),*; threads $threads:tt: $($threaded:ident),*) => {
         mod memory {
             on_each_store!(@store koe::store::memory::MemoryStore::new();
-                $($name),*; threads 2: $($($threaded),*)?);
+                $($name),*; threads $threads: $($threaded),*);
         }
 
         mod dynamodb {
             on_each_store!(@store koe_testkit::dynamodb::fresh_store().await;
-                $($name),*; threads 2: $($($threaded),*)?);
+                $($name),*; threads $threads: $($threaded),*);
         }
     };
     // One store's instantiation: `store()` and a test per name, the `threaded` ones on that

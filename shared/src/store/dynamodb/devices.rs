@@ -207,11 +207,11 @@ impl DeviceStore for DynamoStore {
     async fn remove_device(&self, id: &DeviceId, token: &VoipToken) -> Result<bool, StoreError> {
         let table = &self.tables.devices;
         let result = self
-            .update_device(
+            .remove_held(
                 id,
-                "REMOVE #voipToken, #environment, #alertToken",
-                "#voipToken = :token",
-                offer(vec![(":token", s(token.expose()))]),
+                "#voipToken, #environment, #alertToken",
+                VOIP_TOKEN,
+                token.expose(),
             )
             .return_values(ReturnValue::AllNew)
             .send()
@@ -247,12 +247,7 @@ impl DeviceStore for DynamoStore {
         token: &AlertToken,
     ) -> Result<bool, StoreError> {
         let result = self
-            .update_device(
-                id,
-                "REMOVE #alertToken",
-                "#alertToken = :token",
-                offer(vec![(":token", s(token.expose()))]),
-            )
+            .remove_held(id, "#alertToken", ALERT_TOKEN, token.expose())
             .send()
             .await;
         written("UpdateItem", &self.tables.devices, result)
@@ -260,6 +255,23 @@ impl DeviceStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// An `UpdateItem` that removes `attributes` from the device's record while its `held`
+    /// attribute is still `token` (a newer token wins).
+    fn remove_held(
+        &self,
+        id: &DeviceId,
+        attributes: &str,
+        held: &str,
+        token: &str,
+    ) -> UpdateItemFluentBuilder {
+        self.update_device(
+            id,
+            &format!("REMOVE {attributes}"),
+            &format!("#{held} = :token"),
+            offer(vec![(":token", s(token))]),
+        )
+    }
+
     /// An `UpdateItem` of the device's record: `update` under `condition`, with the `offered`
     /// values.
     fn update_device(

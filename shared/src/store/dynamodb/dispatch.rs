@@ -18,9 +18,12 @@ use super::{
 use super::{answered, call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
-use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
+use crate::domain::reservation::{CallId, ScheduledAt};
 use crate::store::prelude::*;
-use crate::store::{ClaimAnswer, ClaimMark, DUE_INDEX, Outcome, PUSH_AGAIN_CLAIM_LEAD, StoreError};
+use crate::store::{
+    ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD, RunCall, RunWrite,
+    StoreError, WakeClaim,
+};
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
     let r = Reader { table, item };
@@ -140,54 +143,43 @@ impl DispatchStore for DynamoStore {
     /// (one conditional update: of creates at once, one wins), and names the `claimant` in
     /// `wakeClaimant`. A refusal is `false`, unless the claim that stands is the claimant's own
     /// (its earlier attempt was applied and its reply lost, or an SDK retry of this one).
-    async fn claim_wake(
-        &self,
-        minute: &str,
-        due_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-        claimant: &str,
-    ) -> Result<bool, StoreError> {
+    async fn wake_claim(&self, wake: WakeClaim<'_>) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
         let offered = vec![
-            (":due", n(due_at.timestamp_millis())),
-            (":claimant", s(claimant)),
+            (":due", n(wake.due_at.timestamp_millis())),
+            (":claimant", s(wake.claimant)),
         ];
         let request = update_item(
             &self.client,
             table,
-            format!("{DUE_COUNT_PREFIX}{minute}"),
+            format!("{DUE_COUNT_PREFIX}{}", wake.minute),
             "SET #watchedUntil = :until, #wakeClaimant = :claimant, \
              #expireAt = if_not_exists(#expireAt, :expireAt)",
             "attribute_not_exists(#watchedUntil) OR #watchedUntil < :due",
-            watch_values(until, offered),
+            watch_values(wake.until, offered),
         );
         let Err(old) = answered(table, request).await? else {
             return Ok(true);
         };
         Ok(old
             .and_then(|old| old.get(WAKE_CLAIMANT).cloned())
-            .is_some_and(|by| by.as_s().is_ok_and(|by| by == claimant)))
+            .is_some_and(|by| by.as_s().is_ok_and(|by| by == wake.claimant)))
     }
 
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-        mark: ClaimMark,
-    ) -> Result<ClaimAnswer, StoreError> {
-        let table = &self.tables.calls;
+    async fn claim_call(&self, claim: ClaimCall<'_>) -> Result<ClaimAnswer, StoreError> {
+        let (table, now) = (&self.tables.calls, claim.call.now);
         let due_by = now + PUSH_AGAIN_CLAIM_LEAD;
         let offered = vec![
-            (":abandonedBeforeMs", n(abandoned_before.timestamp_millis())),
-            (":run", s(run.as_str())),
+            (
+                ":abandonedBeforeMs",
+                n(claim.abandoned_before.timestamp_millis()),
+            ),
+            (":run", s(claim.call.run.as_str())),
             (":dueByMs", n(due_by.timestamp_millis())),
         ];
         // With the mark: one write sets `pushStartedAtMs` too (made again after a lost reply, it
         // meets its own claim and keeps the first mark's time).
-        let update = match mark {
+        let update = match claim.mark {
             ClaimMark::Apart => {
                 "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
                  #claimToken = :run"
@@ -200,10 +192,10 @@ impl DispatchStore for DynamoStore {
         let request = update_item(
             &self.dispatch,
             table,
-            id.as_str(),
+            claim.call.id.as_str(),
             update,
             &format!("(({CLAIMABLE}) AND {NOT_EARLY}) OR ({CLAIMED_BY_RUN})"),
-            call_values(call_id, now, offered),
+            call_values(claim.call.call_id, now, offered),
         )
         .return_values(ReturnValue::AllNew);
         let old = match answered(table, request).await? {
@@ -222,131 +214,77 @@ impl DispatchStore for DynamoStore {
         ))
     }
 
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
-        // Made again after a lost reply, it meets its own claim and keeps the first time.
-        let update = if confirms {
-            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs), #confirms = :true"
-        } else {
-            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)"
-        };
-        self.run_write(id, call_id, run, now, update, CLAIMED_BY_RUN)
-            .await
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        // Made again after a lost reply, it finds the call `scheduled`: released.
-        let update = "SET #status = :scheduled, #updatedAt = :updatedAt \
-                      REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs";
-        let condition =
-            format!("({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)");
-        self.run_write(id, call_id, run, now, update, &condition)
-            .await
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    /// One conditional update of the call's item, on the dispatcher's client (`:run`, `:true`,
+    /// and [`call_values`] offered): whether its condition held.
+    async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError> {
         let table = &self.tables.calls;
-        let finished = finish_request(outcome, run, now, abandoned_before);
+        let (update, condition, mut offered) = run_request(write, call);
+        offered.extend([
+            (":run", s(call.run.as_str())),
+            (":true", AttributeValue::Bool(true)),
+        ]);
         let result = update_item(
             &self.dispatch,
             table,
-            id.as_str(),
-            finished.update,
-            &finished.condition,
-            call_values(call_id, now, finished.values),
+            call.id.as_str(),
+            update,
+            &condition,
+            call_values(call.call_id, call.now, offered),
         )
         .send()
         .await;
         written("UpdateItem", table, result)
     }
+}
 
-    async fn claim_notice(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.run_write(
-            id,
-            call_id,
-            run,
-            now,
+/// A run's write as one update: its update and condition expressions, and the values it
+/// offers beyond those [`DispatchStore::run_write`] offers to all.
+fn run_request(
+    write: RunWrite,
+    call: RunCall<'_>,
+) -> (&'static str, String, Vec<(&'static str, AttributeValue)>) {
+    match write {
+        // Made again after a lost reply, it meets its own claim and keeps the first time.
+        RunWrite::MarkPushStarted { confirms: true } => (
+            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs), #confirms = :true",
+            CLAIMED_BY_RUN.to_owned(),
+            vec![],
+        ),
+        RunWrite::MarkPushStarted { confirms: false } => (
+            "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)",
+            CLAIMED_BY_RUN.to_owned(),
+            vec![],
+        ),
+        // Made again after a lost reply, it finds the call `scheduled`: released.
+        RunWrite::Release => (
+            "SET #status = :scheduled, #updatedAt = :updatedAt \
+             REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs",
+            format!("({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)"),
+            vec![],
+        ),
+        RunWrite::Finish {
+            outcome,
+            abandoned_before,
+        } => {
+            let finished = finish_request(outcome, call.run, call.now, abandoned_before);
+            (finished.update, finished.condition, finished.values)
+        }
+        RunWrite::ClaimNotice => (
             "SET #noticeClaim = :run",
-            NOTICE_CLAIMABLE,
-        )
-        .await
-    }
-
-    async fn notice_sent(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let update = "SET #noticeSentAtMs = if_not_exists(#noticeSentAtMs, :nowMs)";
-        let condition = "#callId = :callId AND #noticeClaim = :run";
-        self.run_write(id, call_id, run, now, update, condition)
-            .await
+            NOTICE_CLAIMABLE.to_owned(),
+            vec![],
+        ),
+        RunWrite::NoticeSent => (
+            "SET #noticeSentAtMs = if_not_exists(#noticeSentAtMs, :nowMs)",
+            "#callId = :callId AND #noticeClaim = :run".to_owned(),
+            vec![],
+        ),
     }
 }
 
 /// The notice's claim is `run`'s, or free on a call that ended badly.
 const NOTICE_CLAIMABLE: &str = "#callId = :callId AND #status IN (:failed, :missed, :unconfirmed) \
      AND (attribute_not_exists(#noticeClaim) OR #noticeClaim = :run)";
-
-impl DynamoStore {
-    /// A write of `run`'s on its claim of the call (`:run`, `:true`, and [`call_values`]), on
-    /// the dispatcher's client: whether its condition held.
-    async fn run_write(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        update: &str,
-        condition: &str,
-    ) -> Result<bool, StoreError> {
-        let table = &self.tables.calls;
-        let offered = vec![
-            (":run", s(run.as_str())),
-            (":true", AttributeValue::Bool(true)),
-        ];
-        let values = call_values(call_id, now, offered);
-        let result = update_item(
-            &self.dispatch,
-            table,
-            id.as_str(),
-            update,
-            condition,
-            values,
-        )
-        .send()
-        .await;
-        written("UpdateItem", table, result)
-    }
-}
 
 /// A watch's values: `:until` and the count item's TTL (`:expireAt`), with `more`.
 fn watch_values(

@@ -7,7 +7,8 @@
 //! - agentUsage: each agent plan's answer counter (`deviceId` = `plan#<plan id>`, `day` =
 //!   `answers`), and each public API's daily model tokens (`deviceId` = `spend#chat` or
 //!   `spend#agent`, `day` = the Japan day, `useCount` = tokens; `day` = `<day>#notice`: its one
-//!   ceiling notice). Also the counting itself ([`DynamoStore::count`]) of every counter.
+//!   ceiling notice; their keys: `store::UsageRequest::counter`). Also the counting itself
+//!   ([`DynamoStore::add`]) of every counter.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,23 +17,13 @@ use super::{
     DAY, DEVICE_ID, DynamoStore, EXPIRE_AT, Reader, USE_COUNT, bad_item, n, names, s, written,
 };
 use super::{answered, offer, read_item, update_item};
-use crate::domain::device::DeviceId;
 use crate::store::prelude::*;
-use crate::store::{IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome};
+use crate::store::{IdempotentAnswer, StoreError, UsageRequest};
 use aws_sdk_dynamodb::types::ReturnValue;
 
 /// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
 const LAST_ADD: &str = "lastAdd";
 
-// Counters other than a device's day share the usage table's key: the partition key
-// (`deviceId`) carries a prefixed id that no device id can take (device ids have no `#`).
-/// Partition of an agent plan's round-2 answer counter: `plan#<plan id>`, sort key `answers`.
-const PLAN_PREFIX: &str = "plan#";
-const PLAN_ANSWERS: &str = "answers";
-/// Partition of an API's daily model-token count: `spend#chat` / `spend#agent`, sort key the
-/// Japan day, `useCount` the tokens; its ceiling notice is the sort key `<day>#notice`.
-const SPEND_PREFIX: &str = "spend#";
-const NOTICE_SUFFIX: &str = "#notice";
 /// Partition (in the reservations table) of an idempotent request's kept answer:
 /// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueShard`, so the
 /// dispatcher's index never sees them.
@@ -41,82 +32,18 @@ const REQUEST_HASH: &str = "requestHash";
 const ANSWER_STATUS: &str = "answerStatus";
 const ANSWER_BODY: &str = "answerBody";
 
+/// One conditional `ADD` on the usage table's counter ([`DynamoStore::add`]).
 #[async_trait]
 impl UsageStore for DynamoStore {
-    async fn count_agent_use(
-        &self,
-        id: &DeviceId,
-        day: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.count(id.as_str(), day, limit, expire_at).await
-    }
-
-    async fn count_plan_answer(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        self.count(
-            &format!("{PLAN_PREFIX}{plan_id}"),
-            PLAN_ANSWERS,
-            limit,
-            expire_at,
-        )
-        .await
-    }
-
-    async fn reserve_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        match self
-            .add(
-                &format!("{SPEND_PREFIX}{api}"),
-                day,
-                tokens,
-                Some(ceiling),
-                expire_at,
-            )
-            .await?
-        {
-            Some(total) => Ok(SpendOutcome::Reserved {
-                total: total.max(0) as u64,
-            }),
-            None => Ok(SpendOutcome::CeilingReached),
+    async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError> {
+        if request.limit() == Some(0) {
+            // Nothing can be added (a missing counter would pass the condition).
+            return Ok(None);
         }
-    }
-
-    async fn settle_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        expire_at: i64,
-    ) -> Result<(), StoreError> {
-        self.add(&format!("{SPEND_PREFIX}{api}"), day, delta, None, expire_at)
+        let (partition, sort) = request.counter();
+        let (amount, limit) = (request.amount(), request.limit());
+        self.add(&partition, &sort, amount, limit, request.expire_at())
             .await
-            .map(drop)
-    }
-
-    async fn claim_ceiling_notice(
-        &self,
-        api: &str,
-        day: &str,
-        expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        let notice = format!("{day}{NOTICE_SUFFIX}");
-        let outcome = self
-            .count(&format!("{SPEND_PREFIX}{api}"), &notice, 1, expire_at)
-            .await?;
-        Ok(matches!(outcome, UsageOutcome::Counted { .. }))
     }
 }
 
@@ -176,38 +103,13 @@ impl IdempotencyStore for DynamoStore {
 }
 
 impl DynamoStore {
-    /// One conditional `ADD` of 1 on the usage table's counter (`deviceId`, `day`): counted
-    /// unless `useCount` already reached `limit`.
-    pub(super) async fn count(
-        &self,
-        partition: &str,
-        sort: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        if limit == 0 {
-            // Nothing can be counted (a missing counter would pass the condition below).
-            return Ok(UsageOutcome::LimitReached);
-        }
-        let table = &self.tables.usage;
-        match self
-            .add(partition, sort, 1, Some(u64::from(limit)), expire_at)
-            .await?
-        {
-            Some(count) => Ok(UsageOutcome::Counted {
-                count: u32::try_from(count).map_err(|_| bad_item(table, USE_COUNT))?,
-            }),
-            None => Ok(UsageOutcome::LimitReached),
-        }
-    }
-
     /// One `ADD amount` to `useCount` of the usage table's item (`deviceId`, `day`), with
     /// `expireAt` set; with a `limit`, only while `useCount` is below it. The new count, or
     /// `None` when the limit had been reached (nothing added). Each call writes a token of its
     /// own (`lastAdd`) and refuses an item that already carries it, so the SDK's retry of an
     /// add whose reply was lost does not add twice: it reads the count its first attempt left
     /// (`retried.rs`).
-    pub(super) async fn add(
+    async fn add(
         &self,
         partition: &str,
         sort: &str,

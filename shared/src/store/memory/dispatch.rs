@@ -1,6 +1,6 @@
 //! The embedded store's dispatch port: the minute's count and watch, the shard's calls, and the
-//! writes (claim, push mark, release, outcome) with DynamoDB's conditions: each also accepts a
-//! record its own run's token already wrote.
+//! writes (claim, push mark, release, outcome, notice) with DynamoDB's conditions: each also
+//! accepts a record its own run's token already wrote.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -12,7 +12,9 @@ use crate::domain::reservation::{
     CallId, Reservation, ReservationStatus, RunToken, terminal_expiry,
 };
 use crate::store::prelude::*;
-use crate::store::{ClaimAnswer, ClaimMark, Outcome, StoreError};
+use crate::store::{
+    ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite, StoreError, WakeClaim,
+};
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
 /// started (a started push may have left).
@@ -60,32 +62,26 @@ impl DispatchStore for MemoryStore {
         Ok(())
     }
 
-    async fn claim_wake(
-        &self,
-        minute: &str,
-        due_at: DateTime<Utc>,
-        until: DateTime<Utc>,
-        claimant: &str,
-    ) -> Result<bool, StoreError> {
+    async fn wake_claim(&self, wake: WakeClaim<'_>) -> Result<bool, StoreError> {
         let mut tables = self.lock();
-        if tables.raise_watch(minute, due_at, until) {
-            let claimant = claimant.to_owned();
-            tables.wake_claimants.insert(minute.to_owned(), claimant);
+        if tables.raise_watch(wake.minute, wake.due_at, wake.until) {
+            let claimant = wake.claimant.to_owned();
+            tables
+                .wake_claimants
+                .insert(wake.minute.to_owned(), claimant);
             return Ok(true);
         }
-        let stands = tables.wake_claimants.get(minute);
-        Ok(stands.is_some_and(|by| by == claimant))
+        let stands = tables.wake_claimants.get(wake.minute);
+        Ok(stands.is_some_and(|by| by == wake.claimant))
     }
 
-    async fn claim_due(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-        mark: ClaimMark,
-    ) -> Result<ClaimAnswer, StoreError> {
+    async fn claim_call(&self, claim: ClaimCall<'_>) -> Result<ClaimAnswer, StoreError> {
+        let RunCall {
+            id,
+            call_id,
+            run,
+            now,
+        } = claim.call;
         let tables = &mut *self.lock();
         let Some(r) = tables.reservations.get_mut(id) else {
             return Ok(ClaimAnswer::Refused(None));
@@ -95,7 +91,7 @@ impl DispatchStore for MemoryStore {
             && r.due_at > now + crate::store::PUSH_AGAIN_CLAIM_LEAD;
         if &r.call_id != call_id
             || early
-            || !(is_claimable(r, abandoned_before) || claimed_by(r, run))
+            || !(is_claimable(r, claim.abandoned_before) || claimed_by(r, run))
         {
             let current = (!r.is_expired(now)).then(|| Box::new(r.clone()));
             return Ok(ClaimAnswer::Refused(current));
@@ -104,152 +100,128 @@ impl DispatchStore for MemoryStore {
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
-        if mark == ClaimMark::WithClaim {
+        if claim.mark == ClaimMark::WithClaim {
             // Made again after a lost reply, the first mark's time stays.
             r.push_started_at.get_or_insert(now);
         }
         Ok(ClaimAnswer::Won { pushes: r.pushes })
     }
 
-    async fn mark_push_started(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        confirms: bool,
-    ) -> Result<bool, StoreError> {
+    /// With DynamoDB's conditions: each also accepts a record its own run already wrote.
+    async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError> {
+        let RunCall { id, run, now, .. } = call;
         let tables = &mut *self.lock();
-        Ok(match tables.call_mut(id, call_id) {
-            Some(r) if claimed_by(r, run) => {
-                r.push_started_at.get_or_insert(now);
-                r.confirms |= confirms;
-                true
-            }
-            _ => false,
-        })
-    }
-
-    async fn release_claim(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let tables = &mut *self.lock();
-        Ok(match tables.call_mut(id, call_id) {
-            Some(r) if claimed_by(r, run) => {
-                r.status = ReservationStatus::Scheduled;
-                r.claimed_at = None;
-                r.claimed_by = None;
-                r.push_started_at = None;
-                r.updated_at = now;
-                true
-            }
-            Some(r) => r.status == ReservationStatus::Scheduled,
-            None => false,
-        })
-    }
-
-    async fn finish_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        outcome: Outcome,
-        run: &RunToken,
-        now: DateTime<Utc>,
-        abandoned_before: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let tables = &mut *self.lock();
-        let Some(r) = tables.call_mut(id, call_id) else {
+        let Some(r) = tables.call_mut(id, call.call_id) else {
             return Ok(false);
         };
-        // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
-        let own = r.status == outcome.status()
-            && r.finished_by.as_ref() == Some(run)
-            && match outcome {
-                Outcome::Pushed { next_at, pushes } => r.due_at == next_at && r.pushes == pushes,
-                _ => true,
-            };
-        let allowed = own
-            || match outcome {
-                Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
-                Outcome::Missed => is_claimable(r, abandoned_before) && r.pushes == 0,
-                Outcome::Pushed { pushes, .. } => {
-                    r.pushes + 1 == pushes
-                        && (claimed_by(r, run) || pushed_then_abandoned(r, abandoned_before))
+        match write {
+            RunWrite::MarkPushStarted { confirms } => {
+                let mine = claimed_by(r, run);
+                if mine {
+                    r.push_started_at.get_or_insert(now);
+                    r.confirms |= confirms;
                 }
-                Outcome::Unconfirmed => {
-                    claimed_by(r, run)
-                        || pushed_then_abandoned(r, abandoned_before)
-                        || (r.status == ReservationStatus::Scheduled && r.pushes > 0)
+                Ok(mine)
+            }
+            RunWrite::Release if claimed_by(r, run) => {
+                r.status = ReservationStatus::Scheduled;
+                r.updated_at = now;
+                drop_claim(r);
+                Ok(true)
+            }
+            // Released before (this release made again after its reply was lost).
+            RunWrite::Release => Ok(r.status == ReservationStatus::Scheduled),
+            RunWrite::Finish {
+                outcome,
+                abandoned_before,
+            } => {
+                let finished = finish(r, outcome, run, now, abandoned_before);
+                if finished && r.status.is_terminal() {
+                    tables.unindex(id);
                 }
-            };
-        if !allowed {
-            return Ok(false);
-        }
-        r.status = outcome.status();
-        r.finished_by = Some(run.clone());
-        r.updated_at = now;
-        if let Outcome::Pushed { next_at, pushes } = outcome {
-            // Due again, in the same bucket-index entry (its sort key moves).
-            r.pushes = pushes;
-            r.due_at = next_at;
-            r.claimed_at = None;
-            r.claimed_by = None;
-            r.push_started_at = None;
-            r.confirms = false;
-            return Ok(true);
-        }
-        if outcome == Outcome::Sent {
-            r.pushes = r.pushes.max(1);
-        }
-        r.expire_at = Some(terminal_expiry(now));
-        tables.unindex(id);
-        Ok(true)
-    }
-
-    async fn claim_notice(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        _now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let tables = &mut *self.lock();
-        Ok(match tables.call_mut(id, call_id) {
-            Some(r)
-                if matches!(
+                Ok(finished)
+            }
+            RunWrite::ClaimNotice => {
+                let ended_badly = matches!(
                     r.status,
                     ReservationStatus::Failed
                         | ReservationStatus::Missed
                         | ReservationStatus::Unconfirmed
-                ) && r.notice_claimed_by.as_ref().is_none_or(|c| c == run) =>
-            {
-                r.notice_claimed_by = Some(run.clone());
-                true
+                );
+                let claimable =
+                    ended_badly && r.notice_claimed_by.as_ref().is_none_or(|c| c == run);
+                if claimable {
+                    r.notice_claimed_by = Some(run.clone());
+                }
+                Ok(claimable)
             }
-            _ => false,
-        })
+            RunWrite::NoticeSent => {
+                let holds = r.notice_claimed_by.as_ref() == Some(run);
+                if holds {
+                    r.notice_sent_at.get_or_insert(now);
+                }
+                Ok(holds)
+            }
+        }
     }
+}
 
-    async fn notice_sent(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        run: &RunToken,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let tables = &mut *self.lock();
-        Ok(match tables.call_mut(id, call_id) {
-            Some(r) if r.notice_claimed_by.as_ref() == Some(run) => {
-                r.notice_sent_at.get_or_insert(now);
-                true
+/// Records `outcome` by `run` on `r` if `DispatchStore::finish_reservation`'s rules allow it:
+/// whether they did.
+fn finish(
+    r: &mut Reservation,
+    outcome: Outcome,
+    run: &RunToken,
+    now: DateTime<Utc>,
+    abandoned_before: DateTime<Utc>,
+) -> bool {
+    // This run's own outcome (its reply lost) is written again, as DynamoDB's SET does.
+    let own = r.status == outcome.status()
+        && r.finished_by.as_ref() == Some(run)
+        && match outcome {
+            Outcome::Pushed { next_at, pushes } => r.due_at == next_at && r.pushes == pushes,
+            _ => true,
+        };
+    let allowed = own
+        || match outcome {
+            Outcome::Sent | Outcome::Failed => r.status == ReservationStatus::Claimed,
+            Outcome::Missed => is_claimable(r, abandoned_before) && r.pushes == 0,
+            Outcome::Pushed { pushes, .. } => {
+                r.pushes + 1 == pushes
+                    && (claimed_by(r, run) || pushed_then_abandoned(r, abandoned_before))
             }
-            _ => false,
-        })
+            Outcome::Unconfirmed => {
+                claimed_by(r, run)
+                    || pushed_then_abandoned(r, abandoned_before)
+                    || (r.status == ReservationStatus::Scheduled && r.pushes > 0)
+            }
+        };
+    if !allowed {
+        return false;
     }
+    r.status = outcome.status();
+    r.finished_by = Some(run.clone());
+    r.updated_at = now;
+    if let Outcome::Pushed { next_at, pushes } = outcome {
+        // Due again, in the same bucket-index entry (its sort key moves).
+        r.pushes = pushes;
+        r.due_at = next_at;
+        r.confirms = false;
+        drop_claim(r);
+        return true;
+    }
+    if outcome == Outcome::Sent {
+        r.pushes = r.pushes.max(1);
+    }
+    r.expire_at = Some(terminal_expiry(now));
+    true
+}
+
+/// Its claim and push mark gone (released, or due again).
+fn drop_claim(r: &mut Reservation) {
+    r.claimed_at = None;
+    r.claimed_by = None;
+    r.push_started_at = None;
 }
 
 impl Tables {

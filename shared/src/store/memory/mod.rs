@@ -21,15 +21,10 @@ mod usage;
 struct Tables {
     devices: HashMap<DeviceId, Device>,
     reservations: HashMap<DeviceId, Reservation>,
-    /// (device, day) → (count, expireAt)
-    usage: HashMap<(DeviceId, String), (u32, i64)>,
-    /// plan id → (answers, expireAt)
-    plan_answers: HashMap<String, (u32, i64)>,
+    /// The usage counters, by their DynamoDB key ([`UsageRequest::counter`](crate::store::UsageRequest::counter)):
+    /// (`deviceId`, `day`) → (count, expireAt)
+    counters: HashMap<(String, String), (i64, i64)>,
     idempotent_answers: HashMap<String, IdempotentAnswer>,
-    /// (api, day) → tokens counted
-    spend: HashMap<(String, String), i64>,
-    /// (api, day) of the ceilings already noticed
-    notices: std::collections::HashSet<(String, String)>,
     /// device → (SHA-256 of its secret, proven)
     device_secrets: HashMap<DeviceId, (String, bool)>,
     /// device → its record's TTL (epoch seconds), from its last registration

@@ -5,88 +5,21 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::MemoryStore;
-use crate::domain::device::DeviceId;
-use crate::store::{
-    IdempotencyStore, IdempotentAnswer, SpendOutcome, StoreError, UsageOutcome, UsageStore,
-};
+use crate::store::{IdempotencyStore, IdempotentAnswer, StoreError, UsageRequest, UsageStore};
 
 #[async_trait]
 impl UsageStore for MemoryStore {
-    async fn count_agent_use(
-        &self,
-        id: &DeviceId,
-        day: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
+    async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError> {
         let mut tables = self.lock();
-        let entry = tables.usage.entry((id.clone(), day.to_owned()));
-        Ok(count_below(
-            entry.or_insert((0, expire_at)),
-            limit,
-            expire_at,
-        ))
-    }
-
-    async fn count_plan_answer(
-        &self,
-        plan_id: &str,
-        limit: u32,
-        expire_at: i64,
-    ) -> Result<UsageOutcome, StoreError> {
-        let mut tables = self.lock();
-        let entry = tables.plan_answers.entry(plan_id.to_owned());
-        Ok(count_below(
-            entry.or_insert((0, expire_at)),
-            limit,
-            expire_at,
-        ))
-    }
-
-    async fn reserve_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        tokens: u64,
-        ceiling: u64,
-        _expire_at: i64,
-    ) -> Result<SpendOutcome, StoreError> {
-        let mut tables = self.lock();
-        let total = tables
-            .spend
-            .entry((api.to_owned(), day.to_owned()))
-            .or_insert(0);
-        if i128::from(*total) >= i128::from(ceiling) {
-            return Ok(SpendOutcome::CeilingReached);
+        let counter = tables.counters.entry(request.counter()).or_insert((0, 0));
+        if request
+            .limit()
+            .is_some_and(|limit| i128::from(counter.0) >= i128::from(limit))
+        {
+            return Ok(None);
         }
-        *total += tokens as i64;
-        Ok(SpendOutcome::Reserved {
-            total: (*total).max(0) as u64,
-        })
-    }
-
-    async fn settle_tokens(
-        &self,
-        api: &str,
-        day: &str,
-        delta: i64,
-        _expire_at: i64,
-    ) -> Result<(), StoreError> {
-        *self
-            .lock()
-            .spend
-            .entry((api.to_owned(), day.to_owned()))
-            .or_insert(0) += delta;
-        Ok(())
-    }
-
-    async fn claim_ceiling_notice(
-        &self,
-        api: &str,
-        day: &str,
-        _expire_at: i64,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lock().notices.insert((api.to_owned(), day.to_owned())))
+        *counter = (counter.0 + request.amount(), request.expire_at());
+        Ok(Some(counter.0))
     }
 }
 
@@ -123,13 +56,4 @@ impl IdempotencyStore for MemoryStore {
             .insert(answer.key.clone(), answer.clone());
         Ok(true)
     }
-}
-
-/// One more on a (count, expireAt) counter unless it already reached `limit`.
-fn count_below(counter: &mut (u32, i64), limit: u32, expire_at: i64) -> UsageOutcome {
-    if counter.0 >= limit {
-        return UsageOutcome::LimitReached;
-    }
-    *counter = (counter.0 + 1, expire_at);
-    UsageOutcome::Counted { count: counter.0 }
 }

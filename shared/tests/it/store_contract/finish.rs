@@ -158,7 +158,8 @@ async fn one_run_claims_a_calls_notice(store: DynStore) {
     let (r, claimed_at) = seeded(&store, ReservationStatus::Claimed).await;
     let now = claimed_at + secs(1);
     let (a, b) = (RunToken::generate(), RunToken::generate());
-    let claim_notice = |run: &RunToken, call: &CallId| {
+    // The notice's claim (`sent` false) or the record that it left (`sent` true).
+    let notice = |sent: bool, run: &RunToken, call: &CallId, at| {
         let (store, run, call, device) = (
             store.clone(),
             run.clone(),
@@ -166,12 +167,14 @@ async fn one_run_claims_a_calls_notice(store: DynStore) {
             r.device_id.clone(),
         );
         async move {
-            store
-                .claim_notice(&device, &call, &run, now)
-                .await
-                .expect("claim_notice")
+            let answer = match sent {
+                false => store.claim_notice(&device, &call, &run, at).await,
+                true => store.notice_sent(&device, &call, &run, at).await,
+            };
+            answer.expect("notice write")
         }
     };
+    let claim_notice = |run: &RunToken, call: &CallId| notice(false, run, call, now);
     assert!(
         !claim_notice(&a, &r.call_id).await,
         "not before the outcome"
@@ -181,20 +184,7 @@ async fn one_run_claims_a_calls_notice(store: DynStore) {
     assert!(claim_notice(&a, &r.call_id).await);
     assert!(claim_notice(&a, &r.call_id).await, "made again by its run");
     assert!(!claim_notice(&b, &r.call_id).await, "another run's");
-    let sent = |run: &RunToken, at| {
-        let (store, run, call, device) = (
-            store.clone(),
-            run.clone(),
-            r.call_id.clone(),
-            r.device_id.clone(),
-        );
-        async move {
-            store
-                .notice_sent(&device, &call, &run, at)
-                .await
-                .expect("notice_sent")
-        }
-    };
+    let sent = |run: &RunToken, at| notice(true, run, &r.call_id, at);
     assert!(!sent(&b, now).await, "not by another run");
     assert!(sent(&a, now).await);
     assert!(sent(&a, now + secs(1)).await, "made again");

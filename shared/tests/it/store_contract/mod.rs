@@ -275,15 +275,7 @@ pub(super) async fn seeded(
 /// `on_each_store!`; the names after `threads 4:` on four worker threads.
 macro_rules! contract_suite {
     ($($name:ident),* $(,)? $(; threads 4: $($threaded:ident),* $(,)?)?) => {
-        mod memory {
-            on_each_store!(@store koe::store::memory::MemoryStore::new();
-                $($name),*; threads 4: $($($threaded),*)?);
-        }
-
-        mod dynamodb {
-            on_each_store!(@store koe_testkit::dynamodb::fresh_store().await;
-                $($name),*; threads 4: $($($threaded),*)?);
-        }
+        on_each_store!(@adapters $($name),*; threads 4: $($($threaded),*)?);
     };
 }
 
