@@ -20,7 +20,7 @@ use koe::domain::reservation::{Reservation, ScheduledAt};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, Vars};
 use koe::push::log::{ALERT_MESSAGE, LogPushSender, MESSAGE};
-use koe::push::{AlertPush, PushError, PushSender, VoipPush};
+use koe::push::{Notice, PushError, PushSender, VoipPush};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::harness::spawn_app;
@@ -77,13 +77,8 @@ impl PushSender for LogExceptRejected {
         self.0.send(push, device).await
     }
 
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.0.send_alert(push, device, token).await
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        self.0.send_notice(notice).await
     }
 }
 

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
 use super::token::ProviderToken;
-use super::{AlertPush, PushError, PushSender, VoipPush};
-use crate::domain::device::{AlertToken, Device, PushEnvironment};
+use super::{AlertPush, Notice, PushError, PushSender, VoipPush};
+use crate::domain::device::{Device, PushEnvironment};
 use crate::platform::config::{ApnsConfig, ConfigError};
 
 /// Where each environment's connections go.
@@ -259,14 +259,10 @@ impl ApnsSender {
 
 #[async_trait]
 impl PushSender for ApnsSender {
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.post(device, push.to_json(), |origin, bearer, body_len| {
-            alert_request(origin, &self.topic, push, token.expose(), bearer, body_len)
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        let (push, token) = (notice.push, notice.token.expose());
+        self.post(notice.device, push.to_json(), |origin, bearer, body_len| {
+            alert_request(origin, &self.topic, push, token, bearer, body_len)
         })
         .await
     }
