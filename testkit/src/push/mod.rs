@@ -29,15 +29,20 @@ pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
         scheduled_at: "2026-01-01T07:00:00+09:00".into(),
         expires_at: now,
     };
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", device_id).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+    (push, device(device_id, &"ab".repeat(32), now))
+}
+
+/// The device `name` with the VoIP token `token` as registered at `at`: production APNs, one
+/// push a call (it does not confirm calls), no alert token.
+pub fn device(name: &str, token: &str, at: DateTime<Utc>) -> Device {
+    Device {
+        device_id: DeviceId::parse("deviceId", name).unwrap(),
+        voip_token: VoipToken::parse("voipToken", token).unwrap(),
         environment: PushEnvironment::Production,
-        updated_at: now,
+        updated_at: at,
         confirms_calls: false,
         alert_token: None,
-    };
-    (push, device)
+    }
 }
 
 /// One push attempt as the sender saw it.
