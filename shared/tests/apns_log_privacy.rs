@@ -6,11 +6,11 @@
 //!
 //! Its own test binary, so the capture sees only this binary's runs.
 
-use chrono::Utc;
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::push::{PushSender, VoipPush};
+use koe::domain::device::VoipToken;
+use koe::push::PushSender;
 use koe_testkit::logs;
 use koe_testkit::push::broken::{Break, BrokenApns, production_client};
+use koe_testkit::push::push_and_device;
 use koe_testkit::push::standin::StandInApns;
 
 /// A hexadecimal device token whose parts a leak would show.
@@ -18,31 +18,12 @@ const TOKEN_PART: &str = "5e471e1c";
 const CALLER: &str = "SENTINEL-CALLER-a9b3";
 const DEVICE: &str = "SENTINEL-DEVICE-0d2f";
 
-fn push_and_device() -> (VoipPush, Device) {
-    let now = Utc::now();
-    let push = VoipPush {
-        aps: Default::default(),
-        call_id: "c1".into(),
-        attempt: 1,
-        caller_name: Some(CALLER.into()),
-        scheduled_at: "2026-01-01T07:00:00+09:00".into(),
-        expires_at: now,
-    };
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", DEVICE).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &TOKEN_PART.repeat(8)).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: now,
-        confirms_calls: false,
-        alert_token: None,
-    };
-    (push, device)
-}
-
 #[tokio::test]
 async fn the_apns_client_logs_no_token_and_no_caller_at_trace() {
     let capture = logs::capture();
-    let (push, device) = push_and_device();
+    let (mut push, mut device) = push_and_device("c1", DEVICE);
+    push.caller_name = Some(CALLER.into());
+    device.voip_token = VoipToken::parse("voipToken", &TOKEN_PART.repeat(8)).unwrap();
 
     let apns = StandInApns::start().await;
     let accepted = production_client(apns.addr).send(&push, &device).await;

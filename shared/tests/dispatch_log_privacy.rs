@@ -15,14 +15,14 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::domain::device::{AlertToken, Device, PushEnvironment};
+use koe::domain::reservation::{CallId, Reservation};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, Vars};
 use koe::push::log::{ALERT_MESSAGE, LogPushSender, MESSAGE};
-use koe::push::{AlertPush, PushError, PushSender, VoipPush};
+use koe::push::{Notice, PushError, PushSender, VoipPush};
 use koe::store::memory::MemoryStore;
-use koe::store::prelude::*;
+use koe_testkit::dispatching::reserve_for;
 use koe_testkit::harness::spawn_app;
 use koe_testkit::logs::{self, LogCapture};
 use koe_testkit::oidc::{self, StandInIssuer, TestKey, claims_with};
@@ -77,40 +77,20 @@ impl PushSender for LogExceptRejected {
         self.0.send(push, device).await
     }
 
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.0.send_alert(push, device, token).await
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        self.0.send_notice(notice).await
     }
 }
 
 async fn reserve(store: &MemoryStore, id: &str, token: &str, at: DateTime<Utc>) -> Reservation {
     let now = Utc::now();
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", id).unwrap(),
-        voip_token: VoipToken::parse("voipToken", token).unwrap(),
-        environment: PushEnvironment::Sandbox,
-        updated_at: now,
-        confirms_calls: false,
-        alert_token: (id == REJECTED_DEVICE)
-            .then(|| AlertToken::parse("alertToken", &ALERT_HEX.repeat(4)).unwrap()),
-    };
-    store.put_device(&device).await.unwrap();
-    let jst = FixedOffset::east_opt(9 * 3600).unwrap();
-    let r = Reservation::new(
-        device.device_id,
-        ScheduledAt::from_stored(at.with_timezone(&jst)),
-        Some(CALLER.into()),
-        now,
-    );
-    store
-        .create_reservation(&r, now, now - Duration::seconds(150))
-        .await
-        .unwrap();
-    r
+    let mut device = koe_testkit::push::device(id, token, now);
+    device.environment = PushEnvironment::Sandbox;
+    device.alert_token = (id == REJECTED_DEVICE)
+        .then(|| AlertToken::parse("alertToken", &ALERT_HEX.repeat(4)).unwrap());
+    let at = at.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap());
+    let caller = Some(CALLER.into());
+    reserve_for(store, &device, at, caller, now, CallId::generate()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset, Utc};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::Device;
 use koe::domain::reservation::{CallId, Reservation, ScheduledAt};
 use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
+
+use crate::push::device;
 
 /// Registers the device `name` (a random token) and reserves its call `in_ms` from now.
 pub async fn reserve_soon(store: &dyn Store, name: &str, in_ms: i64) -> Reservation {
@@ -25,7 +27,7 @@ pub async fn reserve_soon_as(
     let now = Utc::now();
     let at = (now + chrono::Duration::milliseconds(in_ms)).fixed_offset();
     let token = format!("{:064x}", fastrand::u128(..));
-    reserve_with(store, name, &token, at, now, call_id).await
+    reserve_for(store, &device(name, &token, now), at, None, now, call_id).await
 }
 
 /// Registers the device `name` with the VoIP token `token` and reserves its call at `at`,
@@ -37,27 +39,23 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
     at: DateTime<FixedOffset>,
     made: DateTime<Utc>,
 ) -> Reservation {
-    reserve_with(store, name, token, at, made, CallId::generate()).await
+    let device = device(name, token, made);
+    reserve_for(store, &device, at, None, made, CallId::generate()).await
 }
 
-async fn reserve_with<S: DeviceStore + ReservationStore + ?Sized>(
+/// Stores `device` and reserves its call `call_id` at `at` (from `caller`), made at `made`,
+/// straight into `store` (the API takes no call due in a moment).
+pub async fn reserve_for<S: DeviceStore + ReservationStore + ?Sized>(
     store: &S,
-    name: &str,
-    token: &str,
+    device: &Device,
     at: DateTime<FixedOffset>,
+    caller: Option<String>,
     made: DateTime<Utc>,
     call_id: CallId,
 ) -> Reservation {
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", name).unwrap(),
-        voip_token: VoipToken::parse("voipToken", token).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: made,
-        confirms_calls: false,
-        alert_token: None,
-    };
-    store.put_device(&device).await.expect("put_device");
-    let mut r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);
+    store.put_device(device).await.expect("put_device");
+    let at = ScheduledAt::from_stored(at);
+    let mut r = Reservation::new(device.device_id.clone(), at, caller, made);
     r.call_id = call_id;
     store
         .create_reservation(&r, made, made - chrono::Duration::minutes(5))

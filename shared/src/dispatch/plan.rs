@@ -156,12 +156,30 @@ mod tests {
 
     const LEADS: (Duration, Duration) = (Duration::milliseconds(500), Duration::milliseconds(200));
 
+    /// The calls' time in these tests.
+    fn call_time() -> DateTime<Utc> {
+        t("2026-01-01T07:00:00Z")
+    }
+
+    /// `n` calls at [`call_time`], planned at `now` by one plan of `write_budget` units a
+    /// second, with `longest` lead and `parts` processes sharing the table.
+    fn planned(
+        write_budget: u32,
+        now: DateTime<Utc>,
+        n: usize,
+        longest: Duration,
+        parts: u32,
+    ) -> Vec<Slots> {
+        let plan = WritePlan::new(write_budget);
+        (0..n)
+            .map(|_| plan.plan(call_time(), now, LEADS, longest, parts))
+            .collect()
+    }
+
     #[test]
     fn a_quiet_second_keeps_the_fixed_leads() {
-        let plan = WritePlan::new(4_000);
-        let at = t("2026-01-01T07:00:00Z");
-        let now = at - Duration::seconds(30);
-        let s = plan.plan(at, now, LEADS, LONGEST_LEAD, 1);
+        let at = call_time();
+        let s = planned(4_000, at - Duration::seconds(30), 1, LONGEST_LEAD, 1)[0];
         assert_eq!(s.claim_at, at - Duration::milliseconds(500));
         assert_eq!(s.mark_at, at - Duration::milliseconds(200));
         assert_eq!(s.finish_at, at);
@@ -170,12 +188,8 @@ mod tests {
     #[test]
     fn a_crowded_second_spreads_its_writes_within_the_budget() {
         // 4,000 units a second, 3,000 for the dispatcher: 300 a slot; two parts, 150 each.
-        let plan = WritePlan::new(4_000);
-        let at = t("2026-01-01T07:00:00Z");
-        let now = at - Duration::seconds(30);
-        let slots: Vec<Slots> = (0..2_000)
-            .map(|_| plan.plan(at, now, LEADS, LONGEST_LEAD, 2))
-            .collect();
+        let at = call_time();
+        let slots = planned(4_000, at - Duration::seconds(30), 2_000, LONGEST_LEAD, 2);
         let mut per_slot: BTreeMap<i64, u32> = BTreeMap::new();
         for s in &slots {
             assert!(s.claim_at < s.mark_at, "{s:?}");
@@ -196,14 +210,10 @@ mod tests {
 
     #[test]
     fn what_finds_no_free_slot_keeps_its_fixed_time() {
-        let plan = WritePlan::new(10);
-        let at = t("2026-01-01T07:00:00Z");
-        let now = at - Duration::seconds(1);
+        let (at, now) = (call_time(), call_time() - Duration::seconds(1));
         // One write a slot: the slots from `now` to the leads hold a few marks and claims, 51
         // outcomes fit in the lag; what finds none keeps its fixed time.
-        let s: Vec<Slots> = (0..80)
-            .map(|_| plan.plan(at, now, LEADS, LONGEST_LEAD, 1))
-            .collect();
+        let s = planned(10, now, 80, LONGEST_LEAD, 1);
         assert!(s.iter().all(|s| s.claim_at >= now && s.mark_at >= now));
         assert!(s.iter().all(|s| s.finish_at <= at + LONGEST_LAG));
         assert!(s[0].claim_at < s[0].mark_at);
@@ -216,13 +226,8 @@ mod tests {
 
     #[test]
     fn no_write_is_planned_further_ahead_than_the_longest_lead_asked() {
-        let plan = WritePlan::new(4_000);
-        let at = t("2026-01-01T07:00:00Z");
-        let now = at - Duration::seconds(30);
-        let longest = Duration::seconds(1);
-        let s: Vec<Slots> = (0..3_000)
-            .map(|_| plan.plan(at, now, LEADS, longest, 1))
-            .collect();
+        let (at, longest) = (call_time(), Duration::seconds(1));
+        let s = planned(4_000, at - Duration::seconds(30), 3_000, longest, 1);
         let early = |w: DateTime<Utc>| w < at - longest;
         assert!(!s.iter().any(|s| early(s.claim_at) || early(s.mark_at)));
         // 8 slots of 300 from 1 s ahead to the mark lead: the rest keep their fixed times.

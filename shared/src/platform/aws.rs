@@ -130,11 +130,11 @@ mod tests {
     /// only, and `AWS_ENDPOINT_URL_SECRETS_MANAGER` to the Secrets Manager client only.
     #[test]
     fn the_eventbridge_endpoint_reaches_the_eventbridge_client_only() {
-        let config = lambda_config(&AwsConfig {
-            eventbridge_endpoint_url: Some("http://127.0.0.1:4010".into()),
-            secretsmanager_endpoint_url: Some("http://127.0.0.1:4011".into()),
-            ..AwsConfig::default()
-        });
+        let vars = Vars::from_pairs(&[
+            ("AWS_ENDPOINT_URL_EVENTBRIDGE", "http://127.0.0.1:4010"),
+            ("AWS_ENDPOINT_URL_SECRETS_MANAGER", "http://127.0.0.1:4011"),
+        ]);
+        let config = lambda_config(&AwsConfig::from_vars(&vars));
         let endpoints = config.service_config().expect("a service config");
         let key = |service_id| {
             aws_types::service_config::ServiceConfigKey::builder()

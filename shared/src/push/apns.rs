@@ -14,8 +14,8 @@ use bytes::Bytes;
 use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
 use super::token::ProviderToken;
-use super::{AlertPush, PushError, PushSender, VoipPush};
-use crate::domain::device::{AlertToken, Device, PushEnvironment};
+use super::{AlertPush, Notice, PushError, PushSender, VoipPush};
+use crate::domain::device::{Device, PushEnvironment};
 use crate::platform::config::{ApnsConfig, ConfigError};
 
 /// Where each environment's connections go.
@@ -259,14 +259,10 @@ impl ApnsSender {
 
 #[async_trait]
 impl PushSender for ApnsSender {
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.post(device, push.to_json(), |origin, bearer, body_len| {
-            alert_request(origin, &self.topic, push, token.expose(), bearer, body_len)
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        let (push, token) = (notice.push, notice.token.expose());
+        self.post(notice.device, push.to_json(), |origin, bearer, body_len| {
+            alert_request(origin, &self.topic, push, token, bearer, body_len)
         })
         .await
     }
@@ -318,17 +314,22 @@ mod tests {
     const VOIP_TOPIC: &str = "com.example.koe.voip";
     const BEARER: &str = "bearer x.y.z";
 
-    #[test]
-    fn a_push_is_a_voip_post_at_priority_10_for_the_voip_topic() {
-        let push = push();
-        let token = "ab".repeat(32);
-        let request = request(ORIGIN, VOIP_TOPIC, &push, &token, BEARER, 42).unwrap();
+    /// Checks that `request` is a POST to `token`'s device; its headers by name.
+    fn posted_to<'r>(request: &'r http::Request<()>, token: &str) -> impl Fn(&str) -> String + 'r {
         assert_eq!(request.method(), http::Method::POST);
         assert_eq!(
             request.uri().to_string(),
             format!("{ORIGIN}/3/device/{token}")
         );
-        let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
+        |name| request.headers()[name].to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_push_is_a_voip_post_at_priority_10_for_the_voip_topic() {
+        let push = push();
+        let token = "ab".repeat(32);
+        let request = request(ORIGIN, VOIP_TOPIC, &push, &token, BEARER, 42).unwrap();
+        let header = posted_to(&request, &token);
         assert_eq!(header("apns-push-type"), "voip");
         assert_eq!(header("apns-priority"), "10");
         assert_eq!(header("apns-topic"), VOIP_TOPIC);
@@ -359,11 +360,7 @@ mod tests {
         let push = AlertPush::for_call(&call, "unconfirmed");
         let token = "cd".repeat(32);
         let request = alert_request(ORIGIN, VOIP_TOPIC, &push, &token, BEARER, 42).unwrap();
-        assert_eq!(
-            request.uri().to_string(),
-            format!("{ORIGIN}/3/device/{token}")
-        );
-        let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
+        let header = posted_to(&request, &token);
         assert_eq!(header("apns-push-type"), "alert");
         assert_eq!(header("apns-priority"), "10");
         assert_eq!(header("apns-topic"), "com.example.koe");

@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::{AlertPush, PushError, PushSender, VoipPush};
-use crate::domain::device::{AlertToken, Device};
+use super::{Notice, PushError, PushSender, VoipPush};
+use crate::domain::device::Device;
 use crate::domain::reservation::rfc3339_millis;
 
 /// The log line's message, for anyone grepping for pushes.
@@ -38,16 +38,11 @@ impl PushSender for LogPushSender {
         Ok(())
     }
 
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        _device: &Device,
-        _token: &AlertToken,
-    ) -> Result<(), PushError> {
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
         // No token, no device id, no caller name: the call and why it ended.
         tracing::info!(
-            callId = push.call_id.as_str(),
-            reason = push.reason,
+            callId = notice.push.call_id.as_str(),
+            reason = notice.push.reason,
             sentAt = rfc3339_millis(Utc::now()),
             "{ALERT_MESSAGE}"
         );

@@ -180,19 +180,39 @@ impl std::fmt::Display for PushError {
     }
 }
 
+/// A missed-call notice and where it goes: `push` to `device`'s alert token `token` (in the
+/// device's environment).
+#[derive(Debug, Clone, Copy)]
+pub struct Notice<'a> {
+    pub push: &'a AlertPush,
+    pub device: &'a Device,
+    pub token: &'a AlertToken,
+}
+
 #[async_trait]
 pub trait PushSender: Send + Sync {
     /// Sends `push` to `device` (its token, in its environment). `Ok` means APNs accepted it.
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError>;
 
     /// Sends the missed-call notice `push` to `device`'s alert token (in its environment), as
-    /// an alert push. `Ok` means APNs accepted it. Senders that cannot send one refuse it.
+    /// an alert push: [`PushSender::send_notice`] with the three.
     async fn send_alert(
         &self,
-        _push: &AlertPush,
-        _device: &Device,
-        _token: &AlertToken,
+        push: &AlertPush,
+        device: &Device,
+        token: &AlertToken,
     ) -> Result<(), PushError> {
+        self.send_notice(Notice {
+            push,
+            device,
+            token,
+        })
+        .await
+    }
+
+    /// Sends `notice` as an alert push; what adapters implement for [`PushSender::send_alert`].
+    /// `Ok` means APNs accepted it. Senders that cannot send one refuse it.
+    async fn send_notice(&self, _notice: Notice<'_>) -> Result<(), PushError> {
         Err(PushError::Rejected {
             status: None,
             reason: "this sender does not send alert pushes".into(),

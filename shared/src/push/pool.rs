@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use futures_util::future::join_all;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{AlertPush, PushError, PushSender, VoipPush};
-use crate::domain::device::{AlertToken, Device};
+use super::{Notice, PushError, PushSender, VoipPush};
+use crate::domain::device::Device;
 
 /// Makes one new connection (for APNs: a new `ApnsSender`, with connections of its own).
 pub type ConnectionFactory = Arc<dyn Fn() -> Arc<dyn PushSender> + Send + Sync>;
@@ -169,12 +169,7 @@ impl PushSender for PushPool {
     }
 
     /// A notice goes over the pool's connections like a call push (`PushPool::send`'s limits).
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
         let _capacity = self
             .capacity
             .clone()
@@ -182,7 +177,7 @@ impl PushSender for PushPool {
             .await
             .expect("the pool's semaphore is never closed");
         let (connection, stream) = self.stream();
-        let result = connection.sender.send_alert(push, device, token).await;
+        let result = connection.sender.send_notice(notice).await;
         drop(stream);
         result
     }

@@ -10,18 +10,18 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
 use koe::app::ports::Adapters;
 use koe::dispatch::RunCause;
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-use koe::domain::reservation::{Reservation, ScheduledAt};
+use koe::domain::reservation::CallId;
 use koe::platform::clock::Clock;
 use koe::platform::config::Vars;
 use koe::platform::metrics::MemorySink;
 use koe::platform::metrics::catalogue::{self, API, DISPATCH};
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
+use koe_testkit::dispatching::reserve_for;
 use koe_testkit::emf::{self, Emf};
 use koe_testkit::harness::{send, spawn_app};
 use koe_testkit::openai::Behaviour;
-use koe_testkit::push::{RecordingPushSender, Scripted};
+use koe_testkit::push::{RecordingPushSender, Scripted, device};
 use serde_json::json;
 
 const T0: &str = "2035-03-01T00:00:00Z";
@@ -39,34 +39,18 @@ fn at(s: i64) -> DateTime<Utc> {
     T0.parse::<DateTime<Utc>>().unwrap() + Duration::seconds(s)
 }
 
-fn token() -> VoipToken {
-    let hex: String = (0..64)
+fn token() -> String {
+    (0..64)
         .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
-        .collect();
-    VoipToken::parse("voipToken", &hex).unwrap()
+        .collect()
 }
 
 async fn reserve(store: &Arc<dyn Store>, clock: &ManualClock, name: &str, when: DateTime<Utc>) {
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", name).unwrap(),
-        voip_token: token(),
-        environment: PushEnvironment::Production,
-        updated_at: clock.now(),
-        confirms_calls: false,
-        alert_token: None,
-    };
-    store.put_device(&device).await.unwrap();
     let now = clock.now();
-    let r = Reservation::new(
-        device.device_id.clone(),
-        ScheduledAt::from_stored(when.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap())),
-        None,
-        now.min(when - Duration::seconds(10)),
-    );
-    store
-        .create_reservation(&r, now, now - Duration::seconds(150))
-        .await
-        .unwrap();
+    let device = device(name, &token(), now);
+    let at = when.with_timezone(&FixedOffset::east_opt(9 * 3600).unwrap());
+    let made = now.min(when - Duration::seconds(10));
+    reserve_for(store.as_ref(), &device, at, None, made, CallId::generate()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

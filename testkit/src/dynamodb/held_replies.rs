@@ -204,14 +204,12 @@ crate::store_layer!(HeldStore, |this, op, call| {
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, Utc};
-    use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
-    use koe::domain::reservation::{
-        Reservation, ReservationStatus, RunToken, ScheduledAt, minute_bucket,
-    };
+    use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, minute_bucket};
     use koe::store::prelude::*;
     use koe::store::{ClaimAnswer, ClaimMark, memory::MemoryStore};
 
     use super::*;
+    use crate::dispatching::reserve_at;
     use crate::on_call::OnCall;
 
     const HOLD: Duration = Duration::from_millis(1500);
@@ -224,21 +222,8 @@ mod tests {
     async fn one_call() -> (Arc<MemoryStore>, Reservation) {
         let store = Arc::new(MemoryStore::new());
         let made = t("2026-01-01T06:00:00Z");
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", "held").unwrap(),
-            voip_token: VoipToken::parse("voipToken", &"a".repeat(64)).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: made,
-            confirms_calls: false,
-            alert_token: None,
-        };
-        store.put_device(&device).await.unwrap();
         let at = t("2026-01-01T07:00:00Z").fixed_offset();
-        let r = Reservation::new(device.device_id, ScheduledAt::from_stored(at), None, made);
-        store
-            .create_reservation(&r, made, made - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
+        let r = reserve_at(store.as_ref(), "held", &"a".repeat(64), at, made).await;
         (store, r)
     }
 

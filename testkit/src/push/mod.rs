@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::platform::clock::Clock;
-use koe::push::{AlertPush, PushError, PushSender, VoipPush};
+use koe::push::{Notice, PushError, PushSender, VoipPush};
 
 /// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the
 /// push pool's tests and benchmark.
@@ -29,15 +29,20 @@ pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
         scheduled_at: "2026-01-01T07:00:00+09:00".into(),
         expires_at: now,
     };
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", device_id).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+    (push, device(device_id, &"ab".repeat(32), now))
+}
+
+/// The device `name` with the VoIP token `token` as registered at `at`: production APNs, one
+/// push a call (it does not confirm calls), no alert token.
+pub fn device(name: &str, token: &str, at: DateTime<Utc>) -> Device {
+    Device {
+        device_id: DeviceId::parse("deviceId", name).unwrap(),
+        voip_token: VoipToken::parse("voipToken", token).unwrap(),
         environment: PushEnvironment::Production,
-        updated_at: now,
+        updated_at: at,
         confirms_calls: false,
         alert_token: None,
-    };
-    (push, device)
+    }
 }
 
 /// One push attempt as the sender saw it.
@@ -199,42 +204,43 @@ impl RecordingPushSender {
 #[async_trait]
 impl PushSender for RecordingPushSender {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let recorded = RecordedPush {
-            call_id: push.call_id.clone(),
-            device_id: device.device_id.as_str().to_owned(),
-            token: device.voip_token.expose().to_owned(),
-            environment: device.environment,
-            at: self.clock.now(),
-            expires_at: push.expires_at,
-            payload: serde_json::from_str(&push.to_json()).expect("payload is JSON"),
-            accepted: false,
-        };
+        let token = device.voip_token.expose();
+        let recorded = self.attempt(device, token, &push.to_json(), push.expires_at);
         self.answer(device.device_id.as_str(), recorded, &self.attempts)
             .await
     }
 
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        let recorded = RecordedPush {
-            call_id: push.call_id.clone(),
-            device_id: device.device_id.as_str().to_owned(),
-            token: token.expose().to_owned(),
-            environment: device.environment,
-            at: self.clock.now(),
-            expires_at: push.expires_at,
-            payload: serde_json::from_str(&push.to_json()).expect("payload is JSON"),
-            accepted: false,
-        };
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        let (push, device, token) = (notice.push, notice.device, notice.token.expose());
+        let recorded = self.attempt(device, token, &push.to_json(), push.expires_at);
         let key = format!("alert:{}", device.device_id.as_str());
         self.answer(&key, recorded, &self.alerts).await
     }
 }
 
 impl RecordingPushSender {
+    /// An attempt (not yet accepted) of the push `payload` (JSON, with its `callId`) to
+    /// `device`'s `token`, made now.
+    fn attempt(
+        &self,
+        device: &Device,
+        token: &str,
+        payload: &str,
+        expires_at: DateTime<Utc>,
+    ) -> RecordedPush {
+        let payload: serde_json::Value = serde_json::from_str(payload).expect("payload is JSON");
+        RecordedPush {
+            call_id: payload["callId"].as_str().expect("a call id").to_owned(),
+            device_id: device.device_id.as_str().to_owned(),
+            token: token.to_owned(),
+            environment: device.environment,
+            at: self.clock.now(),
+            expires_at,
+            payload,
+            accepted: false,
+        }
+    }
+
     /// Answers an attempt as scripted for `key`, recording it into `log`.
     async fn answer(
         &self,

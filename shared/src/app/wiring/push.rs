@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{App, Mode};
 use crate::app::ports::Adapters;
-use crate::domain::device::{AlertToken, Device};
+use crate::domain::device::Device;
 use crate::platform::config::{
     ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars,
 };
@@ -15,7 +15,7 @@ use crate::platform::secrets::LiveSecret;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
 use crate::push::pool::{PoolSettings, PushPool};
-use crate::push::{AlertPush, PushError, PushSender, VoipPush};
+use crate::push::{Notice, PushError, PushSender, VoipPush};
 
 impl App {
     /// The push sender: APNs when `APNS_*` is set; the logging sender when `PUSH_SENDER=log`,
@@ -124,13 +124,8 @@ impl PushSender for Rekeyed {
         self.sender().send(push, device).await
     }
 
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.sender().send_alert(push, device, token).await
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        self.sender().send_notice(notice).await
     }
 
     async fn warm(&self) {
