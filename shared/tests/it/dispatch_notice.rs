@@ -11,12 +11,13 @@ use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, PushEnvironment};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 use koe::store::{ConfirmAnswer, Op, StoreError};
+use koe_testkit::devices;
 use koe_testkit::push::{RecordingPushSender, Scripted};
 
 fn settings(window: StdDuration) -> DispatchConfig {
@@ -46,16 +47,10 @@ impl World {
     async fn call(&self, alert: bool, confirms: bool, in_ms: i64) -> (Device, Reservation) {
         let now = Utc::now();
         let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("n-{:016x}", fastrand::u64(..)))
-                .unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Sandbox,
-            updated_at: now,
             confirms_calls: confirms,
-            alert_token: alert.then(|| {
-                AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap()
-            }),
+            alert_token: alert
+                .then(|| AlertToken::parse("alertToken", &devices::random_token()).unwrap()),
+            ..devices::device(&devices::random_id("n-"), PushEnvironment::Sandbox, now)
         };
         self.store.put_device(&device).await.unwrap();
         let at = (now + Duration::milliseconds(in_ms)).fixed_offset();

@@ -15,13 +15,10 @@ async fn records_read_back_exactly_as_written() {
     let (_client, _tables, store) = store().await;
     let now = at("2026-01-01T00:00:00.123Z");
 
+    let id = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
     let device = Device {
-        device_id: device_id("6F9619FF-8B86-D011-B42D-00C04FC964FF"),
         voip_token: VoipToken::parse("voipToken", &"ab".repeat(40)).unwrap(),
-        environment: PushEnvironment::Sandbox,
-        updated_at: now,
-        confirms_calls: false,
-        alert_token: None,
+        ..koe_testkit::devices::device(id, PushEnvironment::Sandbox, now)
     };
     store.put_device(&device).await.unwrap();
     assert_eq!(
