@@ -113,6 +113,23 @@ pub fn production_like_client(endpoint: &str) -> Client {
     )
 }
 
+/// [`config_builder`] with `events/env.json`'s region and credentials (its `Parameters`), as the
+/// local server and the deployed functions' stand-ins use them: DynamoDB Local keeps tables
+/// apart per access key and region.
+pub fn env_json_config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
+    let env_json = crate::fixtures::env_json();
+    let params = &env_json["Parameters"];
+    config_builder(endpoint)
+        .region(Region::new(params["AWS_REGION"].clone()))
+        .credentials_provider(Credentials::new(
+            &params["AWS_ACCESS_KEY_ID"],
+            &params["AWS_SECRET_ACCESS_KEY"],
+            None,
+            None,
+            "events/env.json",
+        ))
+}
+
 /// The client configuration every testkit client starts from: the endpoint, fixed dummy
 /// credentials and region.
 pub fn config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
