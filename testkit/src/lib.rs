@@ -6,6 +6,7 @@ pub use async_trait;
 
 pub mod clock;
 pub mod cloudwatch;
+pub mod devices;
 pub mod dispatching;
 pub mod dynamodb;
 pub mod emf;

@@ -17,6 +17,34 @@ use tokio::task::{JoinHandle, JoinSet};
 pub type Request = hyper::Request<Incoming>;
 pub type Response = hyper::Response<Full<Bytes>>;
 
+/// Starts a server with `start_on` on a free loopback port; `what` names it should binding fail.
+pub async fn on_a_free_port<T, F>(what: &str, start_on: impl FnOnce(SocketAddr) -> F) -> T
+where
+    F: Future<Output = std::io::Result<T>>,
+{
+    start_on("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("bind the {what}: {e}"))
+}
+
+/// For a stand-in run as a process (`src/bin/`): the server `started` on `addr`; if it could not
+/// listen, the process `name` says so on stderr and exits with 1.
+pub fn listening_or_exit<T>(name: &str, addr: SocketAddr, started: std::io::Result<T>) -> T {
+    started.unwrap_or_else(|e| {
+        eprintln!("{name}: cannot listen on {addr}: {e}");
+        std::process::exit(1)
+    })
+}
+
+/// For a stand-in run as a process: `url`, its one line on stdout (flushed, for the script that
+/// started it to read).
+pub fn print_url(url: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "{url}");
+    let _ = stdout.flush();
+}
+
 /// A running stand-in server; dropping it stops it and closes every connection.
 pub struct Loopback {
     addr: SocketAddr,
@@ -36,9 +64,7 @@ impl Loopback {
         H: Fn(Request) -> F + Clone + Send + Sync + 'static,
         F: Future<Output = Response> + Send + 'static,
     {
-        Loopback::start_on("127.0.0.1:0".parse().unwrap(), handle)
-            .await
-            .unwrap_or_else(|e| panic!("bind the {what}: {e}"))
+        on_a_free_port(what, |addr| Loopback::start_on(addr, handle)).await
     }
 
     /// Serves `handle` on `addr` (port 0: a free port).

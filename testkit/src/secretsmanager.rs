@@ -29,10 +29,10 @@ pub struct StandInSecretsManager {
 }
 
 impl StandInSecretsManager {
+    /// Starts on a free loopback port, holding no secret yet.
     pub async fn start() -> StandInSecretsManager {
-        StandInSecretsManager::start_on("127.0.0.1:0".parse().unwrap())
-            .await
-            .expect("bind stand-in Secrets Manager")
+        let start_on = StandInSecretsManager::start_on;
+        loopback::on_a_free_port("stand-in Secrets Manager", start_on).await
     }
 
     /// Starts on `addr` (port 0: a free port), holding no secret yet.

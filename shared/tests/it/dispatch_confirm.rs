@@ -11,12 +11,13 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{Device, DeviceId, PushEnvironment};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, ScheduledAt};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 use koe::store::{ClaimMark, ConfirmAnswer};
+use koe_testkit::devices;
 use koe_testkit::on_call::OnCall;
 use koe_testkit::push::RecordingPushSender;
 
@@ -64,14 +65,8 @@ impl World {
     async fn call(&mut self, confirms: bool, phone: Phone, in_ms: i64) -> Reservation {
         let now = Utc::now();
         let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("c-{:016x}", fastrand::u64(..)))
-                .unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: now,
             confirms_calls: confirms,
-            alert_token: None,
+            ..devices::device(&devices::random_id("c-"), PushEnvironment::Production, now)
         };
         self.store.put_device(&device).await.unwrap();
         let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
@@ -268,36 +263,51 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     );
 }
 
+/// At `r`'s due time a run claims it (its push mark a write apart) and dies: its token, and the
+/// time of its claim.
+async fn claimed_by_a_run_that_dies(
+    store: &Arc<dyn Store>,
+    r: &Reservation,
+) -> (koe::domain::reservation::RunToken, DateTime<Utc>) {
+    let due = r.scheduled_at.utc();
+    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
+    let dead = koe::domain::reservation::RunToken::generate();
+    let now = Utc::now();
+    let abandoned = now - Duration::seconds(30);
+    let claim = store
+        .claim_due_for(r, &dead, now, abandoned, ClaimMark::Apart)
+        .await
+        .unwrap();
+    assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
+    (dead, now)
+}
+
+/// The next run (its window `window`), started once a dead run's claim is abandoned (the
+/// claim timeout, 1 s here): its report.
+async fn the_next_run(store: Arc<dyn Store>, w: &World, window: StdDuration) -> RunReport {
+    tokio::time::sleep(StdDuration::from_millis(1200)).await;
+    let mut s = settings(window);
+    s.claim_timeout = StdDuration::from_secs(1);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    Dispatcher::new(store, w.push.clone(), clock, s, "t")
+        .run(RunCause::Local)
+        .await
+}
+
 /// The run that pushed first stops right after its push mark (its push may have left): once
 /// its claim is abandoned, a later run counts that push and pushes again, attempt 2 then 3,
 /// within grace, and the call ends `unconfirmed`.
 async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
     let mut w = World::new(store.clone());
     let never = w.call(true, confirming(None), 300).await;
-    let due = never.scheduled_at.utc();
-    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
-    let dead = koe::domain::reservation::RunToken::generate();
-    let now = Utc::now();
-    let abandoned = now - Duration::seconds(30);
-    let claim = store
-        .claim_due_for(&never, &dead, now, abandoned, ClaimMark::Apart)
-        .await
-        .unwrap();
-    assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
+    let (dead, now) = claimed_by_a_run_that_dies(&store, &never).await;
     assert!(
         store
             .mark_push_started(&never.device_id, &never.call_id, &dead, now, true)
             .await
             .unwrap()
     );
-    // The next run starts once the claim is abandoned (the claim timeout, 1 s here).
-    tokio::time::sleep(StdDuration::from_millis(1200)).await;
-    let mut s = settings(StdDuration::from_millis(3500));
-    s.claim_timeout = StdDuration::from_secs(1);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let report = Dispatcher::new(store, w.push.clone(), clock, s, "t")
-        .run(RunCause::Local)
-        .await;
+    let report = the_next_run(store, &w, StdDuration::from_millis(3500)).await;
     let attempts: Vec<u64> = w.pushes(&never).iter().map(|(a, _)| *a).collect();
     assert_eq!(attempts, vec![2, 3], "{report:?}");
     let stored = w.stored(&never).await;
@@ -317,29 +327,10 @@ async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(store: Arc<dy
     let mut w = World::new(store.clone());
     let first = w.call(true, confirming(Some(1)), 300).await;
     let due = first.scheduled_at.utc();
-    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
-    let dead = koe::domain::reservation::RunToken::generate();
-    let now = Utc::now();
-    let claim = store
-        .claim_due_for(
-            &first,
-            &dead,
-            now,
-            now - Duration::seconds(30),
-            ClaimMark::Apart,
-        )
-        .await
-        .unwrap();
-    assert!(matches!(claim, koe::store::ClaimAnswer::Won { pushes: 0 }));
-    // The next run starts once the claim is abandoned (the claim timeout, 1 s here).
-    tokio::time::sleep(StdDuration::from_millis(1200)).await;
-    let phones = w.start_phones(Utc::now() + Duration::seconds(3));
-    let mut s = settings(StdDuration::from_millis(2500));
-    s.claim_timeout = StdDuration::from_secs(1);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let report = Dispatcher::new(store, w.push.clone(), clock, s, "t")
-        .run(RunCause::Local)
-        .await;
+    claimed_by_a_run_that_dies(&store, &first).await;
+    // The phones answer until 3 s after the next run starts.
+    let phones = w.start_phones(Utc::now() + Duration::milliseconds(4200));
+    let report = the_next_run(store, &w, StdDuration::from_millis(2500)).await;
     phones.await.unwrap();
     let pushes = w.pushes(&first);
     assert_eq!(pushes.len(), 1, "{pushes:?} {report:?}");

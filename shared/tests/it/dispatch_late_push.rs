@@ -93,12 +93,12 @@ impl World {
             .expect("the reservation")
     }
 
-    /// Waits (real time, the clock held) until `r` satisfies `ready`.
-    async fn wait_until(&self, r: &Reservation, what: &str, ready: impl Fn(&Reservation) -> bool) {
+    /// Waits (real time, the clock held) until `r` is stored with `status`.
+    async fn wait_until(&self, r: &Reservation, what: &str, status: ReservationStatus) {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let stored = self.stored(r).await;
-            if ready(&stored) {
+            if stored.status == status {
                 return;
             }
             assert!(Instant::now() < deadline, "never {what}: {stored:?}");
@@ -123,17 +123,23 @@ fn one_place(push_budget_secs: u64) -> DispatchConfig {
     s
 }
 
-/// Calls A (15 s, its push hangs) and B (15.1 s), the first run started at 0 s; returns once
-/// B, claimed and marked by it, waits for the only place.
+/// Calls A (15 s, its push hangs) and B (15.1 s), the first run (a push budget of `budget` s)
+/// started at 0 s; returns once B, claimed and marked by it, waits for the only place: the
+/// world, the first run's push and another process's, B and the first run.
 async fn b_waits_behind_a(
-    w: &World,
-    first: &Arc<RecordingPushSender>,
     budget: u64,
-) -> (Reservation, JoinHandle<RunReport>) {
+) -> (
+    World,
+    [Arc<RecordingPushSender>; 2],
+    Reservation,
+    JoinHandle<RunReport>,
+) {
+    let w = World::new();
+    let (first, second) = (w.push_sender(), w.push_sender());
     let a = w.reserve("late-push-a", at_ms(15_000)).await;
     let b = w.reserve("late-push-b", at_ms(15_100)).await;
     first.script("late-push-a", [Scripted::Hang]);
-    let run = w.start_run(first, one_place(budget));
+    let run = w.start_run(&first, one_place(budget));
     w.step_to(at_ms(15_000)).await;
     first
         .wait_for("A's push", PATIENCE, |p| {
@@ -147,23 +153,19 @@ async fn b_waits_behind_a(
         b_stored.push_started_at.is_some(),
         "B is marked: {b_stored:?}"
     );
-    (b, run)
+    (w, [first, second], b, run)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_that_waited_past_the_claim_timeout_never_leaves() {
-    let w = World::new();
-    let (first, second) = (w.push_sender(), w.push_sender());
-    let (b, first_run) = b_waits_behind_a(&w, &first, 60).await;
+    let (w, [first, second], b, first_run) = b_waits_behind_a(60).await;
 
     // Past B's claim timeout (30 s) another process's run finds its marked claim abandoned and
     // records it `failed`, push state unknown.
     w.step_to(at_ms(46_200)).await;
     let second_run = w.start_run(&second, settings());
-    w.wait_until(&b, "failed by the second run", |s| {
-        s.status == ReservationStatus::Failed
-    })
-    .await;
+    w.wait_until(&b, "failed by the second run", ReservationStatus::Failed)
+        .await;
 
     // A's push is cut off at its budget (75 s); B gets the place at last.
     w.step_to(at_ms(80_000)).await;
@@ -190,22 +192,16 @@ async fn a_push_that_waited_past_the_claim_timeout_never_leaves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_that_waited_past_the_safe_bound_is_given_back_and_sent_by_a_later_run() {
-    let w = World::new();
-    let (first, second) = (w.push_sender(), w.push_sender());
     // A's push is cut off at 35 s: B gets its place 20.4 s after its claim (14.6 s), past half
     // the claim timeout, though no other run has touched it yet.
-    let (b, first_run) = b_waits_behind_a(&w, &first, 20).await;
+    let (w, [first, second], b, first_run) = b_waits_behind_a(20).await;
     w.step_to(at_ms(35_500)).await;
-    w.wait_until(&b, "given back", |s| {
-        s.status == ReservationStatus::Scheduled
-    })
-    .await;
+    w.wait_until(&b, "given back", ReservationStatus::Scheduled)
+        .await;
 
     let second_run = w.start_run(&second, settings());
-    w.wait_until(&b, "sent by the second run", |s| {
-        s.status == ReservationStatus::Sent
-    })
-    .await;
+    w.wait_until(&b, "sent by the second run", ReservationStatus::Sent)
+        .await;
     w.step_to(at_ms(106_000)).await;
     let first_report = w.join(first_run).await;
     let second_report = w.join(second_run).await;

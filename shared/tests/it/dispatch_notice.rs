@@ -11,12 +11,13 @@ use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
 use koe::dispatch::{Dispatcher, RunCause, RunReport};
-use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, PushEnvironment};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe::store::prelude::*;
 use koe::store::{ConfirmAnswer, Op, StoreError};
+use koe_testkit::devices;
 use koe_testkit::push::{RecordingPushSender, Scripted};
 
 fn settings(window: StdDuration) -> DispatchConfig {
@@ -46,16 +47,10 @@ impl World {
     async fn call(&self, alert: bool, confirms: bool, in_ms: i64) -> (Device, Reservation) {
         let now = Utc::now();
         let device = Device {
-            device_id: DeviceId::parse("deviceId", &format!("n-{:016x}", fastrand::u64(..)))
-                .unwrap(),
-            voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..)))
-                .unwrap(),
-            environment: PushEnvironment::Sandbox,
-            updated_at: now,
             confirms_calls: confirms,
-            alert_token: alert.then(|| {
-                AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap()
-            }),
+            alert_token: alert
+                .then(|| AlertToken::parse("alertToken", &devices::random_token()).unwrap()),
+            ..devices::device(&devices::random_id("n-"), PushEnvironment::Sandbox, now)
         };
         self.store.put_device(&device).await.unwrap();
         let at = (now + Duration::milliseconds(in_ms)).fixed_offset();
@@ -115,6 +110,11 @@ impl World {
         );
     }
 
+    /// APNs answers `device`'s call pushes with `answer` (a dead VoIP token's).
+    fn answers(&self, device: &Device, answer: Scripted) {
+        self.push.script(device.device_id.as_str(), [answer]);
+    }
+
     fn no_notice(&self, r: &Reservation) {
         let alerts = self.push.alerts_for_call(r.call_id.as_str());
         assert!(alerts.is_empty(), "no notice: {alerts:#?}");
@@ -125,10 +125,8 @@ async fn a_dead_voip_token_gives_failed_and_one_notice(store: Arc<dyn Store>) {
     let w = World::new(store);
     let (device, r) = w.call(true, false, 1200).await;
     let (bare, plain) = w.call(false, false, 1200).await;
-    w.push
-        .script(device.device_id.as_str(), [Scripted::unregistered()]);
-    w.push
-        .script(bare.device_id.as_str(), [Scripted::unregistered()]);
+    w.answers(&device, Scripted::unregistered());
+    w.answers(&bare, Scripted::unregistered());
     let report = w.run(StdDuration::from_millis(2500)).await;
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Failed);
     w.one_notice(&device, &r, "failed").await;
@@ -217,8 +215,7 @@ async fn two_overlapping_runs_give_one(store: Arc<dyn Store>) {
     let w = World::new(store);
     let (dead, failed) = w.call(true, false, 1000).await;
     let (never, unconfirmed) = w.call(true, true, 1000).await;
-    w.push
-        .script(dead.device_id.as_str(), [Scripted::bad_device_token()]);
+    w.answers(&dead, Scripted::bad_device_token());
     let window = StdDuration::from_millis(3000);
     let (a, b) = tokio::join!(w.run(window), w.run(window));
     w.one_notice(&dead, &failed, "failed").await;
@@ -255,8 +252,7 @@ koe_testkit::store_layer!(LossyNotices, |this, op, call| {
 async fn lost_and_slow_notice_replies_still_give_one(store: Arc<dyn Store>) {
     let w = World::new(store.clone());
     let (device, r) = w.call(true, false, 1000).await;
-    w.push
-        .script(device.device_id.as_str(), [Scripted::bad_device_token()]);
+    w.answers(&device, Scripted::bad_device_token());
     let lossy = Arc::new(LossyNotices {
         inner: store,
         claims: AtomicU32::new(0),

@@ -45,6 +45,21 @@ async fn too_late_missed(app: &TestApp, r: &Reservation) {
     );
 }
 
+/// A run of `dispatcher` at `now` sweeps `r` `missed` (the only call it sweeps): a DELETE of it
+/// is then 409 TOO_LATE.
+async fn swept_missed(
+    w: &World,
+    app: &TestApp,
+    dispatcher: &Dispatcher,
+    r: &Reservation,
+    now: DateTime<Utc>,
+) {
+    let report = run_at(w, dispatcher, now).await;
+    assert_eq!(report.missed, 1, "{report:?}");
+    assert_eq!(w.stored(r).await.unwrap().status, ReservationStatus::Missed);
+    too_late_missed(app, r).await;
+}
+
 pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: Arc<dyn Store>) {
     let w = World::new(store.clone());
     let sink = MemorySink::default();
@@ -76,13 +91,7 @@ pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: A
         ReservationStatus::Scheduled,
         "not cancelled"
     );
-    let report = run_at(&w, &warm, at(20 * 60)).await;
-    assert_eq!(report.missed, 1, "{report:?}");
-    assert_eq!(
-        w.stored(&r1).await.unwrap().status,
-        ReservationStatus::Missed
-    );
-    too_late_missed(&app, &r1).await;
+    swept_missed(&w, &app, &warm, &r1, at(20 * 60)).await;
     // Marked within a day of its time: its notice, once.
     let alerts = w.push.alerts_for_call(r1.call_id.as_str());
     assert_eq!(alerts.len(), 1, "one notice: {alerts:#?}");
@@ -92,13 +101,7 @@ pub(crate) async fn calls_due_in_an_outage_are_swept_missed_and_counted(store: A
 
     // Another outage, then a new process (a cold container): it sweeps from the store's mark.
     let cold = process(&w);
-    let report = run_at(&w, &cold, at(45 * 60)).await;
-    assert_eq!(report.missed, 1, "{report:?}");
-    assert_eq!(
-        w.stored(&r2).await.unwrap().status,
-        ReservationStatus::Missed
-    );
-    too_late_missed(&app, &r2).await;
+    swept_missed(&w, &app, &cold, &r2, at(45 * 60)).await;
 
     let lines = emf::parse_all(&sink.lines());
     assert_eq!(emf::total(&lines, DISPATCH, "Missed"), 2.0, "{lines:#?}");

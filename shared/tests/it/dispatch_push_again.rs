@@ -30,6 +30,15 @@ async fn confirming_call(w: &World, due: DateTime<Utc>) -> Reservation {
     w.reserve(&device, due).await
 }
 
+/// A call due at 66 s to a device that confirms its calls, and the first run of the process's
+/// one dispatcher, started at 0 s (its window: to 70 s).
+async fn first_run_holding_a_call(w: &World) -> (Reservation, Dispatcher, JoinHandle<RunReport>) {
+    let r = confirming_call(w, at(66)).await;
+    let dispatcher = w.dispatcher();
+    let first = start(&dispatcher);
+    (r, dispatcher, first)
+}
+
 /// Holds the clock just before `due`, then at `due`, and waits (real time) for the push of
 /// `attempt`: it leaves at `due` (within a second), and once.
 async fn expect_attempt_at(w: &World, r: &Reservation, attempt: u64, due: DateTime<Utc>) {
@@ -78,9 +87,7 @@ pub(crate) async fn a_push_again_after_the_window_goes_on_time_with_an_overlappi
     store: Arc<dyn Store>,
 ) {
     let w = World::new(store);
-    let r = confirming_call(&w, at(66)).await;
-    let dispatcher = w.dispatcher();
-    let first = start(&dispatcher);
+    let (r, dispatcher, first) = first_run_holding_a_call(&w).await;
     w.step_to(at(60)).await;
     let second = start(&dispatcher);
     w.expect_push_at_its_second(&r).await;
@@ -92,9 +99,7 @@ pub(crate) async fn a_push_again_after_the_window_goes_on_time_with_the_next_run
     store: Arc<dyn Store>,
 ) {
     let w = World::new(store);
-    let r = confirming_call(&w, at(66)).await;
-    let dispatcher = w.dispatcher();
-    let first = start(&dispatcher);
+    let (r, dispatcher, first) = first_run_holding_a_call(&w).await;
     w.expect_push_at_its_second(&r).await;
     w.finish(vec![first], at(67)).await;
     w.step_to(at(68)).await;

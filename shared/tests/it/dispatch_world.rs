@@ -11,7 +11,7 @@ use std::time::{Duration as StdDuration, Instant};
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::dispatch::{Dispatcher, InFlight, RunCause, RunReport};
-use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{Device, PushEnvironment};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::platform::clock::Clock;
 use koe::platform::config::{Config, DispatchConfig, Vars};
@@ -48,13 +48,6 @@ pub(crate) fn production_timing() -> DispatchConfig {
     Config::from_vars(&Vars::from_pairs(&[]))
         .expect("defaults are valid")
         .dispatch
-}
-
-pub(crate) fn token() -> VoipToken {
-    let hex: String = (0..64)
-        .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap())
-        .collect();
-    VoipToken::parse("voipToken", &hex).unwrap()
 }
 
 pub(crate) struct World {
@@ -118,14 +111,7 @@ impl World {
     }
 
     pub(crate) async fn device(&self, name: &str, environment: PushEnvironment) -> Device {
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", name).unwrap(),
-            voip_token: token(),
-            environment,
-            updated_at: self.clock.now(),
-            confirms_calls: false,
-            alert_token: None,
-        };
+        let device = koe_testkit::devices::device(name, environment, self.clock.now());
         self.store.put_device(&device).await.expect("put_device");
         device
     }

@@ -13,7 +13,7 @@ use koe::store::prelude::*;
 use koe::store::{DUE_INDEX, Op, Request};
 use koe_testkit::dispatching::{reserve_soon, run_once, short_run, stored};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats, TableDef, Target};
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats, Target};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::push::RecordingPushSender;
 
@@ -120,12 +120,8 @@ async fn a_call_without_confirms_calls_is_two_writes_and_three_write_units_on_dy
     let setup = koe_testkit::dynamodb::client().await;
     let prefix = koe_testkit::dynamodb::random_prefix();
     let tables = koe_testkit::dynamodb::create_tables(&setup, &prefix).await;
-    let defs = [
-        TableDef::from_template("CallsTable", &tables.calls),
-        TableDef::from_template("DevicesTable", &tables.devices),
-    ];
     let model = Arc::new(LimitsModel::with_frozen_clock(Limits::default()));
-    let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
+    let proxy = LimitsProxy::over_tables(&upstream, &tables, model).await;
     let client = koe_testkit::dynamodb::production_like_client(&proxy.url());
     let calls_table = tables.calls.clone();
     let store = Arc::new(koe::store::dynamodb::DynamoStore::new(client, tables));

@@ -24,7 +24,7 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::App;
 use koe::app::ports::Adapters;
 use koe::dispatch::api::Dispatch;
-use koe::domain::device::{AlertToken, Device, DeviceId, PushEnvironment, VoipToken};
+use koe::domain::device::{AlertToken, Device, PushEnvironment};
 use koe::domain::reservation::{Reservation, ReservationStatus, ScheduledAt};
 use koe::platform::config::{Config, DispatchConfig, Vars};
 use koe_testkit::dynamodb::fresh_store;
@@ -74,14 +74,7 @@ async fn another_container(app: &App, push: &Arc<RecordingPushSender>) -> App {
 }
 
 async fn device(app: &App, name: &str) -> Device {
-    let device = Device {
-        device_id: DeviceId::parse("deviceId", name).unwrap(),
-        voip_token: VoipToken::parse("voipToken", &format!("{:064x}", fastrand::u128(..))).unwrap(),
-        environment: PushEnvironment::Production,
-        updated_at: Utc::now(),
-        confirms_calls: false,
-        alert_token: None,
-    };
+    let device = koe_testkit::devices::device(name, PushEnvironment::Production, Utc::now());
     app.store()
         .await
         .unwrap()

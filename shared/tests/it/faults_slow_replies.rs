@@ -47,6 +47,14 @@ async fn one_held_step(
     held_step(name, operation, needle, false).await
 }
 
+/// A call due in `in_ms` whose device confirms its calls if `confirms`.
+async fn reserve(w: &World, name: &str, in_ms: i64, confirms: bool) -> Reservation {
+    match confirms {
+        true => w.reserve_confirming(name, in_ms).await,
+        false => w.reserve(name, in_ms).await,
+    }
+}
+
 async fn held_step(
     name: &str,
     operation: &str,
@@ -55,10 +63,7 @@ async fn held_step(
 ) -> (i64, koe::dispatch::RunReport) {
     assert!(HOLD > DISPATCH_ATTEMPT_TIMEOUT);
     let w = World::new().await;
-    let r = match confirms {
-        true => w.reserve_confirming(name, 2500).await,
-        false => w.reserve(name, 2500).await,
-    };
+    let r = reserve(&w, name, 2500, confirms).await;
     w.dropper.hold_replies(operation, &needle(&w), 3, HOLD);
     let report = w.run(CLAIM_TIMEOUT).await;
     assert_eq!(w.dropper.dropped(), 3, "{name}: every hold happened");
@@ -178,29 +183,14 @@ async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_sec
 /// is a write of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
-    let w = World::new().await;
-    let r = w.reserve_confirming("mark-never-answered", 1500).await;
-    let claim_timeout = StdDuration::from_secs(4);
     // Every mark's reply late (each mark is written: the record holds it until given back).
-    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
-    let first = w.run(claim_timeout).await;
-    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    let (w, r, first) = given_back_then_sent_by_the_next_run("mark-never-answered", true).await;
     assert_eq!(
         (first.claimed, first.released, first.failed),
         (1, 1, 0),
         "{first:?}"
     );
-    given_back(&w, &r).await;
-
-    // The store answers again: the next run pushes it at once, within grace.
-    w.dropper.clear();
-    let second = w.run(claim_timeout).await;
-    let pushes = w.push.sent_for_call(r.call_id.as_str());
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
-    assert_eq!(pushes[0].payload["attempt"], 1);
-    assert_eq!(w.push.attempts().len(), 1, "one push in all");
     assert_eq!(w.stored(&r).await.pushes, 1);
-    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
     faults::record(
         "DynamoDB: a push mark never gets an answer in time (every reply 1.5 s late)",
         "the run gives its claim back unpushed (not failed); the next run sends it once",
@@ -214,13 +204,8 @@ async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_n
 /// the call, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_with_its_mark_that_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
-    let w = World::new().await;
-    let r = w.reserve("claim-never-answered", 1500).await;
-    let claim_timeout = StdDuration::from_secs(4);
     // Every claim's reply late (each is written, with its mark).
-    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
-    let first = w.run(claim_timeout).await;
-    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    let (w, r, first) = given_back_then_sent_by_the_next_run("claim-never-answered", false).await;
     assert_eq!(
         (
             first.claimed,
@@ -231,19 +216,38 @@ async fn a_claim_with_its_mark_that_never_gets_an_answer_is_given_back_and_sent_
         (0, 1, 0, 1),
         "{first:?}"
     );
-    given_back(&w, &r).await;
-
-    w.dropper.clear();
-    let second = w.run(claim_timeout).await;
-    assert_eq!(w.push.sent_for_call(r.call_id.as_str()).len(), 1);
-    assert_eq!(w.push.attempts().len(), 1, "one push in all");
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
-    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
     faults::record(
         "DynamoDB: a claim (with its push mark) never gets an answer in time (every reply 1.5 s late)",
         "the run gives its claim back unpushed (not failed); the next run sends it once",
         "first run: released 1, no push; second run: sent once",
     );
+}
+
+/// A call due in 1.5 s (its device confirms its calls if `confirms`) whose every reply with a
+/// push mark is held (claim timeout 4 s): the first run pushes nothing and gives it back; the
+/// store answers again and the next run pushes it at once (within grace), once. The world, the
+/// call and the first run's report.
+async fn given_back_then_sent_by_the_next_run(
+    name: &str,
+    confirms: bool,
+) -> (World, Reservation, koe::dispatch::RunReport) {
+    let w = World::new().await;
+    let r = reserve(&w, name, 1500, confirms).await;
+    let claim_timeout = StdDuration::from_secs(4);
+    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
+    let first = w.run(claim_timeout).await;
+    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    given_back(&w, &r).await;
+
+    w.dropper.clear();
+    let second = w.run(claim_timeout).await;
+    let pushes = w.push.sent_for_call(r.call_id.as_str());
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["attempt"], 1);
+    assert_eq!(w.push.attempts().len(), 1, "one push in all");
+    assert_eq!((second.sent, second.failed), (1, 0), "{second:?}");
+    (w, r, first)
 }
 
 /// `r` given back: `scheduled` again, its claim and mark removed.

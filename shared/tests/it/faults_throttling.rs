@@ -21,7 +21,7 @@ use koe::store::DUE_INDEX;
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
 use koe_testkit::dispatching::{reserve_soon_as, stored};
-use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, TableDef, Target};
+use koe_testkit::dynamodb::limits::{Capacity, Charge, Limits, LimitsModel, Target};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::dynamodb::{self};
 use koe_testkit::faults;
@@ -43,12 +43,8 @@ impl World {
             .unwrap();
         let setup = dynamodb::client().await;
         let tables = dynamodb::create_tables(&setup, &dynamodb::random_prefix()).await;
-        let defs = [
-            TableDef::from_template("CallsTable", &tables.calls),
-            TableDef::from_template("DevicesTable", &tables.devices),
-        ];
         let model = Arc::new(LimitsModel::with_frozen_clock(Limits::default()));
-        let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
+        let proxy = LimitsProxy::over_tables(&upstream, &tables, model).await;
         let client = dynamodb::production_like_client(&proxy.url());
         World {
             calls_table: tables.calls.clone(),

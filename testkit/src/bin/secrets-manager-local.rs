@@ -10,12 +10,11 @@
 //! `host.docker.internal` (on Linux the Docker bridge's address, not loopback); an ADDR argument
 //! (e.g. `127.0.0.1:0`, a free loopback port) overrides that. It serves until Ctrl-C or a kill.
 
-use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use koe_testkit::fixtures;
 use koe_testkit::secretsmanager::StandInSecretsManager;
+use koe_testkit::{fixtures, loopback};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -31,18 +30,11 @@ async fn main() -> ExitCode {
             }
         },
     };
-    let standin = match StandInSecretsManager::start_with_fixture_secrets(addr).await {
-        Ok(standin) => standin,
-        Err(e) => {
-            eprintln!("secrets-manager-local: cannot listen on {addr}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let started = StandInSecretsManager::start_with_fixture_secrets(addr).await;
+    let standin = loopback::listening_or_exit("secrets-manager-local", addr, started);
     // The one line on stdout: the URL on this host (a container uses events/env.json's).
     let url = standin.endpoint().replace("0.0.0.0", "127.0.0.1");
-    let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "{url}");
-    let _ = stdout.flush();
+    loopback::print_url(&url);
     eprintln!(
         "secrets-manager-local: serving {} secrets of events/env.json at {url} until Ctrl-C",
         fixtures::secrets().len()

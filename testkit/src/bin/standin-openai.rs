@@ -14,12 +14,12 @@
 //! to a `stream: true` request, whole (once the pace would have written it) otherwise
 //! (`bench/chat-stream.sh`).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use std::time::Duration;
 
+use koe_testkit::loopback;
 use koe_testkit::openai::{Behaviour, Pace, StandInOpenAi};
 
 /// The scripted reply and its pace, from `STANDIN_*` (see the module's doc).
@@ -51,13 +51,8 @@ async fn main() -> ExitCode {
         eprintln!("usage: standin-openai [ADDR]   (default 127.0.0.1:0: a free loopback port)");
         return ExitCode::from(2);
     };
-    let standin = match StandInOpenAi::start_on(addr).await {
-        Ok(standin) => standin,
-        Err(e) => {
-            eprintln!("standin-openai: cannot listen on {addr}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let started = StandInOpenAi::start_on(addr).await;
+    let standin = loopback::listening_or_exit("standin-openai", addr, started);
     match paced_reply() {
         Ok(reply) => standin.set_default(reply.unwrap_or_else(Behaviour::schema_valid)),
         Err(e) => {
@@ -66,9 +61,7 @@ async fn main() -> ExitCode {
         }
     }
     // The one line on stdout: the value for OPENAI_BASE_URL.
-    let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "{}", standin.base_url());
-    let _ = stdout.flush();
+    loopback::print_url(&standin.base_url());
     eprintln!("standin-openai: serving at {}", standin.base_url());
     let _ = tokio::signal::ctrl_c().await;
     ExitCode::SUCCESS

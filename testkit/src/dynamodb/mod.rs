@@ -113,6 +113,23 @@ pub fn production_like_client(endpoint: &str) -> Client {
     )
 }
 
+/// [`config_builder`] with `events/env.json`'s region and credentials (its `Parameters`), as the
+/// local server and the deployed functions' stand-ins use them: DynamoDB Local keeps tables
+/// apart per access key and region.
+pub fn env_json_config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
+    let env_json = crate::fixtures::env_json();
+    let params = &env_json["Parameters"];
+    config_builder(endpoint)
+        .region(Region::new(params["AWS_REGION"].clone()))
+        .credentials_provider(Credentials::new(
+            &params["AWS_ACCESS_KEY_ID"],
+            &params["AWS_SECRET_ACCESS_KEY"],
+            None,
+            None,
+            "events/env.json",
+        ))
+}
+
 /// The client configuration every testkit client starts from: the endpoint, fixed dummy
 /// credentials and region.
 pub fn config_builder(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
@@ -170,19 +187,45 @@ fn list<'a>(value: &'a Value, key: &str, context: &str) -> &'a [Value] {
         .unwrap_or_else(|| panic!("template.yaml: {context}.{key} is not a list"))
 }
 
-fn key_schema(value: &Value, context: &str) -> Vec<KeySchemaElement> {
-    list(value, "KeySchema", context)
+/// The list under `key` of `{AttributeName, <kind>}` entries (a key schema, attribute
+/// definitions), each built by `build` from its name and its `kind` field.
+fn named_entries<T, E: std::fmt::Display>(
+    value: &Value,
+    key: &str,
+    kind: &str,
+    context: &str,
+    build: impl Fn(String, &str) -> Result<T, E>,
+) -> Vec<T> {
+    list(value, key, context)
         .iter()
-        .map(|element| {
-            KeySchemaElement::builder()
-                .attribute_name(str_field(element, "AttributeName", context))
-                .key_type(KeyType::from(
-                    str_field(element, "KeyType", context).as_str(),
-                ))
-                .build()
-                .unwrap_or_else(|e| panic!("template.yaml: {context}.KeySchema: {e}"))
+        .map(|entry| {
+            let name = str_field(entry, "AttributeName", context);
+            build(name, &str_field(entry, kind, context))
+                .unwrap_or_else(|e| panic!("template.yaml: {context}.{key}: {e}"))
         })
         .collect()
+}
+
+fn key_schema(value: &Value, context: &str) -> Vec<KeySchemaElement> {
+    named_entries(value, "KeySchema", "KeyType", context, |name, kind| {
+        let builder = KeySchemaElement::builder().attribute_name(name);
+        builder.key_type(KeyType::from(kind)).build()
+    })
+}
+
+fn attribute_definitions(value: &Value, context: &str) -> Vec<AttributeDefinition> {
+    named_entries(
+        value,
+        "AttributeDefinitions",
+        "AttributeType",
+        context,
+        |name, kind| {
+            let builder = AttributeDefinition::builder().attribute_name(name);
+            builder
+                .attribute_type(ScalarAttributeType::from(kind))
+                .build()
+        },
+    )
 }
 
 fn projection(value: &Value, context: &str) -> Projection {
@@ -225,18 +268,7 @@ fn table_definition(logical_id: &str, resource: &Value) -> TableDefinition {
         );
     }
 
-    let attribute_definitions = list(props, "AttributeDefinitions", logical_id)
-        .iter()
-        .map(|def| {
-            AttributeDefinition::builder()
-                .attribute_name(str_field(def, "AttributeName", logical_id))
-                .attribute_type(ScalarAttributeType::from(
-                    str_field(def, "AttributeType", logical_id).as_str(),
-                ))
-                .build()
-                .unwrap_or_else(|e| panic!("template.yaml: {logical_id}.AttributeDefinitions: {e}"))
-        })
-        .collect();
+    let attribute_definitions = attribute_definitions(props, logical_id);
 
     let global_secondary_indexes = untag(props)
         .get("GlobalSecondaryIndexes")

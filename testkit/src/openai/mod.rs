@@ -133,9 +133,7 @@ impl Drop for StandInOpenAi {
 impl StandInOpenAi {
     /// Starts on a free loopback port; by default every request gets a small completion.
     pub async fn start() -> StandInOpenAi {
-        StandInOpenAi::start_on("127.0.0.1:0".parse().unwrap())
-            .await
-            .expect("bind stand-in")
+        crate::loopback::on_a_free_port("stand-in OpenAI", StandInOpenAi::start_on).await
     }
 
     /// Starts on `addr` (port 0: a free port); by default every request gets a small completion.

@@ -11,13 +11,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use chrono::{DateTime, Utc};
 use koe::dispatch::wake::{Wake, wake_for};
 use koe::store::dynamodb::DynamoStore;
 use koe::store::prelude::*;
 use koe_testkit::dispatching::CountingTrigger;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats, TableDef};
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Stats};
 use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
 use koe_testkit::eventbridge::StandInEventBridge;
 use koe_testkit::fixtures::{committed, env_json};
@@ -58,15 +57,7 @@ async fn main() {
     // Tables under the binary's credentials and region (DynamoDB Local keeps them apart).
     let client_at = |endpoint: &str| {
         aws_sdk_dynamodb::Client::from_conf(
-            koe_testkit::dynamodb::config_builder(endpoint)
-                .region(Region::new(params["AWS_REGION"].clone()))
-                .credentials_provider(Credentials::new(
-                    &params["AWS_ACCESS_KEY_ID"],
-                    &params["AWS_SECRET_ACCESS_KEY"],
-                    None,
-                    None,
-                    "events/env.json",
-                ))
+            koe_testkit::dynamodb::env_json_config_builder(endpoint)
                 .timeout_config(DynamoStore::timeouts())
                 .build(),
         )
@@ -74,12 +65,8 @@ async fn main() {
     let setup = client_at(&upstream);
     let prefix = format!("bench-{}", koe_testkit::dynamodb::random_prefix());
     let tables = koe_testkit::dynamodb::create_tables(&setup, &prefix).await;
-    let defs = [
-        TableDef::from_template("CallsTable", &tables.calls),
-        TableDef::from_template("DevicesTable", &tables.devices),
-    ];
     let model = Arc::new(LimitsModel::new(Limits::from_env()));
-    let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
+    let proxy = LimitsProxy::over_tables(&upstream, &tables, model).await;
     let secrets = StandInSecretsManager::start_with_fixture_secrets("127.0.0.1:0".parse().unwrap())
         .await
         .expect("bind the stand-in Secrets Manager");

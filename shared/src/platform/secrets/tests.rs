@@ -178,14 +178,22 @@ async fn an_empty_secret_is_read_again_soon_so_a_value_set_after_deploy_is_picke
     );
 }
 
-/// `AGENT_API_KEYS` read from `source` at start ("k1"), now "k1,k2" there; the stand-in hangs.
-async fn keys_about_to_hang(source: &Arc<Source>, clock: &Arc<TestClock>) -> LiveSecret {
-    source.set("arn:keys", "k1");
-    let vars = [("AGENT_API_KEYS_SECRET_ARN", "arn:keys")];
-    let secrets = resolved(source, clock, &vars).await;
+/// `AGENT_API_KEYS` read from the source at start ("k1"), now "k1,k2" there; the stand-in
+/// hangs. The source, the test's clock, and the live secret.
+async fn keys_about_to_hang() -> (Arc<Source>, Arc<TestClock>, LiveSecret) {
+    let (source, clock, keys) = live("AGENT_API_KEYS", "arn:keys", "k1").await;
     source.set("arn:keys", "k1,k2");
     source.hang(true);
-    secrets.live("AGENT_API_KEYS", &Vars::from_pairs(&vars))
+    (source, clock, keys)
+}
+
+/// The stand-in answers again: once its gap has passed, the next forced read is made and gets
+/// the new value.
+async fn the_next_forced_read_succeeds(source: &Source, clock: &TestClock, keys: &LiveSecret) {
+    source.hang(false);
+    clock.advance(MIN_GAP);
+    assert!(keys.refused().await, "the next forced read is made");
+    assert_eq!(value(keys).as_deref(), Some("k1,k2"));
 }
 
 fn value(secret: &LiveSecret) -> Option<String> {
@@ -194,9 +202,7 @@ fn value(secret: &LiveSecret) -> Option<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_forced_read_that_never_answers_fails_within_its_timeout_and_the_next_one_succeeds() {
-    let source = Arc::new(Source::default());
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let keys = keys_about_to_hang(&source, &clock).await;
+    let (source, clock, keys) = keys_about_to_hang().await;
     let started = tokio::time::Instant::now();
     let changed = tokio::time::timeout(READ_TIMEOUT * 4, keys.refused())
         .await
@@ -209,18 +215,13 @@ async fn a_forced_read_that_never_answers_fails_within_its_timeout_and_the_next_
         "the value in hand stays"
     );
     // The next forced read (its gap passed) is made, and this time answered.
-    source.hang(false);
-    clock.advance(MIN_GAP);
-    assert!(keys.refused().await, "the next forced read is made");
+    the_next_forced_read_succeeds(&source, &clock, &keys).await;
     assert_eq!(source.reads(), 3);
-    assert_eq!(value(&keys).as_deref(), Some("k1,k2"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_background_read_stuck_across_a_freeze_does_not_block_later_reads() {
-    let source = Arc::new(Source::default());
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let keys = keys_about_to_hang(&source, &clock).await;
+    let (source, clock, keys) = keys_about_to_hang().await;
     clock.advance(REFRESH_EVERY);
     assert_eq!(
         value(&keys).as_deref(),
@@ -239,16 +240,11 @@ async fn a_background_read_stuck_across_a_freeze_does_not_block_later_reads() {
 
 #[tokio::test(start_paused = true)]
 async fn a_forced_read_abandoned_half_way_leaves_the_next_one_possible() {
-    let source = Arc::new(Source::default());
-    let clock = Arc::new(TestClock(Mutex::new(Utc::now())));
-    let keys = keys_about_to_hang(&source, &clock).await;
+    let (source, clock, keys) = keys_about_to_hang().await;
     // The request went away mid-read: its future is dropped.
     let abandoned = tokio::time::timeout(READ_TIMEOUT / 10, keys.refused()).await;
     assert!(abandoned.is_err(), "still reading when dropped");
-    source.hang(false);
-    clock.advance(MIN_GAP);
-    assert!(keys.refused().await, "the next forced read is made");
-    assert_eq!(value(&keys).as_deref(), Some("k1,k2"));
+    the_next_forced_read_succeeds(&source, &clock, &keys).await;
 }
 
 #[tokio::test(start_paused = true)]

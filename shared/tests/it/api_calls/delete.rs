@@ -3,13 +3,13 @@
 use koe::store::Outcome;
 use koe_testkit::harness::error_body;
 
-use super::{AT, app_at_now, claim, create, delete, device_id, finish, get, get_ok, now, register};
+use super::{
+    AT, app_at_now, app_with_a_call, claim, create, delete, ended_call, get, get_ok, stored,
+};
 
 #[tokio::test]
 async fn delete_cancels_then_get_and_delete_are_404() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    create(&app, "dev-1", AT).await;
+    let (app, _clock, _created) = app_with_a_call("dev-1").await;
 
     let response = delete(&app, "dev-1").await;
     assert_eq!(response.status().as_u16(), 204);
@@ -18,13 +18,7 @@ async fn delete_cancels_then_get_and_delete_are_404() {
 
     error_body(get(&app, "dev-1").await, 404, "NOT_FOUND").await;
     error_body(delete(&app, "dev-1").await, 404, "NOT_FOUND").await;
-    assert!(
-        app.store
-            .get_reservation(&device_id("dev-1"), now())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(stored(&app, "dev-1").await.is_none());
 
     // The slot is free again.
     let again = create(&app, "dev-1", AT).await;
@@ -39,9 +33,7 @@ async fn delete_without_any_reservation_is_404() {
 
 #[tokio::test]
 async fn delete_after_claim_is_409_too_late_and_the_reservation_stays() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let created = create(&app, "dev-1", AT).await;
+    let (app, _clock, created) = app_with_a_call("dev-1").await;
     claim(&app, "dev-1", &created).await;
 
     let response = delete(&app, "dev-1").await;
@@ -60,9 +52,7 @@ async fn delete_after_claim_is_409_too_late_and_the_reservation_stays() {
 #[tokio::test]
 async fn delete_after_sent_is_409_too_late() {
     let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let created = create(&app, "dev-1", AT).await;
-    finish(&app, "dev-1", &created, Outcome::Sent).await;
+    ended_call(&app, "dev-1", Outcome::Sent).await;
     error_body(delete(&app, "dev-1").await, 409, "TOO_LATE").await;
     assert_eq!(get_ok(&app, "dev-1").await["status"], "sent");
 }

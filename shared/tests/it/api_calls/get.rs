@@ -8,14 +8,13 @@ use koe_testkit::harness::{error_body, invalid_field, send};
 use serde_json::Value;
 
 use super::{
-    AT, NOW_MILLIS, app_at_now, call_id, claim, create, device_id, finish, get, get_ok, register,
+    AT, ENDED, NOW_MILLIS, app_at_now, app_with_a_call, call_id, claim, create, device_id,
+    ended_call, get, get_ok, register,
 };
 
 #[tokio::test]
 async fn get_answers_the_reservation_in_each_state() {
-    let (app, clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let created = create(&app, "dev-1", AT).await;
+    let (app, clock, created) = app_with_a_call("dev-1").await;
 
     let scheduled = get_ok(&app, "dev-1").await;
     assert_eq!(scheduled, created);
@@ -54,13 +53,8 @@ async fn get_answers_the_reservation_in_each_state() {
 #[tokio::test]
 async fn get_answers_failed_and_missed_too() {
     let (app, _clock) = app_at_now().await;
-    for (device, outcome, status) in [
-        ("dev-failed", Outcome::Failed, "failed"),
-        ("dev-missed", Outcome::Missed, "missed"),
-    ] {
-        register(&app, device).await;
-        let created = create(&app, device, AT).await;
-        finish(&app, device, &created, outcome).await;
+    for (device, outcome, status) in ENDED {
+        let created = ended_call(&app, device, outcome).await;
         let body = get_ok(&app, device).await;
         assert_eq!(body["status"], status);
         assert_eq!(body["callId"], created["callId"]);
@@ -127,9 +121,7 @@ async fn a_percent_encoded_device_id_works_on_get_and_delete() {
 
 #[tokio::test]
 async fn other_query_parameters_are_ignored() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let created = create(&app, "dev-1", AT).await;
+    let (app, _clock, created) = app_with_a_call("dev-1").await;
     let response = send(app.agent(http::Method::GET, "/calls?x=1&deviceId=dev-1&y=2")).await;
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(response.json::<Value>().await.unwrap(), created);

@@ -4,13 +4,12 @@ use std::collections::BTreeSet;
 
 use chrono::Duration;
 use koe::domain::reservation::ReservationStatus;
-use koe::store::Outcome;
 use koe_testkit::harness::{error_body, invalid_field, send};
 use serde_json::{Value, json};
 
 use super::{
-    AT, NOW, NOW_MILLIS, app_at_now, claim, create, device_id, finish, get, get_ok, now, post_raw,
-    register,
+    AT, ENDED, NOW, NOW_MILLIS, app_at_now, app_with_a_call, claim, create, ended_call, get,
+    get_ok, now, post_raw, register, stored,
 };
 
 fn keys(body: &Value) -> BTreeSet<&str> {
@@ -59,12 +58,7 @@ async fn post_creates_a_scheduled_reservation_keeping_the_clients_offset() {
     assert_eq!(body["updatedAt"], NOW_MILLIS);
     assert_eq!(body["callerName"], "ミク");
 
-    let stored = app
-        .store
-        .get_reservation(&device_id("dev-1"), now())
-        .await
-        .unwrap()
-        .expect("stored");
+    let stored = stored(&app, "dev-1").await.expect("stored");
     assert_eq!(stored.call_id.as_str(), body["callId"]);
     assert_eq!(stored.status, ReservationStatus::Scheduled);
     assert_eq!(stored.scheduled_at.utc(), now() + Duration::seconds(30));
@@ -91,21 +85,13 @@ async fn post_without_a_registered_device_is_409_device_not_registered() {
     let (app, _clock) = app_at_now().await;
     let response = post_raw(&app, &json!({"deviceId": "dev-unknown", "scheduledAt": AT})).await;
     error_body(response, 409, "DEVICE_NOT_REGISTERED").await;
-    assert!(
-        app.store
-            .get_reservation(&device_id("dev-unknown"), now())
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(stored(&app, "dev-unknown").await.is_none());
     assert!(app.events.published().is_empty(), "a 409 is not notified");
 }
 
 #[tokio::test]
 async fn a_second_post_while_scheduled_is_409_reservation_exists_and_keeps_the_first() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let first = create(&app, "dev-1", AT).await;
+    let (app, _clock, first) = app_with_a_call("dev-1").await;
     let response = post_raw(
         &app,
         &json!({"deviceId": "dev-1", "scheduledAt": "2026-03-01T10:00:00+09:00"}),
@@ -118,9 +104,7 @@ async fn a_second_post_while_scheduled_is_409_reservation_exists_and_keeps_the_f
 
 #[tokio::test]
 async fn a_post_while_claimed_is_409_reservation_exists() {
-    let (app, _clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let first = create(&app, "dev-1", AT).await;
+    let (app, _clock, first) = app_with_a_call("dev-1").await;
     claim(&app, "dev-1", &first).await;
     let response = post_raw(
         &app,
@@ -134,14 +118,8 @@ async fn a_post_while_claimed_is_409_reservation_exists() {
 #[tokio::test]
 async fn after_sent_failed_or_missed_a_new_post_creates_a_new_reservation() {
     let (app, _clock) = app_at_now().await;
-    for (device, outcome, status) in [
-        ("dev-sent", Outcome::Sent, "sent"),
-        ("dev-failed", Outcome::Failed, "failed"),
-        ("dev-missed", Outcome::Missed, "missed"),
-    ] {
-        register(&app, device).await;
-        let first = create(&app, device, AT).await;
-        finish(&app, device, &first, outcome).await;
+    for (device, outcome, status) in ENDED {
+        let first = ended_call(&app, device, outcome).await;
         assert_eq!(get_ok(&app, device).await["status"], status);
 
         let second = create(&app, device, "2026-03-01T10:00:00+09:00").await;
@@ -157,9 +135,7 @@ async fn after_sent_failed_or_missed_a_new_post_creates_a_new_reservation() {
 
 #[tokio::test]
 async fn a_scheduled_reservation_long_past_its_time_no_longer_blocks_a_new_post() {
-    let (app, clock) = app_at_now().await;
-    register(&app, "dev-1").await;
-    let first = create(&app, "dev-1", AT).await;
+    let (app, clock, first) = app_with_a_call("dev-1").await;
     // Past its time + grace (120 s) + claim timeout (30 s): it can never be sent now.
     clock.advance(Duration::seconds(30 + 151));
     let second = create(&app, "dev-1", "2026-03-01T10:00:00+09:00").await;

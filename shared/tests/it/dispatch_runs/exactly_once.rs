@@ -6,22 +6,28 @@ use std::time::Duration as StdDuration;
 use chrono::{Duration, FixedOffset};
 use koe::dispatch::InFlight;
 use koe::domain::device::PushEnvironment;
-use koe::domain::reservation::{ReservationStatus, RunToken};
+use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe::platform::clock::Clock;
 use koe::store::{ClaimAnswer, ClaimMark};
 use koe_testkit::harness::{send, spawn_app_with};
 
 use crate::dispatch_world::{DynStore, PATIENCE, STEP, World, at, at_ms};
 
-pub(super) async fn duplicate_and_overlapping_runs_push_once(store: DynStore) {
-    let w = World::new(store);
+/// Twenty calls of devices `{prefix}-{i}`, the first due at 11 s, each `every_ms` after the last.
+async fn twenty_calls(w: &World, prefix: &str, every_ms: i64) -> Vec<Reservation> {
     let mut reservations = Vec::new();
     for i in 0..20 {
         let device = w
-            .device(&format!("dup-{i}"), PushEnvironment::Production)
+            .device(&format!("{prefix}-{i}"), PushEnvironment::Production)
             .await;
-        reservations.push(w.reserve(&device, at_ms(11_000 + i * 2_950)).await);
+        reservations.push(w.reserve(&device, at_ms(11_000 + i * every_ms)).await);
     }
+    reservations
+}
+
+pub(super) async fn duplicate_and_overlapping_runs_push_once(store: DynStore) {
+    let w = World::new(store);
+    let reservations = twenty_calls(&w, "dup", 2_950).await;
     // An at-least-once delivery: three runs start together; a fourth overlaps them later.
     let mut runs = vec![w.start_run(), w.start_run(), w.start_run()];
     w.step_to(at(30)).await;
@@ -48,14 +54,8 @@ pub(super) async fn duplicate_and_overlapping_runs_push_once(store: DynStore) {
 
 pub(super) async fn overlapping_runs_of_one_process_leave_each_others_calls_alone(store: DynStore) {
     let w = World::new(store);
-    let mut reservations = Vec::new();
-    for i in 0..20 {
-        let device = w
-            .device(&format!("own-{i}"), PushEnvironment::Production)
-            .await;
-        // 11 s .. 95 s: the first run's 70 s window holds the first 14.
-        reservations.push(w.reserve(&device, at_ms(11_000 + i * 4_400)).await);
-    }
+    // 11 s .. 95 s: the first run's 70 s window holds the first 14.
+    let reservations = twenty_calls(&w, "own", 4_400).await;
     let in_flight = InFlight::default();
     let first = w.start_run_sharing(&in_flight);
     w.step_to(at(30)).await;

@@ -1,7 +1,7 @@
 //! Records read back exactly as written; a device's record expires after its last registration.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{Duration, SecondsFormat};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken, ScheduledAt};
 use koe::store::Outcome;
@@ -15,13 +15,10 @@ async fn records_read_back_exactly_as_written() {
     let (_client, _tables, store) = store().await;
     let now = at("2026-01-01T00:00:00.123Z");
 
+    let id = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
     let device = Device {
-        device_id: device_id("6F9619FF-8B86-D011-B42D-00C04FC964FF"),
         voip_token: VoipToken::parse("voipToken", &"ab".repeat(40)).unwrap(),
-        environment: PushEnvironment::Sandbox,
-        updated_at: now,
-        confirms_calls: false,
-        alert_token: None,
+        ..koe_testkit::devices::device(id, PushEnvironment::Sandbox, now)
     };
     store.put_device(&device).await.unwrap();
     assert_eq!(
@@ -58,19 +55,12 @@ async fn records_read_back_exactly_as_written() {
         "2026-01-01T09:30:15.250+09:00"
     );
 
+    // Each request at its time, with a claim abandoned a minute before.
+    let abandoned = |t: DateTime<Utc>| t - Duration::seconds(60);
     let claimed_at = at("2026-01-01T00:30:15.001Z");
     let run = RunToken::generate();
-    assert!(
-        store
-            .claim_for(
-                &reservation,
-                &run,
-                claimed_at,
-                claimed_at - Duration::seconds(60),
-            )
-            .await
-            .unwrap()
-    );
+    let claim = store.claim_for(&reservation, &run, claimed_at, abandoned(claimed_at));
+    assert!(claim.await.unwrap());
     reservation.status = ReservationStatus::Claimed;
     reservation.claimed_at = Some(claimed_at);
     reservation.claimed_by = Some(run.clone());
@@ -79,18 +69,8 @@ async fn records_read_back_exactly_as_written() {
     assert_eq!(read.unwrap(), Some(reservation.clone()));
 
     let done = claimed_at + Duration::milliseconds(400);
-    assert!(
-        store
-            .finish_for(
-                &reservation,
-                Outcome::Sent,
-                &run,
-                done,
-                done - Duration::seconds(60),
-            )
-            .await
-            .unwrap()
-    );
+    let finish = store.finish_for(&reservation, Outcome::Sent, &run, done, abandoned(done));
+    assert!(finish.await.unwrap());
     reservation.status = ReservationStatus::Sent;
     reservation.pushes = 1;
     reservation.finished_by = Some(run);
@@ -131,24 +111,16 @@ async fn a_device_expires_400_days_after_its_last_registration() {
         confirms_calls: false,
         alert_token: None,
     };
-    store
-        .register_device(&device(first), None, "h1")
-        .await
-        .unwrap();
-    assert_eq!(
-        expire_at(&id).await,
-        (first + Duration::days(400)).timestamp()
-    );
     let later = first + Duration::days(100);
-    store
-        .register_device(&device(later), None, "h2")
-        .await
-        .unwrap();
-    assert_eq!(
-        expire_at(&id).await,
-        (later + Duration::days(400)).timestamp(),
-        "renewed"
-    );
+    for (updated_at, hash, what) in [(first, "h1", "first"), (later, "h2", "renewed")] {
+        let device = device(updated_at);
+        store.register_device(&device, None, hash).await.unwrap();
+        assert_eq!(
+            expire_at(&id).await,
+            (updated_at + Duration::days(400)).timestamp(),
+            "{what}"
+        );
+    }
     assert!(
         store
             .remove_device(&id, &device(later).voip_token)

@@ -5,7 +5,7 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::Duration;
 use koe_testkit::oidc::{KID_2, StandInIssuer, TestKey, mint, valid_claims, valid_token};
 
-use super::{setup, setup_with};
+use super::{Setup, setup, setup_with};
 
 #[tokio::test]
 async fn an_unknown_kid_refetches_the_jwks_at_most_once_a_minute() {
@@ -117,21 +117,28 @@ async fn an_unreachable_jwks_is_401_without_a_notification_and_recovers() {
     assert_eq!(s.issuer.fetches(), 2);
 }
 
-#[tokio::test]
-async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
-    let s = setup().await;
-    s.issuer.set_cache_control(Some("public, max-age=120"));
+/// With `cache_control` served, the keys fetched for a first token are trusted `within` later
+/// (one fetch in all), and fetched again for a token `past` it.
+async fn refetched_past_its_age(s: &Setup, cache_control: &str, within: Duration, past: Duration) {
+    s.issuer.set_cache_control(Some(cache_control));
     s.accepts_a_valid_token("first").await;
-    s.clock.advance(Duration::seconds(100));
+    s.clock.advance(within);
     s.accepts_a_valid_token("within max-age").await;
     assert_eq!(s.issuer.fetches(), 1);
-    s.clock.advance(Duration::seconds(30));
+    s.clock.advance(past - within);
     s.accepts_a_valid_token("past max-age").await;
     assert_eq!(
         s.issuer.fetches(),
         2,
         "a known kid is refetched past max-age"
     );
+}
+
+#[tokio::test]
+async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
+    let s = setup().await;
+    let (within, past) = (Duration::seconds(100), Duration::seconds(130));
+    refetched_past_its_age(&s, "public, max-age=120", within, past).await;
 
     // The issuer retires key one: once the cached set is past its age, key one is refused,
     // although its kid was known.
@@ -154,14 +161,11 @@ async fn the_jwks_is_trusted_for_its_max_age_then_refetched() {
 #[tokio::test]
 async fn a_long_max_age_is_cut_to_six_hours() {
     let s = setup().await;
-    s.issuer.set_cache_control(Some("max-age=604800"));
-    s.accepts_a_valid_token("first").await;
-    s.clock.advance(Duration::hours(5));
-    s.accepts_a_valid_token("five hours on").await;
-    assert_eq!(s.issuer.fetches(), 1);
-    s.clock.advance(Duration::hours(1) + Duration::seconds(1));
-    s.accepts_a_valid_token("six hours on").await;
-    assert_eq!(s.issuer.fetches(), 2);
+    let (within, past) = (
+        Duration::hours(5),
+        Duration::hours(6) + Duration::seconds(1),
+    );
+    refetched_past_its_age(&s, "max-age=604800", within, past).await;
 }
 
 #[tokio::test]

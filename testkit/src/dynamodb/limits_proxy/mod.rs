@@ -77,6 +77,19 @@ impl LimitsProxy {
     }
 
     /// As [`LimitsProxy::start`], with a model of the caller's (e.g. on a frozen clock).
+    /// [`with_model`](Self::with_model) over the template's two tables, named as in `tables`.
+    pub async fn over_tables(
+        upstream: &str,
+        tables: &koe::store::TableNames,
+        model: Arc<LimitsModel>,
+    ) -> LimitsProxy {
+        let defs = [
+            TableDef::from_template("CallsTable", &tables.calls),
+            TableDef::from_template("DevicesTable", &tables.devices),
+        ];
+        Self::with_model(upstream, &defs, model).await
+    }
+
     pub async fn with_model(
         upstream: &str,
         tables: &[TableDef],
