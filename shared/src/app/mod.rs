@@ -4,11 +4,8 @@
 //! handler), and the time budgets of every function (`budgets.rs`). It names every feature;
 //! nothing imports it.
 //!
-//! Adding an endpoint: a unit struct with an `impl Endpoint` in its feature's `api.rs`, named in
-//! that feature's `Endpoints`, a one-line bin in `functions/src/bin/`, the function, route and
-//! fixture in `template.yaml`, `openapi.yaml` and `events/` (`shared/tests/it/contract_files/`
-//! checks each against the list), its row in docs/architecture.md; a `ports::Ports` impl if its
-//! ports are new (and an `Adapters` accessor, implemented by `wiring::App`, if an adapter is).
+//! Adding an endpoint: the six files docs/architecture.md ("Change an endpoint") lists; this
+//! file only if a feature is new.
 
 use http::Method;
 
