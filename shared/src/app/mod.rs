@@ -7,9 +7,9 @@
 //! Adding an endpoint: the six files docs/architecture.md ("Change an endpoint") lists; this
 //! file only if a feature is new.
 
-use http::Method;
-
 use std::sync::LazyLock;
+
+use http::Method;
 
 use crate::agent::api::AGENT_BODY_LIMIT;
 use crate::chat::api::{CHAT_BODY_LIMIT, ChatStream};
