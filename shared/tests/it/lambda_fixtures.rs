@@ -38,31 +38,8 @@ fn expected(binary: &str) -> (u16, &'static str) {
         // no issuer): the honest answer is 401. `dispatch_lambda.rs` covers the accepted path.
         "dispatch" => (401, r#""code":"UNAUTHORIZED""#),
         // A route with no expectation here: what docs/local.md documents for its fixture.
-        other => documented(other),
+        other => koe_testkit::local_doc::documented_answer(other),
     }
-}
-
-/// What docs/local.md's fixture table says `events/<name>.json` answers: the status its row's
-/// answer starts with, and the first text in backticks there, which the body holds.
-fn documented(name: &str) -> (u16, &'static str) {
-    let doc = std::fs::read_to_string(repo_root().join("docs/local.md")).unwrap();
-    let row = format!("| `events/{name}.json` |");
-    let line = doc
-        .lines()
-        .find(|line| line.starts_with(&row))
-        .unwrap_or_else(|| panic!("docs/local.md has no fixture row for events/{name}.json"));
-    let answer = line.split(" | ").nth(2).unwrap_or_default().trim();
-    let status = answer
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|digits| digits.parse().ok())
-        .unwrap_or_else(|| {
-            panic!("docs/local.md: events/{name}.json's answer has no status: {line}")
-        });
-    let held = answer.split('`').nth(1).unwrap_or_else(|| {
-        panic!("docs/local.md: events/{name}.json's answer names what its body holds in backticks")
-    });
-    (status, held.to_owned().leak())
 }
 
 /// Collects each endpoint's check: its fixture through its service, built from one app (so the

@@ -2,7 +2,6 @@
 //! feature defines is in its `Endpoints`, and docs/local.md's fixture table has a row for each
 //! route's fixture naming its function.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use koe::ROUTES;
@@ -10,37 +9,8 @@ use koe::app::STREAMED;
 
 use super::{read, report};
 
-const PAGE: &str = "docs/local.md";
-const HEADING: &str = "## Fixtures and local invocation";
+const PAGE: &str = koe_testkit::local_doc::LOCAL_DOC;
 const FEATURES: [&str; 5] = ["chat", "agent", "devices", "calls", "dispatch"];
-
-/// The rows of the first table under [`HEADING`]: fixture name (`events/<name>.json`) →
-/// function, backticks dropped.
-fn fixture_rows(text: &str) -> BTreeMap<String, String> {
-    let section = text
-        .split(HEADING)
-        .nth(1)
-        .unwrap_or_else(|| panic!("{PAGE} has no {HEADING:?}"));
-    section
-        .lines()
-        .skip_while(|line| !line.starts_with('|'))
-        .take_while(|line| line.starts_with('|'))
-        .skip(2) // the header and its rule
-        .map(|line| {
-            let cells: Vec<&str> = line
-                .trim_matches('|')
-                .split('|')
-                .map(|cell| cell.trim().trim_matches('`'))
-                .collect();
-            assert_eq!(cells.len(), 3, "{PAGE}: a row of 3 cells: {line}");
-            let name = cells[0]
-                .strip_prefix("events/")
-                .and_then(|file| file.strip_suffix(".json"))
-                .unwrap_or_else(|| panic!("{PAGE}: not a fixture: {line}"));
-            (name.to_owned(), cells[1].to_owned())
-        })
-        .collect()
-}
 
 /// The endpoint types a feature's `api.rs` defines (`impl Endpoint for NAME`) and the ones its
 /// `pub type Endpoints = (...)` names.
@@ -81,16 +51,16 @@ fn every_endpoint_is_listed_and_every_route_has_its_fixture_row() {
             }
         }
     }
-    let rows = fixture_rows(&read(Path::new(PAGE)));
+    let rows = koe_testkit::local_doc::fixture_rows_of(&read(Path::new(PAGE)));
     let routes = ROUTES.iter().chain(STREAMED.iter().map(|s| &s.route));
     let mut count = 0;
     for route in routes {
         count += 1;
         match rows.get(route.binary) {
-            Some(function) if function == route.function => {}
-            Some(other) => problems.push(format!(
-                "{PAGE}: events/{}.json is for {other}, the route's function is {}",
-                route.binary, route.function
+            Some(row) if row.function == route.function => {}
+            Some(row) => problems.push(format!(
+                "{PAGE}: events/{}.json is for {}, the route's function is {}",
+                route.binary, row.function, route.function
             )),
             None => problems.push(format!(
                 "{PAGE}: no row for events/{}.json ({} {})",
@@ -107,9 +77,9 @@ fn fixture_rows_and_endpoint_lists_are_read_as_written() {
     let text = "# P\n\n## Fixtures and local invocation\n\nText.\n\n| Fixture | Function | Answer |\n\
                 |---|---|---|\n\
                 | `events/health.json` | HealthFunction | 200, `{\"status\":\"ok\"}` |\n\nAfter.\n| x | y | z |\n";
-    let rows = fixture_rows(text);
+    let rows = koe_testkit::local_doc::fixture_rows_of(text);
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows["health"], "HealthFunction");
+    assert_eq!(rows["health"].function, "HealthFunction");
     let source =
         "pub type Endpoints = (Chat, Info,);\nimpl Endpoint for Chat {}\nimpl Endpoint for Gone {}";
     assert_eq!(
