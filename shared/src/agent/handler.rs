@@ -10,9 +10,8 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
-use crate::devices::handler::presented_secret;
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
-use crate::domain::device::DeviceId;
+use crate::domain::device::{DeviceId, DeviceSecret};
 use crate::model::{ModelProvider, ProviderError};
 use crate::platform::config::AgentConfig;
 use crate::platform::error::{ApiError, ErrorCode};
@@ -66,7 +65,7 @@ async fn device_admitted(
     request: &Request,
     device_id: &DeviceId,
 ) -> Result<(), ApiError> {
-    let presented = presented_secret(request)?;
+    let presented = DeviceSecret::presented_hash(request.headers())?;
     let proof = cx.store.device_proof(device_id, cx.now).await?;
     let refusal = match (&proof, &presented) {
         (DeviceProof::Unregistered, _) => "device not registered",

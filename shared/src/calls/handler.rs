@@ -7,10 +7,9 @@ use http::{HeaderName, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::capacity::MinuteCapacity;
-use crate::devices::handler::{presented_secret, secret_required};
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::dispatch::wake::{Wake, wake_for};
-use crate::domain::device::DeviceId;
+use crate::domain::device::{DeviceId, DeviceSecret};
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationStatus, ReservationView, ScheduledAt,
@@ -48,7 +47,7 @@ pub(super) async fn admitted(
     request: &Request,
     device_id: &DeviceId,
 ) -> Result<DeviceProof, ApiError> {
-    let presented = presented_secret(request)?;
+    let presented = DeviceSecret::presented_hash(request.headers())?;
     let proof = cx.store.device_proof(device_id, cx.now).await?;
     if !proof.admits(presented.as_deref()) {
         tracing::warn!(
@@ -56,7 +55,7 @@ pub(super) async fn admitted(
             presented = presented.is_some(),
             "reservation request refused: the device's secret was not presented"
         );
-        return Err(secret_required());
+        return Err(ApiError::device_secret_required());
     }
     if let (
         Some(hash),

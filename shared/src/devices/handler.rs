@@ -6,47 +6,15 @@ use http::StatusCode;
 use serde::Serialize;
 
 use crate::domain::device::{
-    AlertToken, Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken, secret_hash,
+    AlertToken, Device, DeviceId, DeviceSecret, PushEnvironment, VoipToken,
 };
 use crate::domain::fields::Fields;
 use crate::domain::reservation::rfc3339_millis;
-use crate::platform::error::{ApiError, ErrorCode};
+use crate::platform::error::ApiError;
 use crate::platform::json::parse_object;
 use crate::platform::{Request, Response, json_response};
 use crate::store::DeviceStore;
 use crate::store::DeviceWrite;
-
-/// The header that carries the device secret.
-pub const DEVICE_SECRET_HEADER: &str = "x-device-secret";
-/// The longest `X-Device-Secret` looked at (a secret is 64 characters).
-const MAX_SECRET_CHARS: usize = 128;
-
-/// The SHA-256 of the request's `X-Device-Secret`, if it carries one (400 if it is empty or
-/// too long to be a secret).
-pub(crate) fn presented_secret(request: &Request) -> Result<Option<String>, ApiError> {
-    let Some(value) = request.headers().get(DEVICE_SECRET_HEADER) else {
-        return Ok(None);
-    };
-    value
-        .to_str()
-        .ok()
-        .filter(|v| !v.is_empty() && v.len() <= MAX_SECRET_CHARS)
-        .map(|v| Some(secret_hash(v)))
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "X-Device-Secret",
-                "must be the deviceSecret a PUT /devices answered",
-            )
-        })
-}
-
-/// 403 `DEVICE_SECRET_REQUIRED`.
-pub(crate) fn secret_required() -> ApiError {
-    ApiError::new(
-        ErrorCode::DeviceSecretRequired,
-        "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",
-    )
-}
 
 /// The stored record minus the tokens, which are never returned.
 #[derive(Serialize)]
@@ -87,7 +55,7 @@ pub async fn put_device(
     salt: &str,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let presented = presented_secret(&request)?;
+    let presented = DeviceSecret::presented_hash(request.headers())?;
     let device = parse(request.body(), now)?;
     let secret = DeviceSecret::generate();
     let hash = device.device_id.log_hash(salt);
@@ -102,7 +70,7 @@ pub async fn put_device(
                 presented = presented.is_some(),
                 "device registration refused: the device's secret was not presented"
             );
-            return Err(secret_required());
+            return Err(ApiError::device_secret_required());
         }
     };
     tracing::info!(

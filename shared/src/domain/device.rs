@@ -60,7 +60,31 @@ impl DeviceId {
 /// secret itself is never logged or stored.
 pub struct DeviceSecret(String);
 
+/// The header that carries the device secret.
+pub const DEVICE_SECRET_HEADER: &str = "x-device-secret";
+/// The longest `X-Device-Secret` looked at (a secret is 64 characters).
+const MAX_SECRET_CHARS: usize = 128;
+
 impl DeviceSecret {
+    /// The SHA-256 of the request's `X-Device-Secret`, if it carries one (refused if it is
+    /// empty or too long to be a secret).
+    pub fn presented_hash(headers: &http::HeaderMap) -> Result<Option<String>, Invalid> {
+        let Some(value) = headers.get(DEVICE_SECRET_HEADER) else {
+            return Ok(None);
+        };
+        value
+            .to_str()
+            .ok()
+            .filter(|v| !v.is_empty() && v.len() <= MAX_SECRET_CHARS)
+            .map(|v| Some(secret_hash(v)))
+            .ok_or_else(|| {
+                Invalid::new(
+                    "X-Device-Secret",
+                    "must be the deviceSecret a PUT /devices answered",
+                )
+            })
+    }
+
     pub fn generate() -> DeviceSecret {
         DeviceSecret(super::random_hex::<32>())
     }

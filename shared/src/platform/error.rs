@@ -137,6 +137,14 @@ impl ApiError {
         }
     }
 
+    /// 403 `DEVICE_SECRET_REQUIRED` of `PUT /devices` and `/calls` (the agent says its own).
+    pub fn device_secret_required() -> Self {
+        ApiError::new(
+            ErrorCode::DeviceSecretRequired,
+            "X-Device-Secret is missing or not this device's: send the deviceSecret a PUT /devices answered",
+        )
+    }
+
     /// 400 INVALID_REQUEST: `"{field} {problem}"`, e.g. `messages[2].role must be one of ...`.
     pub fn invalid(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Self {
         ApiError::new(ErrorCode::InvalidRequest, format!("{field} {problem}"))
