@@ -16,24 +16,9 @@ pub(super) async fn from_fixture(pass: &Pass, route: &Route) {
     let event = committed(route.binary);
     let query = event["rawQueryString"].as_str().unwrap_or_default();
     let body = event["body"].as_str().unwrap_or_default();
-    let sentinel_query = query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| match pair.split_once('=') {
-            Some((name, _)) => format!("{name}={CHAT_TEXT}"),
-            None => pair.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("&");
-    let sentinel_body = serde_json::from_str::<Value>(body)
-        .map(|mut json| {
-            make_sentinels(&mut json);
-            json.to_string()
-        })
-        .unwrap_or_default();
     for (what, query, body) in [
         ("as committed", query.to_owned(), body.to_owned()),
-        ("with sentinels", sentinel_query, sentinel_body),
+        ("with sentinels", sentinel_query(query), sentinel_body(body)),
     ] {
         let path = match query.as_str() {
             "" => route.path.to_owned(),
@@ -57,6 +42,29 @@ pub(super) async fn from_fixture(pass: &Pass, route: &Route) {
     }
 }
 
+/// `query` with every value the chat-text sentinel.
+fn sentinel_query(query: &str) -> String {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) => format!("{name}={CHAT_TEXT}"),
+            None => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// `body` (JSON) with every string the chat-text sentinel; empty if it is not JSON.
+fn sentinel_body(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .map(|mut json| {
+            make_sentinels(&mut json);
+            json.to_string()
+        })
+        .unwrap_or_default()
+}
+
 /// Every string of `json` made the chat-text sentinel.
 fn make_sentinels(json: &mut Value) {
     match json {
@@ -65,4 +73,19 @@ fn make_sentinels(json: &mut Value) {
         Value::Object(fields) => fields.values_mut().for_each(make_sentinels),
         _ => {}
     }
+}
+
+#[test]
+fn every_string_a_fixture_carries_becomes_the_sentinel() {
+    assert_eq!(
+        sentinel_query("deviceId=device-1&flag"),
+        format!("deviceId={CHAT_TEXT}&flag")
+    );
+    assert_eq!(sentinel_query(""), "");
+    let body = sentinel_body(r#"{"deviceId":"d","n":3,"list":["a",{"b":"c"}],"ok":true}"#);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        serde_json::json!({"deviceId": CHAT_TEXT, "n": 3, "list": [CHAT_TEXT, {"b": CHAT_TEXT}], "ok": true})
+    );
+    assert_eq!(sentinel_body("not json"), "");
 }
