@@ -13,7 +13,9 @@ use crate::template::load_yaml;
 
 /// The variables template.yaml declares for `function`: its own and `Globals`'.
 pub fn declared_variables(function: &str) -> BTreeSet<String> {
-    let template = load_yaml("template.yaml");
+    static TEMPLATE: std::sync::LazyLock<Value> =
+        std::sync::LazyLock::new(|| load_yaml("template.yaml"));
+    let template = &*TEMPLATE;
     let names = |vars: &Value| -> Vec<String> {
         let vars = match vars {
             Value::Tagged(tagged) => &tagged.value,

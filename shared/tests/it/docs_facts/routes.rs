@@ -7,10 +7,11 @@ use std::path::Path;
 use koe::ROUTES;
 use koe::app::STREAMED;
 
+use koe_testkit::template::repo_root;
+
 use super::{read, report};
 
 const PAGE: &str = koe_testkit::local_doc::LOCAL_DOC;
-const FEATURES: [&str; 5] = ["chat", "agent", "devices", "calls", "dispatch"];
 
 /// The endpoint types a feature's `api.rs` defines (`impl Endpoint for NAME`) and the ones its
 /// `pub type Endpoints = (...)` names.
@@ -40,7 +41,19 @@ fn defined_and_listed(source: &str) -> (Vec<String>, Vec<String>) {
 fn every_endpoint_is_listed_and_every_route_has_its_fixture_row() {
     let mut problems = Vec::new();
     let streamed: Vec<&str> = STREAMED.iter().map(|s| s.route.binary).collect();
-    for feature in FEATURES {
+    // Every feature: each folder of the library with an `api.rs`.
+    let mut features: Vec<String> = std::fs::read_dir(repo_root().join("shared/src"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| dir.join("api.rs").is_file())
+        .map(|dir| dir.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    features.sort();
+    assert!(
+        features.len() >= 5,
+        "the feature folders are found: {features:?}"
+    );
+    for feature in &features {
         let file = format!("shared/src/{feature}/api.rs");
         let (defined, listed) = defined_and_listed(&read(Path::new(&file)));
         for name in defined.iter().filter(|name| !listed.contains(name)) {
@@ -68,7 +81,7 @@ fn every_endpoint_is_listed_and_every_route_has_its_fixture_row() {
             )),
         }
     }
-    assert!(count > FEATURES.len(), "the route list is read");
+    assert!(count > features.len(), "the route list is read");
     report("the route table and docs/local.md's fixtures", &problems);
 }
 
