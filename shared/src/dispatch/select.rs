@@ -1,6 +1,8 @@
-//! A run's selection requests (minute counts, then their shards), a bounded number at once.
+//! A run's selection requests (minute counts and shard 0, then their other shards), a bounded
+//! number at once.
 //!
-//! The queue sends every minute's count first, then shard 0 of every minute, then shard 1, ...
+//! The queue sends every minute's count first, then shard 0 of every minute (queried whatever
+//! the count: a minute's first calls are put there before any create raises it), then shard 1, ...
 //! (earlier minutes first within each round), so a minute with thousands of shards (a real
 //! crowd, or a count inflated by creates that were cancelled or by a write straight into the
 //! table) neither delays the few queries of the other minutes nor has more than
@@ -112,9 +114,17 @@ impl Selection {
         }
     }
 
-    /// Selects `minutes` (again): queues their counts; each count's answer queues its shards.
+    /// Selects `minutes` (again): queues their counts and (if this part has it) their shard 0,
+    /// which holds a minute's calls before its count exists; each count's answer queues the
+    /// other shards.
     pub(super) fn cover(&mut self, minutes: Vec<String>) {
-        self.queued.extend(minutes.into_iter().map(Query::count));
+        let first = self.part.shards(1).next().is_some();
+        for minute in minutes {
+            if first {
+                self.queued.insert(Query::shard(&minute, 0));
+            }
+            self.queued.insert(Query::count(minute));
+        }
         self.send();
     }
 
@@ -128,7 +138,7 @@ impl Selection {
         self.queued.is_empty() && self.in_flight.is_empty()
     }
 
-    /// The next answer (a count's answer has queued the minute's shards by then). Never
+    /// The next answer (a count's answer has queued the minute's other shards by then). Never
     /// returns while the selection is idle.
     pub(super) async fn next(&mut self) -> Answer {
         self.send();
@@ -136,10 +146,8 @@ impl Selection {
             return std::future::pending().await;
         };
         self.running.remove(&query);
-        if let (None, Ok(Found::Count(count))) = (query.shard_index(), &answer)
-            && *count > 0
-        {
-            let shards = self.part.shards(shards_for(*count));
+        if let (None, Ok(Found::Count(count))) = (query.shard_index(), &answer) {
+            let shards = self.part.shards(shards_for(*count)).filter(|&s| s > 0);
             self.queued
                 .extend(shards.map(|shard| Query::shard(&query.minute, shard)));
         }
@@ -244,7 +252,8 @@ mod tests {
         let (mut selection, fake) = fake(&counts, 8, Duration::from_millis(10));
         selection.cover(minutes.iter().map(|m| m.to_string()).collect());
         let answers = drain(&mut selection).await;
-        assert_eq!(answers.len(), 3 + 2 + 313 + 1, "every count and shard once");
+        // Three counts and three shards 0, then the shards past 0: one, 312, none.
+        assert_eq!(answers.len(), 3 + 3 + 1 + 312, "every count and shard once");
         assert_eq!(
             fake.most.load(Ordering::SeqCst),
             8,
@@ -275,12 +284,12 @@ mod tests {
         let started = tokio::time::Instant::now();
         selection.cover(minutes);
         let answers = drain(&mut selection).await;
-        assert_eq!(answers.len(), 10);
+        assert_eq!(answers.len(), 20, "each minute's count and shard 0");
         assert!(answers.iter().all(|(_, a)| a.is_err()));
         assert_eq!(
             started.elapsed(),
             crate::store::dynamodb::OPERATION_TIMEOUT,
-            "all the counts at once"
+            "all the counts and shards 0 at once"
         );
     }
 
@@ -290,10 +299,50 @@ mod tests {
         let (mut selection, fake) = fake(&[(minute, 64)], 4, Duration::from_millis(10));
         selection.cover(vec![minute.into()]);
         selection.cover(vec![minute.into()]);
-        assert_eq!(fake.sent.lock().unwrap().len(), 1, "one count in flight");
+        assert_eq!(
+            fake.sent.lock().unwrap().len(),
+            2,
+            "one count and one shard 0 in flight"
+        );
         let answers = drain(&mut selection).await;
-        // The count twice, one after the other, and each time the minute's two shards.
+        // The count and shard 0 twice, one after the other, and shard 1 after each count.
         assert_eq!(answers.len(), 6, "{answers:?}");
         assert!(fake.most.load(Ordering::SeqCst) <= 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shard_0_is_queried_without_a_count_and_only_by_the_part_that_has_it() {
+        let minute = "2026-01-01T00:00Z";
+        let (mut selection, fake) = fake(&[], 4, Duration::from_millis(10));
+        selection.cover(vec![minute.into()]);
+        let answers = drain(&mut selection).await;
+        let queried: Vec<Option<u32>> = answers.iter().map(|(q, _)| q.shard_index()).collect();
+        assert_eq!(queried.len(), 2, "{queried:?}");
+        assert!(queried.contains(&None) && queried.contains(&Some(0)));
+        assert_eq!(fake.sent.lock().unwrap().len(), 2);
+
+        // Part 1 of 2 has shards 1, 3, ...: its count, and shard 1 once the count says so.
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        let seen = counts.clone();
+        let mut part = Selection::new(Part::new(1, 2).unwrap(), 4, move |q: &Query| {
+            seen.lock().unwrap().push(q.clone());
+            let q = q.clone();
+            async move {
+                Ok(match q.shard_index() {
+                    None => Found::Count(64),
+                    Some(_) => Found::Calls(Vec::new()),
+                })
+            }
+            .boxed()
+        });
+        part.cover(vec![minute.into()]);
+        drain(&mut part).await;
+        let shards: Vec<Option<u32>> = counts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(Query::shard_index)
+            .collect();
+        assert_eq!(shards, [None, Some(1)]);
     }
 }

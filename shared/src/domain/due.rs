@@ -27,9 +27,9 @@ use super::reservation::{CallId, Reservation, ScheduledAt};
 /// is due in the same second its busiest shard takes a few hundred writes in it (see above).
 pub const CALLS_PER_SHARD: u32 = 32;
 /// What a counting create adds to its minute's count; one create in [`COUNT_STEP`] counts
-/// ([`raises_count`]), so the count is an estimate of the reservations made for the minute (a
-/// minute's first counts 1, in its put's transaction; each later one is counted as
-/// `COUNT_STEP` with chance `1 / COUNT_STEP`: an unbiased estimate) that costs a create about
+/// ([`raises_count`]), so the count is an estimate of the reservations made for the minute (each
+/// is counted as `COUNT_STEP` with chance `1 / COUNT_STEP`: an unbiased estimate; a minute
+/// without a count has its calls in shard 0, which readers query count or not) that costs a create about
 /// `1 / COUNT_STEP` write instead of one. It equals [`CALLS_PER_SHARD`] because the count is
 /// read only through [`shards_for`], in steps of `CALLS_PER_SHARD`: each raise adds exactly one
 /// shard (`shards_for(1 + k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
@@ -283,9 +283,7 @@ mod tests {
             for _ in 0..n {
                 let call = next_id();
                 per[shard_of(&call, shards_for(count)) as usize] += 1;
-                if count == 0 {
-                    count = 1;
-                } else if raises_count(&call) {
+                if raises_count(&call) {
                     count += COUNT_STEP;
                     raises += 1;
                 }

@@ -1,6 +1,6 @@
 //! What tests need of a minute's count being an estimate (`koe::domain::due::raises_count`:
-//! one call id in `COUNT_STEP` raises it by `COUNT_STEP`, a minute's first counts 1): call ids
-//! chosen to count or not, and the count creates made one after another leave.
+//! one call id in `COUNT_STEP` raises it by `COUNT_STEP`): call ids chosen to count or not, and
+//! the count creates leave.
 
 use koe::domain::due::{COUNT_STEP, raises_count};
 use koe::domain::reservation::CallId;
@@ -15,16 +15,12 @@ pub(crate) fn call_id_that_counts(counts: bool) -> CallId {
     }
 }
 
-/// The count a fresh minute's creates leave when made one after another (each answered before
-/// the next) with these call ids: 1 for the first, [`COUNT_STEP`] for each later one that counts.
+/// The count a fresh minute's creates leave with these call ids: [`COUNT_STEP`] for each one
+/// that counts.
 pub(crate) fn count_after<'a>(call_ids: impl IntoIterator<Item = &'a CallId>) -> u32 {
     call_ids
         .into_iter()
-        .enumerate()
-        .map(|(i, id)| match i {
-            0 => 1,
-            _ if raises_count(id) => COUNT_STEP,
-            _ => 0,
-        })
+        .filter(|id| raises_count(id))
+        .map(|_| COUNT_STEP)
         .sum()
 }

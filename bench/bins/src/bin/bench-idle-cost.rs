@@ -168,6 +168,25 @@ async fn main() {
         create_units = (create_units.0 + a.0 - m.0, create_units.1 + a.1 - m.1);
         made.push(r);
     }
+    // A minute's only call: one reservation in each of `calls` minutes hours ahead (no run
+    // selects them here), so each create finds its minute without a count.
+    let mut lone_units = (0.0, 0.0);
+    for i in 0..calls {
+        let due = now + chrono::Duration::hours(2) + chrono::Duration::minutes(i as i64);
+        let r = koe::domain::reservation::Reservation::new(
+            koe::domain::device::DeviceId::parse("deviceId", &format!("bench-lone-{i}")).unwrap(),
+            koe::domain::reservation::ScheduledAt::from_stored(due.fixed_offset()),
+            None,
+            now,
+        );
+        let b = units(&proxy.stats());
+        store
+            .create_reservation(&r, now, now - chrono::Duration::minutes(5))
+            .await
+            .unwrap();
+        let a = units(&proxy.stats());
+        lone_units = (lone_units.0 + a.0 - b.0, lone_units.1 + a.1 - b.1);
+    }
     let before_run = units(&proxy.stats());
     let (summary, busy) = invoke(Duration::from_secs(100)).await;
     let after_run = units(&proxy.stats());
@@ -177,6 +196,7 @@ async fn main() {
     );
     let per_call = |(w, r): (f64, f64)| (w / calls as f64, r / calls as f64);
     let create = per_call(create_units);
+    let lone = per_call(lone_units);
     let dispatch = per_call((after_run.0 - before_run.0, after_run.1 - before_run.1));
     let busy_gbs = MEMORY_GB * busy.as_secs_f64();
 
@@ -232,6 +252,10 @@ async fn main() {
         create.0, create.1
     );
     println!(
+        "| per call, create of a minute's only call ({calls} minutes): WRU / RRU | {:.2} / {:.2} |",
+        lone.0, lone.1
+    );
+    println!(
         "| per call, dispatch (with its run's selection and watch): WRU / RRU | {:.2} / {:.2} |",
         dispatch.0, dispatch.1
     );
@@ -272,6 +296,8 @@ async fn main() {
             "idleWru": idle_wru,
             "createWru": create.0,
             "createRru": create.1,
+            "loneCreateWru": lone.0,
+            "loneCreateRru": lone.1,
             "dispatchWru": dispatch.0,
             "dispatchRru": dispatch.1,
             "woken": woken,

@@ -1,12 +1,10 @@
 //! The DynamoDB adapter's reservation requests for the API: create (a conditional put, then, for
-//! one call id in `COUNT_STEP`, its minute's count; a minute's first both in one transaction),
-//! read, cancel (to `cancelled`, with the call's tombstone in one
+//! one call id in `COUNT_STEP`, its minute's count), read, cancel (to `cancelled`, with the call's tombstone in one
 //! transaction) and the cancelled-call look-up.
 //! A create whose reply is lost is resolved, not written twice: the put's condition refuses its
 //! own `callId`, and a put refused on, or without an answer, is read back.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -32,10 +30,6 @@ const CREATE_CONDITION: &str = "attribute_not_exists(#deviceId) OR #expireAt <= 
      OR (#callId <> :callId \
          AND (#status IN (:sent, :failed, :missed, :cancelled, :rang, :unconfirmed) \
               OR #scheduledAtMs < :staleBeforeMs))";
-const LAST_CALL_ID: &str = "lastCallId";
-/// How many times a minute's first create is made while it gets no answer (each with the SDK's
-/// own retries, within the request's deadline).
-const FIRST_CREATE_ATTEMPTS: u64 = 3;
 
 fn create_names() -> std::collections::HashMap<String, String> {
     names(&[DEVICE_ID, STATUS, EXPIRE_AT, SCHEDULED_AT_MS, CALL_ID])
@@ -67,20 +61,6 @@ fn transaction_token() -> String {
     RunToken::generate().as_str().to_owned()
 }
 
-/// A transaction cancelled because the put's condition failed (the count's update has none).
-fn put_refused<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
-    match e.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-            cancelled
-                .cancellation_reasons()
-                .first()
-                .and_then(|reason| reason.code())
-                == Some("ConditionalCheckFailed")
-        }
-        _ => false,
-    }
-}
-
 /// The key prefix (in `deviceId`) of a minute's reservation count, `due#2026-01-01T22:00Z`.
 pub(super) const DUE_COUNT_PREFIX: &str = "due#";
 pub(super) const DUE_COUNT: &str = "count";
@@ -96,8 +76,7 @@ impl ReservationStore for DynamoStore {
     /// reservation that no run selects:
     /// - the shard comes from the count as read before the put, never more: the count only
     ///   grows, so every reader's count covers it whether or not this create's `ADD` follows;
-    /// - a minute's first reservation (count 0: no run reads the minute) is put together with
-    ///   its count (1) in one transaction, both or neither.
+    /// - with no count yet (0), the shard is 0, which every reader queries count or not.
     async fn create_reservation(
         &self,
         reservation: &Reservation,
@@ -107,11 +86,6 @@ impl ReservationStore for DynamoStore {
         let table = &self.tables.calls;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.count_item(&minute, false).await?;
-        if count == 0 {
-            return self
-                .create_first_of_minute(reservation, &minute, now, stale_before)
-                .await;
-        }
         let shard = shard_of(&reservation.call_id, shards_for(count));
         let result = self
             .client
@@ -301,88 +275,6 @@ impl DynamoStore {
         };
         let count = Reader { table, item: &item }.opt_i64(DUE_COUNT)?;
         Ok(count.map(|c| u32::try_from(c.max(0)).unwrap_or(u32::MAX)))
-    }
-
-    /// A minute's first reservation: the put and its count's `ADD 1` in one transaction (the
-    /// SDK's retries carry one client token, so a retry after a lost reply is the same
-    /// transaction), refused as a whole when the put's condition fails. It counts 1 whatever its
-    /// call id, not [`COUNT_STEP`] by chance: its count is written anyway, and creates that all
-    /// read 0 at once (a minute's start under load) then each count exactly one. `ADD`, not
-    /// `SET`: one that comes after another create's `ADD` lowers nothing (the count only grows).
-    async fn create_first_of_minute(
-        &self,
-        reservation: &Reservation,
-        minute: &str,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
-        let table = &self.tables.calls;
-        let build = || -> Result<Vec<TransactWriteItem>, StoreError> {
-            let bad = |e: aws_sdk_dynamodb::error::BuildError| {
-                StoreError::new(format!("DynamoDB TransactWriteItems on {table}: {e}"))
-            };
-            let put = Put::builder()
-                .table_name(table)
-                .set_item(Some(reservation_item(reservation, 0)))
-                .condition_expression(CREATE_CONDITION)
-                .set_expression_attribute_names(Some(create_names()))
-                .set_expression_attribute_values(Some(create_values(
-                    reservation,
-                    now,
-                    stale_before,
-                )))
-                .build()
-                .map_err(bad)?;
-            let count = Update::builder()
-                .table_name(table)
-                .key(DEVICE_ID, s(format!("{DUE_COUNT_PREFIX}{minute}")))
-                .update_expression(
-                    "ADD #count :one SET #expireAt = :expireAt, #lastCallId = :callId",
-                )
-                .set_expression_attribute_names(Some(names(&[DUE_COUNT, EXPIRE_AT, LAST_CALL_ID])))
-                .set_expression_attribute_values(Some(values(vec![
-                    (":one", n(1)),
-                    (":expireAt", n(reservation.expire_at.unwrap_or_default())),
-                    (":callId", s(reservation.call_id.as_str())),
-                ])))
-                .build()
-                .map_err(bad)?;
-            Ok(vec![
-                TransactWriteItem::builder().put(put).build(),
-                TransactWriteItem::builder().update(count).build(),
-            ])
-        };
-        // Made again while it gets no answer: a transaction still in progress (or in conflict)
-        // when the SDK's retry came is not refused, only unanswered; the next one meets its own
-        // reservation (refused as this very one) or makes it.
-        let mut attempt = 1;
-        loop {
-            let result = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(build()?))
-                .client_request_token(transaction_token())
-                .send()
-                .await;
-            let err = match result {
-                Ok(_) => return Ok(Created::New { minute_count: None }),
-                Err(e) if put_refused(&e) => {
-                    return self.refused_create(reservation, now).await;
-                }
-                Err(e) => sdk_error("TransactWriteItems", table, e),
-            };
-            match self.reservation_record(&reservation.device_id, now).await {
-                // Made (its count with it), the reply lost.
-                Ok(Some(stored)) if stored.call_id == reservation.call_id => {
-                    return Ok(Created::New { minute_count: None });
-                }
-                _ if attempt < FIRST_CREATE_ATTEMPTS => {
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
-                    attempt += 1;
-                }
-                _ => return Err(CreateError::Store(err)),
-            }
-        }
     }
 
     /// A create refused on the device's record: this very reservation already made (an earlier

@@ -28,23 +28,18 @@ impl Tables {
     }
 
     /// Puts a new reservation in its shard (replacing the device's earlier one there), its
-    /// shard from the minute's count before it, and counts it as DynamoDB does: a minute's
-    /// first (count 0) counts 1, a later one adds [`COUNT_STEP`] if its call id is one that
-    /// counts ([`raises_count`]). The count after it when this create raised it by the step.
+    /// shard from the minute's count before it (shard 0 while there is none), and counts it as
+    /// DynamoDB does: it adds [`COUNT_STEP`] if its call id is one that counts
+    /// ([`raises_count`]). The count after it when this create raised it.
     pub(super) fn index_due(&mut self, reservation: &Reservation) -> Option<u32> {
         let id = &reservation.device_id;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.due_counts.entry(minute.clone()).or_insert(0);
         let key = shard_key(&minute, shard_of(&reservation.call_id, shards_for(*count)));
-        let raised = if *count == 0 {
-            *count = 1;
-            None
-        } else if raises_count(&reservation.call_id) {
+        let raised = raises_count(&reservation.call_id).then(|| {
             *count = count.saturating_add(COUNT_STEP);
-            Some(*count)
-        } else {
-            None
-        };
+            *count
+        });
         self.unindex(id);
         self.due_index
             .entry(key.clone())
