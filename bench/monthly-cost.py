@@ -67,7 +67,9 @@ def main() -> int:
             "metrics": 18 * METRIC_MONTH,
         }
         # Ends early: idle minutes measured; a minute with calls stays until its latest one,
-        # re-selecting (2 count reads every 5 s) and writing its watch (1 WRU).
+        # re-selecting (2 minutes' count and shard 0, 0.5 RRU each, every 5 s) and writing its
+        # watch (1 WRU). Calls spread evenly are mostly alone in their minute: a minute's only
+        # call is measured to cost what any other does to create (loneCreateWru).
         stay = expected_stay_s(per_minute)
         staying_minutes = MINUTES * busy_share
         ends = {
