@@ -41,9 +41,8 @@ impl From<StoreError> for CancelError {
 pub enum Created {
     /// Written (and counted) now. `minute_count`: its minute's count (`due#<minute>`) just
     /// after this create raised it by `domain::due::COUNT_STEP` (its call id is one that
-    /// counts); `None` when this create did not raise it: a minute's first reservation (counted
-    /// 1 in one transaction with it), a call id that does not count, a retry that finds its own
-    /// count, a failure. Each raise adds the step, so the raise that takes the count past a
+    /// counts); `None` when this create did not raise it: a call id that does not count, a
+    /// retry that finds its own count, a failure. Each raise adds the step, so the raise that takes the count past a
     /// figure is the one whose count, less the step, was below it.
     New { minute_count: Option<u32> },
     /// This very reservation (its `callId`) was already there, written by an earlier attempt

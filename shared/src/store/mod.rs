@@ -193,9 +193,9 @@ pub trait ReservationStore: Send + Sync {
     /// device already holds one that is `scheduled` or `claimed` with its time at or after
     /// `stale_before` (older ones can no longer be sent and are replaced, as are terminal,
     /// cancelled or expired records), in a shard of its minute's count as it was before, and
-    /// then counts it into its minute as an estimate: a minute's first counts 1 (with its put),
-    /// a later one adds `domain::due::COUNT_STEP` if its call id is one that counts
-    /// (`domain::due::raises_count`), else nothing. A refused or failed create leaves the
+    /// then counts it into its minute as an estimate: it adds `domain::due::COUNT_STEP` if its
+    /// call id is one that counts (`domain::due::raises_count`), else nothing (a minute with no
+    /// count has its reservations in shard 0, which every run queries). A refused or failed create leaves the
     /// minute's count as it was (one whose put's fate is unknown is counted as if made: too
     /// much costs shard queries, too little could only crowd shards). The same reservation (its
     /// `callId`) made again, as a retry after a lost reply does, is answered as created and

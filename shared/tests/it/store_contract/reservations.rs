@@ -90,8 +90,8 @@ async fn create_while_scheduled_or_claimed_is_exists_and_keeps_the_first(store: 
 }
 
 /// A create made again (its reply lost, or a client's retry of the same reservation): answered
-/// as created in every state, counted once (its call id one that raises the count, by 32, and
-/// not its minute's first), and never written over (a claimed or sent call stays as it is).
+/// as created in every state, counted once (its call id one that raises the count, by 32), and
+/// never written over (a claimed or sent call stays as it is).
 async fn the_same_reservation_made_again_is_created_once_and_counted_once(store: DynStore) {
     let id = new_device_id();
     let mut r = reservation(&id, t0(), LEAD);
