@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use http::{HeaderValue, StatusCode};
+use http::StatusCode;
 
 use super::handler::{CallsContext, admitted};
 use crate::domain::device::DeviceId;
@@ -139,11 +139,9 @@ fn not_found() -> ApiError {
 /// stopped after its mark stays in flight until a later run records it, and the dispatcher's
 /// own metrics and alarms report that run.
 fn push_in_flight() -> ApiError {
-    let mut error = ApiError::new(
-        ErrorCode::ServiceUnavailable,
+    let mut error = ApiError::unavailable(
         "a push of this call is leaving right now: confirm again in a moment (see Retry-After)",
-    )
-    .with_header(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    );
     error.notify = false;
     error
 }

@@ -8,7 +8,7 @@ use super::run_state::Run;
 use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
-use crate::push::{AlertPush, NOTICE_LIFETIME, PushError};
+use crate::push::{AlertPush, NOTICE_LIFETIME, Notice, PushError};
 
 /// Attempts of a notice's push that APNs surely did not take (`PushError::Retryable`).
 const NOTICE_ATTEMPTS: u32 = 3;
@@ -83,7 +83,11 @@ impl Run {
         let mut backoff = FIRST_BACKOFF;
         let sent = loop {
             attempts += 1;
-            let send = self.dispatcher.push.send_alert(&push, &device, &token);
+            let send = self.dispatcher.push.send_notice(Notice {
+                push: &push,
+                device: &device,
+                token: &token,
+            });
             let left = (deadline - self.clock().now()).to_std().unwrap_or_default();
             let answer = tokio::time::timeout(NOTICE_PUSH_TIMEOUT.min(left), send)
                 .await

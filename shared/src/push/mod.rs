@@ -194,24 +194,9 @@ pub trait PushSender: Send + Sync {
     /// Sends `push` to `device` (its token, in its environment). `Ok` means APNs accepted it.
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError>;
 
-    /// Sends the missed-call notice `push` to `device`'s alert token (in its environment), as
-    /// an alert push: [`PushSender::send_notice`] with the three.
-    async fn send_alert(
-        &self,
-        push: &AlertPush,
-        device: &Device,
-        token: &AlertToken,
-    ) -> Result<(), PushError> {
-        self.send_notice(Notice {
-            push,
-            device,
-            token,
-        })
-        .await
-    }
-
-    /// Sends `notice` as an alert push; what adapters implement for [`PushSender::send_alert`].
-    /// `Ok` means APNs accepted it. Senders that cannot send one refuse it.
+    /// Sends the missed-call notice (its push, to its device's alert token, in the device's
+    /// environment) as an alert push. `Ok` means APNs accepted it. Senders that cannot send one
+    /// refuse it.
     async fn send_notice(&self, _notice: Notice<'_>) -> Result<(), PushError> {
         Err(PushError::Rejected {
             status: None,
