@@ -296,7 +296,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_queued_again_is_not_sent_twice_at_once() {
         let minute = "2026-01-01T00:00Z";
-        let (mut selection, fake) = fake(&[(minute, 64)], 4, Duration::from_millis(10));
+        let (mut selection, fake) = fake(&[(minute, 40)], 4, Duration::from_millis(10));
         selection.cover(vec![minute.into()]);
         selection.cover(vec![minute.into()]);
         assert_eq!(

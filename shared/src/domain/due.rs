@@ -1,7 +1,7 @@
 //! Where the dispatcher finds a reservation: its UTC minute's bucket, write-sharded by call.
 //!
 //! A minute's bucket is split into as many shards as the reservations made for that minute need
-//! (one per [`CALLS_PER_SHARD`] of the minute's count, never fewer than one; the count is an
+//! (shard 0 and one more per [`CALLS_PER_SHARD`] of the minute's count; the count is an
 //! estimate raised by [`COUNT_STEP`] by one create in `COUNT_STEP`), so that no index
 //! partition takes more than a few hundred writes in the minute's busiest second however many
 //! calls share it (docs/scale.md). A reservation's shard is fixed when it is made, from the count
@@ -32,7 +32,7 @@ pub const CALLS_PER_SHARD: u32 = 32;
 /// without a count has its calls in shard 0, which readers query count or not) that costs a create about
 /// `1 / COUNT_STEP` write instead of one. It equals [`CALLS_PER_SHARD`] because the count is
 /// read only through [`shards_for`], in steps of `CALLS_PER_SHARD`: each raise adds exactly one
-/// shard (`shards_for(1 + k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
+/// shard (`shards_for(k * COUNT_STEP) == k + 1`), so a finer step would cost more writes
 /// for no finer shard count, and a coarser one would add shards in jumps of several. It also
 /// bounds the capacity notice's step (`calls::capacity`: a count that crosses the budget
 /// crosses it within one step).
@@ -53,14 +53,14 @@ pub const MAX_CALLS_PER_MINUTE: u32 = 160_000;
 pub const MAX_SHARDS: u32 = MAX_CALLS_PER_MINUTE / CALLS_PER_SHARD;
 
 /// How many shards a minute with `count` reservations made for it has, for the writer choosing
-/// a new reservation's shard and the readers querying alike: one per [`CALLS_PER_SHARD`] of the
-/// count capped at [`MAX_CALLS_PER_MINUTE`]. It never shrinks as the count grows, so every
-/// reservation is in a shard that a later reader queries.
+/// a new reservation's shard and the readers querying alike: shard 0, and one more per whole
+/// [`CALLS_PER_SHARD`] of the count capped at [`MAX_CALLS_PER_MINUTE`], at most [`MAX_SHARDS`].
+/// So each raise of the count ([`COUNT_STEP`]) adds a shard, the first one included. It never
+/// shrinks as the count grows, so every reservation is in a shard that a later reader queries;
+/// and it is never below `ceil(count / CALLS_PER_SHARD)`, what counts that began at 1 (a
+/// minute's first create, before 2026-11-28) were read with.
 pub fn shards_for(count: u32) -> u32 {
-    count
-        .min(MAX_CALLS_PER_MINUTE)
-        .div_ceil(CALLS_PER_SHARD)
-        .max(1)
+    (count.min(MAX_CALLS_PER_MINUTE) / CALLS_PER_SHARD + 1).min(MAX_SHARDS)
 }
 
 /// FNV-1a of the call id: stable across processes and versions, unlike the standard library's
@@ -151,7 +151,12 @@ mod tests {
     #[test]
     fn one_create_in_a_step_counts_and_adds_one_shard() {
         for k in 0..1_000 {
-            assert_eq!(shards_for(1 + k * COUNT_STEP), k + 1);
+            assert_eq!(shards_for(k * COUNT_STEP), k + 1);
+            // A count that began at 1 (before 2026-11-28) is read as it was then.
+            assert_eq!(
+                shards_for(1 + k * COUNT_STEP),
+                (1 + k * COUNT_STEP).div_ceil(32)
+            );
         }
         let ids: Vec<CallId> = (0..64_000).map(|_| CallId::generate()).collect();
         let counting: Vec<&CallId> = ids.iter().filter(|c| raises_count(c)).collect();
@@ -178,9 +183,10 @@ mod tests {
     #[test]
     fn shards_grow_with_the_count_and_stay_bounded() {
         assert_eq!(shards_for(0), 1);
-        assert_eq!(shards_for(32), 1);
+        assert_eq!(shards_for(31), 1);
+        assert_eq!(shards_for(32), 2);
         assert_eq!(shards_for(33), 2);
-        assert_eq!(shards_for(100_000), 3_125);
+        assert_eq!(shards_for(100_000), 3_126);
         assert_eq!(shards_for(u32::MAX), MAX_SHARDS);
     }
 
