@@ -36,6 +36,30 @@ fn units(stats: &Stats) -> (f64, f64) {
         .fold((0.0, 0.0), |(w, r), c| (w + c.wcu, r + c.rcu))
 }
 
+/// Makes a reservation for `device` due at `due` through the store as POST /calls does, and
+/// the units (WRU, RRU) the proxy charged for it.
+async fn create_measured(
+    store: &DynamoStore,
+    proxy: &LimitsProxy,
+    device: koe::domain::device::DeviceId,
+    due: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> (koe::domain::reservation::Reservation, (f64, f64)) {
+    let r = koe::domain::reservation::Reservation::new(
+        device,
+        koe::domain::reservation::ScheduledAt::from_stored(due.fixed_offset()),
+        None,
+        now,
+    );
+    let before = units(&proxy.stats());
+    store
+        .create_reservation(&r, now, now - chrono::Duration::minutes(5))
+        .await
+        .unwrap();
+    let after = units(&proxy.stats());
+    (r, (after.0 - before.0, after.1 - before.1))
+}
+
 fn percentile(sorted: &[f64], p: usize) -> f64 {
     sorted[(sorted.len() - 1) * p / 100]
 }
@@ -153,19 +177,9 @@ async fn main() {
         let m = units(&proxy.stats());
         let due: DateTime<Utc> =
             now + chrono::Duration::milliseconds(10_000 + (i as i64 * 10_000) / calls as i64);
-        let r = koe::domain::reservation::Reservation::new(
-            device.device_id,
-            koe::domain::reservation::ScheduledAt::from_stored(due.fixed_offset()),
-            None,
-            now,
-        );
-        store
-            .create_reservation(&r, now, now - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
-        let a = units(&proxy.stats());
+        let (r, (w, rr)) = create_measured(&store, &proxy, device.device_id, due, now).await;
         device_units = (device_units.0 + m.0 - b.0, device_units.1 + m.1 - b.1);
-        create_units = (create_units.0 + a.0 - m.0, create_units.1 + a.1 - m.1);
+        create_units = (create_units.0 + w, create_units.1 + rr);
         made.push(r);
     }
     // A minute's only call: one reservation in each of `calls` minutes hours ahead (no run
@@ -173,19 +187,10 @@ async fn main() {
     let mut lone_units = (0.0, 0.0);
     for i in 0..calls {
         let due = now + chrono::Duration::hours(2) + chrono::Duration::minutes(i as i64);
-        let r = koe::domain::reservation::Reservation::new(
-            koe::domain::device::DeviceId::parse("deviceId", &format!("bench-lone-{i}")).unwrap(),
-            koe::domain::reservation::ScheduledAt::from_stored(due.fixed_offset()),
-            None,
-            now,
-        );
-        let b = units(&proxy.stats());
-        store
-            .create_reservation(&r, now, now - chrono::Duration::minutes(5))
-            .await
-            .unwrap();
-        let a = units(&proxy.stats());
-        lone_units = (lone_units.0 + a.0 - b.0, lone_units.1 + a.1 - b.1);
+        let device =
+            koe::domain::device::DeviceId::parse("deviceId", &format!("bench-lone-{i}")).unwrap();
+        let (_, (w, r)) = create_measured(&store, &proxy, device, due, now).await;
+        lone_units = (lone_units.0 + w, lone_units.1 + r);
     }
     let before_run = units(&proxy.stats());
     let (summary, busy) = invoke(Duration::from_secs(100)).await;
