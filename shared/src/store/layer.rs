@@ -58,7 +58,7 @@ pub enum Op<'a> {
     CreateReservation(&'a Reservation, Time, Time),
     WasCancelled(&'a CallId, Time),
     GetReservation(&'a DeviceId, Time),
-    CancelReservation(&'a DeviceId, Option<&'a CallId>, Time),
+    CancelReservation(&'a DeviceId, Option<&'a CallId>, Time, Time),
     ConfirmCall(&'a DeviceId, &'a CallId, Time),
     DueCount(&'a str),
     DueCalls(&'a str, u32),
@@ -269,7 +269,8 @@ layered! {
         Op::WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
         Op::GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
         Op::CancelReservation: fn cancel_reservation(
-            id: &DeviceId, call_id: Option<&CallId>, now: Time) -> Result<(), CancelError>;
+            id: &DeviceId, call_id: Option<&CallId>, now: Time, missed_before: Time)
+            -> Result<(), CancelError>;
         Op::ConfirmCall: fn confirm_call(
             id: &DeviceId, call_id: &CallId, now: Time) -> Answer<ConfirmAnswer>;
     }

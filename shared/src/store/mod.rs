@@ -229,11 +229,14 @@ pub trait ReservationStore: Send + Sync {
     /// lost) never cancels a reservation made in between. A cancel made again of one it
     /// already cancelled answers `Ok`; with `call_id`, also once a newer reservation replaced
     /// it (its tombstone, [`ReservationStore::was_cancelled`], answers), cancelling nothing.
+    /// A `scheduled` call due before `missed_before` (past grace: it can no longer ring) is
+    /// [`CancelError::TooLate`] `missed`, told from the same read, so a DELETE reads once.
     async fn cancel_reservation(
         &self,
         id: &DeviceId,
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
+        missed_before: DateTime<Utc>,
     ) -> Result<(), CancelError>;
 
     /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the

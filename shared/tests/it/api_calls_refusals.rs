@@ -3,9 +3,11 @@
 //! past grace reads `missed`, a secret presented on `/calls` proves the device, and refused
 //! creates leave the minute's count alone (on DynamoDB Local, through the app).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use chrono::{Duration, SecondsFormat, Utc};
+use koe::store::Store;
+use koe::store::memory::MemoryStore;
 use koe_testkit::clock::ManualClock;
 use koe_testkit::dispatching::{ProxiedWorld, run_once, short_run};
 use koe_testkit::harness::{TestApp, error_body, invalid_field, send, spawn_app_with};
@@ -177,6 +179,59 @@ async fn a_scheduled_reservation_past_grace_reads_missed() {
     assert_eq!(get_ok(&app, device).await["status"], "scheduled");
     clock.advance(Duration::seconds(1));
     assert_eq!(get_ok(&app, device).await["status"], "missed");
+}
+
+/// In front of the app's store: the name of each request it is asked for, in order.
+struct Requests {
+    inner: Arc<dyn Store>,
+    seen: Mutex<Vec<&'static str>>,
+}
+
+koe_testkit::store_layer!(Requests, |this, op, call| {
+    this.seen.lock().unwrap().push(op.name());
+    call().await
+});
+
+impl Requests {
+    fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+/// A DELETE reads the reservation once, in the cancel: before grace it cancels (204), past it
+/// the same read answers 409 `TOO_LATE` (`missed`) and nothing is written.
+#[tokio::test]
+async fn a_delete_reads_the_reservation_once_and_is_too_late_past_grace() {
+    let clock = Arc::new(ManualClock::at_rfc3339(super::api_calls::NOW));
+    let requests = Arc::new(Requests {
+        inner: Arc::new(MemoryStore::new()),
+        seen: Mutex::new(Vec::new()),
+    });
+    let store: Arc<dyn Store> = requests.clone();
+    let app = spawn_app_with(&[], |app| app.with_clock(clock.clone()).with_store(store)).await;
+    for (device, late) in [("cancel-in-time", 0), ("cancel-past-grace", 30 + 120 + 1)] {
+        register(&app, device).await;
+        post_raw(&app, &json!({"deviceId": device, "scheduledAt": AT})).await;
+        clock.advance(Duration::seconds(late));
+        requests.take();
+        let answer = delete(&app, device).await;
+        let reservation_requests: Vec<_> = requests
+            .take()
+            .into_iter()
+            .filter(|name| name.contains("Reservation"))
+            .collect();
+        assert_eq!(reservation_requests, ["CancelReservation"], "{device}");
+        if late == 0 {
+            assert_eq!(answer.status().as_u16(), 204);
+        } else {
+            let body = error_body(answer, 409, "TOO_LATE").await;
+            assert!(
+                body["message"].as_str().unwrap().contains("missed"),
+                "{body}"
+            );
+            assert_eq!(get_ok(&app, device).await["status"], "missed");
+        }
+    }
 }
 
 /// A device whose app presents its issued secret on `/calls` has proven it, as after a

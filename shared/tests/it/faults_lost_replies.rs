@@ -19,6 +19,7 @@ use koe_testkit::dynamodb::{self, reply_drop::ReplyDropper};
 use koe_testkit::faults;
 
 use crate::count_estimate::call_id_that_counts;
+use crate::store_contract::missed_before;
 
 /// A store whose client talks to DynamoDB Local through the dropper (tables made directly).
 pub(super) async fn store_behind_a_dropper() -> (DynamoStore, ReplyDropper) {
@@ -274,7 +275,7 @@ async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
     dropper.drop_replies("TransactWriteItems", "cancelled", 1);
     let before = updates(&dropper, "TransactWriteItems");
     store
-        .cancel_reservation(&r.device_id, None, now)
+        .cancel_reservation(&r.device_id, None, now, missed_before(now))
         .await
         .expect("the retry of a cancel that was carried out is not 'not found'");
     assert_eq!(dropper.dropped(), 1);
@@ -290,7 +291,9 @@ async fn a_cancel_whose_reply_is_lost_is_still_cancelled() {
     );
     // Without a reservation, a cancel is still "not found".
     assert!(matches!(
-        store.cancel_reservation(&r.device_id, None, now).await,
+        store
+            .cancel_reservation(&r.device_id, None, now, missed_before(now))
+            .await,
         Err(CancelError::NotFound)
     ));
     faults::record(
@@ -310,7 +313,7 @@ async fn a_cancel_whose_tombstone_is_refused_cancels_nothing() {
     let (r, now) = created(&store, "refused-tombstone").await;
     dropper.refuse_requests("", "cancelled#", 10);
     let refused = store
-        .cancel_reservation(&r.device_id, Some(&r.call_id), now)
+        .cancel_reservation(&r.device_id, Some(&r.call_id), now, missed_before(now))
         .await;
     dropper.clear();
     assert!(
@@ -327,7 +330,7 @@ async fn a_cancel_whose_tombstone_is_refused_cancels_nothing() {
     // The app's DELETE again: both written.
     let again = now + Duration::seconds(1);
     store
-        .cancel_reservation(&r.device_id, Some(&r.call_id), again)
+        .cancel_reservation(&r.device_id, Some(&r.call_id), again, missed_before(again))
         .await
         .expect("cancelled");
     // A newer reservation replaces the record and ends; more than a day later the keyed

@@ -13,8 +13,8 @@ use koe_testkit::dynamodb::reply_drop::ReplyDropper;
 use koe_testkit::on_call::OnCall;
 
 use super::store_contract::{
-    CLAIM_TIMEOUT, DynStore, LEAD, abandoned_before, create, finish_as, get_some, new_device_id,
-    reservation, secs, t0,
+    CLAIM_TIMEOUT, DynStore, LEAD, abandoned_before, create, finish_as, get_some, missed_before,
+    new_device_id, reservation, secs, t0,
 };
 
 const WAIT: Duration = Duration::seconds(5);
@@ -239,7 +239,7 @@ async fn a_confirmation_of_no_push_is_not_found(store: DynStore) {
     let cancelled = reservation(&new_device_id(), t0(), LEAD);
     create(&store, &cancelled, t0()).await;
     store
-        .cancel_reservation(&cancelled.device_id, None, t0())
+        .cancel_reservation(&cancelled.device_id, None, t0(), missed_before(t0()))
         .await
         .unwrap();
     assert_eq!(
@@ -279,7 +279,12 @@ async fn a_push_whose_run_stopped_counts_and_goes_again(store: DynStore) {
     assert!(finish_as(&store, &r, pushed, &run, later).await);
     assert_eq!(
         store
-            .cancel_reservation(&r.device_id, None, later + secs(1))
+            .cancel_reservation(
+                &r.device_id,
+                None,
+                later + secs(1),
+                missed_before(later + secs(1))
+            )
             .await,
         Err(CancelError::TooLate(ReservationStatus::Sent))
     );

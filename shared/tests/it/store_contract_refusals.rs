@@ -11,8 +11,8 @@ use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Ou
 
 use super::count_estimate::call_id_that_counts;
 use super::store_contract::{
-    DynStore, LEAD, create, device, finish, get, get_some, new_device_id, reservation, secs, t0,
-    try_create,
+    DynStore, LEAD, create, device, finish, get, get_some, missed_before, new_device_id,
+    reservation, secs, t0, try_create,
 };
 
 async fn count_of(store: &DynStore, minute: &str) -> u32 {
@@ -64,7 +64,9 @@ async fn a_cancelled_reservation_is_never_made_again(store: DynStore) {
     assert!(!store.was_cancelled(&r.call_id, t0()).await.unwrap());
     let now = t0() + secs(5);
     assert_eq!(
-        store.cancel_reservation(&id, Some(&r.call_id), now).await,
+        store
+            .cancel_reservation(&id, Some(&r.call_id), now, missed_before(now))
+            .await,
         Ok(())
     );
     assert_eq!(get(&store, &id, now).await, None);
@@ -114,16 +116,23 @@ async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) 
     create(&store, &first, t0()).await;
     let wrong = CallId::generate();
     assert_eq!(
-        store.cancel_reservation(&id, Some(&wrong), t0()).await,
+        store
+            .cancel_reservation(&id, Some(&wrong), t0(), missed_before(t0()))
+            .await,
         Err(CancelError::NotFound)
     );
     assert_eq!(get_some(&store, &id, t0()).await.call_id, first.call_id);
     let now = t0() + secs(1);
-    assert_eq!(store.cancel_reservation(&id, None, now).await, Ok(()));
+    assert_eq!(
+        store
+            .cancel_reservation(&id, None, now, missed_before(now))
+            .await,
+        Ok(())
+    );
     // The first attempt's reply lost: made again, the same answer.
     assert_eq!(
         store
-            .cancel_reservation(&id, Some(&first.call_id), now)
+            .cancel_reservation(&id, Some(&first.call_id), now, missed_before(now))
             .await,
         Ok(())
     );
@@ -136,14 +145,24 @@ async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) 
     ));
     assert_eq!(
         store
-            .cancel_reservation(&id, Some(&first.call_id), now + secs(1))
+            .cancel_reservation(
+                &id,
+                Some(&first.call_id),
+                now + secs(1),
+                missed_before(now + secs(1))
+            )
             .await,
         Ok(()),
         "a cancel made again of the call it cancelled, after a newer reservation replaced it"
     );
     assert_eq!(
         store
-            .cancel_reservation(&id, Some(&wrong), now + secs(1))
+            .cancel_reservation(
+                &id,
+                Some(&wrong),
+                now + secs(1),
+                missed_before(now + secs(1))
+            )
             .await,
         Err(CancelError::NotFound),
         "a call never cancelled is still not found"
@@ -154,11 +173,15 @@ async fn a_cancel_made_again_never_cancels_a_newer_reservation(store: DynStore) 
         (second.call_id.clone(), ReservationStatus::Scheduled)
     );
     assert_eq!(
-        store.cancel_reservation(&id, None, now + secs(2)).await,
+        store
+            .cancel_reservation(&id, None, now + secs(2), missed_before(now + secs(2)))
+            .await,
         Ok(())
     );
     assert_eq!(
-        store.cancel_reservation(&id, None, now + secs(3)).await,
+        store
+            .cancel_reservation(&id, None, now + secs(3), missed_before(now + secs(3)))
+            .await,
         Err(CancelError::NotFound),
         "nothing left to cancel"
     );

@@ -179,6 +179,7 @@ impl ReservationStore for DynamoStore {
         id: &DeviceId,
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
+        missed_before: DateTime<Utc>,
     ) -> Result<(), CancelError> {
         // The record as it is: the call to cancel (the one there at the first attempt, without
         // `call_id`: no attempt made again cancels another) and its TTL, the tombstone's.
@@ -187,12 +188,15 @@ impl ReservationStore for DynamoStore {
             _ => return self.cancelled_before(call_id, now).await,
         };
         match record.status {
-            ReservationStatus::Scheduled if record.pushes == 0 => {}
+            // Not yet pushed, nor past grace (`missed`).
+            ReservationStatus::Scheduled
+                if record.status_seen(missed_before) == ReservationStatus::Scheduled => {}
             // This cancel's own earlier attempt (its reply lost).
             ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
             ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            // A push left already (it waits for its device's confirmation): `sent`.
-            _ => return Err(CancelError::TooLate(record.status_seen(now))),
+            // A push left already (it waits for its device's confirmation): `sent`; or past
+            // grace: `missed`.
+            _ => return Err(CancelError::TooLate(record.status_seen(missed_before))),
         }
         let Some(existing) = self.cancel_and_entomb(&record, now).await? else {
             return Ok(());
@@ -202,7 +206,7 @@ impl ReservationStore for DynamoStore {
             Some(r) if !r.is_expired(now) && r.call_id == record.call_id => match r.status {
                 // This cancel's own attempt made again by the SDK (its reply lost).
                 ReservationStatus::Cancelled => Ok(()),
-                _ => Err(CancelError::TooLate(r.status_seen(now))),
+                _ => Err(CancelError::TooLate(r.status_seen(missed_before))),
             },
             _ => self.cancelled_before(call_id, now).await,
         }

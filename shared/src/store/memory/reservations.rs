@@ -73,6 +73,7 @@ impl ReservationStore for MemoryStore {
         id: &DeviceId,
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
+        missed_before: DateTime<Utc>,
     ) -> Result<(), CancelError> {
         let tables = &mut *self.lock();
         let r = match tables.reservations.get_mut(id) {
@@ -93,15 +94,15 @@ impl ReservationStore for MemoryStore {
             }
         };
         match r.status {
-            // A push left already: it waits for its device's confirmation.
-            ReservationStatus::Scheduled if r.pushes > 0 => {
-                return Err(CancelError::TooLate(ReservationStatus::Sent));
-            }
-            ReservationStatus::Scheduled => {}
+            // Not yet pushed, nor past grace (`missed`).
+            ReservationStatus::Scheduled
+                if r.status_seen(missed_before) == ReservationStatus::Scheduled => {}
             // Cancelled before: by this cancel (an attempt made again), if it names the call.
             ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
             ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            status => return Err(CancelError::TooLate(status)),
+            // A push left already (it waits for its device's confirmation): `sent`; or past
+            // grace: `missed`.
+            _ => return Err(CancelError::TooLate(r.status_seen(missed_before))),
         }
         r.status = ReservationStatus::Cancelled;
         r.updated_at = now;

@@ -6,6 +6,7 @@ use koe::store::prelude::*;
 use koe::store::{CancelError, Outcome};
 
 use super::{at, device_id, store};
+use crate::store_contract::missed_before;
 
 #[tokio::test]
 async fn cancel_tells_missing_and_expired_from_too_late() {
@@ -14,7 +15,9 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
     let id = device_id("d-cancel");
     let stale_before = now - Duration::minutes(2);
     assert_eq!(
-        store.cancel_reservation(&id, None, now).await,
+        store
+            .cancel_reservation(&id, None, now, missed_before(now))
+            .await,
         Err(CancelError::NotFound)
     );
 
@@ -24,7 +27,10 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
         .create_reservation(&r, now, stale_before)
         .await
         .unwrap();
-    store.cancel_reservation(&id, None, now).await.unwrap();
+    store
+        .cancel_reservation(&id, None, now, missed_before(now))
+        .await
+        .unwrap();
     assert_eq!(store.get_reservation(&id, now).await.unwrap(), None);
 
     let r = Reservation::new(id.clone(), at_time, None, now);
@@ -41,7 +47,9 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store.cancel_reservation(&id, None, claim_at).await,
+        store
+            .cancel_reservation(&id, None, claim_at, missed_before(claim_at))
+            .await,
         Err(CancelError::TooLate(ReservationStatus::Claimed))
     );
     assert!(
@@ -58,13 +66,17 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store.cancel_reservation(&id, None, claim_at).await,
+        store
+            .cancel_reservation(&id, None, claim_at, missed_before(claim_at))
+            .await,
         Err(CancelError::TooLate(ReservationStatus::Failed))
     );
     // Past its TTL the record counts as gone, even though DynamoDB has not deleted it yet.
     let later = claim_at + Duration::days(7);
     assert_eq!(
-        store.cancel_reservation(&id, None, later).await,
+        store
+            .cancel_reservation(&id, None, later, missed_before(later))
+            .await,
         Err(CancelError::NotFound)
     );
     assert_eq!(store.get_reservation(&id, later).await.unwrap(), None);

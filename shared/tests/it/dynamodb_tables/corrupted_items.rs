@@ -7,6 +7,7 @@ use koe::store::CancelError;
 use koe::store::prelude::*;
 
 use super::{at, device_id, store};
+use crate::store_contract::missed_before;
 
 fn valid_call_item(device: &str) -> HashMap<String, AttributeValue> {
     let s = |v: &str| AttributeValue::S(v.to_owned());
@@ -54,7 +55,9 @@ async fn corrupted_items_are_store_errors_not_panics() {
         "no item contents in errors: {err}"
     );
     assert!(matches!(
-        store.cancel_reservation(&id, None, now).await,
+        store
+            .cancel_reservation(&id, None, now, missed_before(now))
+            .await,
         Err(CancelError::Store(_))
     ));
 

@@ -49,6 +49,11 @@ pub(super) fn stale_before(now: DateTime<Utc>) -> DateTime<Utc> {
     now - GRACE
 }
 
+/// A call `scheduled` before it is `missed` (past grace), as the handlers pass it.
+pub(super) fn missed_before(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - GRACE
+}
+
 pub(super) fn abandoned_before(now: DateTime<Utc>) -> DateTime<Utc> {
     now - CLAIM_TIMEOUT
 }
@@ -126,7 +131,9 @@ pub(super) async fn try_cancel(
     id: &DeviceId,
     now: DateTime<Utc>,
 ) -> Result<(), CancelError> {
-    store.cancel_reservation(id, None, now).await
+    store
+        .cancel_reservation(id, None, now, missed_before(now))
+        .await
 }
 
 pub(super) async fn get(

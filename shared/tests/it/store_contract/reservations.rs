@@ -8,8 +8,8 @@ use koe::store::{CancelError, CreateError, Created, Outcome};
 use crate::count_estimate::call_id_that_counts;
 
 use super::{
-    DynStore, GRACE, JST, LEAD, claim, create, finish, get, get_some, new_device_id, reservation,
-    scheduled_at, secs, seeded, t0, try_cancel, try_create,
+    DynStore, GRACE, JST, LEAD, claim, create, finish, get, get_some, missed_before, new_device_id,
+    reservation, scheduled_at, secs, seeded, t0, try_cancel, try_create,
 };
 
 /// The statuses a call ends in.
@@ -212,7 +212,9 @@ async fn cancel_scheduled_deletes_it(store: DynStore) {
 
 async fn cancel_without_a_reservation_is_not_found(store: DynStore) {
     assert_eq!(
-        store.cancel_reservation(&new_device_id(), None, t0()).await,
+        store
+            .cancel_reservation(&new_device_id(), None, t0(), missed_before(t0()))
+            .await,
         Err(CancelError::NotFound)
     );
 }
@@ -239,6 +241,23 @@ async fn cancel_sent_failed_or_missed_is_too_late_with_its_status(store: DynStor
     }
 }
 
+/// Past grace a `scheduled` call can no longer ring: the cancel's own read answers `missed`
+/// (a DELETE reads the record once) and the record stays as it was; at grace it still cancels.
+async fn cancel_scheduled_past_grace_is_too_late_missed_and_keeps_it(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let due = r.scheduled_at.utc();
+    let late = due + GRACE + Duration::milliseconds(1);
+    assert_eq!(
+        try_cancel(&store, &r.device_id, late).await,
+        Err(CancelError::TooLate(ReservationStatus::Missed))
+    );
+    assert_eq!(get(&store, &r.device_id, late).await, Some(r.clone()));
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let at_grace = r.scheduled_at.utc() + GRACE;
+    assert_eq!(try_cancel(&store, &r.device_id, at_grace).await, Ok(()));
+    assert_eq!(get(&store, &r.device_id, at_grace).await, None);
+}
+
 async fn cancel_expired_is_not_found(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Sent).await;
     let expiry = Utc
@@ -262,5 +281,6 @@ contract_suite!(
     cancel_without_a_reservation_is_not_found,
     cancel_claimed_is_too_late_and_keeps_it,
     cancel_sent_failed_or_missed_is_too_late_with_its_status,
+    cancel_scheduled_past_grace_is_too_late_missed_and_keeps_it,
     cancel_expired_is_not_found,
 );
