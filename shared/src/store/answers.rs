@@ -24,6 +24,25 @@ pub enum CancelError {
     Store(StoreError),
 }
 
+impl CancelError {
+    /// What a cancel does with the device's record as it read it (the one it names, if
+    /// `named`): `Ok(true)` cancels it; `Ok(false)`: it is already this cancel's (an attempt
+    /// made again after its reply was lost); or why not: `missed` past grace (`missed_before`),
+    /// `sent` once a push left, the status of any other state.
+    pub(crate) fn check(
+        record: &Reservation,
+        named: bool,
+        missed_before: DateTime<Utc>,
+    ) -> Result<bool, CancelError> {
+        match (record.status, record.status_seen(missed_before)) {
+            (ReservationStatus::Scheduled, ReservationStatus::Scheduled) => Ok(true),
+            (ReservationStatus::Cancelled, _) if named => Ok(false),
+            (ReservationStatus::Cancelled, _) => Err(CancelError::NotFound),
+            (_, seen) => Err(CancelError::TooLate(seen)),
+        }
+    }
+}
+
 impl From<StoreError> for CreateError {
     fn from(e: StoreError) -> Self {
         CreateError::Store(e)

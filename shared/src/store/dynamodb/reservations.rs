@@ -187,16 +187,8 @@ impl ReservationStore for DynamoStore {
             Some(r) if call_id.is_none_or(|c| c == &r.call_id) => r,
             _ => return self.cancelled_before(call_id, now).await,
         };
-        match record.status {
-            // Not yet pushed, nor past grace (`missed`).
-            ReservationStatus::Scheduled
-                if record.status_seen(missed_before) == ReservationStatus::Scheduled => {}
-            // This cancel's own earlier attempt (its reply lost).
-            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
-            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            // A push left already (it waits for its device's confirmation): `sent`; or past
-            // grace: `missed`.
-            _ => return Err(CancelError::TooLate(record.status_seen(missed_before))),
+        if !CancelError::check(&record, call_id.is_some(), missed_before)? {
+            return Ok(());
         }
         let Some(existing) = self.cancel_and_entomb(&record, now).await? else {
             return Ok(());

@@ -93,16 +93,8 @@ impl ReservationStore for MemoryStore {
                 };
             }
         };
-        match r.status {
-            // Not yet pushed, nor past grace (`missed`).
-            ReservationStatus::Scheduled
-                if r.status_seen(missed_before) == ReservationStatus::Scheduled => {}
-            // Cancelled before: by this cancel (an attempt made again), if it names the call.
-            ReservationStatus::Cancelled if call_id.is_some() => return Ok(()),
-            ReservationStatus::Cancelled => return Err(CancelError::NotFound),
-            // A push left already (it waits for its device's confirmation): `sent`; or past
-            // grace: `missed`.
-            _ => return Err(CancelError::TooLate(r.status_seen(missed_before))),
+        if !CancelError::check(r, call_id.is_some(), missed_before)? {
+            return Ok(());
         }
         r.status = ReservationStatus::Cancelled;
         r.updated_at = now;
