@@ -185,13 +185,26 @@ async fn main() {
     // A minute's only call: one reservation in each of `calls` minutes hours ahead (no run
     // selects them here), so each create finds its minute without a count.
     let mut lone_units = (0.0, 0.0);
+    let mut lone = Vec::new();
     for i in 0..calls {
         let due = now + chrono::Duration::hours(2) + chrono::Duration::minutes(i as i64);
         let device =
             koe::domain::device::DeviceId::parse("deviceId", &format!("bench-lone-{i}")).unwrap();
-        let (_, (w, r)) = create_measured(&store, &proxy, device, due, now).await;
-        lone_units = (lone_units.0 + w, lone_units.1 + r);
+        let (r, (w, rr)) = create_measured(&store, &proxy, device, due, now).await;
+        lone_units = (lone_units.0 + w, lone_units.1 + rr);
+        lone.push(r);
     }
+    // DELETE /calls' store request on each of them (the device secret's read is apart): the
+    // record's read, then the cancel and its tombstone in one transaction.
+    let before_cancels = units(&proxy.stats());
+    for r in &lone {
+        let missed_before = now - chrono::Duration::minutes(2);
+        store
+            .cancel_reservation(&r.device_id, None, now, missed_before)
+            .await
+            .unwrap();
+    }
+    let after_cancels = units(&proxy.stats());
     let before_run = units(&proxy.stats());
     let (summary, busy) = invoke(Duration::from_secs(100)).await;
     let after_run = units(&proxy.stats());
@@ -202,6 +215,10 @@ async fn main() {
     let per_call = |(w, r): (f64, f64)| (w / calls as f64, r / calls as f64);
     let create = per_call(create_units);
     let lone = per_call(lone_units);
+    let cancel = per_call((
+        after_cancels.0 - before_cancels.0,
+        after_cancels.1 - before_cancels.1,
+    ));
     let dispatch = per_call((after_run.0 - before_run.0, after_run.1 - before_run.1));
     let busy_gbs = MEMORY_GB * busy.as_secs_f64();
 
@@ -259,6 +276,10 @@ async fn main() {
     println!(
         "| per call, create of a minute's only call ({calls} minutes): WRU / RRU | {:.2} / {:.2} |",
         lone.0, lone.1
+    );
+    println!(
+        "| a cancel of a scheduled call (DELETE /calls' store request): WRU / RRU | {:.2} / {:.2} |",
+        cancel.0, cancel.1
     );
     println!(
         "| per call, dispatch (with its run's selection and watch): WRU / RRU | {:.2} / {:.2} |",
