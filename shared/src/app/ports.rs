@@ -176,6 +176,7 @@ impl Ports for CreatePorts {
             waker,
             capacity: MinuteCapacity {
                 write_budget: adapters.dispatch_settings()?.write_budget,
+                claim_timeout: adapters.dispatch_settings()?.claim_timeout,
                 calls_table: adapters.store_settings()?.tables.calls,
                 metrics: adapters.route_metrics(&CreateCall::ROUTE),
             },

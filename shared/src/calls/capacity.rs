@@ -15,6 +15,9 @@ use crate::store::DUE_INDEX;
 pub struct MinuteCapacity {
     /// Write units per second the calls table serves at once (`DISPATCH_WRITE_BUDGET`).
     pub write_budget: u32,
+    /// When the dispatcher gives up a claim without outcome (`DISPATCH_CLAIM_TIMEOUT_SECS`):
+    /// it bounds how far ahead a crowded second's claims can be spread.
+    pub claim_timeout: std::time::Duration,
     /// The calls table's name, for the command the notice gives.
     pub calls_table: String,
     /// `MinuteOverCapacity` (`Koe/Dispatch`), dimension `Function` (the create function).
@@ -24,7 +27,7 @@ pub struct MinuteCapacity {
 impl MinuteCapacity {
     /// The most calls a minute holds that its budget rings on time, all in one second.
     pub fn calls_per_minute(&self) -> u32 {
-        calls_on_time(self.write_budget)
+        calls_on_time(self.write_budget, self.claim_timeout)
     }
 
     /// Tells, once per minute, that `minute`'s count (`count`, just after a create raised it by
@@ -41,7 +44,7 @@ impl MinuteCapacity {
         }
         self.metrics
             .emit(&over_capacity_record(self.metrics.function(), now));
-        let needed = warm_write_units_for(count);
+        let needed = warm_write_units_for(count, self.claim_timeout);
         tracing::warn!(
             minute,
             calls = count,
@@ -68,9 +71,9 @@ pub fn over_capacity_record(function: &str, at: DateTime<Utc>) -> Record {
 }
 
 /// The warm write units a minute of `calls` needs (the least budget whose [`calls_on_time`]
-/// holds them), in thousands, rounded up.
-pub fn warm_write_units_for(calls: u32) -> u64 {
-    let per_thousand = u64::from(calls_on_time(1_000)).max(1);
+/// holds them, with claims abandoned after `claim_timeout`), in thousands, rounded up.
+pub fn warm_write_units_for(calls: u32, claim_timeout: std::time::Duration) -> u64 {
+    let per_thousand = u64::from(calls_on_time(1_000, claim_timeout)).max(1);
     u64::from(calls).div_ceil(per_thousand) * 1_000
 }
 
@@ -103,13 +106,20 @@ mod tests {
 
     #[test]
     fn the_figure_is_the_budget_that_rings_the_minute_on_time_in_thousands() {
-        // 1,000 units ring 3,000 calls of one second on time (`calls_on_time`).
-        assert_eq!(warm_write_units_for(12_001), 5_000);
-        assert_eq!(warm_write_units_for(15_000), 5_000);
-        assert_eq!(warm_write_units_for(100_000), 34_000);
-        for calls in [12_001, 15_001, 100_000] {
-            let units = warm_write_units_for(calls) as u32;
-            assert!(calls_on_time(units) >= calls && calls_on_time(units - 1_000) < calls);
+        // 1,000 units ring 3,000 calls of one second on time (`calls_on_time`), with the
+        // default claim timeout; 1,012 with claims abandoned after 10 s (their lead binds).
+        let default = std::time::Duration::from_secs(30);
+        assert_eq!(warm_write_units_for(12_001, default), 5_000);
+        assert_eq!(warm_write_units_for(15_000, default), 5_000);
+        assert_eq!(warm_write_units_for(100_000, default), 34_000);
+        let short = std::time::Duration::from_secs(10);
+        assert_eq!(warm_write_units_for(12_001, short), 12_000);
+        for timeout in [default, short] {
+            for calls in [12_001, 15_001, 100_000] {
+                let units = warm_write_units_for(calls, timeout) as u32;
+                let on_time = |units| calls_on_time(units, timeout);
+                assert!(on_time(units) >= calls && on_time(units - 1_000) < calls);
+            }
         }
         assert_eq!(
             raise_command("koe-scheduled-calls", 5_000),

@@ -15,6 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 
+use super::timing::MARK_LEAD;
+use crate::platform::config::DEFAULT_DISPATCH_PUSH_BUDGET;
+
 /// The plan's unit of time: a slot holds a tenth of a second's budget.
 pub const SLOT: Duration = Duration::milliseconds(100);
 /// Of the table's write budget, the share the dispatcher plans to spend (three quarters); the
@@ -44,15 +47,32 @@ pub(super) struct Slots {
     pub finish_at: DateTime<Utc>,
 }
 
+/// How far before its second a call's claim may be planned when claims are abandoned after
+/// `claim_timeout`: its push must leave while the claim is younger than half of it, with the
+/// push budget (`push_budget`) and a second to spare; at most [`LONGEST_LEAD`].
+pub(super) fn longest_claim_lead(claim_timeout: Duration, push_budget: Duration) -> Duration {
+    (claim_timeout / 2 - push_budget - Duration::seconds(1)).min(LONGEST_LEAD)
+}
+
 /// The most calls of one minute, all due in one second, whose writes the plan fits in
-/// `write_budget` units a second: their outcomes must fit in [`LONGEST_LAG`] after it (the
-/// binding half: claims and marks have [`LONGEST_LEAD`] before it), less one second kept for
-/// pushes again and the slots' own slack. 12,000 on a new table (bench/dispatch-scale.sh:
-/// 15,000 fill the plan to its edge, and what finds no slot keeps its fixed time).
-pub fn calls_on_time(write_budget: u32) -> u32 {
+/// `write_budget` units a second with claims abandoned after `claim_timeout`: the smaller of
+/// two halves. After the second, their outcomes in [`LONGEST_LAG`], less one second kept for
+/// pushes again and the slots' own slack. Before it, two planned writes a call (a claim, and
+/// a mark, which the claim carries for a device without `confirmsCalls`) from the
+/// [`longest_claim_lead`] to the mark's lead, less a slot (a claim comes a slot before its
+/// mark). With the default claim timeout (30 s: a 10 s lead) the outcomes bind: 12,000 on a
+/// new table (bench/dispatch-scale.sh: 15,000 fill the plan to its edge, and what finds no
+/// slot keeps its fixed time); under 24 s the claims do (10 s: 4,050).
+pub fn calls_on_time(write_budget: u32, claim_timeout: std::time::Duration) -> u32 {
     let share = u64::from(write_budget) * DISPATCH_SHARE.0 / DISPATCH_SHARE.1;
-    let secs = LONGEST_LAG.num_seconds() as u64 - 1;
-    u32::try_from(share * secs).unwrap_or(u32::MAX)
+    let after_ms = LONGEST_LAG.num_milliseconds() - 1_000;
+    let lead = longest_claim_lead(
+        Duration::from_std(claim_timeout).unwrap_or(Duration::MAX),
+        Duration::from_std(DEFAULT_DISPATCH_PUSH_BUDGET).unwrap_or(Duration::MAX),
+    );
+    let before_ms = (lead - MARK_LEAD - SLOT).num_milliseconds() / 2;
+    let ms = u64::try_from(after_ms.min(before_ms)).unwrap_or(0);
+    u32::try_from(share * ms / 1_000).unwrap_or(u32::MAX)
 }
 
 /// One process's plan: the writes planned per slot. Shared by its runs (cheap to clone).
@@ -234,9 +254,45 @@ mod tests {
         assert_eq!(s[2_999].claim_at, at - Duration::milliseconds(500));
     }
 
+    const DEFAULT_CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
     #[test]
     fn the_minutes_on_time_capacity_is_its_outcomes_share() {
-        assert_eq!(calls_on_time(4_000), 12_000);
-        assert_eq!(calls_on_time(40_000), 120_000);
+        assert_eq!(calls_on_time(4_000, DEFAULT_CLAIM_TIMEOUT), 12_000);
+        assert_eq!(calls_on_time(40_000, DEFAULT_CLAIM_TIMEOUT), 120_000);
+    }
+
+    /// What `calls_on_time` promises is what the plan does, whatever the claim timeout: that
+    /// many calls in one second have every write planned within the budget, a second's share
+    /// more do not. Under 24 s the claims' lead is the shorter half (10 s: 3 s of lead).
+    #[test]
+    fn the_on_time_capacity_is_what_the_plan_fits_for_each_claim_timeout() {
+        let at = call_time();
+        let push_budget = Duration::from_std(DEFAULT_DISPATCH_PUSH_BUDGET).unwrap();
+        let cap = WritePlan::new(4_000).per_slot(1);
+        for secs in [6, 10, 16, 24, 30, 120] {
+            let timeout = std::time::Duration::from_secs(secs);
+            let longest = longest_claim_lead(Duration::seconds(secs as i64), push_budget);
+            let fits = |n: usize| {
+                let slots = planned(4_000, at - Duration::seconds(30), n, longest, 1);
+                let mut per_slot: BTreeMap<i64, u32> = BTreeMap::new();
+                for s in &slots {
+                    for w in [s.claim_at, s.mark_at, s.finish_at] {
+                        *per_slot.entry(slot_of(w)).or_default() += 1;
+                    }
+                }
+                per_slot.values().all(|n| *n <= cap)
+                    && slots.iter().all(|s| s.claim_at >= at - longest)
+            };
+            let n = calls_on_time(4_000, timeout) as usize;
+            assert!(n > 0, "{secs} s");
+            assert!(fits(n), "{secs} s: {n} calls fit");
+            assert!(!fits(n + 3_000), "{secs} s: a second's share more do not");
+        }
+        let claim_bound = calls_on_time(4_000, std::time::Duration::from_secs(10));
+        assert_eq!(
+            claim_bound, 4_050,
+            "10 s: (3 s - 0.2 s - a slot) / 2 of 3,000 a second"
+        );
     }
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::dispatcher::Dispatcher;
-use super::plan::Slots;
+use super::plan::{Slots, longest_claim_lead};
 use super::run_report::{RunCause, RunReport};
 use super::step_outcomes::Counted;
 use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
@@ -115,8 +115,7 @@ impl Run {
     pub(super) fn slots(&self, r: &DueCall) -> Slots {
         let at = r.due_at;
         let leads = (self.claim_lead, MARK_LEAD);
-        let spare = self.push_budget + chrono::Duration::seconds(1);
-        let mut longest = self.claim_timeout / 2 - spare;
+        let mut longest = longest_claim_lead(self.claim_timeout, self.push_budget);
         if at > r.scheduled_at.utc() {
             longest = longest.min(PUSH_AGAIN_CLAIM_LEAD);
         }
