@@ -171,12 +171,13 @@ impl Ports for CreatePorts {
         let waker = adapters
             .dispatch_trigger()
             .unwrap_or_else(|e| Arc::new(Unwired(e.to_string())));
+        let dispatch = adapters.dispatch_settings()?;
         Ok(CreatePorts {
             calls: CallsPorts::build(adapters).await?,
             waker,
             capacity: MinuteCapacity {
-                write_budget: adapters.dispatch_settings()?.write_budget,
-                claim_timeout: adapters.dispatch_settings()?.claim_timeout,
+                write_budget: dispatch.write_budget,
+                claim_timeout: dispatch.claim_timeout,
                 calls_table: adapters.store_settings()?.tables.calls,
                 metrics: adapters.route_metrics(&CreateCall::ROUTE),
             },

@@ -66,10 +66,8 @@ pub(super) fn longest_claim_lead(claim_timeout: Duration, push_budget: Duration)
 pub fn calls_on_time(write_budget: u32, claim_timeout: std::time::Duration) -> u32 {
     let share = u64::from(write_budget) * DISPATCH_SHARE.0 / DISPATCH_SHARE.1;
     let after_ms = LONGEST_LAG.num_milliseconds() - 1_000;
-    let lead = longest_claim_lead(
-        Duration::from_std(claim_timeout).unwrap_or(Duration::MAX),
-        Duration::from_std(DEFAULT_DISPATCH_PUSH_BUDGET).unwrap_or(Duration::MAX),
-    );
+    let small = |d| Duration::from_std(d).expect("configured durations are small");
+    let lead = longest_claim_lead(small(claim_timeout), small(DEFAULT_DISPATCH_PUSH_BUDGET));
     let before_ms = (lead - MARK_LEAD - SLOT).num_milliseconds() / 2;
     let ms = u64::try_from(after_ms.min(before_ms)).unwrap_or(0);
     u32::try_from(share * ms / 1_000).unwrap_or(u32::MAX)
