@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::in_flight::InFlight;
 use super::plan::WritePlan;
+use super::store_gate::StoreGate;
 use super::sweep::Sweep;
 use super::trigger::DispatchTrigger;
 use crate::platform::clock::Clock;
@@ -30,6 +31,8 @@ pub struct Dispatcher {
     pub(super) metrics: Metrics,
     /// When this process's runs make each call's writes (`plan`).
     pub(super) plan: WritePlan,
+    /// How many of this process's store requests are out at once (`store_gate`).
+    pub(super) store_gate: Arc<StoreGate>,
 }
 
 impl Dispatcher {
@@ -42,6 +45,7 @@ impl Dispatcher {
     ) -> Dispatcher {
         Dispatcher {
             plan: WritePlan::new(settings.write_budget),
+            store_gate: Arc::new(StoreGate::new(settings.store_concurrency)),
             store,
             push,
             clock,

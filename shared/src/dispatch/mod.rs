@@ -11,7 +11,7 @@
 //! older than the look-back that no run selected), `deliver` (one call: read device → claim →
 //! mark) with `push_attempts` (the push at APNs) and `confirming` (pushes again), `write_outcome`
 //! (its outcome, retried), `notice` (the missed-call notice after a bad outcome), `step_outcomes` (each step's outcome and how it is counted),
-//! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), [`wake`] (when a
+//! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), `store_gate` (the store requests out at once), [`wake`] (when a
 //! create wakes a run), [`metrics`] and [`trigger`].
 
 pub mod api;
@@ -36,6 +36,7 @@ mod run_state;
 mod select;
 mod stay;
 mod step_outcomes;
+mod store_gate;
 mod sweep;
 mod timing;
 mod write_outcome;

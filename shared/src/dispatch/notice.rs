@@ -39,7 +39,7 @@ impl Run {
             None => {
                 let read = self
                     .resolved(deadline, || async {
-                        let _store = self.store_permit().await;
+                        let _store = self.store_permit_after().await;
                         let now = self.clock().now();
                         self.dispatcher.store.get_device(&r.device_id, now).await
                     })
@@ -61,7 +61,7 @@ impl Run {
         };
         let claimed = self
             .resolved(deadline, || async {
-                let _store = self.store_permit().await;
+                let _store = self.store_permit_after().await;
                 let now = self.clock().now();
                 self.dispatcher
                     .store
@@ -118,7 +118,7 @@ impl Run {
                 "missed-call notice not sent"
             );
             if matches!(error, PushError::InvalidToken { .. }) {
-                let _store = self.store_permit().await;
+                let _store = self.store_permit_after().await;
                 let removed = self
                     .dispatcher
                     .store
@@ -134,7 +134,7 @@ impl Run {
         let sent_at = self.clock().now();
         let recorded = self
             .resolved(sent_at + record_budget, || async {
-                let _store = self.store_permit().await;
+                let _store = self.store_permit_after().await;
                 self.dispatcher
                     .store
                     .notice_sent(&r.device_id, &r.call_id, &self.token, sent_at)

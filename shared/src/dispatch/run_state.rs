@@ -9,6 +9,7 @@ use super::dispatcher::Dispatcher;
 use super::plan::{Slots, longest_claim_lead};
 use super::run_report::{RunCause, RunReport};
 use super::step_outcomes::Counted;
+use super::store_gate::Pass;
 use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
@@ -36,7 +37,6 @@ pub(super) struct Run {
     /// minute): its share of the write plan.
     pub(super) parts: u32,
     limit: Semaphore,
-    store_limit: Semaphore,
     report: Mutex<RunReport>,
 }
 
@@ -54,7 +54,6 @@ impl Run {
             end: started + chrono_duration(s.window),
             parts: 1,
             limit: Semaphore::new(s.concurrency.max(1)),
-            store_limit: Semaphore::new(s.store_concurrency.max(1)),
             report: Mutex::new(RunReport {
                 cause: cause.as_str(),
                 ..RunReport::default()
@@ -92,14 +91,17 @@ impl Run {
             .expect("the semaphore is never closed")
     }
 
-    /// A place among the store requests in flight at once (`store_concurrency`): taken for one
-    /// attempt, so a request waits for the process here rather than inside its timeout. Taken
+    /// A place among the process's store requests in flight at once (`store_gate`): taken for
+    /// one attempt, so a request waits for its turn here rather than inside its timeout. Taken
     /// after a step's [`Run::permit`], never before one.
-    pub(super) async fn store_permit(&self) -> SemaphorePermit<'_> {
-        self.store_limit
-            .acquire()
-            .await
-            .expect("the semaphore is never closed")
+    pub(super) async fn store_permit(&self) -> Pass<'_> {
+        self.dispatcher.store_gate.enter().await
+    }
+
+    /// [`Run::store_permit`] for a request that can wait (an outcome, a notice's): after every
+    /// request waiting that must be done before its second.
+    pub(super) async fn store_permit_after(&self) -> Pass<'_> {
+        self.dispatcher.store_gate.enter_after().await
     }
 
     pub(super) fn device_hash(&self, r: &DueCall) -> String {

@@ -90,7 +90,7 @@ impl Run {
 
     /// Removes a device whose token APNs called invalid, unless it has a newer token by now.
     async fn remove_token(&self, device: &Device) -> TokenRemoval {
-        let _store = self.store_permit().await;
+        let _store = self.store_permit_after().await;
         match self
             .dispatcher
             .store
@@ -175,7 +175,7 @@ impl Run {
 
     async fn finish_once(&self, r: &DueCall, outcome: Outcome) -> Recorded {
         // Under the push's step permit already (or a miss's, which needs none).
-        let _store = self.store_permit().await;
+        let _store = self.store_permit_after().await;
         let now = self.clock().now();
         let result = self
             .dispatcher

@@ -4,14 +4,17 @@
 //! second, none throttled, and no second of the calls table or its index takes more than the
 //! budget. On the limits model (the embedded store behind `LimitedStore`, each table's and
 //! index's warm throughput set to the budget), scaled down: 40 write units a second, 60 calls.
+//! On tokio's paused time (the dispatcher's clock and the model's): the plan's timing is
+//! checked, not how fast the machine runs it (a real second's lateness: `bench/dispatch-scale.sh`).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use koe::platform::clock::SystemClock;
+use koe::dispatch::{Dispatcher, RunCause};
 use koe::store::DUE_INDEX;
 use koe::store::memory::MemoryStore;
-use koe_testkit::dispatching::{reserve_at, run_once, short_run};
+use koe_testkit::clock::TokioClock;
+use koe_testkit::dispatching::{reserve_at, short_run};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Target};
 use koe_testkit::push::RecordingPushSender;
@@ -21,11 +24,12 @@ const BUDGET: u32 = 40;
 /// after it: at fixed leads they would all fall in about one second.
 const CALLS: usize = 60;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_budget() {
     let inner = Arc::new(MemoryStore::new());
-    let now = Utc::now();
-    let at: DateTime<Utc> = DateTime::from_timestamp(now.timestamp() + 8, 0).unwrap();
+    let now: DateTime<Utc> = "2026-01-01T06:59:52Z".parse().unwrap();
+    let clock = Arc::new(TokioClock::at(now));
+    let at: DateTime<Utc> = "2026-01-01T07:00:00Z".parse().unwrap();
     let mut calls = Vec::new();
     for i in 0..CALLS {
         let token = format!("{:064x}", i + 1);
@@ -36,14 +40,14 @@ async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_bu
         table_write_units: f64::from(BUDGET),
         ..Limits::default()
     };
-    let origin = std::time::Instant::now();
-    let model = LimitsModel::new(limits).with_seconds_from(origin);
-    let store = Arc::new(LimitedStore::new(inner, model));
-    let push = Arc::new(RecordingPushSender::new(Arc::new(SystemClock)));
+    let store = Arc::new(LimitedStore::new(inner, LimitsModel::on_tokio_time(limits)));
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(10);
     settings.write_budget = BUDGET;
-    let report = run_once(store.clone(), push.clone(), settings).await;
+    let report = Dispatcher::new(store.clone(), push.clone(), clock, settings, "budget")
+        .run(RunCause::Local)
+        .await;
 
     for r in &calls {
         let sent = push.sent_for_call(r.call_id.as_str());

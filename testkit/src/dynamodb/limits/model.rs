@@ -50,29 +50,45 @@ struct State {
 pub struct LimitsModel {
     limits: Limits,
     origin: Instant,
-    /// Set for a clock that moves only when told ([`LimitsModel::advance`]).
-    frozen: Option<Mutex<Instant>>,
+    clock: ModelClock,
     state: Mutex<State>,
+}
+
+/// Where a model reads its time.
+enum ModelClock {
+    /// The real clock.
+    Real,
+    /// A clock that moves only when told ([`LimitsModel::advance`]).
+    Frozen(Mutex<Instant>),
+    /// Tokio's time from this instant on (paused in a test: the model's seconds are the
+    /// dispatcher's, however slowly the machine runs them).
+    Tokio(tokio::time::Instant),
 }
 
 impl LimitsModel {
     /// A model on the real clock.
     pub fn new(limits: Limits) -> LimitsModel {
-        Self::build(limits, false)
+        Self::build(limits, |_| ModelClock::Real)
     }
 
     /// A model whose clock stands still until [`LimitsModel::advance`]: for tests that must not
     /// depend on how fast the machine sends their requests.
     pub fn with_frozen_clock(limits: Limits) -> LimitsModel {
-        Self::build(limits, true)
+        Self::build(limits, |origin| ModelClock::Frozen(Mutex::new(origin)))
     }
 
-    fn build(limits: Limits, frozen: bool) -> LimitsModel {
+    /// A model on tokio's time (a paused test's, with `testkit::clock::TokioClock` as the
+    /// dispatcher's clock): its seconds are the run's own, not the machine's.
+    pub fn on_tokio_time(limits: Limits) -> LimitsModel {
+        Self::build(limits, |_| ModelClock::Tokio(tokio::time::Instant::now()))
+    }
+
+    fn build(limits: Limits, clock: impl FnOnce(Instant) -> ModelClock) -> LimitsModel {
         let origin = Instant::now();
         LimitsModel {
             limits,
             origin,
-            frozen: frozen.then(|| Mutex::new(origin)),
+            clock: clock(origin),
             state: Mutex::new(State {
                 buckets: HashMap::new(),
                 tables: HashMap::new(),
@@ -95,18 +111,18 @@ impl LimitsModel {
 
     /// The model's time: the real clock's, or the frozen one's.
     pub fn now(&self) -> Instant {
-        match &self.frozen {
-            Some(now) => *now.lock().unwrap(),
-            None => Instant::now(),
+        match &self.clock {
+            ModelClock::Real => Instant::now(),
+            ModelClock::Frozen(now) => *now.lock().unwrap(),
+            ModelClock::Tokio(start) => self.origin + start.elapsed(),
         }
     }
 
-    /// Moves a frozen clock forward; panics on the real clock.
+    /// Moves a frozen clock forward; panics on any other.
     pub fn advance(&self, by: Duration) {
-        let frozen = self
-            .frozen
-            .as_ref()
-            .expect("advance: the model's clock is not frozen");
+        let ModelClock::Frozen(frozen) = &self.clock else {
+            panic!("advance: the model's clock is not frozen");
+        };
         *frozen.lock().unwrap() += by;
     }
 
