@@ -103,5 +103,6 @@ mod store_contract_confirm;
 mod store_contract_refusals;
 mod store_contract_watch;
 mod template_secrets;
+mod template_settings;
 mod time_budgets;
 mod wiring_modes;

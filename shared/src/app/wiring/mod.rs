@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::OnceCell;
 
 mod deployed;
+pub use deployed::variables_read;
 mod metrics;
 mod push;
 
