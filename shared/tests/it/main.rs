@@ -62,6 +62,7 @@ mod apns_errors;
 mod contract_files;
 mod count_estimate;
 mod deadlines;
+mod deploy_apns_steps;
 mod deploy_commands;
 mod dispatch_budget;
 mod dispatch_confirm;

@@ -23,6 +23,7 @@ mod deployed;
 pub use deployed::variables_read;
 mod metrics;
 mod push;
+pub use push::incomplete_record as apns_config_incomplete_record;
 
 use crate::app::Visit;
 use crate::app::edge::{Answer, Edge, LiveApiKeys, Service};

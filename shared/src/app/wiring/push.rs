@@ -8,9 +8,12 @@ use async_trait::async_trait;
 use super::{App, Mode};
 use crate::app::ports::Adapters;
 use crate::domain::device::Device;
+use crate::platform::clock::Clock;
 use crate::platform::config::{
     ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars,
 };
+use crate::platform::metrics::catalogue::DISPATCH;
+use crate::platform::metrics::{Metrics, Record};
 use crate::platform::secrets::LiveSecret;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
@@ -25,7 +28,11 @@ impl App {
         if let Some(push) = self.push.get() {
             return Ok(push.clone());
         }
-        let push = build(&self.vars, self.mode, self.device_hash_salt()?)?;
+        let reports = Reports {
+            metrics: self.metrics(),
+            clock: self.clock.clone(),
+        };
+        let push = build(&self.vars, self.mode, self.device_hash_salt()?, &reports)?;
         let key = self.secrets.live("APNS_KEY_P8", &self.vars);
         // A managed key (a deployed dispatcher's secret) may be stored or rotated while the
         // container lives: the sender follows it.
@@ -34,6 +41,7 @@ impl App {
                 vars: self.vars.clone(),
                 mode: self.mode,
                 salt: self.device_hash_salt()?,
+                reports,
                 key: key.clone(),
                 current: Mutex::new((key.current(), push)),
             })
@@ -47,7 +55,17 @@ impl App {
 /// The sender `vars` ask for. A bad key fails here, at the dispatcher's start-up: it is parsed
 /// as the signing key. A Lambda with `PUSH_SENDER=apns` and no APNs refuses to start: a
 /// stack that silently rings nobody is worse than one that fails.
-fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, ConfigError> {
+///
+/// With `PUSH_SENDER=auto`, a stored key whose ids are not all set (yet) or not valid is a step
+/// of docs/deploy.md half done, not a reason to stop every dispatch container: the logging
+/// sender runs, and every start and every push only logged say so as an error and write
+/// `ApnsConfigIncomplete` (the `dispatch-apns-config` alarm pages).
+fn build(
+    vars: &Vars,
+    mode: Mode,
+    salt: String,
+    reports: &Reports,
+) -> Result<Arc<dyn PushSender>, ConfigError> {
     let choice = PushSenderChoice::from_vars(vars)?;
     let apns = match choice {
         PushSenderChoice::Apns => ApnsConfig::from_vars(vars)?,
@@ -59,7 +77,18 @@ fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, C
             );
             None
         }
-        PushSenderChoice::Auto => ApnsConfig::from_vars(vars)?,
+        PushSenderChoice::Auto => match ApnsConfig::from_vars(vars) {
+            Ok(apns) => apns,
+            Err(incomplete) => {
+                let sender = Incomplete {
+                    logged: LogPushSender::new(salt),
+                    reports: reports.clone(),
+                    why: incomplete.to_string(),
+                };
+                sender.report();
+                return Ok(Arc::new(sender));
+            }
+        },
         PushSenderChoice::Log => None,
     };
     match apns {
@@ -94,6 +123,7 @@ struct Rekeyed {
     vars: Vars,
     mode: Mode,
     salt: String,
+    reports: Reports,
     key: LiveSecret,
     current: Mutex<(Option<Secret>, Arc<dyn PushSender>)>,
 }
@@ -103,7 +133,7 @@ impl Rekeyed {
         let key = self.key.current();
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if current.0 != key {
-            match build(&self.vars, self.mode, self.salt.clone()) {
+            match build(&self.vars, self.mode, self.salt.clone(), &self.reports) {
                 Ok(sender) => {
                     tracing::info!("APNs key changed: push sender rebuilt");
                     *current = (key, sender);
@@ -135,4 +165,57 @@ impl PushSender for Rekeyed {
     async fn prepare(&self, expected_in_second: usize) {
         self.sender().prepare(expected_in_second).await
     }
+}
+
+/// Where a sender's configuration problems are reported: the process's metrics, at its clock.
+#[derive(Clone)]
+struct Reports {
+    metrics: Metrics,
+    clock: Arc<dyn Clock>,
+}
+
+/// The logging sender of a dispatcher whose APNs key is stored (`PUSH_SENDER=auto`) and whose
+/// other APNs settings are missing or wrong: it keeps the dispatcher running and says, on every
+/// push it only logs, that nothing rang.
+struct Incomplete {
+    logged: LogPushSender,
+    reports: Reports,
+    /// The configuration error (names the variable, never a value of the key).
+    why: String,
+}
+
+impl Incomplete {
+    fn report(&self) {
+        tracing::error!(
+            error = %self.why,
+            "PUSH_SENDER=auto: the APNs key is stored but the APNs settings are incomplete: \
+             pushes are only logged, nothing rings; set ApnsKeyId, ApnsTeamId and ApnsBundleId \
+             and deploy (docs/deploy.md, 'Production and the APNs key')"
+        );
+        let metrics = &self.reports.metrics;
+        metrics.emit(&incomplete_record(
+            metrics.function(),
+            self.reports.clock.now(),
+        ));
+    }
+}
+
+#[async_trait]
+impl PushSender for Incomplete {
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
+        self.report();
+        self.logged.send(push, device).await
+    }
+
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        self.logged.send_notice(notice).await
+    }
+}
+
+/// What a dispatcher writes at each start and each push only logged while `PUSH_SENDER=auto`
+/// has a stored key and incomplete APNs settings (the `dispatch-apns-config` alarm's metric).
+pub fn incomplete_record(function: &str, at: chrono::DateTime<chrono::Utc>) -> Record {
+    Record::new(DISPATCH, at)
+        .dimension("Function", function)
+        .count("ApnsConfigIncomplete", 1)
 }
