@@ -64,6 +64,7 @@ mod count_estimate;
 mod deadlines;
 mod deploy_apns_steps;
 mod deploy_commands;
+mod deploy_first_create;
 mod dispatch_budget;
 mod dispatch_confirm;
 mod dispatch_fan_out;

@@ -74,8 +74,12 @@ fn gateway_throttles_stay_off_chat_and_above_the_floor_on_agent() {
 
     let chat = &template["Resources"]["ChatFunction"]["Properties"];
     let reserved = &chat["ReservedConcurrentExecutions"];
-    let Value::Tagged(tagged) = reserved else {
-        panic!("ChatFunction's ReservedConcurrentExecutions is a !Ref to a parameter: {reserved:?}")
+    // `!If [Reserves, !Ref <parameter>, !Ref AWS::NoValue]`: ReserveConcurrency=false drops it.
+    let Value::Tagged(choice) = reserved else {
+        panic!("ChatFunction's ReservedConcurrentExecutions is an !If: {reserved:?}")
+    };
+    let Value::Tagged(tagged) = &choice.value.as_sequence().unwrap()[1] else {
+        panic!("ChatFunction's reservation is a !Ref to a parameter: {reserved:?}")
     };
     let name = tagged.value.as_str().unwrap();
     let parameter = &template["Parameters"][name];
