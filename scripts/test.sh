@@ -93,6 +93,9 @@ step "cfn-lint template.yaml"
 step "sam validate --lint (the real SAM CLI, in $CACHE/venv-sam)"
 scripts/sam.sh validate --lint
 
+step "checkov template.yaml (pinned, in $CACHE/venv-checkov; the choices: docs/security.md)"
+scripts/checkov.sh
+
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 

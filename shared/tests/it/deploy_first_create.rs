@@ -37,8 +37,15 @@ fn fake_aws(dir: &Path, quota: u32) {
 fn check(quota: u32, env: &str, samconfig: Option<&Path>) -> (bool, String, String) {
     let dir = Scratch::new("aws");
     fake_aws(dir.path(), quota);
+    // SAM's python, as scripts/sam.sh runs it, where it is installed (with PyYAML).
     let sam_python = dirs_home().join(".cache/koe/venv-sam/bin/python");
-    let python = if sam_python.exists() {
+    let has_yaml = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import yaml"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let python = if has_yaml(&sam_python) {
         sam_python.display().to_string()
     } else {
         "python3".to_owned()
@@ -101,6 +108,7 @@ fn a_deploy_the_concurrency_quota_cannot_hold_stops_before_cloudformation() {
     // A new account's quota: the defaults' reservations do not fit.
     let (passed, message, calls) = check(10, "dev", None);
     assert!(!passed, "{message}");
+    assert!(message.contains("reserves 188"), "{message}");
     assert!(
         calls.contains("lambda get-account-settings --region ap-northeast-1"),
         "{calls}"

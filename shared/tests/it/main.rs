@@ -104,6 +104,7 @@ mod store_contract;
 mod store_contract_confirm;
 mod store_contract_refusals;
 mod store_contract_watch;
+mod template_choices;
 mod template_secrets;
 mod template_settings;
 mod time_budgets;
