@@ -33,11 +33,8 @@ fn fake_aws(dir: &Path, quota: u32) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// The check for `env` with the account's quota at `quota`: (passed, stderr, aws calls).
-fn check(quota: u32, env: &str, samconfig: Option<&Path>) -> (bool, String, String) {
-    let dir = Scratch::new("aws");
-    fake_aws(dir.path(), quota);
-    // SAM's python, as scripts/sam.sh runs it, where it is installed (with PyYAML).
+/// A python with PyYAML: SAM's, as scripts/sam.sh runs the check, where it is installed.
+fn python() -> String {
     let sam_python = dirs_home().join(".cache/koe/venv-sam/bin/python");
     let has_yaml = |python: &Path| {
         Command::new(python)
@@ -45,11 +42,54 @@ fn check(quota: u32, env: &str, samconfig: Option<&Path>) -> (bool, String, Stri
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let python = if has_yaml(&sam_python) {
+    if has_yaml(&sam_python) {
         sam_python.display().to_string()
     } else {
         "python3".to_owned()
-    };
+    }
+}
+
+/// docs/deploy.md's quota is what the defaults reserve plus the 100 Lambda keeps.
+#[test]
+fn the_documented_quota_is_what_the_defaults_reserve() {
+    let root = repo_root();
+    let out = Command::new(python())
+        .current_dir(&root)
+        .args([
+            "scripts/reserved-concurrency.py",
+            "template.yaml",
+            "samconfig.toml",
+            "default",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let reserved: u32 = stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let deploy = std::fs::read_to_string(root.join("docs/deploy.md")).unwrap();
+    let said = format!(
+        "quota of at least {}: the defaults reserve {reserved} ",
+        reserved + 100
+    );
+    assert!(
+        deploy
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(&said),
+        "docs/deploy.md says `{said}` ({stdout})"
+    );
+}
+
+/// The check for `env` with the account's quota at `quota`: (passed, stderr, aws calls).
+fn check(quota: u32, env: &str, samconfig: Option<&Path>) -> (bool, String, String) {
+    let dir = Scratch::new("aws");
+    fake_aws(dir.path(), quota);
+    let python = python();
     let mut command = Command::new(repo_root().join("scripts/concurrency-check.sh"));
     command
         .args(["--config-env", env])
