@@ -56,6 +56,7 @@ async fn a_silently_dead_connection_is_replaced_before_a_push_is_sent_on_it() {
         request: Duration::from_secs(1),
         check_after_idle: Duration::from_millis(50),
         ping: Duration::from_millis(200),
+        ..ConnectionTimings::default()
     };
     let one = PoolSettings {
         max_connections: 1,
