@@ -86,6 +86,7 @@ async fn every_connection_of_the_pool_sends_the_same_provider_token() {
     let four = PoolSettings {
         max_connections: 4,
         streams_per_connection: 2,
+        ..PoolSettings::default()
     };
     let pool = pool(&apns, ConnectionTimings::default(), four);
     pool.prepare(8).await;
