@@ -77,6 +77,23 @@ impl ApnsSender {
         ApnsSender::connections_to(config, ApnsHosts::default(), ConnectionTimings::default())
     }
 
+    /// [`connections`](ApnsSender::connections), or to `endpoint` (`APNS_ENDPOINT`: a loopback
+    /// APNs-compatible server over HTTP/2 without TLS) for both environments.
+    pub fn connections_at(
+        config: &ApnsConfig,
+        endpoint: Option<std::net::SocketAddr>,
+    ) -> Result<ConnectionFactory, ApnsKeyError> {
+        let Some(addr) = endpoint else {
+            return ApnsSender::connections(config);
+        };
+        tracing::info!(%addr, "APNS_ENDPOINT: pushes go to this server, not to Apple");
+        let hosts = ApnsHosts {
+            production: ApnsHost::Plain(addr),
+            sandbox: ApnsHost::Plain(addr),
+        };
+        ApnsSender::connections_to(config, hosts, ConnectionTimings::default())
+    }
+
     /// [`connections`](ApnsSender::connections) to `hosts` (a test's stand-in).
     pub fn connections_to(
         config: &ApnsConfig,

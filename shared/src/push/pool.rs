@@ -424,7 +424,11 @@ mod tests {
             matches!(&second, Err(PushError::Retryable { status: None, .. })),
             "{second:?}"
         );
-        assert_eq!(count(&counts.started), 1, "the second never reached a connection");
+        assert_eq!(
+            count(&counts.started),
+            1,
+            "the second never reached a connection"
+        );
         assert!(first.join_next().await.unwrap().unwrap().is_ok());
     }
 

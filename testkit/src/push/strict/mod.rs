@@ -88,9 +88,22 @@ impl Fate {
 pub struct Seen {
     pub connection: usize,
     pub stream_id: u32,
-    /// The payload's `callId` (empty for a refused stream, whose body is not read).
+    /// The payload's `callId` (empty for a stream not processed: its request is not read).
     pub call_id: String,
+    /// The request's head (empty for a stream not processed).
+    pub head: Head,
     pub fate: Fate,
+}
+
+/// What a processed request's head said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Head {
+    /// The device token, from the path `/3/device/<token>`.
+    pub device_token: String,
+    pub topic: String,
+    pub push_type: String,
+    /// The `authorization` header: `bearer <provider token>`.
+    pub authorization: String,
 }
 
 /// A running stand-in; it stops with the test's runtime.
@@ -292,11 +305,11 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
         let stream_id = u32::from(respond.stream_id());
         match connection.admit(stream_id, &shared) {
             Admit::AboveGoAway => {
-                shared.record(&connection, stream_id, String::new(), Fate::AboveGoAway);
+                shared.record(&connection, stream_id, Fate::AboveGoAway);
                 held.push(respond);
             }
             Admit::Refuse { go_away } => {
-                shared.record(&connection, stream_id, String::new(), Fate::Refused);
+                shared.record(&connection, stream_id, Fate::Refused);
                 respond.send_reset(h2::Reason::REFUSED_STREAM);
                 if go_away {
                     shared.go_aways.fetch_add(1, Ordering::SeqCst);
@@ -363,11 +376,23 @@ impl Connection {
 }
 
 impl Shared {
-    fn record(&self, connection: &Connection, stream_id: u32, call_id: String, fate: Fate) {
+    fn record(&self, connection: &Connection, stream_id: u32, fate: Fate) {
+        self.record_request(connection, stream_id, String::new(), Head::default(), fate);
+    }
+
+    fn record_request(
+        &self,
+        connection: &Connection,
+        stream_id: u32,
+        call_id: String,
+        head: Head,
+        fate: Fate,
+    ) {
         self.seen.lock().unwrap().push(Seen {
             connection: connection.id,
             stream_id,
             call_id,
+            head,
             fate,
         });
     }
@@ -419,19 +444,27 @@ async fn answer(
     connection: Arc<Connection>,
     shared: Arc<Shared>,
 ) {
-    let token = request
-        .uri()
-        .path()
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let bearer = request
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let head = Head {
+        device_token: request
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        topic: header("apns-topic"),
+        push_type: header("apns-push-type"),
+        authorization: header("authorization"),
+    };
+    let (token, bearer) = (head.device_token.clone(), head.authorization.clone());
     let mut body = request.into_body();
     let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
@@ -470,7 +503,7 @@ async fn answer(
         None => Fate::Accepted,
         Some((status, _)) => Fate::Rejected(status),
     };
-    shared.record(&connection, stream_id, call_id, fate);
+    shared.record_request(&connection, stream_id, call_id, head, fate);
     let head = http::Response::builder()
         .status(status)
         .header("apns-id", "00000000-0000-0000-0000-000000000000")
