@@ -218,8 +218,9 @@ impl Live {
                 }
                 continue;
             }
-            // A stream ends (told), or the server raises its limit (seen on the next look).
-            let next_look = (Instant::now() + Duration::from_millis(5)).min(deadline);
+            // A stream ends (told; the server raises its limit after a success, whose stream
+            // ends too), or, seen on the next look, the limit rose otherwise.
+            let next_look = (Instant::now() + Duration::from_millis(20)).min(deadline);
             let _ = timeout_at(next_look, freed).await;
             if Instant::now() >= deadline {
                 return Err(NoStream::InTime);

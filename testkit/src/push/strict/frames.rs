@@ -23,8 +23,14 @@ const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 #[derive(Default)]
 pub(super) struct Injector {
     queued: Vec<u8>,
-    /// The SETTINGS frames written, oldest first: `true` for an injected one (its ACK is dropped).
-    settings_sent: VecDeque<bool>,
+    /// The stream limits of the injected SETTINGS frames not yet written, in order.
+    queued_limits: VecDeque<u32>,
+    /// The SETTINGS frames written, oldest first: an injected one with its stream limit (its
+    /// ACK is dropped), h2's own as `None`.
+    settings_sent: VecDeque<Option<u32>>,
+    /// The stream limit of the last injected SETTINGS the client acknowledged: from then on it
+    /// knows it.
+    pub(super) acked_max_streams: Option<u32>,
 }
 
 impl Injector {
@@ -32,6 +38,7 @@ impl Injector {
     pub(super) fn max_streams(&mut self, max_streams: u32) {
         let mut payload = SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes().to_vec();
         payload.extend_from_slice(&max_streams.to_be_bytes());
+        self.queued_limits.push_back(max_streams);
         self.frame(SETTINGS, &payload);
     }
 
@@ -95,7 +102,7 @@ impl<T> Framed<T> {
                 let h = &self.out_header;
                 self.out_left = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
                 if h[3] == SETTINGS && h[4] & ACK == 0 {
-                    self.injector.lock().unwrap().settings_sent.push_back(false);
+                    self.injector.lock().unwrap().settings_sent.push_back(None);
                 }
                 self.out_header.clear();
             }
@@ -122,15 +129,16 @@ impl<T> Framed<T> {
             if self.in_raw.len() < len {
                 return;
             }
-            let injected_ack = h[3] == SETTINGS
-                && h[4] & ACK != 0
-                && self
-                    .injector
-                    .lock()
-                    .unwrap()
-                    .settings_sent
-                    .pop_front()
-                    .unwrap_or(false);
+            let injected_ack = h[3] == SETTINGS && h[4] & ACK != 0 && {
+                let mut injector = self.injector.lock().unwrap();
+                match injector.settings_sent.pop_front().flatten() {
+                    Some(limit) => {
+                        injector.acked_max_streams = Some(limit);
+                        true
+                    }
+                    None => false,
+                }
+            };
             let frame: Vec<u8> = self.in_raw.drain(..len).collect();
             if !injected_ack {
                 self.in_ready.extend(frame);
@@ -182,7 +190,8 @@ impl<T: AsyncWrite + Unpin> Framed<T> {
                         let h = &self.out_pending[at..];
                         let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
                         if h[3] == SETTINGS {
-                            injector.settings_sent.push_back(true);
+                            let limit = injector.queued_limits.pop_front();
+                            injector.settings_sent.push_back(limit);
                         }
                         at += HEADER_LEN + len;
                     }

@@ -5,8 +5,9 @@
 //!   on a connection right after a notification on it is rejected (any non-200) and comes back
 //!   after its next success, each change advertised with a new SETTINGS frame;
 //! - a stream that arrives while the connection's limit is reached is refused with `RST_STREAM`
-//!   (`REFUSED_STREAM`), and a client that keeps exceeding gets GOAWAY (`ENHANCE_YOUR_CALM`,
-//!   "Maximum active streams violated for this endpoint");
+//!   (`REFUSED_STREAM`), and a client that keeps exceeding it once it acknowledged it gets GOAWAY
+//!   (`ENHANCE_YOUR_CALM`, "Maximum active streams violated for this endpoint"); streams it
+//!   opened before the SETTINGS reached it are refused but not held against it;
 //! - on demand, a graceful GOAWAY whose last stream id is a given stream of a burst: the streams
 //!   above it are not processed;
 //! - 403 `ExpiredProviderToken` for a provider token issued more than an hour ago, 429
@@ -43,7 +44,7 @@ pub struct StrictSettings {
     /// The share of answers (0..=1) that take `tail` more.
     pub tail_share: f64,
     pub tail: Duration,
-    /// Refused streams a connection may cause before it is sent GOAWAY.
+    /// Streams a connection may open past a limit it acknowledged before it is sent GOAWAY.
     pub refusals_before_goaway: usize,
     /// Seeds the tail draws.
     pub seed: u64,
@@ -358,7 +359,12 @@ impl Connection {
             return Admit::Refuse { go_away: false };
         }
         if state.active >= state.limit {
-            state.refusals += 1;
+            // Only a client that acknowledged the limit exceeds it: streams it opened before
+            // the SETTINGS reached it are refused, not held against it (RFC 9113 §6.5.3).
+            let acked = self.injector.lock().unwrap().acked_max_streams;
+            if acked.unwrap_or(shared.settings.max_streams) == state.limit {
+                state.refusals += 1;
+            }
             let go_away = state.refusals > shared.settings.refusals_before_goaway;
             return Admit::Refuse { go_away };
         }
