@@ -332,6 +332,11 @@ impl PushSender for ApnsSender {
     async fn warm(&self) {
         self.production.warm().await
     }
+
+    /// The production connection's (sandbox devices are few).
+    fn headroom(&self) -> Option<usize> {
+        self.production.headroom()
+    }
 }
 
 #[cfg(test)]

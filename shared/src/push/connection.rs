@@ -228,13 +228,18 @@ impl Live {
         }
     }
 
-    /// Opens a stream for `head` within the server's limit, by `deadline`: returns once h2 has
-    /// opened it (its HEADERS written, under the limit) and can take `body_len` bytes.
+    /// Opens a stream for `head` within the server's limit: waits for one until `deadline`
+    /// (nothing of the push is with h2 yet, so giving up leaves nothing behind), then hands the
+    /// request to h2 and waits, up to `body_wait`, until h2 has opened the stream and can take
+    /// the `body_len` bytes of its body. That second wait is not cut at `deadline`: a stream h2
+    /// holds would be reset if dropped, and servers take bursts of resets for an attack
+    /// (h2's own server closes the connection after 20), taking the pushes in flight with it.
     async fn open_stream(
         &self,
         head: &http::request::Parts,
         body_len: usize,
         deadline: Instant,
+        body_wait: Duration,
     ) -> Result<(StreamSlot<'_>, ResponseFuture, SendStream<Bytes>), NoStream> {
         let slot = self.stream_slot(deadline).await?;
         let mut request = http::Request::new(());
@@ -249,17 +254,26 @@ impl Live {
             NoStream::Retired
         })?;
         // h2 assigns capacity to a stream only once it opened it (within the limit, HEADERS
-        // written), so capacity here means the request's head left on an allowed stream.
-        stream.reserve_capacity(body_len.max(1));
-        let opened = timeout_at(
-            deadline,
-            std::future::poll_fn(|cx| stream.poll_capacity(cx)),
+        // written), so capacity here means the request's head left on an allowed stream. The
+        // whole body's is waited for, so it leaves in one DATA frame.
+        let body_len = body_len.max(1);
+        stream.reserve_capacity(body_len);
+        let opened = timeout(
+            body_wait,
+            std::future::poll_fn(|cx| {
+                loop {
+                    match std::task::ready!(stream.poll_capacity(cx)) {
+                        Some(Ok(capacity)) if capacity < body_len => continue,
+                        other => return std::task::Poll::Ready(other),
+                    }
+                }
+            }),
         )
         .await;
         match opened {
             Ok(Some(Ok(_))) => Ok((slot, response, stream)),
-            // It ended before it opened (reset, GOAWAY, the connection closed): its body never
-            // left, so APNs could not process it; the response says how.
+            // It ended before its body left (reset, GOAWAY, the connection closed), so APNs
+            // could not process it; the response says how.
             Ok(_) => Err(NoStream::Failed(match response.await {
                 Err(e) if not_processed(&e).is_some() => self.not_processed(&e),
                 Err(e) => not_sent(format!(
@@ -267,8 +281,11 @@ impl Live {
                 )),
                 Ok(_) => not_sent("APNs answered before the push's body left".into()),
             })),
-            // Dropped unopened: h2 opens it and resets it at once, without its body.
-            Err(_) => Err(NoStream::InTime),
+            // Rare: dropped, its body never left (h2 resets the stream).
+            Err(_) => Err(NoStream::Failed(not_sent(format!(
+                "the push's body could not leave within {} ms",
+                body_wait.as_millis()
+            )))),
         }
     }
 
@@ -307,6 +324,14 @@ impl ApnsConnection {
         self.host.origin()
     }
 
+    /// Streams the server allows now beyond those open, if the connection is open.
+    pub fn headroom(&self) -> Option<usize> {
+        let live = self.live.lock().unwrap().clone()?;
+        let open = live.streams.load(Ordering::SeqCst);
+        live.usable()
+            .then(|| live.send.current_max_send_streams().saturating_sub(open))
+    }
+
     /// Opens the connection if it is not open (a failure is logged; the next push tries again).
     /// Returns within the steps' timeouts (`connect` each, and a PING).
     pub async fn warm(&self) {
@@ -330,29 +355,31 @@ impl ApnsConnection {
                 }));
             }
             let live = self.live(give_up).await?;
-            let (slot, response, mut stream) =
-                match live.open_stream(&head, body.len(), give_up).await {
-                    Ok(opened) => opened,
-                    Err(NoStream::Retired) => {
+            let (slot, response, mut stream) = match live
+                .open_stream(&head, body.len(), give_up, self.timings.request)
+                .await
+            {
+                Ok(opened) => opened,
+                Err(NoStream::Retired) => {
+                    self.retire(&live);
+                    continue;
+                }
+                Err(NoStream::InTime) => {
+                    return Err(refused.unwrap_or_else(|| {
+                        not_sent(format!(
+                            "no HTTP/2 stream free on the APNs connection within {ms} ms"
+                        ))
+                    }));
+                }
+                Err(NoStream::Failed(error @ PushError::Retryable { .. })) => {
+                    if !live.usable() {
                         self.retire(&live);
-                        continue;
                     }
-                    Err(NoStream::InTime) => {
-                        return Err(refused.unwrap_or_else(|| {
-                            not_sent(format!(
-                                "no HTTP/2 stream free on the APNs connection within {ms} ms"
-                            ))
-                        }));
-                    }
-                    Err(NoStream::Failed(error @ PushError::Retryable { .. })) => {
-                        if !live.usable() {
-                            self.retire(&live);
-                        }
-                        refused = Some(error);
-                        continue;
-                    }
-                    Err(NoStream::Failed(error)) => return Err(error),
-                };
+                    refused = Some(error);
+                    continue;
+                }
+                Err(NoStream::Failed(error)) => return Err(error),
+            };
             // From here the push may reach APNs.
             let _ = stream.send_data(body.clone(), true);
             let answer = timeout(self.timings.request, self.answer(&live, response)).await;

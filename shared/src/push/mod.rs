@@ -212,6 +212,12 @@ pub trait PushSender: Send + Sync {
     /// Gets ready for a second with `expected_in_second` pushes (a pool opens and warms enough
     /// connections). A no-op by default.
     async fn prepare(&self, _expected_in_second: usize) {}
+
+    /// How many more pushes it can start at once now, where it knows: an APNs connection, the
+    /// stream limit its server advertises less the streams open on it. `None` by default.
+    fn headroom(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Stands in for an APNs client that could not be built: every push fails (and says why), so

@@ -141,26 +141,30 @@ impl PushPool {
         }
     }
 
-    /// A stream on the least-loaded open connection, or on a new one if all are full. Only
-    /// called with a `capacity` permit held, which guarantees one of the two.
+    /// A stream on the least-loaded open connection the server lets take one more stream now,
+    /// else on a new one (a connection whose limit APNs lowered, say to 1 after a rejected
+    /// push, is passed over while others have room), else on the least-loaded one. Only called
+    /// with a `capacity` permit held, which guarantees a free stream or room for a connection.
     fn stream(&self) -> (Arc<Connection>, OwnedSemaphorePermit) {
         let mut connections = self.connections.lock().unwrap();
-        let least_loaded = connections
-            .iter()
-            .filter(|c| c.streams.available_permits() > 0)
-            .max_by_key(|c| c.streams.available_permits())
-            .cloned();
-        let connection = match least_loaded {
+        let least_loaded = |with_room: bool| {
+            connections
+                .iter()
+                .filter(|c| c.streams.available_permits() > 0)
+                .filter(|c| !with_room || c.sender.headroom() != Some(0))
+                .max_by_key(|c| c.streams.available_permits())
+                .cloned()
+        };
+        let room_for_one = connections.len() < self.settings.max_connections;
+        let connection = match least_loaded(true) {
             Some(connection) => connection,
-            None => {
-                assert!(
-                    connections.len() < self.settings.max_connections,
-                    "a capacity permit guarantees a free stream or room for a connection"
-                );
+            None if room_for_one => {
                 let connection = self.open();
                 connections.push(connection.clone());
                 connection
             }
+            None => least_loaded(false)
+                .expect("a capacity permit guarantees a free stream or room for a connection"),
         };
         // Streams are only taken under the lock, so the free stream seen above is still free.
         let permit = connection
@@ -404,6 +408,53 @@ mod tests {
             assert_eq!(pool.send(&push, &device).await, Err(unregistered.clone()));
         }
         assert_eq!(count(&counts.opened), 1);
+    }
+
+    /// A connection the server allows no more streams now (its limit lowered to 1 after a
+    /// rejected push, that stream in use) is passed over: the push goes on a new connection.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_the_server_keeps_full_is_passed_over_for_a_new_one() {
+        struct Full(Arc<AtomicUsize>, Option<usize>);
+        #[async_trait]
+        impl PushSender for Full {
+            async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            fn headroom(&self) -> Option<usize> {
+                self.1
+            }
+        }
+        let (opened, on_full) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counter, full) = (opened.clone(), on_full.clone());
+        let factory: ConnectionFactory = Arc::new(move || -> Arc<dyn PushSender> {
+            match counter.fetch_add(1, Ordering::SeqCst) {
+                0 => Arc::new(Full(full.clone(), Some(0))),
+                _ => Arc::new(Full(Arc::new(AtomicUsize::new(0)), Some(5))),
+            }
+        });
+        let settings = PoolSettings {
+            max_connections: 2,
+            ..PoolSettings::default()
+        };
+        let pool = PushPool::new(factory, settings);
+        pool.prepare(1).await;
+        let (push, device) = push_and_device();
+        assert_eq!(pool.send(&push, &device).await, Ok(()));
+        assert_eq!(count(&opened), 2);
+        assert_eq!(count(&on_full), 0, "nothing went on the full connection");
+        // With no room for another connection, the full one still takes pushes (they wait on it).
+        let one = PoolSettings {
+            max_connections: 1,
+            ..PoolSettings::default()
+        };
+        let counter = Arc::new(AtomicUsize::new(0));
+        let full = counter.clone();
+        let factory: ConnectionFactory =
+            Arc::new(move || -> Arc<dyn PushSender> { Arc::new(Full(full.clone(), Some(0))) });
+        let pool = PushPool::new(factory, one);
+        assert_eq!(pool.send(&push, &device).await, Ok(()));
+        assert_eq!(count(&counter), 1);
     }
 
     /// Never left: the dispatcher may send it again (a push cut off at its budget while it

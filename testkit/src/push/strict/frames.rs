@@ -28,9 +28,6 @@ pub(super) struct Injector {
     /// The SETTINGS frames written, oldest first: an injected one with its stream limit (its
     /// ACK is dropped), h2's own as `None`.
     settings_sent: VecDeque<Option<u32>>,
-    /// The stream limit of the last injected SETTINGS the client acknowledged: from then on it
-    /// knows it.
-    pub(super) acked_max_streams: Option<u32>,
 }
 
 impl Injector {
@@ -40,6 +37,11 @@ impl Injector {
         payload.extend_from_slice(&max_streams.to_be_bytes());
         self.queued_limits.push_back(max_streams);
         self.frame(SETTINGS, &payload);
+    }
+
+    /// Whether the client acknowledged every injected SETTINGS: it knows the limit in force.
+    pub(super) fn settled(&self) -> bool {
+        self.queued_limits.is_empty() && self.settings_sent.iter().all(Option::is_none)
     }
 
     /// A GOAWAY frame: streams above `last_stream_id` were not processed.
@@ -131,13 +133,7 @@ impl<T> Framed<T> {
             }
             let injected_ack = h[3] == SETTINGS && h[4] & ACK != 0 && {
                 let mut injector = self.injector.lock().unwrap();
-                match injector.settings_sent.pop_front().flatten() {
-                    Some(limit) => {
-                        injector.acked_max_streams = Some(limit);
-                        true
-                    }
-                    None => false,
-                }
+                injector.settings_sent.pop_front().flatten().is_some()
             };
             let frame: Vec<u8> = self.in_raw.drain(..len).collect();
             if !injected_ack {

@@ -126,6 +126,8 @@ struct Shared {
     /// Streams still to accept before the graceful GOAWAY (`u64::MAX`: none asked for).
     go_away_in: AtomicU64,
     go_aways: AtomicUsize,
+    /// How connections ended in error, as h2's server saw it.
+    ended: Mutex<Vec<String>>,
     /// Streams still to refuse whatever the limit (`REFUSED_STREAM`).
     refuse_next: AtomicUsize,
     rng: Mutex<fastrand::Rng>,
@@ -151,6 +153,7 @@ impl StrictApns {
             clock_ahead: AtomicU64::new(0),
             go_away_in: AtomicU64::new(u64::MAX),
             go_aways: AtomicUsize::new(0),
+            ended: Mutex::new(Vec::new()),
             refuse_next: AtomicUsize::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(settings.seed)),
         });
@@ -202,6 +205,11 @@ impl StrictApns {
     /// GOAWAY frames sent so far (graceful or for exceeding the limit).
     pub fn go_aways(&self) -> usize {
         self.shared.go_aways.load(Ordering::SeqCst)
+    }
+
+    /// Connections that ended in an error, and the error as h2's server saw it.
+    pub fn ended_in_error(&self) -> Vec<String> {
+        self.shared.ended.lock().unwrap().clone()
     }
 
     /// Every stream seen so far, in arrival order.
@@ -302,7 +310,19 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
     });
     // Streams above a GOAWAY's last stream id: held open, never answered (not processed).
     let mut held = Vec::new();
-    while let Some(Ok((request, mut respond))) = h2.accept().await {
+    loop {
+        let (request, mut respond) = match h2.accept().await {
+            Some(Ok(accepted)) => accepted,
+            Some(Err(e)) => {
+                shared
+                    .ended
+                    .lock()
+                    .unwrap()
+                    .push(format!("connection {id}: {e:?}"));
+                break;
+            }
+            None => break,
+        };
         let stream_id = u32::from(respond.stream_id());
         match connection.admit(stream_id, &shared) {
             Admit::AboveGoAway => {
@@ -361,8 +381,7 @@ impl Connection {
         if state.active >= state.limit {
             // Only a client that acknowledged the limit exceeds it: streams it opened before
             // the SETTINGS reached it are refused, not held against it (RFC 9113 §6.5.3).
-            let acked = self.injector.lock().unwrap().acked_max_streams;
-            if acked.unwrap_or(shared.settings.max_streams) == state.limit {
+            if self.injector.lock().unwrap().settled() {
                 state.refusals += 1;
             }
             let go_away = state.refusals > shared.settings.refusals_before_goaway;
