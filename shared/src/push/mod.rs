@@ -140,8 +140,9 @@ pub enum PushError {
     /// `Unregistered`): the device's token is removed and the call fails.
     InvalidToken { status: u16, reason: String },
     /// Surely not delivered, and worth another attempt within the budget: APNs answered 429 or
-    /// 5xx, refused the stream before processing it (HTTP/2 `REFUSED_STREAM`), or the request
-    /// never left (no connection could be made, or it was cancelled before it was sent).
+    /// 5xx, did not process the request (HTTP/2 `REFUSED_STREAM`, or a stream above a GOAWAY's
+    /// last stream id), or the request never left (no connection, or no stream the server
+    /// allows, in time). Without a status: not sent.
     Retryable { status: Option<u16>, reason: String },
     /// The request may have reached APNs and been delivered, but no answer says so: the
     /// connection or stream broke after the request was handed to it, or no answer came in
