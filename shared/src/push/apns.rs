@@ -16,6 +16,7 @@ use super::pool::ConnectionFactory;
 use super::token::ProviderToken;
 use super::{AlertPush, Notice, PushError, PushSender, VoipPush};
 use crate::domain::device::{Device, PushEnvironment};
+use crate::platform::clock::{Clock, SystemClock};
 use crate::platform::config::{ApnsConfig, ConfigError};
 
 /// Where each environment's connections go.
@@ -48,7 +49,7 @@ impl ApnsSender {
     /// first push.
     pub fn new(config: &ApnsConfig) -> Result<ApnsSender, ApnsKeyError> {
         Ok(ApnsSender::with(
-            Arc::new(provider_token(config)?),
+            Arc::new(provider_token(config, Arc::new(SystemClock))?),
             config,
             &ApnsHosts::default(),
             ConnectionTimings::default(),
@@ -76,13 +77,41 @@ impl ApnsSender {
         ApnsSender::connections_to(config, ApnsHosts::default(), ConnectionTimings::default())
     }
 
+    /// [`connections`](ApnsSender::connections), or to `endpoint` (`APNS_ENDPOINT`: a loopback
+    /// APNs-compatible server over HTTP/2 without TLS) for both environments.
+    pub fn connections_at(
+        config: &ApnsConfig,
+        endpoint: Option<std::net::SocketAddr>,
+    ) -> Result<ConnectionFactory, ApnsKeyError> {
+        let Some(addr) = endpoint else {
+            return ApnsSender::connections(config);
+        };
+        tracing::info!(%addr, "APNS_ENDPOINT: pushes go to this server, not to Apple");
+        let hosts = ApnsHosts {
+            production: ApnsHost::Plain(addr),
+            sandbox: ApnsHost::Plain(addr),
+        };
+        ApnsSender::connections_to(config, hosts, ConnectionTimings::default())
+    }
+
     /// [`connections`](ApnsSender::connections) to `hosts` (a test's stand-in).
     pub fn connections_to(
         config: &ApnsConfig,
         hosts: ApnsHosts,
         timings: ConnectionTimings,
     ) -> Result<ConnectionFactory, ApnsKeyError> {
-        let token = Arc::new(provider_token(config)?);
+        ApnsSender::connections_with_clock(config, hosts, timings, Arc::new(SystemClock))
+    }
+
+    /// [`connections_to`](ApnsSender::connections_to), the provider token telling time by
+    /// `clock` (a test's).
+    pub fn connections_with_clock(
+        config: &ApnsConfig,
+        hosts: ApnsHosts,
+        timings: ConnectionTimings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<ConnectionFactory, ApnsKeyError> {
+        let token = Arc::new(provider_token(config, clock)?);
         let config = config.clone();
         Ok(Arc::new(move || -> Arc<dyn PushSender> {
             Arc::new(ApnsSender::with(token.clone(), &config, &hosts, timings))
@@ -91,9 +120,12 @@ impl ApnsSender {
 }
 
 /// The key as a token signer; the reason never contains the key.
-fn provider_token(config: &ApnsConfig) -> Result<ProviderToken, ApnsKeyError> {
+fn provider_token(
+    config: &ApnsConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<ProviderToken, ApnsKeyError> {
     let pem = normalize_p8(config.key_p8.expose()).map_err(ApnsKeyError::new)?;
-    ProviderToken::new(&pem, &config.key_id, &config.team_id).map_err(|e| {
+    ProviderToken::with_clock(&pem, &config.key_id, &config.team_id, clock).map_err(|e| {
         ApnsKeyError::new(format!(
             "is not a usable .p8 key (a PKCS#8 EC P-256 private key): {e}"
         ))
@@ -232,28 +264,43 @@ pub fn alert_request(
 
 impl ApnsSender {
     /// Posts `body` on the connection of `device`'s environment, under the head `head` builds
-    /// from that connection's origin, a fresh bearer token and the body's length.
+    /// from that connection's origin, a bearer token and the body's length. A push APNs refused
+    /// for an expired provider token (its clock ahead of ours) goes once more with a new one.
     async fn post(
         &self,
         device: &Device,
         body: String,
-        head: impl FnOnce(&str, &str, usize) -> Result<http::Request<()>, http::Error> + Send,
+        head: impl Fn(&str, &str, usize) -> Result<http::Request<()>, http::Error> + Send,
     ) -> Result<(), PushError> {
         let connection = match device.environment {
             PushEnvironment::Production => &self.production,
             PushEnvironment::Sandbox => &self.sandbox,
         };
-        let bearer = self.token.bearer().map_err(|reason| PushError::Rejected {
-            status: None,
-            reason,
-        })?;
-        let request = head(&connection.origin(), &bearer, body.len())
-            // Only a token that is not a valid URI path could fail here; the reason names no token.
-            .map_err(|_| PushError::Rejected {
+        let body = Bytes::from(body);
+        let mut renewed = false;
+        loop {
+            let bearer = self.token.bearer().map_err(|reason| PushError::Rejected {
                 status: None,
-                reason: "the push request could not be built".into(),
+                reason,
             })?;
-        connection.send(request, Bytes::from(body)).await
+            let request = head(&connection.origin(), &bearer, body.len())
+                // Only a token that is not a valid URI path could fail here; the reason names
+                // no token.
+                .map_err(|_| PushError::Rejected {
+                    status: None,
+                    reason: "the push request could not be built".into(),
+                })?;
+            let result = connection.send(request, body.clone()).await;
+            let expired = matches!(
+                &result,
+                Err(PushError::Rejected { status: Some(403), reason }) if reason == "ExpiredProviderToken"
+            );
+            if !expired || renewed || !self.token.renew_expired(&bearer) {
+                return result;
+            }
+            tracing::warn!("APNs found the provider token expired: a new one is signed");
+            renewed = true;
+        }
     }
 }
 
@@ -284,6 +331,11 @@ impl PushSender for ApnsSender {
     /// Opens the production connection (sandbox devices are few; theirs opens on first use).
     async fn warm(&self) {
         self.production.warm().await
+    }
+
+    /// The production connection's (sandbox devices are few).
+    fn headroom(&self) -> Option<usize> {
+        self.production.headroom()
     }
 }
 

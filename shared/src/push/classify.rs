@@ -40,17 +40,31 @@ fn classify_status(status: u16, reason: Option<&str>) -> PushError {
 }
 
 /// A push's stream failed after its request was handed to the connection: retryable only when
-/// APNs reset it with `REFUSED_STREAM` (RFC 9113, 8.7: not processed); otherwise (a reset, the
-/// connection closed or a GOAWAY) APNs may have read it.
+/// APNs says it did not process it ([`not_processed`]); otherwise (another reset, the
+/// connection closed) APNs may have read it.
 pub fn classify_stream_error(error: &h2::Error) -> PushError {
-    let reason = format!("the push's HTTP/2 stream failed: {error}");
-    if error.is_reset() && error.is_remote() && error.reason() == Some(h2::Reason::REFUSED_STREAM) {
-        PushError::Retryable {
+    match not_processed(error) {
+        Some(why) => PushError::Retryable {
             status: None,
-            reason,
-        }
+            reason: format!("the push's HTTP/2 stream failed: {error} ({why})"),
+        },
+        None => PushError::MaybeDelivered {
+            reason: format!("the push's HTTP/2 stream failed: {error}"),
+        },
+    }
+}
+
+/// Why APNs surely did not process a request whose stream ended with `error`, if it surely
+/// did not: it reset the stream with `REFUSED_STREAM` (RFC 9113 §8.7), or the stream is above
+/// the last stream id of the GOAWAY it sent (§6.8; h2 fails exactly those streams with the
+/// GOAWAY's error, and the ones at or below it only when the connection then ends).
+pub fn not_processed(error: &h2::Error) -> Option<&'static str> {
+    if error.is_reset() && error.is_remote() && error.reason() == Some(h2::Reason::REFUSED_STREAM) {
+        Some("refused, not processed")
+    } else if error.is_go_away() && error.is_remote() {
+        Some("above the GOAWAY's last stream id, not processed")
     } else {
-        PushError::MaybeDelivered { reason }
+        None
     }
 }
 

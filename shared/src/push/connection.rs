@@ -7,26 +7,38 @@
 //! (as Apple recommends); without a PONG within [`ConnectionTimings::ping`] it is dropped and the
 //! push goes on a new one.
 //!
+//! APNs changes a connection's stream limit while it lives (down to 1 after a rejected push),
+//! refuses streams and sends GOAWAY, so a push counts as sent only once its request left on a
+//! stream the server allowed: it first waits (within [`ConnectionTimings::stream`]) for an open
+//! connection and for one of the streams the server's SETTINGS_MAX_CONCURRENT_STREAMS allows,
+//! then for h2 to open that stream (HEADERS written), and only then hands over its body. A push
+//! that gets no stream in time, or whose stream APNs refused (`REFUSED_STREAM`) or left above a
+//! GOAWAY's last stream id (RFC 9113 §6.8), did not leave: it goes again on a fresh stream or
+//! connection while its time lasts, else it is given back unsent. Opening a connection (TCP, TLS
+//! with ALPN `h2`, the HTTP/2 preface) runs in a task of its own, each step under
+//! [`ConnectionTimings::connect`]; pushes wait for it only within their own time.
+//!
 //! Our own client rather than a2's: a2 0.10 can be pointed only at Apple's servers, connects only
-//! inside a send and gives no access to its HTTP/2 connection. Where a push's request stood when
-//! it failed decides whether it may have been delivered ([`classify`](super::classify)).
+//! inside a send and gives no access to its HTTP/2 connection (docs/scale.md). Where a push's
+//! request stood when it failed decides whether it may have been delivered
+//! ([`classify`](super::classify)).
 
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::client::SendRequest;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use h2::client::{ResponseFuture, SendRequest};
+use h2::{RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::{Notify, watch};
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout, timeout_at};
 
 use super::PushError;
-use super::classify::{classify_answer, classify_stream_error};
+use super::classify::{classify_answer, classify_stream_error, not_processed};
 
 /// Where a connection goes.
 #[derive(Debug, Clone)]
@@ -35,6 +47,8 @@ pub enum ApnsHost {
     Apple(&'static str),
     /// A loopback stand-in over plain TCP (tests).
     Plain(SocketAddr),
+    /// A host at this address over TLS, checked against this name (tests).
+    TlsAt(SocketAddr, &'static str),
 }
 
 impl ApnsHost {
@@ -46,6 +60,7 @@ impl ApnsHost {
         match self {
             ApnsHost::Apple(host) => format!("https://{host}"),
             ApnsHost::Plain(addr) => format!("http://{addr}"),
+            ApnsHost::TlsAt(_, host) => format!("https://{host}"),
         }
     }
 }
@@ -53,13 +68,20 @@ impl ApnsHost {
 /// How long a push and the connection's checks may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionTimings {
-    /// The whole push: connecting if needed, sending, APNs's answer. The dispatcher holds each
-    /// push to a much shorter budget; this only bounds a request it has already given up on.
+    /// How long APNs may take to answer a push once it left. The dispatcher holds each push to a
+    /// shorter budget; this only bounds a request it has already given up on.
     pub request: Duration,
     /// How long APNs may have been silent on a connection before it is checked with a PING.
     pub check_after_idle: Duration,
     /// How long the PONG may take.
     pub ping: Duration,
+    /// Each step of opening a connection: the TCP connect, the TLS handshake, the HTTP/2 preface.
+    pub connect: Duration,
+    /// How long a push may wait for an open connection and a stream the server allows (and
+    /// send again what APNs did not process) before it is given back unsent: under the
+    /// dispatcher's push budget (`DISPATCH_PUSH_BUDGET_MS`, 1 s), so it gets the push back
+    /// before its budget ends.
+    pub stream: Duration,
 }
 
 impl Default for ConnectionTimings {
@@ -68,6 +90,8 @@ impl Default for ConnectionTimings {
             request: Duration::from_secs(2),
             check_after_idle: Duration::from_secs(10),
             ping: Duration::from_millis(500),
+            connect: Duration::from_secs(1),
+            stream: Duration::from_millis(500),
         }
     }
 }
@@ -75,72 +99,37 @@ impl Default for ConnectionTimings {
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
-/// The connection's bytes (after TLS), noting when APNs first sent one: its HTTP/2 preface
-/// (SETTINGS), which it sends before anything else (RFC 9113, 3.4).
-struct Spoken<T> {
-    io: T,
-    spoke: Arc<AtomicBool>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Spoken<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.spoke.store(true, Ordering::SeqCst);
-        }
-        polled
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Spoken<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
+/// A connection being opened: its outcome once it is known.
+type Opening = watch::Receiver<Option<Result<Arc<Live>, String>>>;
 
 pub struct ApnsConnection {
     host: ApnsHost,
     timings: ConnectionTimings,
-    /// The open connection, if any. Held across connecting, so concurrent pushes wait for one
-    /// connection instead of each opening its own.
-    live: tokio::sync::Mutex<Option<Live>>,
+    /// The open connection, if any (set by the task that opened it). Never held across an
+    /// await.
+    live: Arc<Mutex<Option<Arc<Live>>>>,
+    /// The connection being opened (by a task of its own), if one is; pushes wait on its
+    /// outcome, each within its own time. Never held across an await.
+    opening: Mutex<Option<Opening>>,
 }
 
 /// An open HTTP/2 connection.
 struct Live {
     send: SendRequest<Bytes>,
-    pings: h2::PingPong,
+    /// Taken by the one push that checks the idle connection with a PING.
+    pings: tokio::sync::Mutex<h2::PingPong>,
     /// Set when the connection's task ends (closed by either side, or broken).
     closed: Arc<AtomicBool>,
-    /// When APNs last answered on it (the handshake, a response, a PONG).
-    heard: Arc<Mutex<Instant>>,
-    /// Whether APNs sent anything on it yet (its HTTP/2 preface first).
-    spoke: Arc<AtomicBool>,
+    /// Set when it takes no new stream (GOAWAY, a connection error): the next push opens
+    /// another.
+    retired: AtomicBool,
+    /// When APNs last answered on it (the preface, a response, a PONG).
+    heard: Mutex<Instant>,
+    /// Our streams open on it; kept at most the server's advertised limit.
+    streams: AtomicUsize,
+    /// Told when one of our streams ends.
+    freed: Notify,
     task: AbortHandle,
-}
-
-/// What a push needs of the open connection.
-struct Handles {
-    send: SendRequest<Bytes>,
-    heard: Arc<Mutex<Instant>>,
-    spoke: Arc<AtomicBool>,
 }
 
 impl Drop for Live {
@@ -149,25 +138,49 @@ impl Drop for Live {
     }
 }
 
+/// One of the streams the server allows, held until the push's answer came (or it failed).
+struct StreamSlot<'a>(&'a Live);
+
+impl Drop for StreamSlot<'_> {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+        self.0.freed.notify_waiters();
+    }
+}
+
+/// Why no stream was opened for a push.
+enum NoStream {
+    /// None free within the push's time.
+    InTime,
+    /// The connection takes no new stream: another is opened.
+    Retired,
+    /// The stream failed before it opened (nothing of the push left).
+    Failed(PushError),
+}
+
 impl Live {
-    fn handles(&self) -> Handles {
-        Handles {
-            send: self.send.clone(),
-            heard: self.heard.clone(),
-            spoke: self.spoke.clone(),
-        }
+    fn usable(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst) && !self.retired.load(Ordering::SeqCst)
+    }
+
+    fn heard_now(&self) {
+        *self.heard.lock().unwrap() = Instant::now();
     }
 
     /// Whether the connection is alive: APNs was heard within `check_after_idle`, or answers a
-    /// PING within `ping`.
-    async fn answers(&mut self, timings: &ConnectionTimings) -> bool {
-        if self.heard.lock().unwrap().elapsed() < timings.check_after_idle {
+    /// PING within `ping` (one push sends it; others wait for its outcome).
+    async fn answers(&self, timings: &ConnectionTimings) -> bool {
+        let fresh = || self.heard.lock().unwrap().elapsed() < timings.check_after_idle;
+        if fresh() {
             return true;
         }
-        let pong = tokio::time::timeout(timings.ping, self.pings.ping(h2::Ping::opaque())).await;
-        match pong {
+        let mut pings = self.pings.lock().await;
+        if fresh() {
+            return true;
+        }
+        match timeout(timings.ping, pings.ping(h2::Ping::opaque())).await {
             Ok(Ok(_)) => {
-                *self.heard.lock().unwrap() = Instant::now();
+                self.heard_now();
                 true
             }
             Ok(Err(error)) => {
@@ -183,22 +196,127 @@ impl Live {
             }
         }
     }
+
+    /// One of the streams the server's SETTINGS_MAX_CONCURRENT_STREAMS allows now, waited for
+    /// until `deadline`. (h2 would queue a request over the limit and send it later: ours wait
+    /// here instead, where giving up means it surely did not leave.)
+    async fn stream_slot(&self, deadline: Instant) -> Result<StreamSlot<'_>, NoStream> {
+        loop {
+            if !self.usable() {
+                return Err(NoStream::Retired);
+            }
+            let freed = self.freed.notified();
+            let limit = self.send.current_max_send_streams();
+            let open = self.streams.load(Ordering::SeqCst);
+            if open < limit {
+                if self
+                    .streams
+                    .compare_exchange(open, open + 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    return Ok(StreamSlot(self));
+                }
+                continue;
+            }
+            // A stream ends (told; the server raises its limit after a success, whose stream
+            // ends too), or, seen on the next look, the limit rose otherwise.
+            let next_look = (Instant::now() + Duration::from_millis(20)).min(deadline);
+            let _ = timeout_at(next_look, freed).await;
+            if Instant::now() >= deadline {
+                return Err(NoStream::InTime);
+            }
+        }
+    }
+
+    /// Opens a stream for `head` within the server's limit: waits for one until `deadline`
+    /// (nothing of the push is with h2 yet, so giving up leaves nothing behind), then hands the
+    /// request to h2 and waits, up to `body_wait`, until h2 has opened the stream and can take
+    /// the `body_len` bytes of its body. That second wait is not cut at `deadline`: a stream h2
+    /// holds would be reset if dropped, and servers take bursts of resets for an attack
+    /// (h2's own server closes the connection after 20), taking the pushes in flight with it.
+    async fn open_stream(
+        &self,
+        head: &http::request::Parts,
+        body_len: usize,
+        deadline: Instant,
+        body_wait: Duration,
+    ) -> Result<(StreamSlot<'_>, ResponseFuture, SendStream<Bytes>), NoStream> {
+        let slot = self.stream_slot(deadline).await?;
+        let mut request = http::Request::new(());
+        *request.method_mut() = head.method.clone();
+        *request.uri_mut() = head.uri.clone();
+        *request.headers_mut() = head.headers.clone();
+        let mut send = self.send.clone();
+        let (response, mut stream) = send.send_request(request, false).map_err(|e| {
+            // The connection takes no new stream (GOAWAY, closed): nothing was sent.
+            self.retired.store(true, Ordering::SeqCst);
+            tracing::debug!(error = %e, "APNs connection takes no new stream");
+            NoStream::Retired
+        })?;
+        // h2 assigns capacity to a stream only once it opened it (within the limit, HEADERS
+        // written), so capacity here means the request's head left on an allowed stream. The
+        // whole body's is waited for, so it leaves in one DATA frame.
+        let body_len = body_len.max(1);
+        stream.reserve_capacity(body_len);
+        let opened = timeout(
+            body_wait,
+            std::future::poll_fn(|cx| {
+                loop {
+                    match std::task::ready!(stream.poll_capacity(cx)) {
+                        Some(Ok(capacity)) if capacity < body_len => continue,
+                        other => return std::task::Poll::Ready(other),
+                    }
+                }
+            }),
+        )
+        .await;
+        match opened {
+            Ok(Some(Ok(_))) => Ok((slot, response, stream)),
+            // It ended before its body left (reset, GOAWAY, the connection closed), so APNs
+            // could not process it; the response says how.
+            Ok(_) => Err(NoStream::Failed(match response.await {
+                Err(e) if not_processed(&e).is_some() => self.not_processed(&e),
+                Err(e) => not_sent(format!(
+                    "the push's HTTP/2 stream ended before its body left: {e}"
+                )),
+                Ok(_) => not_sent("APNs answered before the push's body left".into()),
+            })),
+            // Rare: dropped, its body never left (h2 resets the stream).
+            Err(_) => Err(NoStream::Failed(not_sent(format!(
+                "the push's body could not leave within {} ms",
+                body_wait.as_millis()
+            )))),
+        }
+    }
+
+    /// A stream error that says APNs did not process the request: the push's class, and the
+    /// connection retired if it is going away.
+    fn not_processed(&self, error: &h2::Error) -> PushError {
+        if error.is_go_away() {
+            self.retired.store(true, Ordering::SeqCst);
+        }
+        classify_stream_error(error)
+    }
 }
 
-/// How far a push got, to tell a push that cannot have been delivered from one that may have.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Connecting,
-    Sent,
-    Answered(u16),
+/// A push that surely did not leave.
+fn not_sent(reason: String) -> PushError {
+    PushError::Retryable {
+        status: None,
+        reason,
+    }
 }
+
+/// APNs error bodies are `{"reason": "..."}`: more than this is not read.
+pub const MAX_ERROR_BODY: usize = 4096;
 
 impl ApnsConnection {
     pub fn new(host: ApnsHost, timings: ConnectionTimings) -> ApnsConnection {
         ApnsConnection {
             host,
             timings,
-            live: tokio::sync::Mutex::new(None),
+            live: Arc::new(Mutex::new(None)),
+            opening: Mutex::new(None),
         }
     }
 
@@ -206,175 +324,280 @@ impl ApnsConnection {
         self.host.origin()
     }
 
+    /// Streams the server allows now beyond those open, if the connection is open.
+    pub fn headroom(&self) -> Option<usize> {
+        let live = self.live.lock().unwrap().clone()?;
+        let open = live.streams.load(Ordering::SeqCst);
+        live.usable()
+            .then(|| live.send.current_max_send_streams().saturating_sub(open))
+    }
+
     /// Opens the connection if it is not open (a failure is logged; the next push tries again).
+    /// Returns within the steps' timeouts (`connect` each, and a PING).
     pub async fn warm(&self) {
-        if let Err(error) = self.ready().await {
+        let t = &self.timings;
+        let deadline = Instant::now() + t.connect * 3 + t.ping;
+        if let Err(error) = self.live(deadline).await {
             tracing::warn!(%error, "could not open an APNs connection ahead of a push");
         }
     }
 
     /// Sends one request (its headers and body) and reads APNs's answer.
     pub async fn send(&self, request: http::Request<()>, body: Bytes) -> Result<(), PushError> {
-        let mut stage = Stage::Connecting;
-        let answer = tokio::time::timeout(
-            self.timings.request,
-            self.exchange(request, body, &mut stage),
-        )
-        .await;
-        let secs = self.timings.request.as_secs_f64();
-        answer.unwrap_or_else(|_| {
-            Err(match stage {
-                Stage::Connecting => PushError::Retryable {
-                    status: None,
-                    reason: format!("no APNs connection ready within {secs} s"),
-                },
-                Stage::Sent => PushError::MaybeDelivered {
-                    reason: format!("no answer from APNs within {secs} s"),
-                },
-                Stage::Answered(status) => PushError::Retryable {
-                    status: None,
-                    reason: format!(
-                        "APNs answered {status}, its body did not come within {secs} s"
-                    ),
-                },
-            })
-        })
+        let (head, ()) = request.into_parts();
+        let give_up = Instant::now() + self.timings.stream;
+        let ms = self.timings.stream.as_millis();
+        let mut refused = None;
+        loop {
+            if Instant::now() >= give_up {
+                return Err(refused.unwrap_or_else(|| {
+                    not_sent(format!("no HTTP/2 stream to APNs within {ms} ms"))
+                }));
+            }
+            let live = self.live(give_up).await?;
+            let (slot, response, mut stream) = match live
+                .open_stream(&head, body.len(), give_up, self.timings.request)
+                .await
+            {
+                Ok(opened) => opened,
+                Err(NoStream::Retired) => {
+                    self.retire(&live);
+                    continue;
+                }
+                Err(NoStream::InTime) => {
+                    return Err(refused.unwrap_or_else(|| {
+                        not_sent(format!(
+                            "no HTTP/2 stream free on the APNs connection within {ms} ms"
+                        ))
+                    }));
+                }
+                Err(NoStream::Failed(error @ PushError::Retryable { .. })) => {
+                    if !live.usable() {
+                        self.retire(&live);
+                    }
+                    refused = Some(error);
+                    continue;
+                }
+                Err(NoStream::Failed(error)) => return Err(error),
+            };
+            // From here the push may reach APNs.
+            let _ = stream.send_data(body.clone(), true);
+            let answer = timeout(self.timings.request, self.answer(&live, response)).await;
+            drop(slot);
+            match answer {
+                Err(_) => {
+                    return Err(PushError::MaybeDelivered {
+                        reason: format!(
+                            "no answer from APNs within {} s",
+                            self.timings.request.as_secs_f64()
+                        ),
+                    });
+                }
+                // Refused or above a GOAWAY's last stream id: not processed, goes again.
+                Ok(Err(Answer::NotProcessed(error))) => {
+                    if !live.usable() {
+                        self.retire(&live);
+                    }
+                    refused = Some(error);
+                }
+                Ok(Err(Answer::Failed(error))) => return Err(error),
+                Ok(Ok(())) => return Ok(()),
+            }
+        }
     }
 
-    async fn exchange(
-        &self,
-        request: http::Request<()>,
-        body: Bytes,
-        stage: &mut Stage,
-    ) -> Result<(), PushError> {
-        let Handles { send, heard, spoke } = self.ready().await?;
-        // A stream that failed before APNs sent its HTTP/2 preface: the HTTP/2 connection was
-        // never set up (as a failed handshake), so APNs read nothing of it.
-        let failed = |e: h2::Error| {
-            if spoke.load(Ordering::SeqCst) {
-                classify_stream_error(&e)
-            } else {
-                PushError::Retryable {
-                    status: None,
-                    reason: format!(
-                        "the APNs connection closed before APNs's HTTP/2 preface, nothing was \
-                         read: {e}"
-                    ),
-                }
-            }
-        };
-        // Waits for a free stream; fails only if the connection is gone: nothing was sent.
-        let mut send = send.ready().await.map_err(|e| PushError::Retryable {
-            status: None,
-            reason: format!("the APNs connection closed before the push was sent: {e}"),
+    /// APNs's answer on a stream the push's body left on.
+    async fn answer(&self, live: &Live, response: ResponseFuture) -> Result<(), Answer> {
+        let response = response.await.map_err(|e| match not_processed(&e) {
+            Some(_) => Answer::NotProcessed(live.not_processed(&e)),
+            None => Answer::Failed(classify_stream_error(&e)),
         })?;
-        let (response, mut stream) =
-            send.send_request(request, false)
-                .map_err(|e| PushError::Retryable {
-                    status: None,
-                    reason: format!("the push could not be handed to the connection: {e}"),
-                })?;
-        *stage = Stage::Sent;
-        // Fails only if the stream already ended (APNs reset it, the connection closed): the
-        // response then tells how, `REFUSED_STREAM` included.
-        let body_sent = stream.send_data(body, true);
-        let response = response.await.map_err(failed)?;
-        if let Err(e) = body_sent
-            && response.status() == 200
-        {
-            return Err(failed(e));
-        }
-        *heard.lock().unwrap() = Instant::now();
+        live.heard_now();
         let status = response.status().as_u16();
         if status == 200 {
             return Ok(());
         }
-        *stage = Stage::Answered(status);
-        let mut body = response.into_body();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| PushError::Retryable {
-                status: None,
-                reason: format!("APNs answered {status}, its body was cut off: {e}"),
-            })?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-            bytes.extend_from_slice(&chunk);
-        }
-        classify_answer(status, &bytes)
+        let bytes = read_capped(response.into_body(), status).await?;
+        classify_answer(status, &bytes).map_err(Answer::Failed)
     }
 
-    /// A sender on the open connection, opened first if there is none, it closed, or it was
-    /// silent for `check_after_idle` and does not answer a PING. An error means no connection
-    /// could be made: nothing was sent.
-    async fn ready(&self) -> Result<Handles, PushError> {
-        let mut live = self.live.lock().await;
-        if let Some(open) = live.as_mut()
-            && !open.closed.load(Ordering::SeqCst)
-            && open.answers(&self.timings).await
+    /// The open connection, checked with a PING if it was idle; else a new one, opened by a
+    /// task of its own. Waits until `deadline` at most: an error means nothing was sent.
+    async fn live(&self, deadline: Instant) -> Result<Arc<Live>, PushError> {
+        let current = self.live.lock().unwrap().clone();
+        if let Some(live) = current {
+            if live.usable() {
+                match timeout_at(deadline, live.answers(&self.timings)).await {
+                    Ok(true) => return Ok(live),
+                    Ok(false) => {}
+                    Err(_) => return Err(self.not_ready()),
+                }
+            }
+            self.retire(&live);
+        }
+        let mut opening = self.opening();
+        match timeout_at(deadline, opening.wait_for(Option::is_some)).await {
+            Ok(Ok(outcome)) => match outcome.as_ref().expect("waited for an outcome") {
+                Ok(live) => Ok(live.clone()),
+                Err(reason) => Err(not_sent(format!("could not connect to APNs: {reason}"))),
+            },
+            Ok(Err(_)) => Err(not_sent(
+                "could not connect to APNs: the attempt ended".into(),
+            )),
+            Err(_) => Err(self.not_ready()),
+        }
+    }
+
+    fn not_ready(&self) -> PushError {
+        not_sent(format!(
+            "no APNs connection ready within {} ms",
+            self.timings.stream.as_millis()
+        ))
+    }
+
+    /// Drops `live` as the open connection (if it still is).
+    fn retire(&self, live: &Arc<Live>) {
+        live.retired.store(true, Ordering::SeqCst);
+        let mut current = self.live.lock().unwrap();
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, live)) {
+            *current = None;
+        }
+    }
+
+    /// The connection being opened: the one under way, or a new attempt started now.
+    fn opening(&self) -> Opening {
+        let mut opening = self.opening.lock().unwrap();
+        if let Some(under_way) = opening.as_ref()
+            && under_way.borrow().is_none()
         {
-            return Ok(open.handles());
+            return under_way.clone();
         }
-        *live = None;
-        let open = self
-            .connect()
-            .await
-            .map_err(|reason| PushError::Retryable {
-                status: None,
-                reason: format!("could not connect to APNs: {reason}"),
-            })?;
-        let handles = open.handles();
-        *live = Some(open);
-        Ok(handles)
-    }
-
-    async fn connect(&self) -> Result<Live, String> {
-        let io: Box<dyn Io> = match &self.host {
-            ApnsHost::Apple(host) => {
-                let tcp = TcpStream::connect((*host, 443))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let _ = tcp.set_nodelay(true);
-                let name = rustls::pki_types::ServerName::try_from(*host)
-                    .map_err(|e| e.to_string())?
-                    .to_owned();
-                let tls = tls_connector()
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| format!("TLS: {e}"))?;
-                Box::new(tls)
+        let (outcome, receiver) = watch::channel(None);
+        *opening = Some(receiver.clone());
+        let (host, timings, open) = (self.host.clone(), self.timings, self.live.clone());
+        tokio::spawn(async move {
+            let result = connect(&host, &timings).await.map(Arc::new);
+            if let Ok(live) = &result {
+                *open.lock().unwrap() = Some(live.clone());
             }
-            ApnsHost::Plain(addr) => {
-                let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-                let _ = tcp.set_nodelay(true);
-                Box::new(tcp)
-            }
-        };
-        let spoke = Arc::new(AtomicBool::new(false));
-        let io = Spoken {
-            io,
-            spoke: spoke.clone(),
-        };
-        let (send, mut connection) = h2::client::handshake(io)
-            .await
-            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-        let pings = connection.ping_pong().expect("taken once, here");
-        let closed = Arc::new(AtomicBool::new(false));
-        let ended = closed.clone();
-        let task = tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "APNs connection ended");
-            }
-            ended.store(true, Ordering::SeqCst);
+            outcome.send_replace(Some(result));
         });
-        Ok(Live {
-            send,
-            pings,
-            closed,
-            heard: Arc::new(Mutex::new(Instant::now())),
-            spoke,
-            task: task.abort_handle(),
-        })
+        receiver
     }
+}
+
+/// How a push's answer came.
+enum Answer {
+    /// APNs did not process the request (refused, above a GOAWAY's last stream id).
+    NotProcessed(PushError),
+    Failed(PushError),
+}
+
+/// An error answer's body, at most [`MAX_ERROR_BODY`] bytes of it.
+async fn read_capped(mut body: RecvStream, status: u16) -> Result<Vec<u8>, Answer> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| {
+            Answer::Failed(not_sent(format!(
+                "APNs answered {status}, its body was cut off: {e}"
+            )))
+        })?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if bytes.len() + chunk.len() > MAX_ERROR_BODY {
+            // Not APNs's `{"reason": ...}`: classified by its status alone.
+            return Ok(Vec::new());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// Opens a connection to `host`: TCP, TLS (ALPN `h2` required) and the HTTP/2 preface, each
+/// within `timings.connect`. The preface is done once APNs answered a PING: its SETTINGS
+/// (its stream limit among them) come before that answer, so no push goes out before the
+/// limit is known, and a server that never speaks HTTP/2 is given up on here.
+async fn connect(host: &ApnsHost, timings: &ConnectionTimings) -> Result<Live, String> {
+    let limit = timings.connect;
+    let step = |what: &'static str| {
+        move |_| format!("{what} did not complete within {} ms", limit.as_millis())
+    };
+    let tcp = |addr: SocketAddr| async move {
+        let tcp = timeout(limit, TcpStream::connect(addr))
+            .await
+            .map_err(step("the TCP connect"))?
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        Ok::<_, String>(tcp)
+    };
+    let io: Box<dyn Io> = match host {
+        ApnsHost::Apple(name) => {
+            let addr = timeout(limit, tokio::net::lookup_host((*name, 443)))
+                .await
+                .map_err(step("the DNS lookup"))?
+                .map_err(|e| e.to_string())?
+                .next()
+                .ok_or("the DNS lookup found no address")?;
+            Box::new(tls(tcp(addr).await?, name, limit).await?)
+        }
+        ApnsHost::TlsAt(addr, name) => Box::new(tls(tcp(*addr).await?, name, limit).await?),
+        ApnsHost::Plain(addr) => Box::new(tcp(*addr).await?),
+    };
+    let (send, mut connection) = timeout(limit, h2::client::handshake(io))
+        .await
+        .map_err(step("the HTTP/2 handshake"))?
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    let mut pings = connection.ping_pong().expect("taken once, here");
+    let closed = Arc::new(AtomicBool::new(false));
+    let ended = closed.clone();
+    let task = tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "APNs connection ended");
+        }
+        ended.store(true, Ordering::SeqCst);
+    });
+    let preface = timeout(limit, pings.ping(h2::Ping::opaque())).await;
+    let preface = match preface {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("HTTP/2 preface: {e}")),
+        Err(elapsed) => Err(step("APNs's HTTP/2 preface")(elapsed)),
+    };
+    if let Err(reason) = preface {
+        task.abort();
+        return Err(reason);
+    }
+    Ok(Live {
+        send,
+        pings: tokio::sync::Mutex::new(pings),
+        closed,
+        retired: AtomicBool::new(false),
+        heard: Mutex::new(Instant::now()),
+        streams: AtomicUsize::new(0),
+        freed: Notify::new(),
+        task: task.abort_handle(),
+    })
+}
+
+/// TLS over `tcp` to `name`, within `limit`; the server must agree to HTTP/2 (ALPN `h2`).
+async fn tls(
+    tcp: TcpStream,
+    name: &str,
+    limit: Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let name =
+        rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|e| e.to_string())?;
+    let tls = timeout(limit, tls_connector().connect(name, tcp))
+        .await
+        .map_err(|_| {
+            format!(
+                "the TLS handshake did not complete within {} ms",
+                limit.as_millis()
+            )
+        })?
+        .map_err(|e| format!("TLS: {e}"))?;
+    if tls.get_ref().1.alpn_protocol() != Some(b"h2".as_slice()) {
+        return Err("TLS: the server did not agree to HTTP/2 (ALPN h2)".into());
+    }
+    Ok(tls)
 }
 
 /// TLS for APNs (the webpki roots, ALPN `h2`), built once per process.

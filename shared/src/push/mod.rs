@@ -140,8 +140,9 @@ pub enum PushError {
     /// `Unregistered`): the device's token is removed and the call fails.
     InvalidToken { status: u16, reason: String },
     /// Surely not delivered, and worth another attempt within the budget: APNs answered 429 or
-    /// 5xx, refused the stream before processing it (HTTP/2 `REFUSED_STREAM`), or the request
-    /// never left (no connection could be made, or it was cancelled before it was sent).
+    /// 5xx, did not process the request (HTTP/2 `REFUSED_STREAM`, or a stream above a GOAWAY's
+    /// last stream id), or the request never left (no connection, or no stream the server
+    /// allows, in time). Without a status: not sent.
     Retryable { status: Option<u16>, reason: String },
     /// The request may have reached APNs and been delivered, but no answer says so: the
     /// connection or stream broke after the request was handed to it, or no answer came in
@@ -212,6 +213,12 @@ pub trait PushSender: Send + Sync {
     /// Gets ready for a second with `expected_in_second` pushes (a pool opens and warms enough
     /// connections). A no-op by default.
     async fn prepare(&self, _expected_in_second: usize) {}
+
+    /// How many more pushes it can start at once now, where it knows: an APNs connection, the
+    /// stream limit its server advertises less the streams open on it. `None` by default.
+    fn headroom(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Stands in for an APNs client that could not be built: every push fails (and says why), so

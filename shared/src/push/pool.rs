@@ -3,12 +3,15 @@
 //! One APNs connection (one HTTP/2 connection) carries about 1,000 concurrent HTTP/2 streams, and a
 //! push from ap-northeast-1 takes 100 ms or more, so one connection cannot send 10,000 pushes
 //! within a second. The pool holds up to `max_connections` connections made by a factory and
-//! keeps at most `streams_per_connection` of our pushes in flight on each (a margin under APNs's
-//! limit, so our own queue, not the HTTP/2 client's, decides who waits). [`PushPool::prepare`]
-//! opens and warms the connections a second will need before it begins.
+//! keeps at most `streams_per_connection` of our pushes in flight on each (a margin under the
+//! 1,000 APNs allows on connect; each connection also keeps to the limit the server advertises
+//! now, `push::connection`). A push that finds no free stream within [`PoolSettings::wait`] is
+//! given back unsent. [`PushPool::prepare`] opens and warms the connections a second will need
+//! before it begins.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
@@ -31,6 +34,11 @@ pub struct PoolSettings {
     pub max_connections: usize,
     /// At least 1.
     pub streams_per_connection: usize,
+    /// How long a push may wait for a free stream of the pool before it is given back unsent
+    /// (as a connection gives back one that gets no stream of its own in time,
+    /// `ConnectionTimings::stream`): under the dispatcher's push budget, so a push that never
+    /// left is not mistaken for one that got no answer.
+    pub wait: Duration,
 }
 
 impl Default for PoolSettings {
@@ -38,6 +46,7 @@ impl Default for PoolSettings {
         PoolSettings {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             streams_per_connection: DEFAULT_STREAMS_PER_CONNECTION,
+            wait: super::connection::ConnectionTimings::default().stream,
         }
     }
 }
@@ -65,6 +74,7 @@ impl PushPool {
         let settings = PoolSettings {
             max_connections: settings.max_connections.max(1),
             streams_per_connection: settings.streams_per_connection.max(1),
+            wait: settings.wait,
         };
         PushPool {
             factory,
@@ -115,26 +125,46 @@ impl PushPool {
         })
     }
 
-    /// A stream on the least-loaded open connection, or on a new one if all are full. Only
-    /// called with a `capacity` permit held, which guarantees one of the two.
+    /// A free stream of the pool, waited for in arrival order for `wait` at most; else the push
+    /// is given back unsent.
+    async fn free_stream(&self) -> Result<OwnedSemaphorePermit, PushError> {
+        let free = self.capacity.clone().acquire_owned();
+        match tokio::time::timeout(self.settings.wait, free).await {
+            Ok(permit) => Ok(permit.expect("the pool's semaphore is never closed")),
+            Err(_) => Err(PushError::Retryable {
+                status: None,
+                reason: format!(
+                    "every stream of the push pool stayed busy for {} ms",
+                    self.settings.wait.as_millis()
+                ),
+            }),
+        }
+    }
+
+    /// A stream on the least-loaded open connection the server lets take one more stream now,
+    /// else on a new one (a connection whose limit APNs lowered, say to 1 after a rejected
+    /// push, is passed over while others have room), else on the least-loaded one. Only called
+    /// with a `capacity` permit held, which guarantees a free stream or room for a connection.
     fn stream(&self) -> (Arc<Connection>, OwnedSemaphorePermit) {
         let mut connections = self.connections.lock().unwrap();
-        let least_loaded = connections
-            .iter()
-            .filter(|c| c.streams.available_permits() > 0)
-            .max_by_key(|c| c.streams.available_permits())
-            .cloned();
-        let connection = match least_loaded {
+        let least_loaded = |with_room: bool| {
+            connections
+                .iter()
+                .filter(|c| c.streams.available_permits() > 0)
+                .filter(|c| !with_room || c.sender.headroom() != Some(0))
+                .max_by_key(|c| c.streams.available_permits())
+                .cloned()
+        };
+        let room_for_one = connections.len() < self.settings.max_connections;
+        let connection = match least_loaded(true) {
             Some(connection) => connection,
-            None => {
-                assert!(
-                    connections.len() < self.settings.max_connections,
-                    "a capacity permit guarantees a free stream or room for a connection"
-                );
+            None if room_for_one => {
                 let connection = self.open();
                 connections.push(connection.clone());
                 connection
             }
+            None => least_loaded(false)
+                .expect("a capacity permit guarantees a free stream or room for a connection"),
         };
         // Streams are only taken under the lock, so the free stream seen above is still free.
         let permit = connection
@@ -153,11 +183,7 @@ impl PushSender for PushPool {
             Ok(permit) => permit,
             Err(_) => {
                 self.waited.fetch_add(1, Ordering::Relaxed);
-                self.capacity
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the pool's semaphore is never closed")
+                self.free_stream().await?
             }
         };
         let (connection, stream) = self.stream();
@@ -170,12 +196,7 @@ impl PushSender for PushPool {
 
     /// A notice goes over the pool's connections like a call push (`PushPool::send`'s limits).
     async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
-        let _capacity = self
-            .capacity
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the pool's semaphore is never closed");
+        let _capacity = self.free_stream().await?;
         let (connection, stream) = self.stream();
         let result = connection.sender.send_notice(notice).await;
         drop(stream);
@@ -260,6 +281,7 @@ mod tests {
         let settings = PoolSettings {
             max_connections,
             streams_per_connection,
+            wait: HOLD * 100,
         };
         (Arc::new(PushPool::new(factory, settings)), counts)
     }
@@ -386,6 +408,79 @@ mod tests {
             assert_eq!(pool.send(&push, &device).await, Err(unregistered.clone()));
         }
         assert_eq!(count(&counts.opened), 1);
+    }
+
+    /// A connection the server allows no more streams now (its limit lowered to 1 after a
+    /// rejected push, that stream in use) is passed over: the push goes on a new connection.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_the_server_keeps_full_is_passed_over_for_a_new_one() {
+        struct Full(Arc<AtomicUsize>, Option<usize>);
+        #[async_trait]
+        impl PushSender for Full {
+            async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            fn headroom(&self) -> Option<usize> {
+                self.1
+            }
+        }
+        let (opened, on_full) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counter, full) = (opened.clone(), on_full.clone());
+        let factory: ConnectionFactory = Arc::new(move || -> Arc<dyn PushSender> {
+            match counter.fetch_add(1, Ordering::SeqCst) {
+                0 => Arc::new(Full(full.clone(), Some(0))),
+                _ => Arc::new(Full(Arc::new(AtomicUsize::new(0)), Some(5))),
+            }
+        });
+        let settings = PoolSettings {
+            max_connections: 2,
+            ..PoolSettings::default()
+        };
+        let pool = PushPool::new(factory, settings);
+        pool.prepare(1).await;
+        let (push, device) = push_and_device();
+        assert_eq!(pool.send(&push, &device).await, Ok(()));
+        assert_eq!(count(&opened), 2);
+        assert_eq!(count(&on_full), 0, "nothing went on the full connection");
+        // With no room for another connection, the full one still takes pushes (they wait on it).
+        let one = PoolSettings {
+            max_connections: 1,
+            ..PoolSettings::default()
+        };
+        let counter = Arc::new(AtomicUsize::new(0));
+        let full = counter.clone();
+        let factory: ConnectionFactory =
+            Arc::new(move || -> Arc<dyn PushSender> { Arc::new(Full(full.clone(), Some(0))) });
+        let pool = PushPool::new(factory, one);
+        assert_eq!(pool.send(&push, &device).await, Ok(()));
+        assert_eq!(count(&counter), 1);
+    }
+
+    /// Never left: the dispatcher may send it again (a push cut off at its budget while it
+    /// waited here would be taken for one that got no answer).
+    #[tokio::test(start_paused = true)]
+    async fn a_push_that_finds_every_stream_busy_for_its_wait_is_given_back_unsent() {
+        let (busy, counts) = pool(1, 1);
+        let settings = PoolSettings {
+            wait: HOLD / 2,
+            ..busy.settings()
+        };
+        let pool = Arc::new(PushPool::new(busy.factory.clone(), settings));
+        let mut first = spawn_sends(&pool, 1);
+        settle().await;
+        let (push, device) = push_and_device();
+        let second = pool.send(&push, &device).await;
+        assert!(
+            matches!(&second, Err(PushError::Retryable { status: None, .. })),
+            "{second:?}"
+        );
+        assert_eq!(
+            count(&counts.started),
+            1,
+            "the second never reached a connection"
+        );
+        assert!(first.join_next().await.unwrap().unwrap().is_ok());
     }
 
     #[tokio::test(start_paused = true)]

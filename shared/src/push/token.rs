@@ -6,22 +6,27 @@
 //! and kept for [`RENEW_AFTER_SECS`]; signing happens under a lock, so concurrent pushes never
 //! sign two.
 
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 
+use crate::platform::clock::{Clock, SystemClock};
+
 /// A token's age at which the next push signs a new one: within Apple's 20..60 minutes.
 pub const RENEW_AFTER_SECS: i64 = 50 * 60;
+/// Apple answers 429 `TooManyProviderTokenUpdates` to a token that replaces another sooner.
+pub const KEEP_AT_LEAST_SECS: i64 = 20 * 60;
 
 pub struct ProviderToken {
     key: EcdsaKeyPair,
     rng: SystemRandom,
     key_id: String,
     team_id: String,
+    /// Tells the token's age and its `iat`.
+    clock: Arc<dyn Clock>,
     current: Mutex<Option<Signed>>,
 }
 
@@ -34,6 +39,16 @@ impl ProviderToken {
     /// Parses the key (PEM of a PKCS#8 EC P-256 private key) without signing anything. The error
     /// names the problem, never the key.
     pub fn new(pem: &str, key_id: &str, team_id: &str) -> Result<ProviderToken, String> {
+        ProviderToken::with_clock(pem, key_id, team_id, Arc::new(SystemClock))
+    }
+
+    /// [`ProviderToken::new`], telling time by `clock`.
+    pub fn with_clock(
+        pem: &str,
+        key_id: &str,
+        team_id: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<ProviderToken, String> {
         let body: String = pem
             .lines()
             .filter(|line| !line.starts_with("-----"))
@@ -48,22 +63,21 @@ impl ProviderToken {
             rng: SystemRandom::new(),
             key_id: key_id.to_owned(),
             team_id: team_id.to_owned(),
+            clock,
             current: Mutex::new(None),
         })
     }
 
     /// The `authorization` header's value: the current token, signed now if there is none or it
-    /// is [`RENEW_AFTER_SECS`] old (or the clock went back).
+    /// is [`RENEW_AFTER_SECS`] old. A clock that went back keeps the token: a new one within
+    /// [`KEEP_AT_LEAST_SECS`] would be refused.
     pub fn bearer(&self) -> Result<String, String> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
+        let now = self.clock.now().timestamp();
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(signed) = current.as_ref() {
-            let age = now - signed.issued_at;
-            if (0..RENEW_AFTER_SECS).contains(&age) {
-                return Ok(signed.bearer.clone());
-            }
+        if let Some(signed) = current.as_ref()
+            && now - signed.issued_at < RENEW_AFTER_SECS
+        {
+            return Ok(signed.bearer.clone());
         }
         let bearer = format!("bearer {}", self.sign(now)?);
         *current = Some(Signed {
@@ -71,6 +85,31 @@ impl ProviderToken {
             issued_at: now,
         });
         Ok(bearer)
+    }
+
+    /// APNs answered 403 `ExpiredProviderToken` to `used` (its clock is ahead of ours): whether
+    /// a push may go again with a new token. It may if the token was replaced meanwhile, or is
+    /// old enough to be ([`KEEP_AT_LEAST_SECS`]; then it is, now); not if it is younger.
+    pub fn renew_expired(&self, used: &str) -> bool {
+        let now = self.clock.now().timestamp();
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(signed) = current.as_ref() else {
+            return false;
+        };
+        if signed.bearer != used {
+            return true;
+        }
+        if now - signed.issued_at < KEEP_AT_LEAST_SECS {
+            return false;
+        }
+        let Ok(token) = self.sign(now) else {
+            return false;
+        };
+        *current = Some(Signed {
+            bearer: format!("bearer {token}"),
+            issued_at: now,
+        });
+        true
     }
 
     fn sign(&self, issued_at: i64) -> Result<String, String> {

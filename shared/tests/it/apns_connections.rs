@@ -56,6 +56,7 @@ async fn a_silently_dead_connection_is_replaced_before_a_push_is_sent_on_it() {
         request: Duration::from_secs(1),
         check_after_idle: Duration::from_millis(50),
         ping: Duration::from_millis(200),
+        ..ConnectionTimings::default()
     };
     let one = PoolSettings {
         max_connections: 1,
@@ -85,6 +86,7 @@ async fn every_connection_of_the_pool_sends_the_same_provider_token() {
     let four = PoolSettings {
         max_connections: 4,
         streams_per_connection: 2,
+        ..PoolSettings::default()
     };
     let pool = pool(&apns, ConnectionTimings::default(), four);
     pool.prepare(8).await;

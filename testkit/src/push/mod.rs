@@ -6,6 +6,7 @@
 pub mod broken;
 pub mod limited;
 pub mod standin;
+pub mod strict;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -93,14 +93,17 @@ fn build(
         PushSenderChoice::Log => None,
     };
     match apns {
-        // A pool of connections, as many as a second needs.
-        Some(apns) => Ok(Arc::new(PushPool::new(
-            ApnsSender::connections(&apns)?,
-            PoolSettings {
-                max_connections: ApnsPoolConfig::from_vars(vars)?.max_connections,
-                ..PoolSettings::default()
-            },
-        ))),
+        // A pool of connections, as many as a second needs: to Apple, or to `APNS_ENDPOINT`.
+        Some(apns) => {
+            let pool = ApnsPoolConfig::from_vars(vars)?;
+            Ok(Arc::new(PushPool::new(
+                ApnsSender::connections_at(&apns, pool.endpoint)?,
+                PoolSettings {
+                    max_connections: pool.max_connections,
+                    ..PoolSettings::default()
+                },
+            )))
+        }
         None if mode == Mode::Lambda && choice == PushSenderChoice::Apns => Err(ConfigError {
             var: "APNS_KEY_P8",
             reason: "APNS_* is not set: the dispatcher would ring nobody; store the APNs key \

@@ -1,6 +1,9 @@
 //! The APNs section: token authentication (`APNS_*`, all or none), the key checked by its adapter,
 //! `PUSH_SENDER`, the explicit choice of the logging sender where APNs would be expected, and
-//! `APNS_MAX_CONNECTIONS`, the size of the push pool.
+//! `APNS_MAX_CONNECTIONS`, the size of the push pool, and `APNS_ENDPOINT`, a loopback
+//! APNs-compatible server that takes the pushes instead of Apple.
+
+use std::net::SocketAddr;
 
 use super::{ConfigError, Secret, Vars};
 
@@ -78,6 +81,9 @@ pub const DEFAULT_APNS_MAX_CONNECTIONS: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApnsPoolConfig {
     pub max_connections: usize,
+    /// `APNS_ENDPOINT`: where the pool's connections go instead of Apple, an APNs-compatible
+    /// HTTP/2 server (prior knowledge, no TLS) on this machine, for local runs and tests.
+    pub endpoint: Option<SocketAddr>,
 }
 
 impl ApnsPoolConfig {
@@ -87,8 +93,37 @@ impl ApnsPoolConfig {
             DEFAULT_APNS_MAX_CONNECTIONS as u64,
             1..=64,
         )? as usize;
-        Ok(ApnsPoolConfig { max_connections })
+        Ok(ApnsPoolConfig {
+            max_connections,
+            endpoint: apns_endpoint(vars)?,
+        })
     }
+}
+
+/// `APNS_ENDPOINT`: `http://<loopback address>:<port>` (`localhost` too). Anything else is
+/// refused: pushes carry device tokens and the provider token, and a server elsewhere reached
+/// without TLS would see both.
+fn apns_endpoint(vars: &Vars) -> Result<Option<SocketAddr>, ConfigError> {
+    let Some(value) = vars.get("APNS_ENDPOINT") else {
+        return Ok(None);
+    };
+    let refused = || ConfigError {
+        var: "APNS_ENDPOINT",
+        reason: "must be http://<loopback address>:<port>, e.g. http://127.0.0.1:8443 (an \
+                 APNs-compatible HTTP/2 server on this machine)"
+            .into(),
+    };
+    let value = value.trim();
+    let authority = value.strip_prefix("http://").ok_or_else(refused)?;
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    let addr = match authority.strip_prefix("localhost:") {
+        Some(port) => SocketAddr::from(([127, 0, 0, 1], port.parse().map_err(|_| refused())?)),
+        None => authority.parse::<SocketAddr>().map_err(|_| refused())?,
+    };
+    if !addr.ip().is_loopback() || addr.port() == 0 {
+        return Err(refused());
+    }
+    Ok(Some(addr))
 }
 
 /// `PUSH_SENDER`: which push sender a Lambda dispatcher may use.
@@ -148,7 +183,40 @@ mod tests {
             assert_eq!(err.var, "APNS_MAX_CONNECTIONS", "{bad}");
             assert!(err.reason.contains("1 to 64"), "{bad}: {}", err.reason);
         }
-        reads_only(&["APNS_MAX_CONNECTIONS"], ApnsPoolConfig::from_vars).unwrap();
+        reads_only(
+            &["APNS_MAX_CONNECTIONS", "APNS_ENDPOINT"],
+            ApnsPoolConfig::from_vars,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn the_apns_endpoint_is_a_loopback_http_address_or_nothing() {
+        let endpoint = |v: &str| {
+            ApnsPoolConfig::from_vars(&Vars::from_pairs(&[("APNS_ENDPOINT", v)]))
+                .map(|c| c.endpoint.map(|a| a.to_string()))
+        };
+        assert_eq!(endpoint("").unwrap(), None);
+        for (given, addr) in [
+            ("http://127.0.0.1:8443", "127.0.0.1:8443"),
+            (" http://127.0.0.1:8443/ ", "127.0.0.1:8443"),
+            ("http://localhost:9000", "127.0.0.1:9000"),
+            ("http://[::1]:8443", "[::1]:8443"),
+        ] {
+            assert_eq!(endpoint(given).unwrap().as_deref(), Some(addr), "{given}");
+        }
+        for bad in [
+            "http://10.0.0.5:8443",
+            "http://api.push.apple.com:443",
+            "https://127.0.0.1:8443",
+            "127.0.0.1:8443",
+            "http://127.0.0.1",
+            "http://127.0.0.1:0",
+            "http://0.0.0.0:8443",
+        ] {
+            let err = endpoint(bad).unwrap_err();
+            assert_eq!(err.var, "APNS_ENDPOINT", "{bad}");
+        }
     }
 
     const OWN: &[&str] = &[

@@ -243,6 +243,9 @@ impl Config {
     }
 
     pub fn from_vars(vars: &Vars) -> Result<Config, ConfigError> {
+        // Read where the push pool is built; checked here too, so a bad value (an
+        // `APNS_ENDPOINT` off this machine) stops start-up.
+        ApnsPoolConfig::from_vars(vars)?;
         Ok(Config {
             openai: OpenAiConfig::from_vars(vars)?,
             info: InfoConfig::from_vars(vars)?,
@@ -301,6 +304,7 @@ mod tests {
             let _ = AgentConfig::from_vars(vars);
             let _ = DispatchConfig::from_vars(vars);
             let _ = ApnsConfig::from_vars(vars);
+            let _ = ApnsPoolConfig::from_vars(vars);
             let _ = OidcConfig::from_vars(vars);
             let _ = LambdaConfig::from_vars(vars);
             let _ = SpendConfig::from_vars(vars);

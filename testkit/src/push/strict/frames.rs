@@ -1,0 +1,233 @@
+//! The strict stand-in's HTTP/2 framing seam: h2's server cannot change its
+//! SETTINGS_MAX_CONCURRENT_STREAMS while a connection lives, nor send a GOAWAY with a last stream
+//! id of our choosing, as APNs does. [`Framed`] sits between the socket and h2's server and
+//! writes such frames into the server's byte stream at a frame boundary ([`Injector`]), and drops
+//! the client's SETTINGS acknowledgements of injected SETTINGS (h2 would take them for an
+//! unexpected ACK, a protocol error).
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const PREFACE_LEN: usize = 24;
+const HEADER_LEN: usize = 9;
+const SETTINGS: u8 = 0x4;
+const GOAWAY: u8 = 0x7;
+const ACK: u8 = 0x1;
+const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+
+/// Frames waiting to be written into the server's byte stream.
+#[derive(Default)]
+pub(super) struct Injector {
+    queued: Vec<u8>,
+    /// The stream limits of the injected SETTINGS frames not yet written, in order.
+    queued_limits: VecDeque<u32>,
+    /// The SETTINGS frames written, oldest first: an injected one with its stream limit (its
+    /// ACK is dropped), h2's own as `None`.
+    settings_sent: VecDeque<Option<u32>>,
+}
+
+impl Injector {
+    /// A SETTINGS frame advertising `max_streams`.
+    pub(super) fn max_streams(&mut self, max_streams: u32) {
+        let mut payload = SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes().to_vec();
+        payload.extend_from_slice(&max_streams.to_be_bytes());
+        self.queued_limits.push_back(max_streams);
+        self.frame(SETTINGS, &payload);
+    }
+
+    /// Whether the client acknowledged every injected SETTINGS: it knows the limit in force.
+    pub(super) fn settled(&self) -> bool {
+        self.queued_limits.is_empty() && self.settings_sent.iter().all(Option::is_none)
+    }
+
+    /// A GOAWAY frame: streams above `last_stream_id` were not processed.
+    pub(super) fn go_away(&mut self, last_stream_id: u32, reason: h2::Reason, debug: &str) {
+        let mut payload = (last_stream_id & 0x7fff_ffff).to_be_bytes().to_vec();
+        payload.extend_from_slice(&u32::from(reason).to_be_bytes());
+        payload.extend_from_slice(debug.as_bytes());
+        self.frame(GOAWAY, &payload);
+    }
+
+    fn frame(&mut self, kind: u8, payload: &[u8]) {
+        let len = (payload.len() as u32).to_be_bytes();
+        self.queued.extend_from_slice(&len[1..]);
+        self.queued.extend_from_slice(&[kind, 0, 0, 0, 0, 0]);
+        self.queued.extend_from_slice(payload);
+    }
+}
+
+/// The socket as h2's server sees it.
+pub(super) struct Framed<T> {
+    io: T,
+    injector: Arc<Mutex<Injector>>,
+    /// Outgoing: injected bytes not yet written, and where h2's own frames stand.
+    out_pending: Vec<u8>,
+    out_header: Vec<u8>,
+    out_left: usize,
+    /// Incoming: bytes read and not yet parsed, and whole frames ready for h2.
+    in_raw: Vec<u8>,
+    in_ready: Vec<u8>,
+    preface_seen: bool,
+}
+
+impl<T> Framed<T> {
+    pub(super) fn new(io: T, injector: Arc<Mutex<Injector>>) -> Framed<T> {
+        Framed {
+            io,
+            injector,
+            out_pending: Vec::new(),
+            out_header: Vec::new(),
+            out_left: 0,
+            in_raw: Vec::new(),
+            in_ready: Vec::new(),
+            preface_seen: false,
+        }
+    }
+
+    /// Follows h2's outgoing frames through `bytes`, noting its SETTINGS frames.
+    fn track_out(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.out_left > 0 {
+                let n = self.out_left.min(bytes.len());
+                self.out_left -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (HEADER_LEN - self.out_header.len()).min(bytes.len());
+            self.out_header.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.out_header.len() == HEADER_LEN {
+                let h = &self.out_header;
+                self.out_left = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                if h[3] == SETTINGS && h[4] & ACK == 0 {
+                    self.injector.lock().unwrap().settings_sent.push_back(None);
+                }
+                self.out_header.clear();
+            }
+        }
+    }
+
+    fn at_boundary(&self) -> bool {
+        self.out_left == 0 && self.out_header.is_empty()
+    }
+
+    /// Moves whole incoming frames from `in_raw` to `in_ready`, dropping ACKs of injected
+    /// SETTINGS.
+    fn parse_in(&mut self) {
+        if !self.preface_seen {
+            if self.in_raw.len() < PREFACE_LEN {
+                return;
+            }
+            self.in_ready.extend(self.in_raw.drain(..PREFACE_LEN));
+            self.preface_seen = true;
+        }
+        while self.in_raw.len() >= HEADER_LEN {
+            let h = &self.in_raw;
+            let len = HEADER_LEN + u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+            if self.in_raw.len() < len {
+                return;
+            }
+            let injected_ack = h[3] == SETTINGS && h[4] & ACK != 0 && {
+                let mut injector = self.injector.lock().unwrap();
+                injector.settings_sent.pop_front().flatten().is_some()
+            };
+            let frame: Vec<u8> = self.in_raw.drain(..len).collect();
+            if !injected_ack {
+                self.in_ready.extend(frame);
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Framed<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        loop {
+            if !self.in_ready.is_empty() {
+                let n = self.in_ready.len().min(buf.remaining());
+                buf.put_slice(&self.in_ready[..n]);
+                self.in_ready.drain(..n);
+                return Poll::Ready(Ok(()));
+            }
+            let mut chunk = [0u8; 8192];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut self.io).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) if read.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => {
+                    let filled = read.filled().to_vec();
+                    self.in_raw.extend_from_slice(&filled);
+                    self.parse_in();
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Framed<T> {
+    /// Writes injected frames (at a frame boundary of h2's own) until none is left.
+    fn poll_injected(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            if self.out_pending.is_empty() && self.at_boundary() {
+                let mut injector = self.injector.lock().unwrap();
+                if !injector.queued.is_empty() {
+                    self.out_pending = std::mem::take(&mut injector.queued);
+                    // Each injected SETTINGS frame is acknowledged in order: count them.
+                    let mut at = 0;
+                    while at + HEADER_LEN <= self.out_pending.len() {
+                        let h = &self.out_pending[at..];
+                        let len = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                        if h[3] == SETTINGS {
+                            let limit = injector.queued_limits.pop_front();
+                            injector.settings_sent.push_back(limit);
+                        }
+                        at += HEADER_LEN + len;
+                    }
+                }
+            }
+            if self.out_pending.is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+            let pending = std::mem::take(&mut self.out_pending);
+            match Pin::new(&mut self.io).poll_write(cx, &pending) {
+                Poll::Ready(Ok(n)) => self.out_pending = pending[n..].to_vec(),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    self.out_pending = pending;
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Framed<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_injected(cx))?;
+        let n = std::task::ready!(Pin::new(&mut this.io).poll_write(cx, buf))?;
+        this.track_out(&buf[..n]);
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_injected(cx))?;
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
