@@ -2,7 +2,9 @@
 //! lines as the format's limits need (at most 100 values per metric per line).
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Value, json};
 
 /// EMF takes at most 100 values per metric per line.
 pub const MAX_VALUES: usize = 100;
@@ -94,40 +96,11 @@ impl Record {
         let chunks = longest.div_ceil(MAX_VALUES).max(1);
         (0..chunks)
             .map(|chunk| {
-                let mut line = Map::new();
-                for (name, value) in &self.dimensions {
-                    line.insert((*name).into(), json!(value));
-                }
-                let mut named = Vec::new();
-                for (name, unit, values) in &self.metrics {
-                    let part: Vec<Value> = values
-                        .iter()
-                        .skip(chunk * MAX_VALUES)
-                        .take(MAX_VALUES)
-                        .cloned()
-                        .collect();
-                    let value = match part.len() {
-                        0 => continue,
-                        // A single value is written as a number, as the format's examples do.
-                        1 if values.len() == 1 => part.into_iter().next().unwrap(),
-                        _ => Value::Array(part),
-                    };
-                    named.push(json!({"Name": name, "Unit": unit.as_str()}));
-                    line.insert((*name).into(), value);
-                }
-                let dimension_set: Vec<&str> = self.dimensions.iter().map(|d| d.0).collect();
-                line.insert(
-                    "_aws".into(),
-                    json!({
-                        "Timestamp": self.timestamp_ms,
-                        "CloudWatchMetrics": [{
-                            "Namespace": self.namespace,
-                            "Dimensions": [dimension_set],
-                            "Metrics": named,
-                        }],
-                    }),
-                );
-                Value::Object(line).to_string()
+                serde_json::to_string(&Line {
+                    record: self,
+                    chunk,
+                })
+                .expect("an EMF line serializes: string keys, numbers and strings only")
             })
             .collect()
     }
@@ -149,6 +122,93 @@ impl Record {
             );
         }
     }
+}
+
+/// One line of a record, written straight into its JSON (every request writes one or more
+/// records: no `Value` tree is built for them).
+struct Line<'a> {
+    record: &'a Record,
+    chunk: usize,
+}
+
+impl Line<'_> {
+    /// Each metric's values on this line: a single value as a number (as the format's examples
+    /// write it), else this line's part of the array; metrics with nothing left are left out.
+    fn parts(&self) -> impl Iterator<Item = (&'static str, Unit, Part<'_>)> {
+        let start = self.chunk * MAX_VALUES;
+        self.record
+            .metrics
+            .iter()
+            .filter_map(move |(name, unit, values)| {
+                let part = values.get(start..values.len().min(start + MAX_VALUES))?;
+                match part {
+                    [] => None,
+                    [one] if values.len() == 1 => Some((*name, *unit, Part::One(one))),
+                    _ => Some((*name, *unit, Part::Many(part))),
+                }
+            })
+    }
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    One(&'a Value),
+    Many(&'a [Value]),
+}
+
+impl Serialize for Line<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut line = serializer.serialize_map(None)?;
+        for (name, value) in &self.record.dimensions {
+            line.serialize_entry(name, value)?;
+        }
+        for (name, _, part) in self.parts() {
+            line.serialize_entry(name, &part)?;
+        }
+        let metrics: Vec<MetricName> = self
+            .parts()
+            .map(|(name, unit, _)| MetricName {
+                name,
+                unit: unit.as_str(),
+            })
+            .collect();
+        let dimension_set: Vec<&str> = self.record.dimensions.iter().map(|d| d.0).collect();
+        line.serialize_entry(
+            "_aws",
+            &Aws {
+                timestamp: self.record.timestamp_ms,
+                cloud_watch_metrics: [Directive {
+                    namespace: self.record.namespace,
+                    dimensions: [dimension_set],
+                    metrics,
+                }],
+            },
+        )?;
+        line.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Aws<'a> {
+    timestamp: i64,
+    cloud_watch_metrics: [Directive<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Directive<'a> {
+    namespace: &'static str,
+    dimensions: [Vec<&'a str>; 1],
+    metrics: Vec<MetricName>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct MetricName {
+    name: &'static str,
+    unit: &'static str,
 }
 
 #[cfg(test)]
