@@ -88,7 +88,7 @@ impl StoreGate {
         self.urgent.fetch_add(1, Ordering::SeqCst);
         let permit = self.permits.acquire().await;
         if self.urgent.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.freed.notify_waiters();
+            self.wake_after(self.permits.available_permits());
         }
         self.pass(permit.expect("the semaphore is never closed"))
     }
@@ -106,6 +106,14 @@ impl StoreGate {
                 return self.pass(permit);
             }
             freed.await;
+        }
+    }
+
+    /// Wakes up to `places` waiting [`StoreGate::enter_after`]s, one a place (not all of them
+    /// at each place given back: a crowded second's thousand outcomes would each wake for each).
+    fn wake_after(&self, places: usize) {
+        for _ in 0..places {
+            self.freed.notify_one();
         }
     }
 
@@ -137,7 +145,7 @@ impl StoreGate {
             permit.forget();
         } else {
             drop(permit);
-            self.freed.notify_waiters();
+            self.wake_after(1);
         }
         if generation != state.generation {
             return;
@@ -168,7 +176,7 @@ impl StoreGate {
             let paid = raise.min(state.debt);
             state.debt -= paid;
             self.permits.add_permits(raise - paid);
-            self.freed.notify_waiters();
+            self.wake_after(raise - paid);
         } else {
             // Cut: take back what is free now, the rest as it comes back.
             let mut cut = limit - next;
@@ -282,6 +290,32 @@ mod tests {
         )
         .await;
         assert_eq!(*order.lock().unwrap(), ["claim 1", "claim 2", "outcome"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_request_that_can_wait_gets_its_turn() {
+        let gate = StoreGate::new(MIN_LIMIT);
+        let done = AtomicUsize::new(0);
+        let all = (0..300).map(|i| {
+            let (gate, done) = (&gate, &done);
+            async move {
+                tokio::time::sleep(Duration::from_millis(i % 7)).await;
+                let _pass = match i % 3 {
+                    0 => gate.enter().await,
+                    _ => gate.enter_after().await,
+                };
+                tokio::time::sleep(Duration::from_millis(1 + i % 5)).await;
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let finished =
+            tokio::time::timeout(Duration::from_secs(60), futures_util::future::join_all(all))
+                .await;
+        assert!(
+            finished.is_ok(),
+            "{} of 300 done",
+            done.load(Ordering::SeqCst)
+        );
     }
 
     #[tokio::test(start_paused = true)]

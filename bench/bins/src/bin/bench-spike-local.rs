@@ -244,6 +244,24 @@ where
     answers.into_iter().map(|(_, a)| a).collect()
 }
 
+/// The request's answer, made again (up to 5 times, 200 ms apart) while it is a 503, as the app
+/// does with a throttled store's `Retry-After`.
+async fn until_not_503(request: reqwest::RequestBuilder) -> Option<reqwest::Response> {
+    for _ in 0..5 {
+        let answer = request
+            .try_clone()?
+            .header("x-api-key", API_KEY)
+            .send()
+            .await
+            .ok()?;
+        if answer.status() != 503 {
+            return Some(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
+}
+
 fn device_id(i: usize) -> String {
     format!("SPIKE-{i:06}")
 }
@@ -349,22 +367,17 @@ async fn main() -> ExitCode {
         let (http, base, at) = (http.clone(), base.clone(), at.clone());
         async move {
             let device = device_id(i);
-            let put = http
-                .put(format!("{base}/devices"))
-                .header("x-api-key", API_KEY)
-                .json(&json!({"deviceId": device, "voipToken": format!("{i:064x}")}))
-                .send()
-                .await
-                .map(|r| r.status().as_u16());
+            let put = json!({"deviceId": device, "voipToken": format!("{i:064x}")});
+            let put = http.put(format!("{base}/devices")).json(&put);
+            let post = json!({"deviceId": device, "scheduledAt": at, "callerName": "Mika"});
+            // The same Idempotency-Key on each try, as the app retries a create.
             let post = http
                 .post(format!("{base}/calls"))
-                .header("x-api-key", API_KEY)
-                .json(&json!({"deviceId": device, "scheduledAt": at, "callerName": "Mika"}))
-                .send()
-                .await;
-            match (put, post) {
-                (Ok(200), Ok(r)) if r.status() == 201 => {
-                    let body: Value = r.json().await.unwrap_or_default();
+                .header("idempotency-key", format!("spike-{i}"))
+                .json(&post);
+            match (until_not_503(put).await, until_not_503(post).await) {
+                (Some(put), Some(post)) if put.status() == 200 && post.status() == 201 => {
+                    let body: Value = post.json().await.unwrap_or_default();
                     body["callId"].as_str().map(str::to_owned)
                 }
                 _ => None,
