@@ -98,6 +98,7 @@ mod observability_template;
 mod oidc;
 mod spend_guard;
 mod spend_guard_paths;
+mod spend_guard_scale;
 mod store_contract;
 mod store_contract_confirm;
 mod store_contract_refusals;
