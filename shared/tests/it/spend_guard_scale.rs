@@ -54,12 +54,20 @@ async fn counted(store: &dyn UsageStore) -> u64 {
     total
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ceiling_holds_under_64_concurrent_callers_racing_past_it() {
+    race_past_the_ceiling(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ceiling_holds_under_64_concurrent_callers_racing_past_it_on_dynamodb() {
+    race_past_the_ceiling(Arc::new(koe_testkit::dynamodb::fresh_store().await)).await;
+}
+
 /// 64 containers race past the ceiling, each calling until it is refused: the count reaches
 /// the ceiling, passes it by at most one block a shard, and what was spent is what is counted
 /// once the blocks are returned.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_ceiling_holds_under_64_concurrent_callers_racing_past_it() {
-    let store: Arc<dyn UsageStore> = Arc::new(MemoryStore::new());
+async fn race_past_the_ceiling(store: Arc<dyn UsageStore>) {
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
     let ceiling = LEASE_CEILING;
     let request = request(&"あ".repeat(40_000), 4_096);
