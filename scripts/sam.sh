@@ -7,7 +7,7 @@
 # credentials; the region defaults to samconfig.toml's.
 #   scripts/sam.sh validate --lint
 #   scripts/sam.sh build                  # docs/benchmarks.md, "Build profile and build times", has how long
-#   scripts/sam.sh deploy --config-env dev
+#   scripts/sam.sh deploy --config-env dev   # first checks the concurrency quota (scripts/concurrency-check.sh)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,5 +30,10 @@ if [ "${1:-}" = build ]; then
   # shellcheck source=scripts/build-cache.sh
   source scripts/build-cache.sh
   claim_build_cache
+fi
+if [ "${1:-}" = deploy ]; then
+  # Stops before CloudFormation when the account's concurrency quota cannot hold the stack's
+  # reservations (a failed first create), saying what to set.
+  PYTHON="$VENV/bin/python" scripts/concurrency-check.sh "$@"
 fi
 exec "$VENV/bin/sam" "$@"

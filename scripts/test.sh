@@ -93,6 +93,9 @@ step "cfn-lint template.yaml"
 step "sam validate --lint (the real SAM CLI, in $CACHE/venv-sam)"
 scripts/sam.sh validate --lint
 
+step "checkov template.yaml (pinned, in $CACHE/venv-checkov; the choices: docs/security.md)"
+scripts/checkov.sh
+
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
@@ -141,6 +144,11 @@ wait "$DDB_PID" 2>/dev/null || true
 step "cargo lambda build --release --arm64 (every function, as sam build does; zip sizes)"
 wait "$LAMBDA_PID" || { cat "$LAMBDA_LOG" >&2; echo "scripts/test.sh: the arm64 build failed (above)" >&2; exit 1; }
 cat "$LAMBDA_LOG" >&2
+# sam build itself, as a deploy runs it, on the build above (the same target directory, package
+# and profile: its cargo lambda runs find everything compiled); each built bootstrap must be the
+# one just compiled.
+step "sam build (every function of template.yaml; each bootstrap the one just compiled)"
+nice -n 19 scripts/sam-build-check.sh
 # The timed tests (every push of 10,000 within its second; a crowded second's writes second by
 # second within the budget) run last and alone, once the build above is done, so nothing shares
 # their 2 cores.

@@ -204,3 +204,46 @@ fn the_documented_deploy_agrees_with_samconfig_and_the_template() {
         check_parameter(&template, &name, &value, "docs/deploy.md");
     }
 }
+
+/// Every `aws` command of docs/deploy.md (in its ```sh blocks and its inline code) names the
+/// region samconfig.toml deploys to, so it works whatever the reader's default region is; and
+/// no secret is rotated with `rotate-secret`, which needs a rotation function the stack has not.
+#[test]
+fn the_documented_aws_commands_name_their_region() {
+    let text = std::fs::read_to_string(repo_root().join("samconfig.toml")).unwrap();
+    let regions: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("region = "))
+        .map(|r| r.trim_matches('"'))
+        .collect();
+    assert_eq!(
+        regions.len(),
+        1,
+        "one region in samconfig.toml: {regions:?}"
+    );
+    let region = format!("--region {}", regions.first().unwrap());
+    let deploy = std::fs::read_to_string(repo_root().join("docs/deploy.md")).unwrap();
+    let inline = deploy
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| span.starts_with("aws ") && *span != "aws configure")
+        .map(str::to_owned);
+    let mut seen = 0;
+    for command in commands("docs/deploy.md")
+        .into_iter()
+        .filter(|c| c.starts_with("aws "))
+        .chain(inline)
+    {
+        seen += 1;
+        assert!(
+            command.contains(&region),
+            "docs/deploy.md: `{command}` names no {region}"
+        );
+    }
+    assert!(seen >= 6, "the commands were found ({seen})");
+    assert!(
+        !deploy.contains("rotate-secret"),
+        "docs/deploy.md: rotation is put-secret-value"
+    );
+}

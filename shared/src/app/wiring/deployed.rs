@@ -1,12 +1,15 @@
 //! A deployed function's `App`: the Lambda environment, its secrets read from Secrets Manager
-//! first, and (debug builds only) the fixture test's clock offset.
+//! first, and (debug builds only) the fixture test's clock offset; and the variables a deployed
+//! function's start-up reads, recorded from the code.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use super::{App, Mode};
+use crate::app::ports::Served;
 use crate::platform::aws;
 use crate::platform::clock::SystemClock;
-use crate::platform::config::{ConfigError, Vars};
+use crate::platform::config::{AwsConfig, ConfigError, LogConfig, Vars};
 use crate::platform::secrets::secretsmanager::SecretsManager;
 use crate::platform::secrets::{SecretSource, Secrets};
 
@@ -46,4 +49,30 @@ impl App {
         app.secrets = secrets;
         Ok(app)
     }
+}
+
+/// The variables a deployed function serving `E` looks up at its start-up when its environment
+/// is `vars` and its secrets are in `source` (its sections, its secrets' `<VAR>_SECRET_ARN`,
+/// logging's and the AWS clients' sections), and whether it starts. The list of what each
+/// function reads is the code's own, recorded, not one kept by hand beside it:
+/// `shared/tests/it/template_settings.rs` holds template.yaml's functions to it.
+pub async fn variables_read<E: Served>(
+    vars: Vars,
+    source: Arc<dyn SecretSource>,
+) -> (BTreeSet<String>, Result<(), ConfigError>) {
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let recorder = seen.clone();
+    let recording = Vars::from_fn(move |name| {
+        recorder.lock().unwrap().insert(name.to_owned());
+        vars.get(name)
+    });
+    // What `app::lambda::start` and the AWS loader read besides the `App`.
+    let _ = LogConfig::from_vars(&recording);
+    let _ = AwsConfig::from_vars(&recording);
+    let started = match App::deployed_with(recording, source).await {
+        Ok(app) => app.service::<E>().await.map(drop),
+        Err(e) => Err(e),
+    };
+    let read = seen.lock().unwrap().clone();
+    (read, started)
 }

@@ -20,8 +20,10 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::OnceCell;
 
 mod deployed;
+pub use deployed::variables_read;
 mod metrics;
 mod push;
+pub use push::incomplete_record as apns_config_incomplete_record;
 
 use crate::app::Visit;
 use crate::app::edge::{Answer, Edge, LiveApiKeys, Service};

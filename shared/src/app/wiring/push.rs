@@ -8,9 +8,12 @@ use async_trait::async_trait;
 use super::{App, Mode};
 use crate::app::ports::Adapters;
 use crate::domain::device::Device;
+use crate::platform::clock::Clock;
 use crate::platform::config::{
     ApnsConfig, ApnsPoolConfig, ConfigError, PushSenderChoice, Secret, Vars,
 };
+use crate::platform::metrics::catalogue::DISPATCH;
+use crate::platform::metrics::{Metrics, Record};
 use crate::platform::secrets::LiveSecret;
 use crate::push::apns::ApnsSender;
 use crate::push::log::LogPushSender;
@@ -25,7 +28,11 @@ impl App {
         if let Some(push) = self.push.get() {
             return Ok(push.clone());
         }
-        let push = build(&self.vars, self.mode, self.device_hash_salt()?)?;
+        let reports = Reports {
+            metrics: self.metrics(),
+            clock: self.clock.clone(),
+        };
+        let push = build(&self.vars, self.mode, self.device_hash_salt()?, &reports)?;
         let key = self.secrets.live("APNS_KEY_P8", &self.vars);
         // A managed key (a deployed dispatcher's secret) may be stored or rotated while the
         // container lives: the sender follows it.
@@ -34,6 +41,7 @@ impl App {
                 vars: self.vars.clone(),
                 mode: self.mode,
                 salt: self.device_hash_salt()?,
+                reports,
                 key: key.clone(),
                 current: Mutex::new((key.current(), push)),
             })
@@ -47,7 +55,17 @@ impl App {
 /// The sender `vars` ask for. A bad key fails here, at the dispatcher's start-up: it is parsed
 /// as the signing key. A Lambda with `PUSH_SENDER=apns` and no APNs refuses to start: a
 /// stack that silently rings nobody is worse than one that fails.
-fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, ConfigError> {
+///
+/// With `PUSH_SENDER=auto`, a stored key whose ids are not all set (yet) or not valid is a step
+/// of docs/deploy.md half done, not a reason to stop every dispatch container: the logging
+/// sender runs, and its start and its pushes only logged (at most once a minute) say so as an
+/// error and write `ApnsConfigIncomplete` (the `dispatch-apns-config` alarm pages).
+fn build(
+    vars: &Vars,
+    mode: Mode,
+    salt: String,
+    reports: &Reports,
+) -> Result<Arc<dyn PushSender>, ConfigError> {
     let choice = PushSenderChoice::from_vars(vars)?;
     let apns = match choice {
         PushSenderChoice::Apns => ApnsConfig::from_vars(vars)?,
@@ -59,7 +77,19 @@ fn build(vars: &Vars, mode: Mode, salt: String) -> Result<Arc<dyn PushSender>, C
             );
             None
         }
-        PushSenderChoice::Auto => ApnsConfig::from_vars(vars)?,
+        PushSenderChoice::Auto => match ApnsConfig::from_vars(vars) {
+            Ok(apns) => apns,
+            Err(incomplete) => {
+                let sender = Incomplete {
+                    logged: LogPushSender::new(salt),
+                    reports: reports.clone(),
+                    why: incomplete.to_string(),
+                    reported: Mutex::new(None),
+                };
+                sender.report_now();
+                return Ok(Arc::new(sender));
+            }
+        },
         PushSenderChoice::Log => None,
     };
     match apns {
@@ -94,6 +124,7 @@ struct Rekeyed {
     vars: Vars,
     mode: Mode,
     salt: String,
+    reports: Reports,
     key: LiveSecret,
     current: Mutex<(Option<Secret>, Arc<dyn PushSender>)>,
 }
@@ -103,7 +134,7 @@ impl Rekeyed {
         let key = self.key.current();
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if current.0 != key {
-            match build(&self.vars, self.mode, self.salt.clone()) {
+            match build(&self.vars, self.mode, self.salt.clone(), &self.reports) {
                 Ok(sender) => {
                     tracing::info!("APNs key changed: push sender rebuilt");
                     *current = (key, sender);
@@ -134,5 +165,134 @@ impl PushSender for Rekeyed {
 
     async fn prepare(&self, expected_in_second: usize) {
         self.sender().prepare(expected_in_second).await
+    }
+}
+
+/// Where a sender's configuration problems are reported: the process's metrics, at its clock.
+#[derive(Clone)]
+struct Reports {
+    metrics: Metrics,
+    clock: Arc<dyn Clock>,
+}
+
+/// The logging sender of a dispatcher whose APNs key is stored (`PUSH_SENDER=auto`) and whose
+/// other APNs settings are missing or wrong: it keeps the dispatcher running and says, when it
+/// starts and then at most once a minute while it only logs pushes, that nothing rang (once a
+/// minute keeps the alarm's one-minute periods in ALARM without a record per push).
+struct Incomplete {
+    logged: LogPushSender,
+    reports: Reports,
+    /// The configuration error (names the variable, never a value of the key).
+    why: String,
+    /// When it last reported.
+    reported: Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Incomplete {
+    fn report_now(&self) {
+        let now = self.reports.clock.now();
+        let mut reported = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+        if reported.is_some_and(|at| now - at < chrono::Duration::minutes(1)) {
+            return;
+        }
+        *reported = Some(now);
+        drop(reported);
+        self.report(now);
+    }
+
+    fn report(&self, now: chrono::DateTime<chrono::Utc>) {
+        tracing::error!(
+            error = %self.why,
+            "PUSH_SENDER=auto: the APNs key is stored but the APNs settings are incomplete: \
+             pushes are only logged, nothing rings; set ApnsKeyId, ApnsTeamId and ApnsBundleId \
+             and deploy (docs/deploy.md, 'Production and the APNs key')"
+        );
+        let metrics = &self.reports.metrics;
+        metrics.emit(&incomplete_record(metrics.function(), now));
+    }
+}
+
+#[async_trait]
+impl PushSender for Incomplete {
+    async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
+        self.report_now();
+        self.logged.send(push, device).await
+    }
+
+    async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
+        self.logged.send_notice(notice).await
+    }
+}
+
+/// What a dispatcher writes at its start and, at most once a minute, while it only logs pushes
+/// because `PUSH_SENDER=auto` has a stored key and incomplete APNs settings (the
+/// `dispatch-apns-config` alarm's metric).
+pub fn incomplete_record(function: &str, at: chrono::DateTime<chrono::Utc>) -> Record {
+    Record::new(DISPATCH, at)
+        .dimension("Function", function)
+        .count("ApnsConfigIncomplete", 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
+    use crate::platform::metrics::MemorySink;
+    use chrono::{DateTime, Utc};
+
+    /// A clock the test moves.
+    struct At(Mutex<DateTime<Utc>>);
+
+    #[async_trait]
+    impl Clock for At {
+        fn now(&self) -> DateTime<Utc> {
+            *self.0.lock().unwrap()
+        }
+
+        async fn sleep_until(&self, _deadline: DateTime<Utc>) {}
+    }
+
+    #[tokio::test]
+    async fn an_incomplete_apns_configuration_logs_pushes_and_reports_once_a_minute() {
+        let start: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let clock = Arc::new(At(Mutex::new(start)));
+        let sink = MemorySink::default();
+        let reports = Reports {
+            metrics: Metrics::new(Arc::new(sink.clone()), "koe-dispatch"),
+            clock: clock.clone(),
+        };
+        let vars = Vars::from_pairs(&[("PUSH_SENDER", "auto"), ("APNS_KEY_P8", "a stored key")]);
+        let sender = build(&vars, Mode::Lambda, "salt".into(), &reports).expect("it starts");
+        let reported = || {
+            sink.lines()
+                .iter()
+                .filter(|l| l.contains("ApnsConfigIncomplete"))
+                .count()
+        };
+        assert_eq!(reported(), 1, "at its start");
+        let push = VoipPush {
+            aps: Default::default(),
+            call_id: "c1".into(),
+            attempt: 1,
+            caller_name: None,
+            scheduled_at: "2026-01-01T07:00:00+09:00".into(),
+            expires_at: start,
+        };
+        let device = Device {
+            device_id: DeviceId::parse("deviceId", "d1").unwrap(),
+            voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
+            environment: PushEnvironment::Production,
+            updated_at: start,
+            confirms_calls: false,
+            alert_token: None,
+        };
+        for _ in 0..3 {
+            sender.send(&push, &device).await.expect("logged");
+        }
+        assert_eq!(reported(), 1, "within its first minute: no record per push");
+        *clock.0.lock().unwrap() = start + chrono::Duration::seconds(61);
+        sender.send(&push, &device).await.expect("logged");
+        sender.send(&push, &device).await.expect("logged");
+        assert_eq!(reported(), 2, "a minute later, once more");
     }
 }

@@ -68,6 +68,7 @@ pub const ALL: &[Metric] = &[
     m(DISPATCH, "RunDuration", Milliseconds, F, "the run's wall time"),
     m(DISPATCH, "PushLateness", Milliseconds, F, "per sent push: ms after scheduledAt"),
     m(DISPATCH, "ApnsErrors", Count, &["Function", "Reason"], "APNs errors by reason"),
+    m(DISPATCH, "ApnsConfigIncomplete", Count, F, "dispatcher starts and pushes only logged because PUSH_SENDER=auto has an APNs key stored and the APNs ids missing or wrong"),
     // One record per request of every HTTP function, dimension Function.
     m(API, "Latency", Milliseconds, F, "to the response head (a stream: its first event)"),
     m(API, "ServerErrors", Count, F, "5xx answers (1 per request that answered 5xx, none written for others)"),

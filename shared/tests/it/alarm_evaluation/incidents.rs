@@ -6,9 +6,9 @@ use koe_testkit::cloudwatch::Samples;
 
 use super::HOURS;
 use super::published::{
-    api, confirm, confirmations, coordinator_run, dead_letters, dead_tokens, dynamodb, gateway,
-    lambda, minute_over_capacity, on_time, part_run, quiet, remove_runs, replace_run, requests,
-    sending,
+    api, apns_config_incomplete, confirm, confirmations, coordinator_run, dead_letters,
+    dead_tokens, dynamodb, gateway, lambda, minute_over_capacity, on_time, part_run, quiet,
+    remove_runs, replace_run, requests, sending,
 };
 
 /// The stack an incident happens on.
@@ -377,6 +377,23 @@ pub fn incidents() -> Vec<Incident> {
                     s.put(&dead_letters(), minute, 2.0);
                 }
             },
+        },
+        Incident {
+            alarm: "dispatch-apns-config",
+            on: Idle,
+            what: "the APNs key is stored before its ids: a dispatch container starts in minute \
+                   120 and logs its pushes",
+            met_in: 120,
+            cleared_by: Some(135),
+            inject: |s| apns_config_incomplete(s, "dispatch", 120),
+        },
+        Incident {
+            alarm: "dispatch-apns-config",
+            on: Healthy,
+            what: "a part's container starts with the ids missing in minute 200",
+            met_in: 200,
+            cleared_by: Some(215),
+            inject: |s| apns_config_incomplete(s, "dispatch-part", 200),
         },
         Incident {
             alarm: "dispatch-minute-over-capacity",

@@ -68,6 +68,14 @@ pub fn minute_over_capacity(samples: &mut Samples, minute: u32) {
     publish(samples, minute, &[record]);
 }
 
+/// A dispatch start with the APNs key stored and its ids not, as the dispatcher writes it
+/// (`koe::app::wiring::apns_config_incomplete_record`).
+pub fn apns_config_incomplete(samples: &mut Samples, function: &str, minute: u32) {
+    let function = format!("{STACK}-{function}");
+    let record = koe::app::wiring::apns_config_incomplete_record(&function, at(minute));
+    publish(samples, minute, &[record]);
+}
+
 pub fn dead_letters() -> MetricId {
     MetricId::new(
         "AWS/SQS",

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# checkov (pinned, from PyPI into ~/.cache/koe/venv-checkov) on template.yaml, CloudFormation
+# framework: fails on any check that fails and is not skipped. Each deliberate choice is a
+# skip in the resource's Metadata (checkov: skip: id, comment), its one-line reason also in
+# docs/security.md, "Choices we made" (shared/tests/it/template_choices.rs holds them equal).
+#   scripts/checkov.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
+CHECKOV_VERSION=3.3.30
+VENV="$CACHE/venv-checkov"
+if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$CHECKOV_VERSION"; then
+  echo "installing checkov $CHECKOV_VERSION into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
+fi
+exec "$VENV/bin/checkov" -f template.yaml --framework cloudformation --compact --quiet \
+  --skip-download
