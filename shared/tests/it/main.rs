@@ -59,6 +59,7 @@ mod api_idempotency;
 mod api_meta;
 mod apns_connections;
 mod apns_errors;
+mod capacity_table;
 mod contract_files;
 mod count_estimate;
 mod deadlines;
