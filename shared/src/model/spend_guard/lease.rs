@@ -102,8 +102,6 @@ pub struct Lease {
     pub block: Option<Block>,
     /// The day every shard refused, and until when this guard refuses without asking.
     pub refused: Option<(String, DateTime<Utc>)>,
-    /// The day whose ceiling notice this guard has claimed, or seen claimed.
-    pub noticed: Option<String>,
 }
 
 impl Lease {

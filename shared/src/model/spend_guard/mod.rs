@@ -102,6 +102,8 @@ pub struct SpendGuard {
     plan: LeasePlan,
     /// Held across a lease's write, so that a container's concurrent calls lease one block.
     lease: tokio::sync::Mutex<Lease>,
+    /// The day whose ceiling notice this guard has claimed, or seen claimed.
+    noticed: std::sync::Mutex<Option<String>>,
     /// `SpendUsed` at each reservation, `ModelTokens` at each settlement, `ProviderErrors`.
     metrics: Metrics,
 }
@@ -145,6 +147,7 @@ impl SpendGuard {
             ceiling,
             plan: LeasePlan::for_ceiling(ceiling),
             lease: tokio::sync::Mutex::new(Lease::default()),
+            noticed: std::sync::Mutex::new(None),
             metrics: Metrics::off(),
         }
     }
@@ -190,19 +193,28 @@ impl SpendGuard {
             self.correct(Self::give_back(old)).await;
         }
         if lease.refuses(&day, now) {
-            return Err(self.refuse(&mut lease, &day).await);
+            drop(lease);
+            return Err(self.refuse(&day).await);
         }
         let have = lease.block.as_ref().map_or(0, |b| b.tokens);
         if let Some(block) = lease.block.as_mut().filter(|b| b.tokens >= bound) {
             block.tokens -= bound;
             return Ok(Some(Reserved { day, bound, prompt }));
         }
-        let want = bound * self.plan.calls_per_lease - have;
-        let shard_ceiling = self.plan.shard_ceiling(self.ceiling);
         // Every shard until one grants; once all refused today, one at random (they fill
         // again only by what guards return), so that a refusal costs one write.
         let swept = lease.refused.as_ref().is_some_and(|(d, _)| *d == day.key);
         let tries = if swept { 1 } else { self.plan.shards };
+        // Under a small ceiling no block is kept: the lock is not held across the write, so
+        // that a process's calls reserve side by side (koe-local).
+        let lease = if self.plan.leasing() {
+            Some(lease)
+        } else {
+            drop(lease);
+            None
+        };
+        let want = bound * self.plan.calls_per_lease - have;
+        let shard_ceiling = self.plan.shard_ceiling(self.ceiling);
         let first = fastrand::u32(..self.plan.shards);
         for k in 0..tries {
             let shard = (first + k) % self.plan.shards;
@@ -214,12 +226,14 @@ impl SpendGuard {
             {
                 Ok(SpendOutcome::Reserved { total }) => {
                     self.measure_spend(total.saturating_mul(u64::from(self.plan.shards)));
-                    lease.block = Some(Block {
-                        day: day.clone(),
-                        shard,
-                        tokens: have + want - bound,
-                        leased_at: now,
-                    });
+                    if let Some(mut lease) = lease {
+                        lease.block = Some(Block {
+                            day: day.clone(),
+                            shard,
+                            tokens: have + want - bound,
+                            leased_at: now,
+                        });
+                    }
                     return Ok(Some(Reserved { day, bound, prompt }));
                 }
                 Ok(SpendOutcome::CeilingReached) => continue,
@@ -234,13 +248,13 @@ impl SpendGuard {
             }
         }
         self.measure_spend(self.ceiling);
-        if self.plan.leasing() {
+        if let Some(mut lease) = lease {
             // Jittered, so that guards refused together do not ask again together.
             let hold = REFUSAL_HOLD_SECS * 1000;
             let until = now + chrono::Duration::milliseconds(hold + fastrand::i64(0..hold / 2));
             lease.refused = Some((day.key.clone(), until));
         }
-        Err(self.refuse(&mut lease, &day).await)
+        Err(self.refuse(&day).await)
     }
 
     /// Corrects a reservation to the `used` tokens: what it did not use back to the guard's
@@ -324,9 +338,10 @@ impl SpendGuard {
 
     /// The refusal once the day's count reached the ceiling: the first of the day notifies. A
     /// guard asks for the notice once a day.
-    async fn refuse(&self, lease: &mut Lease, day: &UsageDay) -> ProviderError {
+    async fn refuse(&self, day: &UsageDay) -> ProviderError {
         let api = self.api.as_str();
-        let notify = if lease.noticed.as_ref() == Some(&day.key) {
+        let seen = self.noticed.lock().unwrap().as_ref() == Some(&day.key);
+        let notify = if seen {
             false
         } else {
             match self
@@ -335,7 +350,7 @@ impl SpendGuard {
                 .await
             {
                 Ok(first) => {
-                    lease.noticed = Some(day.key.clone());
+                    *self.noticed.lock().unwrap() = Some(day.key.clone());
                     first
                 }
                 // Better a second notice than none.
