@@ -36,22 +36,9 @@ fn request(content: &str, max_tokens: u32) -> ModelRequest {
     }
 }
 
-/// The day's chat count over every shard (reserving 0 reads a counter).
+/// The day's chat count over every shard.
 async fn counted(store: &dyn UsageStore) -> u64 {
-    let day = day();
-    let mut total = 0;
-    for shard in 0..SHARDS {
-        let counter = shard_counter("chat", shard);
-        match store
-            .reserve_tokens(&counter, &day.key, 0, u64::MAX, day.expire_at())
-            .await
-            .unwrap()
-        {
-            SpendOutcome::Reserved { total: t } => total += t,
-            SpendOutcome::CeilingReached => unreachable!(),
-        }
-    }
-    total
+    counted_on(store, &day()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -253,4 +240,68 @@ async fn two_thousand_model_calls_a_second_throttle_no_usage_write() {
     assert!(spent <= left + plan.slack(bound), "{spent} spent");
     let counted = counted(&store.inner).await - before;
     assert!(counted <= left + plan.slack(bound), "{counted} counted");
+}
+
+/// The chat count of `day` over every shard (reserving 0 reads a counter).
+async fn counted_on(store: &dyn UsageStore, day: &UsageDay) -> u64 {
+    let mut total = 0;
+    for shard in 0..SHARDS {
+        let counter = shard_counter("chat", shard);
+        if let SpendOutcome::Reserved { total: t } = store
+            .reserve_tokens(&counter, &day.key, 0, u64::MAX, day.expire_at())
+            .await
+            .unwrap()
+        {
+            total += t;
+        }
+    }
+    total
+}
+
+/// A block is spent locally (no write a call), what is left goes back at the first settlement
+/// 30 s after the lease and when the day turns (to that day's count), and a counter that fails
+/// lets the call through uncounted.
+#[tokio::test]
+async fn a_block_goes_back_after_30_s_and_at_the_days_turn_and_a_failing_counter_fails_open() {
+    let store: Arc<dyn UsageStore> = Arc::new(MemoryStore::new());
+    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
+    let guard = SpendGuard::new(store.clone(), clock.clone(), SpendApi::Chat, LEASE_CEILING);
+    let request = request("hi", 375);
+    let bound = token_bound(&request);
+    let day = day();
+    let call = async |used: u64| {
+        let reserved = guard.reserve(&request).await.unwrap().expect("counted");
+        guard.settle(&reserved, used).await;
+    };
+
+    call(100).await;
+    assert_eq!(
+        counted_on(store.as_ref(), &day).await,
+        8 * bound,
+        "one block"
+    );
+    call(100).await;
+    assert_eq!(
+        counted_on(store.as_ref(), &day).await,
+        8 * bound,
+        "spent locally"
+    );
+    clock.advance(chrono::Duration::seconds(30));
+    call(100).await;
+    assert_eq!(counted_on(store.as_ref(), &day).await, 300, "what was used");
+
+    call(100).await;
+    clock.set(day.ends_at);
+    let next = UsageDay::of(day.ends_at);
+    call(100).await;
+    assert_eq!(
+        counted_on(store.as_ref(), &day).await,
+        400,
+        "the last day's back"
+    );
+    assert_eq!(counted_on(store.as_ref(), &next).await, 8 * bound);
+
+    let failing: Arc<dyn UsageStore> = Arc::new(koe_testkit::harness::FailingStore);
+    let guard = SpendGuard::new(failing, clock, SpendApi::Chat, LEASE_CEILING);
+    assert!(guard.reserve(&request).await.unwrap().is_none());
 }
