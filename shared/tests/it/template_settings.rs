@@ -220,7 +220,7 @@ pub fn environment(
     env
 }
 
-fn resolve(template: &Value, value: &Value) -> String {
+pub fn resolve(template: &Value, value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),

@@ -4,7 +4,7 @@
 //! Before a completion goes out, its tokens (the prompt's estimate and the whole `max_tokens`)
 //! are reserved against the day's count with one conditional `ADD` (only while the count is
 //! below the ceiling), so concurrent calls can never together pass the ceiling by more than one
-//! call; after it, the count is corrected to the usage the provider reported, and a streamed
+//! call; under a large ceiling from a block the guard leased that way ([`lease`]); after it, the count is corrected to the usage the provider reported, and a streamed
 //! reply cut short (an error, a client gone) to what it is known to have cost: its prompt and
 //! the pieces it received (docs/spend-guard.md). Once the count has reached the ceiling every completion
 //! is refused (503 `SPEND_CEILING_REACHED`, no model call) until 00:00 Japan time, and the
@@ -15,7 +15,10 @@
 
 use std::sync::Arc;
 
+pub mod lease;
 mod stream;
+pub use lease::LeasePlan;
+use lease::{Block, Lease, REFUSAL_HOLD_SECS, shard_counter};
 pub use stream::{GuardedStream, Held};
 
 use async_trait::async_trait;
@@ -89,12 +92,18 @@ pub fn token_bound(request: &ModelRequest) -> u64 {
 }
 
 /// One API's daily ceiling: the reservation before a model call, its correction after, and
-/// the refusal past the ceiling. Shared by the completion and streaming guards.
+/// the refusal past the ceiling. Shared by the completion and streaming guards. One guard per
+/// container: under a large ceiling it leases blocks of tokens ([`lease`]).
 pub struct SpendGuard {
     store: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
     api: SpendApi,
     ceiling: u64,
+    plan: LeasePlan,
+    /// Held across a lease's write, so that a container's concurrent calls lease one block.
+    lease: tokio::sync::Mutex<Lease>,
+    /// The day whose ceiling notice this guard has claimed, or seen claimed.
+    noticed: std::sync::Mutex<Option<String>>,
     /// `SpendUsed` at each reservation, `ModelTokens` at each settlement, `ProviderErrors`.
     metrics: Metrics,
 }
@@ -117,6 +126,13 @@ impl Reserved {
     }
 }
 
+/// A write to a shard's counter decided under the lease's lock, made after it.
+struct Correction {
+    day: UsageDay,
+    shard: u32,
+    delta: i64,
+}
+
 impl SpendGuard {
     pub fn new(
         store: Arc<dyn UsageStore>,
@@ -129,6 +145,9 @@ impl SpendGuard {
             clock,
             api,
             ceiling,
+            plan: LeasePlan::for_ceiling(ceiling),
+            lease: tokio::sync::Mutex::new(Lease::default()),
+            noticed: std::sync::Mutex::new(None),
             metrics: Metrics::off(),
         }
     }
@@ -138,6 +157,11 @@ impl SpendGuard {
     pub fn measured_by(mut self, metrics: Metrics) -> SpendGuard {
         self.metrics = metrics;
         self
+    }
+
+    /// How this guard counts (its ceiling's [`LeasePlan`]).
+    pub fn plan(&self) -> LeasePlan {
+        self.plan
     }
 
     fn record(&self) -> Record {
@@ -157,65 +181,183 @@ impl SpendGuard {
 
     /// Reserves `request`'s tokens ([`token_bound`]): `Some` to correct after the call, `None`
     /// when the counter failed (the call goes ahead uncounted, fail-open), the refusal past the
-    /// ceiling.
+    /// ceiling. From the guard's block when it holds enough, else with one lease.
     pub async fn reserve(&self, request: &ModelRequest) -> Result<Option<Reserved>, ProviderError> {
-        let api = self.api.as_str();
-        let day = UsageDay::of(self.clock.now());
+        let now = self.clock.now();
+        let day = UsageDay::of(now);
         let bound = token_bound(request);
         let prompt = prompt_tokens(request);
-        match self
-            .store
-            .reserve_tokens(api, &day.key, bound, self.ceiling, day.expire_at())
-            .await
+        let mut lease = self.lease.lock().await;
+        // The day turned: what is left of the last day's block goes back to its count.
+        if let Some(old) = lease.block.take_if(|b| b.day != day) {
+            self.correct(Self::give_back(old)).await;
+        }
+        if lease.refuses(&day, now) {
+            drop(lease);
+            return Err(self.refuse(&day).await);
+        }
+        let have = lease.block.as_ref().map_or(0, |b| b.tokens);
+        if let Some(block) = lease.block.as_mut().filter(|b| b.tokens >= bound) {
+            block.tokens -= bound;
+            return Ok(Some(Reserved { day, bound, prompt }));
+        }
+        // Every shard until one grants; once all refused today, one at random (they fill
+        // again only by what guards return), so that a refusal costs one write.
+        let swept = lease.refused.as_ref().is_some_and(|(d, _)| *d == day.key);
+        let tries = if swept { 1 } else { self.plan.shards };
+        // Under a small ceiling no block is kept: the lock is not held across the write, so
+        // that a process's calls reserve side by side (koe-local).
+        let lease = if self.plan.leasing() {
+            Some(lease)
+        } else {
+            drop(lease);
+            None
+        };
+        let want = bound * self.plan.calls_per_lease - have;
+        let shard_ceiling = self.plan.shard_ceiling(self.ceiling);
+        let first = fastrand::u32(..self.plan.shards);
+        for k in 0..tries {
+            let shard = (first + k) % self.plan.shards;
+            let counter = shard_counter(self.api.as_str(), shard);
+            match self
+                .store
+                .reserve_tokens(&counter, &day.key, want, shard_ceiling, day.expire_at())
+                .await
+            {
+                Ok(SpendOutcome::Reserved { total }) => {
+                    self.measure_spend(total.saturating_mul(u64::from(self.plan.shards)));
+                    if let Some(mut lease) = lease {
+                        lease.block = Some(Block {
+                            day: day.clone(),
+                            shard,
+                            tokens: have + want - bound,
+                            leased_at: now,
+                        });
+                    }
+                    return Ok(Some(Reserved { day, bound, prompt }));
+                }
+                Ok(SpendOutcome::CeilingReached) => continue,
+                Err(e) => {
+                    tracing::warn!(
+                        api = self.api.as_str(),
+                        error = %e,
+                        "spend counter failed: model call allowed uncounted (fail-open)"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+        self.measure_spend(self.ceiling);
+        if let Some(mut lease) = lease {
+            // Jittered, so that guards refused together do not ask again together.
+            let hold = REFUSAL_HOLD_SECS * 1000;
+            let until = now + chrono::Duration::milliseconds(hold + fastrand::i64(0..hold / 2));
+            lease.refused = Some((day.key.clone(), until));
+        }
+        Err(self.refuse(&day).await)
+    }
+
+    /// Corrects a reservation to the `used` tokens: what it did not use back to the guard's
+    /// block (returned to the count at once under a small ceiling, else when the block
+    /// expires), what it used beyond it from the block or else added to the count.
+    pub async fn settle(&self, reserved: &Reserved, used: u64) {
+        let Reserved { day, bound, .. } = reserved;
+        self.metrics.emit(&self.record().count("ModelTokens", used));
+        if used == *bound {
+            return;
+        }
+        let now = self.clock.now();
+        let mut corrections = Vec::new();
         {
-            Ok(SpendOutcome::Reserved { total }) => {
-                self.measure_spend(total);
-                Ok(Some(Reserved { day, bound, prompt }))
+            let mut lease = self.lease.lock().await;
+            let block = lease.block.as_mut().filter(|b| b.day == *day);
+            match block {
+                Some(block) if used < *bound => block.tokens += bound - used,
+                Some(block) => {
+                    let over = used - bound;
+                    let taken = over.min(block.tokens);
+                    block.tokens -= taken;
+                    if over > taken {
+                        corrections.push(Correction {
+                            day: day.clone(),
+                            shard: block.shard,
+                            delta: (over - taken) as i64,
+                        });
+                    }
+                }
+                // The block went back (expired, the day turned): straight to the count.
+                None => corrections.push(Correction {
+                    day: day.clone(),
+                    shard: 0,
+                    delta: used as i64 - *bound as i64,
+                }),
             }
-            Ok(SpendOutcome::CeilingReached) => {
-                self.measure_spend(self.ceiling);
-                Err(self.refuse(&day).await)
+            if let Some(old) = lease
+                .block
+                .take_if(|b| !self.plan.leasing() || b.expired(now))
+            {
+                corrections.extend(Self::give_back(old));
             }
-            Err(e) => {
-                tracing::warn!(
-                    api,
-                    error = %e,
-                    "spend counter failed: model call allowed uncounted (fail-open)"
-                );
-                Ok(None)
-            }
+        }
+        for correction in corrections {
+            self.correct(Some(correction)).await;
         }
     }
 
-    /// Corrects a reservation to the `used` tokens.
-    pub async fn settle(&self, reserved: &Reserved, used: u64) {
+    /// Returns what is left of the guard's block to its count now (e.g. before a container
+    /// stops taking calls).
+    pub async fn give_back_lease(&self) {
+        let old = self.lease.lock().await.block.take();
+        if let Some(old) = old {
+            self.correct(Self::give_back(old)).await;
+        }
+    }
+
+    fn give_back(block: Block) -> Option<Correction> {
+        (block.tokens > 0).then(|| Correction {
+            delta: -i64::try_from(block.tokens).unwrap_or(i64::MAX),
+            day: block.day,
+            shard: block.shard,
+        })
+    }
+
+    async fn correct(&self, correction: Option<Correction>) {
+        let Some(Correction { day, shard, delta }) = correction else {
+            return;
+        };
         let api = self.api.as_str();
-        let Reserved { day, bound, .. } = reserved;
-        self.metrics.emit(&self.record().count("ModelTokens", used));
-        let delta = used as i64 - *bound as i64;
-        if delta != 0
-            && let Err(e) = self
-                .store
-                .settle_tokens(api, &day.key, delta, day.expire_at())
-                .await
+        let counter = shard_counter(api, shard);
+        if let Err(e) = self
+            .store
+            .settle_tokens(&counter, &day.key, delta, day.expire_at())
+            .await
         {
             tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
         }
     }
 
-    /// The refusal once the day's count reached the ceiling: the first of the day notifies.
+    /// The refusal once the day's count reached the ceiling: the first of the day notifies. A
+    /// guard asks for the notice once a day.
     async fn refuse(&self, day: &UsageDay) -> ProviderError {
         let api = self.api.as_str();
-        let notify = match self
-            .store
-            .claim_ceiling_notice(api, &day.key, day.expire_at())
-            .await
-        {
-            Ok(first) => first,
-            // Better a second notice than none.
-            Err(e) => {
-                tracing::warn!(api, error = %e, "spend ceiling notice could not be claimed");
-                true
+        let seen = self.noticed.lock().unwrap().as_ref() == Some(&day.key);
+        let notify = if seen {
+            false
+        } else {
+            match self
+                .store
+                .claim_ceiling_notice(api, &day.key, day.expire_at())
+                .await
+            {
+                Ok(first) => {
+                    *self.noticed.lock().unwrap() = Some(day.key.clone());
+                    first
+                }
+                // Better a second notice than none.
+                Err(e) => {
+                    tracing::warn!(api, error = %e, "spend ceiling notice could not be claimed");
+                    true
+                }
             }
         };
         if notify {

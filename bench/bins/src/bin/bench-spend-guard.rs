@@ -1,0 +1,191 @@
+//! What the spend guard writes at the chat API's rate: koe-local (`koe_local::start`) on
+//! DynamoDB Local behind the limits proxy, whose model charges the usage table as DynamoDB would
+//! with its limits scaled (`KOE_LIMITS_SCALE`, default 0.05: one partition key value takes 50
+//! WCU/s, so 100 calls a second stand for 2,000), the scripted stand-in OpenAI answering at once
+//! (57 tokens a call). The day's count starts `left` tokens short of the ceiling, so the run goes
+//! through it. Prints the usage table's writes a second and per model call, throttles, the
+//! busiest partition, and the counted spend against what was left and the slack.
+//!
+//! Usage: bench-spend-guard [calls a second, 100] [seconds, 60]   (bench/spend-guard.sh)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use koe::App;
+use koe::domain::usage_day::UsageDay;
+use koe::model::spend_guard::LeasePlan;
+use koe::model::spend_guard::lease::{SHARDS, shard_counter};
+use koe::platform::config::Vars;
+use koe::store::dynamodb::DynamoStore;
+use koe::store::{SpendOutcome, UsageStore};
+use koe_local::LocalConfig;
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel, TableDef, Target};
+use koe_testkit::dynamodb::limits_proxy::LimitsProxy;
+use koe_testkit::openai::{Behaviour, StandInOpenAi};
+
+/// The daily ceiling: past 100,000,000, so the guard leases blocks (`BENCH_CEILING` below it
+/// shows the per-call count).
+fn ceiling() -> u64 {
+    std::env::var("BENCH_CEILING").map_or(400_000_000, |c| c.parse().expect("BENCH_CEILING"))
+}
+/// What the stand-in reports a call used (40 + 17).
+const USED: u64 = 57;
+/// What each request reserves: 1 + 8 + 16 + 375.
+const BOUND: u64 = 400;
+
+async fn counted(store: &DynamoStore, day: &UsageDay) -> u64 {
+    let mut total = 0;
+    for shard in 0..SHARDS {
+        let counter = shard_counter("chat", shard);
+        if let SpendOutcome::Reserved { total: t } = store
+            .reserve_tokens(&counter, &day.key, 0, u64::MAX, day.expire_at())
+            .await
+            .expect("read a counter")
+        {
+            total += t;
+        }
+    }
+    total
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rate: u64 = args
+        .get(1)
+        .map_or(100, |n| n.parse().expect("calls a second"));
+    let seconds: u64 = args.get(2).map_or(60, |n| n.parse().expect("seconds"));
+    if std::env::var("KOE_LIMITS_SCALE").is_err() {
+        // SAFETY: set before any thread reads the environment.
+        unsafe { std::env::set_var("KOE_LIMITS_SCALE", "0.05") };
+    }
+    let limits = Limits::from_env();
+    let ceiling = ceiling();
+    let plan = LeasePlan::for_ceiling(ceiling);
+
+    let upstream = tokio::task::spawn_blocking(koe_testkit::dynamodb::endpoint)
+        .await
+        .unwrap();
+    let setup = koe_testkit::dynamodb::client().await;
+    let prefix = format!("bench-{}", koe_testkit::dynamodb::random_prefix());
+    let tables = koe_testkit::dynamodb::create_tables(&setup, &prefix).await;
+    let model = Arc::new(LimitsModel::new(limits));
+    let defs = [TableDef::from_template("AgentUsageTable", &tables.usage)];
+    let proxy = LimitsProxy::with_model(&upstream, &defs, model).await;
+    let direct = DynamoStore::new(setup, tables.clone());
+    let through_proxy = DynamoStore::new(
+        koe_testkit::dynamodb::production_like_client(&proxy.url()),
+        tables.clone(),
+    );
+
+    // The day's count `left` tokens short of the ceiling (about half the run's spend), written
+    // past the proxy.
+    let day = UsageDay::of(chrono::Utc::now());
+    let left = rate * seconds * USED / 2;
+    let share = plan.shard_ceiling(ceiling);
+    for shard in 0..plan.shards {
+        let counter = shard_counter("chat", shard);
+        direct
+            .reserve_tokens(
+                &counter,
+                &day.key,
+                share - left / u64::from(plan.shards),
+                u64::MAX,
+                day.expire_at(),
+            )
+            .await
+            .expect("seed a counter");
+    }
+    let before = counted(&direct, &day).await;
+
+    let openai = StandInOpenAi::start().await;
+    openai.set_default(Behaviour::complete("はい"));
+    let ceiling_var = ceiling.to_string();
+    let base_url = openai.base_url();
+    let vars = Vars::from_pairs(&[
+        ("CHAT_ADDR", "127.0.0.1:0"),
+        ("AGENT_ADDR", "127.0.0.1:0"),
+        ("LOCAL_DISPATCHER", "false"),
+        ("DEVICE_HASH_SALT", "bench"),
+        ("OPENAI_BASE_URL", &base_url),
+        ("OPENAI_API_KEY", "bench"),
+        ("AGENT_API_KEYS", koe_testkit::harness::TEST_API_KEY),
+        ("AGENT_STEP_KEY", koe_testkit::harness::TEST_STEP_KEY),
+        ("CHAT_DAILY_TOKEN_CEILING", &ceiling_var),
+    ]);
+    let local_config = LocalConfig::from_vars(&vars).expect("bench addresses");
+    let app = App::local(vars).with_store(Arc::new(through_proxy));
+    let running = koe_local::start(app, &local_config)
+        .await
+        .expect("koe-local starts");
+    let url = format!("http://{}/api/chat", running.chat_addr);
+    let body = r#"{"messages":[{"role":"user","content":"hi"}],"maxTokens":375}"#;
+    let client = reqwest::Client::new();
+
+    let (answered, refused, other) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    let mut requests = Vec::new();
+    for _ in 0..rate * seconds {
+        tick.tick().await;
+        let (client, url) = (client.clone(), url.clone());
+        let counts = (answered.clone(), refused.clone(), other.clone());
+        requests.push(tokio::spawn(async move {
+            let status = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .map_or(0, |r| r.status().as_u16());
+            match status {
+                200 => counts.0.fetch_add(1, Ordering::Relaxed),
+                503 => counts.1.fetch_add(1, Ordering::Relaxed),
+                _ => counts.2.fetch_add(1, Ordering::Relaxed),
+            };
+        }));
+    }
+    for request in requests {
+        request.await.unwrap();
+    }
+    let took = started.elapsed().as_secs_f64();
+    running.shutdown().await;
+
+    let stats = proxy.stats();
+    let usage = Target::base(&tables.usage);
+    let writes = stats.consumed.get(&usage).map_or(0.0, |c| c.wcu);
+    let calls = answered.load(Ordering::Relaxed);
+    let hottest = stats
+        .hottest_write
+        .as_ref()
+        .map_or(0.0, |h| h.units_per_sec);
+    let spent = counted(&direct, &day).await - before;
+    let slack = plan.slack(BOUND);
+    println!(
+        "limits scaled {:.2} (a partition {:.0} WCU/s); ceiling {ceiling} ({plan:?}); {rate} chat calls/s for {took:.1} s",
+        limits.wcu_per_sec / 1000.0,
+        limits.wcu_per_sec
+    );
+    println!(
+        "answered {calls}, refused 503 {}, other {}; model calls {}",
+        refused.load(Ordering::Relaxed),
+        other.load(Ordering::Relaxed),
+        openai.request_count()
+    );
+    println!(
+        "usage table: {writes:.0} WCU, {:.2} a second, {:.4} per model call; throttled {}; busiest partition {hottest:.0} WCU/s (limit {:.0})",
+        writes / took,
+        writes / calls.max(1) as f64,
+        stats.throttled(),
+        limits.wcu_per_sec
+    );
+    println!(
+        "counted {spent} tokens of the {left} left (slack {slack}; the calls answered used {})",
+        calls * USED
+    );
+}
