@@ -99,6 +99,9 @@ scripts/checkov.sh
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
 
+step "bench/monthly-cost.py --check (docs/scale.md's bill from bench/idle-cost.last.json)"
+python3 bench/monthly-cost.py --check >/dev/null
+
 step "cargo test"
 # The function binaries (koe-functions) have no unit tests, only a `main` each: their ten empty
 # test harnesses are not linked; their one integration test runs next.
