@@ -12,8 +12,8 @@ A user a day: one wake-up call, 20 chat and 10 agent requests (the mix of docs/s
 "Capacity settings by users"), spread evenly over the day; a month is 730 hours. What the bench
 measures (the dispatcher idle and per call, the store's units per create) comes from its line;
 memory sizes, secrets, alarms and the access-log format from template.yaml; the dispatcher's
-window and re-selection from its config; metric names from the catalogue; the token ceilings
-from the capacity table. Every other input is a named constant below with its source.
+window and re-selection and the lease and shard sizes from the code; the token ceilings from
+the capacity table. Every other input is a named constant below with its source.
 """
 
 import json
@@ -73,7 +73,9 @@ ENTRY_BYTES, READ_UNIT_BYTES = 180, 4096
 # Assumed stored bytes: a device ~0.5 KB kept; a reservation ~0.8 KB kept 7 days past its day.
 DEVICE_BYTES, CALL_BYTES, CALL_DAYS_KEPT = 500, 800, 8
 # Custom metrics with data in an hour at traffic: 24 (bench/metric-hours.sh at 100,000 calls and
-# 500,000 requests a day, docs/operations.md "What it costs"; more in an hour with faults).
+# 500,000 requests a day, docs/operations.md "What it costs"; 74 with every fault): of the
+# catalogue's 34 names (shared/src/platform/metrics/catalogue.rs), those an hour's traffic
+# writes, once per function that writes them (the `Function` dimension).
 METRICS_AT_TRAFFIC = 24
 # Bytes out to the internet a request: the answer to the app (~1 KB of JSON and headers) and,
 # for a model call, the prompt sent to the provider (~3 KB: a conversation of a few turns).
@@ -181,11 +183,11 @@ def dispatch_path(m: dict, per_day: float, window: float, every: float) -> dict:
     }
 
 
-def scheduler_path(per_day: float) -> float:
-    """EventBridge Scheduler instead: a one-time schedule per call, one 100 ms 256 MB
-    invocation each, 2 writes + 1 read to create, 1 read + 1 write to send."""
+def scheduler_path(per_day: float, gb: float) -> float:
+    """EventBridge Scheduler instead: a one-time schedule per call, one 100 ms invocation each
+    at the dispatcher's memory (assumed), 2 writes + 1 read to create, 1 read + 1 write to send."""
     calls = per_day * DAYS
-    return (calls * (0.25 * 0.1 * LAMBDA_GB_S + LAMBDA_REQUEST + 3 * WRU + 3 * RRU)
+    return (calls * (gb * 0.1 * LAMBDA_GB_S + LAMBDA_REQUEST + 3 * WRU + 3 * RRU)
             + max(0.0, calls - SCHEDULER_FREE) * SCHEDULER_INVOCATION)
 
 
@@ -200,14 +202,13 @@ def bill(m: dict) -> tuple[list[tuple[str, list[float]]], list[float], dict]:
     chat_gb = memory_gb(text, res["ChatFunction"])
     agent_gb = memory_gb(text, res["AgentFunction"])
     store_gb = memory_gb(text, res["CreateCallFunction"])
+    dispatch_gb = memory_gb(text, res["DispatchFunction"])
     window = dispatch_constant("DEFAULT_DISPATCH_WINDOW")
     every = dispatch_constant("DEFAULT_DISPATCH_RESELECT_EVERY")
     secrets = sum("AWS::SecretsManager::Secret" in b for b in res.values())
     alarm_metrics = sum(max(1, b.count("MetricName:")) for b in res.values()
                         if "Type: AWS::CloudWatch::Alarm" in b)
     dashboards = sum("Type: AWS::CloudWatch::Dashboard" in b for b in res.values())
-    catalogue = len(re.findall(r"^\s+m\((DISPATCH|API),",
-                               (ROOT / "shared/src/platform/metrics/catalogue.rs").read_text(), re.M))
     platform = sum(len(l) + LOG_EVENT_OVERHEAD for l in PLATFORM_LINES)
     app = len(APP_LINE) + LOG_EVENT_OVERHEAD
     emf = len(EMF_LINE) + LOG_EVENT_OVERHEAD
@@ -233,7 +234,8 @@ def bill(m: dict) -> tuple[list[tuple[str, list[float]]], list[float], dict]:
         spend = UNLEASED_WRU if ceiling < LEASE_CEILING_MILLIONS else LEASED_WRU
         lines["DynamoDB, spend counters"].append(model_calls * spend * WRU)
         calls_a_month = users * CALLS_A_DAY * DAYS
-        stored_gb = (users * DEVICE_BYTES + calls_a_month / DAYS * CALL_DAYS_KEPT * CALL_BYTES) / 1e9
+        kept_calls = users * CALLS_A_DAY * CALL_DAYS_KEPT
+        stored_gb = (users * DEVICE_BYTES + kept_calls * CALL_BYTES) / 1e9
         lines["DynamoDB, the rest"].append(
             (d["wru"] + users * AGENT_A_DAY * DAYS * AGENT_COUNTER_WRU
              + users * DEVICE_PUTS_A_DAY * DAYS) * WRU
@@ -241,7 +243,8 @@ def bill(m: dict) -> tuple[list[tuple[str, list[float]]], list[float], dict]:
             + stored_gb * STORAGE_GB_MONTH)
         log_gb = (requests * (platform + app + emf + access)
                   + calls_a_month * (app + emf) + MINUTES * (platform + emf)) / 1e9
-        lines["CloudWatch Logs"].append(log_gb * (LOG_INGEST_GB + LOG_STORED_SHARE * LOG_STORE_GB_MONTH))
+        log_price = LOG_INGEST_GB + LOG_STORED_SHARE * LOG_STORE_GB_MONTH
+        lines["CloudWatch Logs"].append(log_gb * log_price)
         out_gb = (requests * ANSWER_OUT_BYTES + model_calls * PROMPT_OUT_BYTES
                   + calls_a_month * PUSH_OUT_BYTES) / 1e9
         lines["data out"].append(max(0.0, out_gb - DATA_OUT_FREE_GB) * DATA_OUT_GB)
@@ -250,11 +253,11 @@ def bill(m: dict) -> tuple[list[tuple[str, list[float]]], list[float], dict]:
                                                    + dashboards * DASHBOARD_MONTH
                                                    + secrets * SECRET_MONTH)
         dispatch_now.append(d["lambda"] + d["wru"] * WRU + d["rru"] * RRU)
-        sched.append(scheduler_path(users * CALLS_A_DAY))
+        sched.append(scheduler_path(users * CALLS_A_DAY, dispatch_gb))
         per_call.append(d["per_call"])
     facts = {"chat_mb": chat_gb * 1024, "agent_mb": agent_gb * 1024, "window": window,
              "every": every, "per_call": per_call, "secrets": secrets,
-             "alarm_metrics": alarm_metrics, "dashboards": dashboards, "catalogue": catalogue,
+             "alarm_metrics": alarm_metrics, "dashboards": dashboards,
              "request_log_bytes": platform + app + emf + access, "platform_bytes": platform,
              "wake": m["env"]["memoryGb"] * WAKE_RUN_S * LAMBDA_GB_S + LAMBDA_REQUEST + EVENT
              + 0.5 * RRU,
