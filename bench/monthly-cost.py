@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs/scale.md"
 BEGIN, END = "<!-- monthly-cost: begin -->", "<!-- monthly-cost: end -->"
 
-# ap-northeast-1 (the region the docs price in) on-demand list prices, USD, as last read by the
-# team (docs/scale.md "Prices", docs/operations.md "What it costs"; check before quoting).
+# ap-northeast-1 (the region the docs price in) on-demand list prices, USD: DynamoDB, Lambda,
+# EventBridge as docs/scale.md "Prices" lists them, CloudWatch as docs/operations.md "What it
+# costs" does; the HTTP API, secrets, log storage and data out from AWS's price pages as known to
+# whoever wrote this (2026-11, not re-read): check them all before quoting a figure to anyone.
 LAMBDA_GB_S = 0.0000133334  # arm64
 LAMBDA_REQUEST = 0.20 / 1e6
 WRU = 0.715 / 1e6
