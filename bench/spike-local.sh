@@ -10,7 +10,8 @@
 #
 #   bench/spike-local.sh
 #   BENCH_CALLS=500 BENCH_RUNS=1 BENCH_LIMITS=off bench/spike-local.sh
-#   BENCH_TIMELINE=/tmp/timeline.csv ...   # one run's DynamoDB requests around its second
+#   BENCH_TIMELINE=/tmp/timeline.csv ...   # each run's DynamoDB requests around its second
+#   BENCH_SECOND_OF_MINUTE=14 ...          # the creates straddle a minute: a woken run shares them
 set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"

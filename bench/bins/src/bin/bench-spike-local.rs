@@ -6,12 +6,15 @@
 //!
 //! ```sh
 //! bench-spike-local --koe-local target/release/koe-local --calls 200 [--ahead 75]
-//!     [--limits off|scaled] [--timeline PATH]
+//!     [--second-of-minute S] [--limits off|scaled] [--timeline PATH]
 //! ```
 //!
 //! `--limits scaled` puts the limits proxy (testkit's model of DynamoDB's per-partition and
 //! per-table limits, `KOE_LIMITS_SCALE` times each figure, default 0.05: 1:20) between koe-local
-//! and DynamoDB Local. `KOE_TEST_DYNAMODB_ENDPOINT` names the DynamoDB Local to use (fresh
+//! and DynamoDB Local, and tells koe-local's dispatcher the scaled table's throughput
+//! (`DISPATCH_WRITE_BUDGET`). `--second-of-minute` places the second in its minute (14 with
+//! `--ahead 75`: the creates straddle a minute's end, so a woken run and the minute's run share
+//! the calls). `KOE_BENCH_LOG` names a file that gets koe-local's log. `KOE_TEST_DYNAMODB_ENDPOINT` names the DynamoDB Local to use (fresh
 //! tables each run). `--timeline` gets one line per DynamoDB request koe-local made around the
 //! second (operation, sent and answered in ms from the second, HTTP status), through a timing
 //! proxy of this binary's: the request timeline of one such second. Prints one
