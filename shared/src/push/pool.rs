@@ -215,7 +215,7 @@ impl PushSender for PushPool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
@@ -286,7 +286,8 @@ mod tests {
         (Arc::new(PushPool::new(factory, settings)), counts)
     }
 
-    fn push_and_device() -> (VoipPush, Device) {
+    /// A call's first push to a production device (also the wiring tests').
+    pub(crate) fn push_and_device() -> (VoipPush, Device) {
         let now = Utc::now();
         let push = VoipPush {
             aps: Default::default(),

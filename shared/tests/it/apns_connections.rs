@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use koe::platform::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
 use koe::push::connection::{ApnsHost, ConnectionTimings};
 use koe::push::pool::{PoolSettings, PushPool};
@@ -12,23 +11,13 @@ use koe::push::{PushError, PushSender};
 use koe_testkit::push::push_and_device;
 use koe_testkit::push::standin::StandInApns;
 
-const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
-
-fn config() -> ApnsConfig {
-    ApnsConfig {
-        key_p8: Secret::new(TEST_P8),
-        key_id: "ABCDE12345".into(),
-        team_id: "TEAM123456".into(),
-        bundle_id: "com.example.koe".into(),
-    }
-}
-
 fn pool(apns: &StandInApns, timings: ConnectionTimings, settings: PoolSettings) -> Arc<PushPool> {
     let hosts = ApnsHosts {
         production: ApnsHost::Plain(apns.addr),
         sandbox: ApnsHost::Plain(apns.addr),
     };
-    let factory = ApnsSender::connections_to(&config(), hosts, timings).expect("the test key");
+    let factory = ApnsSender::connections_to(&koe_testkit::push::apns_config(), hosts, timings)
+        .expect("the test key");
     Arc::new(PushPool::new(factory, settings))
 }
 

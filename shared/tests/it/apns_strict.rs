@@ -9,29 +9,18 @@ use std::time::Duration;
 
 use chrono::Utc;
 use koe::platform::clock::Clock;
-use koe::platform::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
 use koe::push::connection::{ApnsHost, ConnectionTimings};
 use koe::push::pool::{PoolSettings, PushPool};
-use koe::push::{PushError, PushSender, VoipPush};
+use koe::push::{PushError, PushSender};
 use koe_testkit::clock::ManualClock;
 use koe_testkit::push::device;
 use koe_testkit::push::strict::{
     Fate, StrictApns, StrictSettings, never_accepting, never_speaking,
 };
 
-const TEST_P8: &str = include_str!("../../../testkit/keys/apns-test.p8");
 /// Bounds a test that would otherwise hang: far above every timeout the client is given.
 const HANG: Duration = Duration::from_secs(10);
-
-fn config() -> ApnsConfig {
-    ApnsConfig {
-        key_p8: Secret::new(TEST_P8),
-        key_id: "ABCDE12345".into(),
-        team_id: "TEAM123456".into(),
-        bundle_id: "com.example.koe".into(),
-    }
-}
 
 /// The production client with one connection (so limits and GOAWAYs are not dodged by
 /// spreading), going to `host`, its provider token on `clock`.
@@ -44,8 +33,13 @@ fn client(host: ApnsHost, clock: Arc<dyn Clock>) -> Arc<PushPool> {
         request: Duration::from_secs(2),
         ..ConnectionTimings::default()
     };
-    let factory =
-        ApnsSender::connections_with_clock(&config(), hosts, timings, clock).expect("the key");
+    let factory = ApnsSender::connections_with_clock(
+        &koe_testkit::push::apns_config(),
+        hosts,
+        timings,
+        clock,
+    )
+    .expect("the key");
     let one = PoolSettings {
         max_connections: 1,
         ..PoolSettings::default()
@@ -67,16 +61,8 @@ fn token(n: usize) -> String {
 const DEAD: &str = "dead000000000000000000000000000000000000000000000000000000000000";
 
 async fn push(pool: &PushPool, call_id: &str, token: &str) -> Result<(), PushError> {
-    let now = Utc::now();
-    let push = VoipPush {
-        aps: Default::default(),
-        call_id: call_id.into(),
-        attempt: 1,
-        caller_name: None,
-        scheduled_at: "2026-01-01T07:00:00+09:00".into(),
-        expires_at: now,
-    };
-    let device = device("d1", token, now);
+    let (push, _) = koe_testkit::push::push_and_device(call_id, "d1");
+    let device = device("d1", token, push.expires_at);
     tokio::time::timeout(HANG, pool.send(&push, &device))
         .await
         .expect("the push came back")
@@ -297,7 +283,8 @@ async fn a_crowded_second_with_dead_tokens_and_a_goaway_loses_and_doubles_nothin
         request: Duration::from_secs(5),
         ..ConnectionTimings::default()
     };
-    let factory = ApnsSender::connections_to(&config(), hosts, timings).expect("the key");
+    let factory = ApnsSender::connections_to(&koe_testkit::push::apns_config(), hosts, timings)
+        .expect("the key");
     let pool = Arc::new(PushPool::new(factory, PoolSettings::default()));
     pool.prepare(PUSHES).await;
     apns.go_away_after(PUSHES as u64 / 3);

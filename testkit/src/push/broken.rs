@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use koe::platform::config::{ApnsConfig, Secret};
 use koe::push::apns::{ApnsHosts, ApnsSender};
 use koe::push::connection::{ApnsHost, ConnectionTimings};
 use koe::push::pool::{PoolSettings, PushPool};
@@ -153,12 +152,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 /// The APNs client as production wires it (`ApnsSender::connections` in a `PushPool`, one
 /// provider token signed with the test key), its connections going to `addr` over plain TCP.
 pub fn production_client(addr: std::net::SocketAddr) -> PushPool {
-    let config = ApnsConfig {
-        key_p8: Secret::new(include_str!("../../keys/apns-test.p8")),
-        key_id: "ABCDE12345".into(),
-        team_id: "TEAM123456".into(),
-        bundle_id: "com.example.koe".into(),
-    };
+    let config = super::apns_config();
     let hosts = ApnsHosts {
         production: ApnsHost::Plain(addr),
         sandbox: ApnsHost::Plain(addr),

@@ -18,6 +18,17 @@ use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
 use koe::platform::clock::Clock;
 use koe::push::{Notice, PushError, PushSender, VoipPush};
 
+/// The APNs settings the tests sign with: the test key (`testkit/keys/apns-test.p8`), key id
+/// `ABCDE12345`, team `TEAM123456`, bundle `com.example.koe`.
+pub fn apns_config() -> koe::platform::config::ApnsConfig {
+    koe::platform::config::ApnsConfig {
+        key_p8: koe::platform::config::Secret::new(include_str!("../../keys/apns-test.p8")),
+        key_id: "ABCDE12345".into(),
+        team_id: "TEAM123456".into(),
+        bundle_id: "com.example.koe".into(),
+    }
+}
+
 /// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the
 /// push pool's tests and benchmark.
 pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {

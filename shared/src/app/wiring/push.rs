@@ -239,7 +239,6 @@ pub fn incomplete_record(function: &str, at: chrono::DateTime<chrono::Utc>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::device::{DeviceId, PushEnvironment, VoipToken};
     use crate::platform::metrics::MemorySink;
     use chrono::{DateTime, Utc};
 
@@ -273,22 +272,7 @@ mod tests {
                 .count()
         };
         assert_eq!(reported(), 1, "at its start");
-        let push = VoipPush {
-            aps: Default::default(),
-            call_id: "c1".into(),
-            attempt: 1,
-            caller_name: None,
-            scheduled_at: "2026-01-01T07:00:00+09:00".into(),
-            expires_at: start,
-        };
-        let device = Device {
-            device_id: DeviceId::parse("deviceId", "d1").unwrap(),
-            voip_token: VoipToken::parse("voipToken", &"ab".repeat(32)).unwrap(),
-            environment: PushEnvironment::Production,
-            updated_at: start,
-            confirms_calls: false,
-            alert_token: None,
-        };
+        let (push, device) = crate::push::pool::tests::push_and_device();
         for _ in 0..3 {
             sender.send(&push, &device).await.expect("logged");
         }
