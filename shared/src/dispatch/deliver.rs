@@ -32,7 +32,7 @@ impl Run {
             DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
         let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
-        let mark = claim_mark(device.as_ref());
+        let mark = claim_mark(device.as_ref(), slots.claim_at >= at - self.claim_lead);
         let claiming = self.claim(r, at, (slots.claim_at, mark)).await;
         let (claimed_at, pushes) = match self.counted(claiming) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
@@ -382,12 +382,16 @@ impl Run {
     }
 }
 
-/// How a call to `device` is claimed: with its push mark in the same write, unless the device
-/// confirms its calls (a confirmation refuses a push again's mark, so that mark stays a write of
-/// its own) or there is no device to push to.
-fn claim_mark(device: Option<&Device>) -> ClaimMark {
+/// How a call to `device` is claimed: with its push mark in the same write if the claim keeps
+/// its lead (`at_lead`: a quiet second's, `claim_lead` before its push), so that the mark says
+/// the push may have left only shortly before it may; else the mark is a write of its own,
+/// planned nearest the push (`plan`), and a run that dies after an early claim leaves an
+/// unmarked claim that the next run takes over and sends. Apart too for a device that confirms
+/// its calls (a confirmation refuses a push again's mark, so that mark stays a write of its
+/// own) or no device to push to.
+fn claim_mark(device: Option<&Device>, at_lead: bool) -> ClaimMark {
     match device {
-        Some(d) if !d.confirms_calls => ClaimMark::WithClaim,
+        Some(d) if !d.confirms_calls && at_lead => ClaimMark::WithClaim,
         _ => ClaimMark::Apart,
     }
 }

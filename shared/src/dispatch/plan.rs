@@ -4,9 +4,10 @@
 //! (`DispatchConfig::write_budget`; docs/scale.md). Calls due in one crowded second would
 //! spend it many times over if each made its writes at fixed leads, so each call's writes are
 //! planned into slots of [`SLOT`], each holding the process's share of the budget:
-//! what can be done before the second (the claim, and the push mark of a device that confirms
-//! its calls) in the latest free slots before its lead, what can wait (the outcome, which also
-//! removes the index entry) in the first free slots after the push. A quiet second's writes
+//! what must be done before the second in free slots before it (the push marks in the latest,
+//! nearest their pushes; the claims that do not fit at their lead in the earliest, which do not
+//! carry the mark), what can wait (the outcome, which also removes the index entry) in the
+//! first free slots after the push. A quiet second's writes
 //! keep their fixed leads exactly. Which guarantee each moved write keeps: docs/dispatch.md
 //! ("Writes spent as a budget").
 
@@ -97,10 +98,11 @@ impl WritePlan {
 
     /// Plans the writes of a call due at `at`, none before `now` nor more than `longest_lead`
     /// (at most [`LONGEST_LEAD`]) before `at`: the mark in the latest free slot ending by
-    /// `at - mark_lead` (planned first, so that the claim comes before it), the claim in the
-    /// latest free slot ending by `at - claim_lead`, the outcome in the first free slot from
-    /// `at`. A write that finds no free slot in time (or within [`LONGEST_LAG`]) keeps its
-    /// fixed time.
+    /// `at - mark_lead` (planned first, so that the claim comes before it); the claim at
+    /// `at - claim_lead` if its slot has room, else in the earliest free slot (the slots
+    /// nearest the second are the marks'); the outcome in the first free slot from `at`. A
+    /// write that finds no free slot in time (or within [`LONGEST_LAG`]) keeps its fixed
+    /// time.
     pub(super) fn plan(
         &self,
         at: DateTime<Utc>,
@@ -130,7 +132,32 @@ impl WritePlan {
             latest
         };
         let mark_at = before(at - mark_lead);
-        let claim_at = before((at - claim_lead).min(mark_at - SLOT));
+        // The claim keeps its fixed lead if its mark did and its slot has room; else it goes
+        // as far ahead as allowed, in the earliest free slot, leaving the slots nearest the
+        // second to the marks (`claim_mark`: a claim that left its lead does not carry the
+        // mark).
+        let claim_latest = (at - claim_lead).min(mark_at - SLOT);
+        let fixed = slot_of(claim_latest);
+        let at_lead = claim_latest == at - claim_lead;
+        let claim_at = if slot_start(fixed) < earliest {
+            claim_latest
+        } else if at_lead && used.get(&fixed).is_none_or(|n| *n < cap) {
+            *used.entry(fixed).or_insert(0) += 1;
+            claim_latest
+        } else {
+            let mut slot = slot_of(earliest) + 1;
+            loop {
+                if slot >= fixed {
+                    break claim_latest;
+                }
+                let n = used.entry(slot).or_insert(0);
+                if *n < cap {
+                    *n += 1;
+                    break slot_end(slot);
+                }
+                slot += 1;
+            }
+        };
         let mut slot = slot_of(at);
         let finish_at = loop {
             if slot_start(slot) >= at + LONGEST_LAG {

@@ -33,6 +33,7 @@ pub(super) struct Run {
     /// The most pushes of one call to such a device.
     pub(super) max_pushes: u32,
     pub(super) end: DateTime<Utc>,
+    pub(super) started: DateTime<Utc>,
     /// How many processes share the tables' throughput with this run (the parts of a split
     /// minute): its share of the write plan.
     pub(super) parts: u32,
@@ -52,6 +53,7 @@ impl Run {
             confirm_wait: chrono_duration(s.confirm_wait),
             max_pushes: s.max_pushes,
             end: started + chrono_duration(s.window),
+            started,
             parts: 1,
             limit: Semaphore::new(s.concurrency.max(1)),
             report: Mutex::new(RunReport {
@@ -108,8 +110,6 @@ impl Run {
         r.device_id.log_hash(&self.dispatcher.salt)
     }
 
-    /// Until when the call's device read, claim and push mark are made again when they get no
-    /// answer: [`RESOLVE_BUDGET`] past its second, never past grace.
     /// When the delivery of `r`'s next push (due at `r.due_at`) makes its writes (`plan`): its
     /// claim never so early that its push could come after half the claim timeout (`may_push`
     /// would give it back), with the push budget and a second to spare, and a push again's
@@ -127,7 +127,11 @@ impl Run {
             .plan(at, now, leads, longest, self.parts)
     }
 
+    /// Until when the call's device read, claim and push mark are made again when they get no
+    /// answer: [`RESOLVE_BUDGET`] past its second, or past this run's start for a call already
+    /// due then (one a killed run left: a crowd of them meets the store's throughput at once),
+    /// never past grace.
     pub(super) fn resolve_deadline(&self, at: DateTime<Utc>) -> DateTime<Utc> {
-        at + self.grace.min(chrono_duration(RESOLVE_BUDGET))
+        (at.max(self.started) + chrono_duration(RESOLVE_BUDGET)).min(at + self.grace)
     }
 }

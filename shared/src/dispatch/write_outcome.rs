@@ -45,6 +45,24 @@ impl Run {
                 );
                 Record::Sent(recorded)
             }
+            // No answer says whether it left, to a device that confirms its calls: its phone may
+            // be ringing, so it counts as a push that left, and the call waits for its
+            // confirmation as after any push (then pushed again, or `unconfirmed`), as a claim
+            // abandoned after its mark does (`count_abandoned_push`): no `failed`, no notice.
+            Pushed::NotSent {
+                error: PushError::MaybeDelivered { reason },
+                attempts,
+                ..
+            } if confirms => {
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    device = self.device_hash(r),
+                    attempts,
+                    reason = reason.as_str(),
+                    "dispatch push state unknown: counted as left, waiting for its confirmation"
+                );
+                return self.record_pushed(r, self.clock().now(), pushes).await;
+            }
             // No answer says whether it left: `failed`, never pushed again (a second push could
             // ring twice), counted as push state unknown (docs/reliability.md, "Push retries").
             Pushed::NotSent {

@@ -72,6 +72,7 @@ mod dispatch_confirm;
 mod dispatch_fan_out;
 mod dispatch_held_replies;
 mod dispatch_inflated_count;
+mod dispatch_killed_run;
 mod dispatch_lambda;
 mod dispatch_late_push;
 mod dispatch_load;

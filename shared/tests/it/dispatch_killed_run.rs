@@ -1,0 +1,187 @@
+//! A run killed at any instant of a crowded second's run-up (issue 48): its calls' claims are
+//! planned seconds ahead (`koe::dispatch::plan`), and a claim that left its lead does not carry
+//! the push mark; the marks take the slots nearest their pushes. So a run killed after a call's
+//! early claim and before its mark leaves an unmarked claim, which the next run takes over and
+//! sends once, within grace; only a call whose mark was written (in the last slots before its
+//! push) and whose push never left is recorded `failed` (push state unknown), as no later run
+//! can tell whether it left. On the limits model (the embedded store behind `LimitedStore`,
+//! scaled down as in `dispatch_budget`: 40 write units a second, 60 calls in one second) and
+//! tokio's paused time: the plan's instants, not the machine's speed.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::reservation::{Reservation, ReservationStatus};
+use koe::store::ReservationStore;
+use koe::store::memory::MemoryStore;
+use koe_testkit::clock::TokioClock;
+use koe_testkit::dispatching::{reserve_at, short_run};
+use koe_testkit::dynamodb::limited_store::LimitedStore;
+use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
+use koe_testkit::push::RecordingPushSender;
+
+const BUDGET: u32 = 40;
+/// Two writes a call before the second at 30 a second (the dispatcher's share): four seconds
+/// of the plan, so most claims leave their lead.
+const CALLS: usize = 60;
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// The calls' second.
+fn second() -> DateTime<Utc> {
+    t("2026-01-01T07:00:00Z")
+}
+
+/// What one scenario saw: each call as the killed run left it, and at the end.
+struct Killed {
+    at_kill: Vec<Reservation>,
+    at_end: Vec<Reservation>,
+    pushes: Vec<Vec<DateTime<Utc>>>,
+}
+
+/// `CALLS` calls due at [`second`], a run started at 06:59:45 killed at `kill`, and the next
+/// minute's run (07:01:00).
+async fn run_killed_at(kill: DateTime<Utc>) -> Killed {
+    let inner = Arc::new(MemoryStore::new());
+    let start = t("2026-01-01T06:59:45Z");
+    let clock = Arc::new(TokioClock::at(start));
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        let token = format!("{:064x}", i + 1);
+        let name = format!("killed-{i:04}");
+        let made = start - Duration::hours(1);
+        calls.push(reserve_at(inner.as_ref(), &name, &token, second().fixed_offset(), made).await);
+    }
+    let limits = Limits {
+        table_write_units: f64::from(BUDGET),
+        ..Limits::default()
+    };
+    let store = Arc::new(LimitedStore::new(
+        inner.clone(),
+        LimitsModel::on_tokio_time(limits),
+    ));
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    let mut settings = short_run();
+    settings.window = std::time::Duration::from_secs(20);
+    settings.write_budget = BUDGET;
+
+    let first = Dispatcher::new(
+        store.clone(),
+        push.clone(),
+        clock.clone(),
+        settings.clone(),
+        "a",
+    );
+    let run = tokio::spawn(async move { first.run(RunCause::Local).await });
+    tokio::time::sleep_until(clock.instant(kill)).await;
+    run.abort();
+    let _ = run.await;
+    let at_kill = reservations(inner.as_ref(), &calls, kill).await;
+
+    let next = t("2026-01-01T07:01:00Z");
+    tokio::time::sleep_until(clock.instant(next)).await;
+    settings.window = std::time::Duration::from_secs(3);
+    Dispatcher::new(store, push.clone(), clock.clone(), settings, "b")
+        .run(RunCause::Local)
+        .await;
+    let end = t("2026-01-01T07:02:00Z");
+    let at_end = reservations(inner.as_ref(), &calls, end).await;
+    let pushes = calls
+        .iter()
+        .map(|r| {
+            push.sent_for_call(r.call_id.as_str())
+                .iter()
+                .map(|p| p.at)
+                .collect()
+        })
+        .collect();
+    Killed {
+        at_kill,
+        at_end,
+        pushes,
+    }
+}
+
+async fn reservations(
+    store: &MemoryStore,
+    calls: &[Reservation],
+    now: DateTime<Utc>,
+) -> Vec<Reservation> {
+    let mut found = Vec::new();
+    for r in calls {
+        let current = store.get_reservation(&r.device_id, now).await.unwrap();
+        found.push(current.expect("the reservation is kept"));
+    }
+    found
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_killed_before_a_calls_mark_leaves_it_to_the_next_run_which_sends_it_once() {
+    let grace = Duration::from_std(short_run().grace).unwrap();
+    // The plan, as a run that is not killed makes it: claims seconds ahead, marks in the last
+    // slots before the second (60 marks at 3 a slot: 2 s, after the 0.2 s mark lead).
+    let whole = run_killed_at(t("2026-01-01T07:00:30Z")).await;
+    let claims: Vec<DateTime<Utc>> = whole.at_kill.iter().filter_map(|r| r.claimed_at).collect();
+    let marks: Vec<DateTime<Utc>> = whole
+        .at_kill
+        .iter()
+        .filter_map(|r| r.push_started_at)
+        .collect();
+    assert_eq!(marks.len(), CALLS);
+    let first_claim = *claims.iter().min().unwrap();
+    let first_mark = *marks.iter().min().unwrap();
+    assert!(
+        first_claim < second() - Duration::seconds(8),
+        "claims seconds ahead: {first_claim}"
+    );
+    assert!(
+        first_mark >= second() - Duration::milliseconds(2_300),
+        "the marks nearest the push: {first_mark}"
+    );
+    for (r, pushes) in whole.at_end.iter().zip(&whole.pushes) {
+        assert_eq!(r.status, ReservationStatus::Sent, "{r:?}");
+        assert_eq!(pushes.len(), 1);
+    }
+
+    // Killed every quarter second from before the first claim to the second.
+    let mut kill = first_claim - Duration::milliseconds(500);
+    let mut recovered = 0;
+    while kill <= second() {
+        let seen = run_killed_at(kill).await;
+        for ((before, after), pushes) in seen.at_kill.iter().zip(&seen.at_end).zip(&seen.pushes) {
+            let context = format!("killed at {kill}: {before:?} then {after:?}");
+            assert!(pushes.len() <= 1, "never pushed twice: {context}");
+            match before.push_started_at {
+                // Claimed (or not) and not marked: the next run sends it, once, within grace.
+                None => {
+                    assert_eq!(pushes.len(), 1, "{context}");
+                    assert!(pushes[0] <= second() + grace, "{context}");
+                    assert_eq!(after.status, ReservationStatus::Sent, "{context}");
+                    recovered += usize::from(before.claimed_at.is_some());
+                }
+                // Marked, in the last slots before the second: pushed by the killed run, or
+                // recorded `failed` having never left.
+                Some(marked) => {
+                    assert!(
+                        marked >= second() - Duration::milliseconds(2_300),
+                        "{context}"
+                    );
+                    let status = if pushes.is_empty() {
+                        ReservationStatus::Failed
+                    } else {
+                        ReservationStatus::Sent
+                    };
+                    assert_eq!(after.status, status, "{context}");
+                }
+            }
+        }
+        kill += Duration::milliseconds(250);
+    }
+    assert!(
+        recovered > CALLS,
+        "claims of killed runs taken over: {recovered}"
+    );
+}
