@@ -79,6 +79,7 @@ mod dispatch_load;
 mod dispatch_notice;
 mod dispatch_outage;
 mod dispatch_push_again;
+mod dispatch_push_unknown;
 mod dispatch_runs;
 mod dispatch_wake;
 mod dispatch_world;

@@ -1,0 +1,77 @@
+//! A push that got no answer (it may have left) to a device that confirms its calls (issue 48):
+//! its phone may be ringing, so the push counts as left and the call waits for its
+//! confirmation, as after any push: pushed again after the wait, and `unconfirmed` after the
+//! last push if no confirmation came; never `failed` (push state unknown), and no notice
+//! before the wait has run out. A device without `confirmsCalls` gets `failed` at once
+//! (`dispatch_runs::apns_answers`). On tokio's paused time.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::reservation::{CallId, ReservationStatus};
+use koe::platform::clock::Clock;
+use koe::store::ReservationStore;
+use koe::store::memory::MemoryStore;
+use koe_testkit::clock::TokioClock;
+use koe_testkit::dispatching::{reserve_for, short_run};
+use koe_testkit::push::{RecordingPushSender, Scripted, device};
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_push_to_a_confirming_device_waits_for_its_confirmation() {
+    let store = Arc::new(MemoryStore::new());
+    let now = t("2026-01-01T06:59:55Z");
+    let at = t("2026-01-01T07:00:00Z");
+    let clock = Arc::new(TokioClock::at(now));
+    let mut phone = device(
+        "confirming",
+        &format!("{:064x}", 7),
+        now - Duration::hours(1),
+    );
+    phone.confirms_calls = true;
+    let r = reserve_for(
+        store.as_ref(),
+        &phone,
+        at.fixed_offset(),
+        None,
+        now - Duration::hours(1),
+        CallId::generate(),
+    )
+    .await;
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    push.script("confirming", [Scripted::Hang]);
+    let mut settings = short_run();
+    settings.window = std::time::Duration::from_secs(40);
+    let report = Dispatcher::new(
+        store.clone(),
+        push.clone(),
+        clock.clone(),
+        settings.clone(),
+        "x",
+    )
+    .run(RunCause::Local)
+    .await;
+
+    let attempts = push.attempts();
+    assert!(!attempts[0].accepted, "the first push hung: {attempts:#?}");
+    let wait = Duration::from_std(settings.confirm_wait).unwrap();
+    let again: Vec<_> = attempts.iter().skip(1).collect();
+    assert_eq!(
+        again.len() as u32,
+        settings.max_pushes - 1,
+        "pushed again after each wait: {attempts:#?}"
+    );
+    assert!(again[0].at >= attempts[0].at + wait, "{attempts:#?}");
+    let end = store
+        .get_reservation(&r.device_id, clock.now())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(end.status, ReservationStatus::Unconfirmed, "{end:?}");
+    assert_eq!(end.pushes, settings.max_pushes, "{end:?}");
+    assert_eq!((report.failed, report.push_unknown), (0, 0), "{report:?}");
+}
