@@ -48,18 +48,15 @@ impl Run {
             return Delivered::Done(Again::No);
         }
         let marking = (claimed_at, slots.mark_at, mark);
-        let (pushed, mut _permit) =
-            match self.counted(self.push(r, at, marking, device, pushes, confirms).await) {
-                Push::Ended(pushed, permit) => (pushed, permit),
-                Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
-            };
-        // The outcome waits for its planned slot (a crowded second's: `plan`), not holding the
-        // push's permit meanwhile; then it is written under a permit of its own. Not for a
-        // device that confirms its calls: its confirmation waits for the outcome.
-        if !confirms && self.clock().now() < slots.finish_at {
-            drop(_permit);
+        let pushed = match self.counted(self.push(r, at, marking, device, pushes, confirms).await) {
+            Push::Ended(pushed) => pushed,
+            Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
+        };
+        // The outcome waits for its planned slot (a crowded second's: `plan`); each of its
+        // writes, and its notice's, takes a permit of its own. Not for a device that confirms
+        // its calls: its confirmation waits for the outcome.
+        if !confirms {
             wait_until(self.clock(), slots.finish_at).await;
-            _permit = self.permit().await;
         }
         let (record, due) = self.record(r, pushed, pushes, confirms).await;
         self.counted(record);
@@ -246,7 +243,7 @@ impl Run {
     /// to be recorded `failed`, never pushed twice. A claim
     /// held so long that another run could take it over is given back unpushed instead, also
     /// when that happens while the push waits for its permit or between its attempts
-    /// ([`Run::may_push`]). The permit goes on with the outcome, to record it.
+    /// ([`Run::may_push`]).
     async fn push(
         &self,
         r: &DueCall,
@@ -255,10 +252,10 @@ impl Run {
         device: Option<Device>,
         pushes: u32,
         confirms: bool,
-    ) -> Push<'_> {
+    ) -> Push {
         wait_until(self.clock(), mark_at).await;
         let Some(device) = device else {
-            return Push::Ended(Pushed::NoDevice, self.permit().await);
+            return Push::Ended(Pushed::NoDevice);
         };
         // Past half the claim timeout another run may soon count the claim as abandoned.
         let safe_until = claimed_at + self.claim_timeout / 2;
@@ -331,7 +328,8 @@ impl Run {
                 device,
             },
         };
-        Push::Ended(pushed, permit)
+        drop(permit);
+        Push::Ended(pushed)
     }
 
     /// Whether this run may still start a push of its claim made at `claimed_at` on the call

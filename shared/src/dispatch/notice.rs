@@ -2,7 +2,8 @@
 //! call `failed`, `missed` or `unconfirmed`, one alert push to its device's `alertToken`, if it
 //! registered one. Exactly once, as the call push: the notice is claimed with this run's token
 //! (one conditional write, won again by this run after a lost reply, refused to any other), then
-//! pushed, then `noticeSentAt` written. A claim that gets no answer in time sends nothing.
+//! pushed, then `noticeSentAt` written, in a slot of the write plan. A claim that gets no answer
+//! in time sends nothing.
 
 use super::run_state::Run;
 use super::timing::{FIRST_BACKOFF, wait_until};
@@ -31,6 +32,11 @@ impl Run {
         if now >= r.scheduled_at.utc() + NOTICE_LIFETIME {
             return;
         }
+        // Its writes in their planned slot (`plan`), so a second of failed pushes does not
+        // overspend the table's throughput with its notices.
+        let slot = self.dispatcher.plan.notice(r.due_at, now, self.parts);
+        wait_until(self.clock(), slot).await;
+        let now = self.clock().now();
         let budget = chrono::Duration::from_std(NOTICE_BUDGET).expect("small");
         let record_budget = chrono::Duration::from_std(NOTICE_RECORD_BUDGET).expect("small");
         let deadline = now + budget;
@@ -39,7 +45,7 @@ impl Run {
             None => {
                 let read = self
                     .resolved(deadline, || async {
-                        let _store = self.store_permit_after().await;
+                        let _permits = (self.permit().await, self.store_permit_after().await);
                         let now = self.clock().now();
                         self.dispatcher.store.get_device(&r.device_id, now).await
                     })
@@ -61,7 +67,7 @@ impl Run {
         };
         let claimed = self
             .resolved(deadline, || async {
-                let _store = self.store_permit_after().await;
+                let _permits = (self.permit().await, self.store_permit_after().await);
                 let now = self.clock().now();
                 self.dispatcher
                     .store
@@ -88,6 +94,7 @@ impl Run {
                 device: &device,
                 token: &token,
             });
+            let permit = self.permit().await;
             let left = (deadline - self.clock().now()).to_std().unwrap_or_default();
             let answer = tokio::time::timeout(NOTICE_PUSH_TIMEOUT.min(left), send)
                 .await
@@ -96,6 +103,7 @@ impl Run {
                         reason: "no answer in time".into(),
                     })
                 });
+            drop(permit);
             let retry_at = self.clock().now() + backoff;
             match answer {
                 Err(PushError::Retryable { .. })
@@ -118,7 +126,7 @@ impl Run {
                 "missed-call notice not sent"
             );
             if matches!(error, PushError::InvalidToken { .. }) {
-                let _store = self.store_permit_after().await;
+                let _permits = (self.permit().await, self.store_permit_after().await);
                 let removed = self
                     .dispatcher
                     .store
@@ -134,7 +142,7 @@ impl Run {
         let sent_at = self.clock().now();
         let recorded = self
             .resolved(sent_at + record_budget, || async {
-                let _store = self.store_permit_after().await;
+                let _permits = (self.permit().await, self.store_permit_after().await);
                 self.dispatcher
                     .store
                     .notice_sent(&r.device_id, &r.call_id, &self.token, sent_at)

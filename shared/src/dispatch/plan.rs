@@ -31,10 +31,17 @@ pub const LONGEST_LEAD: Duration = Duration::seconds(10);
 /// How long after its second a call's outcome may be put off (never past
 /// `RESOLVE_BUDGET`, so a run's time budget is unchanged).
 pub const LONGEST_LAG: Duration = Duration::seconds(5);
+/// How long after its second a call's missed-call notice may be put off, likewise: after the
+/// outcomes (a second whose pushes all failed has as many notices, of two writes each).
+pub const LONGEST_NOTICE_LAG: Duration = Duration::seconds(12);
 
 const _: () = assert!(
     LONGEST_LAG.num_milliseconds() < super::timing::RESOLVE_BUDGET.as_millis() as i64,
     "an outcome put off ends inside a run's budget"
+);
+const _: () = assert!(
+    LONGEST_NOTICE_LAG.num_milliseconds() < super::timing::RESOLVE_BUDGET.as_millis() as i64,
+    "a notice put off starts inside a run's budget"
 );
 
 /// When one delivery makes its writes.
@@ -158,23 +165,49 @@ impl WritePlan {
                 slot += 1;
             }
         };
-        let mut slot = slot_of(at);
-        let finish_at = loop {
-            if slot_start(slot) >= at + LONGEST_LAG {
-                break at;
-            }
-            let n = used.entry(slot).or_insert(0);
-            if *n < cap {
-                *n += 1;
-                break at.max(slot_start(slot) + Duration::milliseconds(1));
-            }
-            slot += 1;
-        };
+        let finish_at = first_free_after(&mut used, (at, at + LONGEST_LAG), cap, 1);
         Slots {
             claim_at,
             mark_at,
             finish_at,
         }
+    }
+
+    /// Plans the missed-call notice of a call due at `at`: its two writes (the notice's claim,
+    /// then its record) in the first slot from `now` (or `at`, if later) with room for both,
+    /// at most [`LONGEST_NOTICE_LAG`] after `at`: a second whose pushes all failed (APNs down)
+    /// sends its notices within the budget too. Finding no slot, at once.
+    pub(super) fn notice(
+        &self,
+        at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        parts: u32,
+    ) -> DateTime<Utc> {
+        let cap = self.per_slot(parts);
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        first_free_after(&mut used, (now.max(at), at + LONGEST_NOTICE_LAG), cap, 2)
+    }
+}
+
+/// Takes `writes` places in the first slot from `from` that has them, starting before
+/// `until`: when in it they are made (`from` itself if none has room).
+fn first_free_after(
+    used: &mut BTreeMap<i64, u32>,
+    (from, until): (DateTime<Utc>, DateTime<Utc>),
+    cap: u32,
+    writes: u32,
+) -> DateTime<Utc> {
+    let mut slot = slot_of(from);
+    loop {
+        if slot_start(slot) >= until {
+            return from;
+        }
+        let n = used.entry(slot).or_insert(0);
+        if *n + writes <= cap.max(writes) {
+            *n += writes;
+            return from.max(slot_start(slot) + Duration::milliseconds(1));
+        }
+        slot += 1;
     }
 }
 

@@ -1,7 +1,6 @@
 //! The outcomes of a delivery's steps, and how each is counted into the run's [`RunReport`].
 
 use chrono::{DateTime, Utc};
-use tokio::sync::SemaphorePermit;
 
 use super::run_report::RunReport;
 use crate::domain::device::Device;
@@ -64,7 +63,7 @@ pub(super) enum Claim {
 }
 
 /// Step 3: the push, at the second.
-pub(super) enum Push<'a> {
+pub(super) enum Push {
     /// Not pushed: the mark could not be resolved, or the push not started, while the claim
     /// was surely this run's. The claim given back (`Ok(true)`: `scheduled` again, a later selection sends it), found no
     /// longer this run's (`Ok(false)`), or left to a later run (`Err`: the store did not
@@ -72,8 +71,8 @@ pub(super) enum Push<'a> {
     GivenBack(Result<bool, StoreError>),
     /// The claim is no longer this run's (another run took it over): not pushed.
     Unmarked,
-    /// Pushed, or given up on; its record is written under the same permit.
-    Ended(Pushed, SemaphorePermit<'a>),
+    /// Pushed, or given up on.
+    Ended(Pushed),
 }
 
 /// How a claimed call's push ended.
@@ -170,18 +169,18 @@ impl Counted for Claim {
     }
 }
 
-impl Counted for Push<'_> {
+impl Counted for Push {
     fn count(&self, t: &mut RunReport) {
         match self {
             Push::GivenBack(given_back) => given_back_count(given_back, t),
             Push::Unmarked => t.lost += 1,
             // Counted as sent even if recording it fails: the push went out.
-            Push::Ended(Pushed::Sent { late_ms, again, .. }, _) => {
+            Push::Ended(Pushed::Sent { late_ms, again, .. }) => {
                 t.sent += 1;
                 t.re_pushed += u32::from(*again);
                 t.lateness_ms.push(*late_ms);
             }
-            Push::Ended(Pushed::NotSent { .. } | Pushed::NoDevice, _) => {}
+            Push::Ended(Pushed::NotSent { .. } | Pushed::NoDevice) => {}
         }
     }
 }
@@ -229,7 +228,6 @@ impl Counted for Missed {
 
 #[cfg(test)]
 mod tests {
-    use tokio::sync::Semaphore;
 
     use super::*;
 
@@ -243,23 +241,18 @@ mod tests {
 
     #[test]
     fn each_way_a_delivery_ends_is_counted_once_as_the_report_says() {
-        let limit = Semaphore::new(1);
         let read = DeviceRead::Read(None);
         let won = Claim::Won {
             claimed_at: DateTime::UNIX_EPOCH,
             pushes: 0,
         };
         let sent = || {
-            let permit = limit.try_acquire().expect("free");
-            Push::Ended(
-                Pushed::Sent {
-                    late_ms: 12,
-                    attempts: 1,
-                    sent_at: Utc::now(),
-                    again: false,
-                },
-                permit,
-            )
+            Push::Ended(Pushed::Sent {
+                late_ms: 12,
+                attempts: 1,
+                sent_at: Utc::now(),
+                again: false,
+            })
         };
         let sent_report = RunReport {
             claimed: 1,
@@ -284,7 +277,7 @@ mod tests {
             "a push that went out but was not recorded is sent and a store error"
         );
 
-        let not_sent = Push::Ended(Pushed::NoDevice, limit.try_acquire().expect("free"));
+        let not_sent = Push::Ended(Pushed::NoDevice);
         let dead = |token, recorded| Record::DeadToken { token, recorded };
         assert_eq!(
             counted(&[

@@ -192,8 +192,7 @@ impl Run {
     }
 
     async fn finish_once(&self, r: &DueCall, outcome: Outcome) -> Recorded {
-        // Under the push's step permit already (or a miss's, which needs none).
-        let _store = self.store_permit_after().await;
+        let _permits = (self.permit().await, self.store_permit_after().await);
         let now = self.clock().now();
         let result = self
             .dispatcher

@@ -11,13 +11,16 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::device::AlertToken;
+use koe::domain::reservation::CallId;
 use koe::store::DUE_INDEX;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
+use koe_testkit::dispatching::reserve_for;
 use koe_testkit::dispatching::{reserve_at, short_run};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Target};
-use koe_testkit::push::RecordingPushSender;
+use koe_testkit::push::{RecordingPushSender, Scripted, device};
 
 const BUDGET: u32 = 40;
 /// 120 claims and marks before the second (4 s of the plan's 30 a second) and 60 outcomes
@@ -71,4 +74,58 @@ async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_bu
             "{target:?}: write units second by second {per_second:?}"
         );
     }
+}
+
+/// Calls in [`a_second_of_failed_pushes_sends_its_notices_within_the_budget`]: their claims and
+/// marks take 7 of the plan's 10 s before the second, their outcomes and notices 10 of its 12 s
+/// after it (unplanned, the notices were throttled 423 times).
+const DOWN: usize = 100;
+
+/// APNs down for a crowded second: every push fails (5xx past the push budget), so each call
+/// is recorded `failed` and gets its missed-call notice, two more writes each (the notice's
+/// claim and its record). They are planned too (`WritePlan::notice`): every notice sent once,
+/// no write throttled, no second over the budget.
+#[tokio::test(start_paused = true)]
+async fn a_second_of_failed_pushes_sends_its_notices_within_the_budget() {
+    let inner = Arc::new(MemoryStore::new());
+    let now: DateTime<Utc> = "2026-01-01T06:59:47Z".parse().unwrap();
+    let clock = Arc::new(TokioClock::at(now));
+    let at: DateTime<Utc> = "2026-01-01T07:00:00Z".parse().unwrap();
+    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    let mut calls = Vec::new();
+    for i in 0..DOWN {
+        let mut d = device(&format!("down-{i:04}"), &format!("{:064x}", i + 1), now);
+        d.alert_token = Some(AlertToken::parse("alertToken", &format!("{:064x}", i + 1)).unwrap());
+        push.script(d.device_id.as_str(), vec![Scripted::server_error(); 20]);
+        let call = CallId::generate();
+        calls.push(reserve_for(inner.as_ref(), &d, at.fixed_offset(), None, now, call).await);
+    }
+    let limits = Limits {
+        table_write_units: f64::from(BUDGET),
+        ..Limits::default()
+    };
+    let store = Arc::new(LimitedStore::new(inner, LimitsModel::on_tokio_time(limits)));
+    let mut settings = short_run();
+    settings.window = std::time::Duration::from_secs(15);
+    settings.write_budget = BUDGET;
+    let report = Dispatcher::new(store.clone(), push.clone(), clock, settings, "down")
+        .run(RunCause::Local)
+        .await;
+
+    assert_eq!(report.failed as usize, DOWN, "{report:?}");
+    for r in &calls {
+        let notices = push.alerts_for_call(r.call_id.as_str());
+        assert_eq!(notices.len(), 1, "one notice a call: {report:?}");
+    }
+    let stats = store.model().stats();
+    assert_eq!(stats.throttled(), 0, "{:?}", stats.throttled_by_target);
+    let per_second: Vec<f64> = stats
+        .by_second
+        .values()
+        .filter_map(|t| t.get(&Target::base("calls")).map(|c| c.wcu))
+        .collect();
+    assert!(
+        per_second.iter().all(|w| *w <= f64::from(BUDGET)),
+        "write units second by second {per_second:?}"
+    );
 }

@@ -53,6 +53,9 @@ impl LimitedStore {
             Op::FinishReservation(id, _, outcome, _, now, _) => {
                 (self.finish(id, outcome, now).await?, 1)
             }
+            Op::ClaimNotice(id, _, _, now) | Op::NoticeSent(id, _, _, now) => {
+                (self.notice(id, now).await?, 1)
+            }
             _ => return Ok(None),
         };
         Ok(Some(cost))
@@ -182,6 +185,14 @@ impl LimitedStore {
         });
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
         Ok(self.update(id, usual.then_some("mark"), before.as_ref(), after_ref))
+    }
+
+    /// A missed-call notice's claim or record: one conditional update of the finished call's
+    /// item (its index entry is gone), the same size before and after.
+    async fn notice(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
+        let before = self.current(id, now).await?;
+        let after_ref = before.as_ref().map(|(r, key)| (r, key.as_deref()));
+        Ok(self.update(id, None, before.as_ref(), after_ref))
     }
 
     async fn release(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
