@@ -9,7 +9,7 @@ use crate::agent::binding::StepSigner;
 use crate::model::ModelProvider;
 use crate::platform::clock::Clock;
 use crate::platform::config::AgentConfig;
-use crate::platform::endpoint::{Api, BODY_SLACK, Endpoint, Route, json_str};
+use crate::platform::endpoint::{Api, BODY_SLACK, Endpoint, FixtureAnswer, Route, json_str};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
@@ -68,6 +68,10 @@ impl Endpoint for Agent {
         "AgentFunction",
         "agent",
         28,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""type":"plan""#,
+        },
     )
     .with_body_limit(AGENT_BODY_LIMIT);
     type Ports = AgentPorts;

@@ -4,7 +4,7 @@
 //! handler), and the time budgets of every function (`budgets.rs`). It names every feature;
 //! nothing imports it.
 //!
-//! Adding an endpoint: the six files docs/architecture.md ("Change an endpoint") lists; this
+//! Adding an endpoint: the seven files docs/architecture.md ("Change an endpoint") lists; this
 //! file only if a feature is new.
 
 use std::sync::LazyLock;

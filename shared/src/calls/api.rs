@@ -8,7 +8,7 @@ use http::Method;
 use crate::calls::capacity::MinuteCapacity;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Api, Endpoint, Route};
+use crate::platform::endpoint::{Api, Endpoint, FixtureAnswer, Route};
 use crate::platform::error::ApiError;
 use crate::platform::metrics::Metrics;
 use crate::platform::{Request, Response};
@@ -66,6 +66,10 @@ impl Endpoint for CreateCall {
         "CreateCallFunction",
         "create-call",
         20,
+        FixtureAnswer {
+            status: 201,
+            holds: r#""status":"scheduled""#,
+        },
     );
     type Ports = CreatePorts;
 
@@ -91,6 +95,10 @@ impl Endpoint for GetCall {
         "GetCallFunction",
         "get-call",
         10,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""callerName":"こえ""#,
+        },
     );
     type Ports = CallsPorts;
 
@@ -110,6 +118,10 @@ impl Endpoint for CancelCall {
         "CancelCallFunction",
         "cancel-call",
         10,
+        FixtureAnswer {
+            status: 204,
+            holds: "",
+        },
     );
     type Ports = CallsPorts;
 
@@ -129,6 +141,10 @@ impl Endpoint for ConfirmCall {
         "ConfirmCallFunction",
         "confirm-call",
         15,
+        FixtureAnswer {
+            status: 404,
+            holds: r#""code":"NOT_FOUND""#,
+        },
     );
     type Ports = ConfirmPorts;
 

@@ -6,7 +6,9 @@ use http::Method;
 
 use crate::model::{ModelProvider, StreamingModel};
 use crate::platform::config::InfoConfig;
-use crate::platform::endpoint::{Api, BODY_SLACK, Endpoint, JSON_BYTES_PER_CHAR, Route, json_str};
+use crate::platform::endpoint::{
+    Api, BODY_SLACK, Endpoint, FixtureAnswer, JSON_BYTES_PER_CHAR, Route, json_str,
+};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
@@ -66,6 +68,10 @@ impl Endpoint for Health {
         "HealthFunction",
         "health",
         5,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""status":"ok""#,
+        },
     );
     type Ports = NoPorts;
 
@@ -85,6 +91,10 @@ impl Endpoint for Info {
         "InfoFunction",
         "info",
         5,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""minimumVersion":"1.0.0""#,
+        },
     );
     type Ports = InfoPorts;
 
@@ -104,6 +114,10 @@ impl Endpoint for ErrorTest {
         "ErrorTestFunction",
         "error-test",
         5,
+        FixtureAnswer {
+            status: 500,
+            holds: r#""code":"TEST_ERROR""#,
+        },
     );
     type Ports = NoPorts;
 
@@ -123,6 +137,10 @@ impl Endpoint for Chat {
         "ChatFunction",
         "chat",
         28,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""content":"フィクスチャの返事""#,
+        },
     )
     .with_body_limit(CHAT_BODY_LIMIT);
     type Ports = ChatPorts;
@@ -146,6 +164,10 @@ impl Endpoint for ChatStream {
         "ChatStreamFunction",
         "chat-stream",
         35,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""content":"フィクスチャの返事""#,
+        },
     )
     .with_body_limit(CHAT_BODY_LIMIT);
     type Ports = ChatStreamPorts;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::Method;
 
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Api, Endpoint, Route};
+use crate::platform::endpoint::{Api, Endpoint, FixtureAnswer, Route};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 use crate::store::prelude::*;
@@ -31,6 +31,10 @@ impl Endpoint for PutDevice {
         "PutDeviceFunction",
         "put-device",
         15,
+        FixtureAnswer {
+            status: 200,
+            holds: r#""environment":"sandbox""#,
+        },
     );
     type Ports = DevicePorts;
 

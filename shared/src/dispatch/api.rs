@@ -9,7 +9,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::oidc::TokenVerifier;
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::platform::clock::Clock;
-use crate::platform::endpoint::{Api, Auth, Endpoint, Route};
+use crate::platform::endpoint::{Api, Auth, Endpoint, FixtureAnswer, Route};
 use crate::platform::error::ApiError;
 use crate::platform::{Request, Response};
 
@@ -38,6 +38,10 @@ impl Endpoint for Dispatch {
         "DispatchRouteFunction",
         "dispatch",
         10,
+        FixtureAnswer {
+            status: 401,
+            holds: r#""code":"UNAUTHORIZED""#,
+        },
     )
     .with_auth(Auth::Bearer);
     type Ports = DispatchPorts;

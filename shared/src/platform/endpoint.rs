@@ -1,6 +1,6 @@
 //! An endpoint's one definition as the features declare it: its route (API, method, path,
-//! function, binary, body cap, timeout, authentication) and its handler over its ports. The
-//! route table that lists them all is `app`'s.
+//! function, binary, timeout, what its fixture answers, body cap, authentication) and its
+//! handler over its ports. The route table that lists them all is `app`'s.
 
 use std::future::Future;
 use std::time::Duration;
@@ -92,7 +92,22 @@ pub struct Route {
     /// The function's `Timeout` in `template.yaml` (held to it by `contract_files`): the
     /// deadline of a request where no Lambda context gives one (koe-local, tests).
     pub timeout: Duration,
+    /// What its fixture, [`Route::fixture_file`], answers: the fixture tests send it and check
+    /// this; the docs' fixture table is written from it.
+    pub fixture: FixtureAnswer,
     pub auth: Auth,
+}
+
+/// What a route's committed fixture answers in the tests, against their stand-ins (OpenAI's
+/// reply `フィクスチャの返事`, the planner scripted to plan one calendar step) and after the
+/// fixtures before it in route-table order (so a reservation finds the device `put-device`
+/// registered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixtureAnswer {
+    /// The answer's HTTP status.
+    pub status: u16,
+    /// Text the answer's JSON body holds; empty: the answer has no body.
+    pub holds: &'static str,
 }
 
 /// Worst-case bytes of one string character in a body we size for: UTF-8 is at most 4, and
@@ -111,7 +126,8 @@ pub const SMALL_BODY_LIMIT: usize = 8 * 1024;
 
 impl Route {
     /// A route of `api` with the small body cap and the API's credential (chat: none; agent:
-    /// `X-Api-Key`); `timeout_secs` is its function's `Timeout`.
+    /// `X-Api-Key`); `timeout_secs` is its function's `Timeout`, `fixture` what its fixture
+    /// answers.
     pub const fn new(
         api: Api,
         method: Method,
@@ -119,6 +135,7 @@ impl Route {
         function: &'static str,
         binary: &'static str,
         timeout_secs: u64,
+        fixture: FixtureAnswer,
     ) -> Route {
         Route {
             api,
@@ -128,6 +145,7 @@ impl Route {
             binary,
             body_limit: SMALL_BODY_LIMIT,
             timeout: Duration::from_secs(timeout_secs),
+            fixture,
             auth: match api {
                 Api::Chat => Auth::None,
                 Api::Agent => Auth::ApiKey,
@@ -145,6 +163,11 @@ impl Route {
     pub const fn with_auth(mut self, auth: Auth) -> Route {
         self.auth = auth;
         self
+    }
+
+    /// Its committed event, from the repository's root: `events/<binary>.json`.
+    pub fn fixture_file(&self) -> String {
+        format!("events/{}.json", self.binary)
     }
 }
 

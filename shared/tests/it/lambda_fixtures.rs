@@ -1,5 +1,8 @@
-//! Every `events/` fixture goes through the real Lambda adapter (lambda_http's API Gateway v2
-//! event type into its endpoint's `Service` and back), in-process, against a stand-in OpenAI.
+//! Every route's `events/` fixture goes through the real Lambda adapter (lambda_http's API
+//! Gateway v2 event type into its endpoint's `Service` and back), in-process, against a stand-in
+//! OpenAI, and answers what its route says (`Route::fixture`: its status, the text its body
+//! holds). The fixtures run in route-table order against one store, so the reservation fixtures
+//! see the device the PUT /devices fixture registered.
 //! (That each function has every port its endpoint needs is a compile-time fact: the ports are
 //! typed fields built by `Ports::build`, and the bins name their endpoint.)
 
@@ -13,34 +16,6 @@ use koe::platform::endpoint::Endpoint;
 use koe_testkit::events::RecordingEventBus;
 use koe_testkit::openai::{Behaviour, StandInOpenAi};
 use koe_testkit::template::repo_root;
-
-/// What each fixture must produce. The fixtures run in route-table order against one store, so
-/// the reservation fixtures see the device the PUT /devices fixture registered.
-fn expected(binary: &str) -> (u16, &'static str) {
-    match binary {
-        "health" => (200, r#""status":"ok""#),
-        "info" => (200, r#""minimumVersion":"1.0.0""#),
-        "chat" => (200, r#""content":"フィクスチャの返事""#),
-        "error-test" => (500, r#""code":"TEST_ERROR""#),
-        // The planner (scripted below) plans one calendar step for "tomorrow".
-        "agent" => (
-            200,
-            r#""tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]"#,
-        ),
-        "put-device" => (200, r#""environment":"sandbox""#),
-        // The generator's event (`koe_testkit::fixtures::create_call`), valid today.
-        "create-call" => (201, r#""status":"scheduled""#),
-        "get-call" => (200, r#""callerName":"こえ""#),
-        "cancel-call" => (204, ""),
-        // Its call was never pushed (and is cancelled by now): nothing to confirm.
-        "confirm-call" => (404, r#""code":"NOT_FOUND""#),
-        // The fixture's Bearer token is a placeholder that no issuer signed (and this app trusts
-        // no issuer): the honest answer is 401. `dispatch_lambda.rs` covers the accepted path.
-        "dispatch" => (401, r#""code":"UNAUTHORIZED""#),
-        // A route with no expectation here: what docs/local.md documents for its fixture.
-        other => koe_testkit::local_doc::documented_answer(other),
-    }
-}
 
 /// Collects each endpoint's check: its fixture through its service, built from one app (so the
 /// reservation fixtures see the device the PUT /devices fixture registered).
@@ -98,24 +73,25 @@ async fn every_fixture_passes_through_the_lambda_adapter() {
 async fn check_fixture<E: Endpoint>(service: &koe::app::edge::Service<E>, openai: &StandInOpenAi) {
     let route = service.route();
     {
+        // The committed create goes stale with the date: the generator's event, valid today.
         let text = if route.binary == "create-call" {
             koe_testkit::fixtures::create_call(chrono::Utc::now()).to_string()
         } else {
-            std::fs::read_to_string(repo_root().join(format!("events/{}.json", route.binary)))
-                .unwrap()
+            std::fs::read_to_string(repo_root().join(route.fixture_file())).unwrap()
         };
         let event = lambda_http::request::from_str(&text)
             .unwrap_or_else(|e| panic!("events/{}.json: {e}", route.binary));
         assert_eq!(event.method(), route.method, "{}", route.binary);
         assert_eq!(event.uri().path(), route.path, "{}", route.binary);
 
+        // The planner plans one calendar step for "tomorrow" (what `Route::fixture` documents).
         if route.binary == "agent" {
             openai.script([Behaviour::complete(
                 r#"{"decision":{"type":"plan","steps":[{"tool":"calendar","args":{"from":"2027-01-02T00:00:00+09:00","to":"2027-01-03T00:00:00+09:00"}}]}}"#,
             )]);
         }
         let response = handle_event(service, event).await;
-        let (status, needle) = expected(route.binary);
+        let (status, needle) = (route.fixture.status, route.fixture.holds);
         assert_eq!(response.status().as_u16(), status, "{}", route.binary);
         match response.body() {
             lambda_http::Body::Text(body) => {

@@ -3,9 +3,14 @@
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, Utc};
+use koe::agent::api::Agent;
+use koe::calls::api::{CancelCall, ConfirmCall, CreateCall, GetCall};
+use koe::chat::api::Chat;
+use koe::devices::api::PutDevice;
+use koe::dispatch::api::Dispatch;
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::platform::config::{Config, Vars};
-use koe::platform::endpoint::Route;
+use koe::platform::endpoint::{Endpoint, Route};
 use koe_testkit::harness::issued_step_ids_with;
 use koe_testkit::oidc::{self, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;
@@ -18,27 +23,13 @@ use crate::scenarios::{
 };
 use crate::sentinels::*;
 
-/// Calls one endpoint the ways that put personal data in front of it: its scenario here, or
-/// for a route without one its `events/` fixture (`from_fixture`).
+/// Calls one endpoint the ways that put personal data in front of it: the scenario of its
+/// endpoint here, or for a route without one (`GET /health`, a new endpoint) its `events/`
+/// fixture (`from_fixture`). The scenarios name their endpoint's type, not a string.
 pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
     let d = &pass.devices;
-    match route.binary {
-        "health" | "info" | "error-test" => {
-            let (path, status) = match route.binary {
-                "health" => ("/health", 200),
-                "info" => ("/api/info", 200),
-                _ => ("/api/error", 500),
-            };
-            let url = format!("{}{path}", pass.app.chat_url);
-            pass.expect(
-                &format!("GET {path}"),
-                pass.app.client.get(url),
-                status,
-                false,
-            )
-            .await;
-        }
-        "chat" => {
+    match route {
+        r if *r == Chat::ROUTE => {
             let url = format!("{}/api/chat", pass.app.chat_url);
             let body = json!({"messages": [
                 {"role": "system", "content": format!("Be kind. {CHAT_TEXT}")},
@@ -70,7 +61,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                 post("chat, invalid", bad, 400).await;
             }
         }
-        "agent" => {
+        r if *r == Agent::ROUTE => {
             let round1 = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
                 "deviceId": d.agent, "timezone": "Asia/Tokyo"});
             pass.app.openai.set_default(Behaviour::schema_valid());
@@ -150,7 +141,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
             pass.app.openai.set_default(Behaviour::schema_valid());
             agent_device_secret(pass).await;
         }
-        "put-device" => {
+        r if *r == PutDevice::ROUTE => {
             let body = json!({"deviceId": d.registered, "voipToken": voip_token(), "environment": "sandbox", "alertToken": alert_token()});
             pass.expect_json("PUT /devices", PUT_DEVICES, &body, 200, true)
                 .await;
@@ -184,7 +175,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                     .await;
             }
         }
-        "create-call" => {
+        r if *r == CreateCall::ROUTE => {
             pass.store_device(&d.registered).await;
             let at = (Utc::now() + Duration::hours(1)).to_rfc3339();
             let body = json!({"deviceId": d.registered, "scheduledAt": at, "callerName": CALLER});
@@ -208,7 +199,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
             calls_idempotency(pass).await;
             calls_device_secret(pass).await;
         }
-        "get-call" => {
+        r if *r == GetCall::ROUTE => {
             let device = pass.store_device(&d.registered).await;
             if !pass.down
                 && pass
@@ -231,7 +222,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                 pass.expect_get(what, &path, status, store_backed).await;
             }
         }
-        "cancel-call" => {
+        r if *r == CancelCall::ROUTE => {
             let device = pass.store_device(&d.cancelled).await;
             pass.store_reservation(&device, 3_600_000).await;
             let path = format!("/calls?deviceId={}", d.cancelled);
@@ -240,7 +231,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                 pass.expect(what, request, status, true).await;
             }
         }
-        "dispatch" => {
+        r if *r == Dispatch::ROUTE => {
             // The route: a valid ID token, a forged one with a sentinel claim, junk.
             let valid = oidc::valid_token();
             let forged = oidc::mint(
@@ -285,7 +276,7 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                 assert_eq!(report.sent, 1, "{} pass: {report:?}", pass.name);
             }
         }
-        "confirm-call" => calls_confirm(pass).await,
+        r if *r == ConfirmCall::ROUTE => calls_confirm(pass).await,
         _ => from_fixture(pass, route).await,
     }
 }
