@@ -9,7 +9,7 @@ async fn every_generated_block_is_what_docs_tables_writes() {
     let stale = stale().await.unwrap_or_else(|e| panic!("{e}"));
     assert!(
         stale.is_empty(),
-        "generated blocks differ from the code in {}: run `cargo run -p koe-testkit --bin \
+        "generated blocks differ from the code ({}): run `cargo run -p koe-testkit --bin \
          docs-tables` (a block is never edited by hand)",
         stale.join(", ")
     );
@@ -38,9 +38,8 @@ async fn the_tables_hold_the_routes_the_settings_and_the_budgets() {
         assert!(fixtures.contains(&row), "{row}");
     }
     let settings = render("settings").await;
-    assert!(
-        settings.contains("| `AGENT_DAILY_LIMIT` | agent, koe-local | `50` | an integer from 1 to")
-    );
+    let row = "| `AGENT_DAILY_LIMIT` | agent | `50` | 1 to 100000 | `AgentDailyLimit` |";
+    assert!(settings.contains(row), "{settings}");
     let budgets = render("time-budgets").await;
     assert!(
         budgets.contains("DispatchFunction, DispatchPartFunction"),

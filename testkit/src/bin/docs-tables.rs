@@ -10,15 +10,15 @@ async fn main() {
     let stale = docs_tables::stale().await.unwrap_or_else(|e| fail(&e));
     if check {
         if !stale.is_empty() {
-            fail(&format!("stale generated blocks in {}", stale.join(", ")));
+            fail(&format!("stale generated blocks: {}", stale.join(", ")));
         }
         return;
     }
     for (path, text) in docs_tables::written().await.unwrap_or_else(|e| fail(&e)) {
         std::fs::write(&path, text).unwrap_or_else(|e| fail(&format!("{}: {e}", path.display())));
     }
-    for page in stale {
-        println!("rewrote {page}");
+    for block in stale {
+        println!("rewrote {block}");
     }
 }
 

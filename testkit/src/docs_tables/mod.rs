@@ -75,17 +75,30 @@ pub async fn written() -> Result<Vec<(PathBuf, String)>, String> {
     Ok(pages)
 }
 
-/// The pages whose blocks differ from what the command writes (run it to rewrite them).
+/// The blocks that differ from what the command writes, as `page: name` (a page whose text
+/// would change otherwise, as `page`); run the command to rewrite them.
 pub async fn stale() -> Result<Vec<String>, String> {
     let mut stale = Vec::new();
     for (path, text) in written().await? {
-        if std::fs::read_to_string(&path).map_err(|e| e.to_string())? != text {
-            stale.push(
-                path.strip_prefix(repo_root())
-                    .unwrap()
-                    .display()
-                    .to_string(),
-            );
+        let now = std::fs::read_to_string(&path).map_err(|e| e.to_string())?;
+        let page = path
+            .strip_prefix(repo_root())
+            .unwrap()
+            .display()
+            .to_string();
+        let body = |text: &str, name: &str| {
+            let rest = text.split(&start(name)).nth(1)?;
+            Some(rest.split(END).next()?.to_owned())
+        };
+        let names = BLOCKS.iter().filter(|(_, p)| path.ends_with(p));
+        let differ: Vec<String> = names
+            .filter(|(name, _)| body(&now, name) != body(&text, name))
+            .map(|(name, _)| format!("{page}: {name}"))
+            .collect();
+        match (now == text, differ.is_empty()) {
+            (true, _) => {}
+            (false, true) => stale.push(page),
+            (false, false) => stale.extend(differ),
         }
     }
     Ok(stale)

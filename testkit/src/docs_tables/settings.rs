@@ -310,8 +310,7 @@ fn candidates() -> Vec<String> {
 /// least and greatest (`accepts`), a bool's both, two strings.
 fn probes(value: &str, accepts: Option<&str>) -> Vec<String> {
     if value.chars().all(|c| c.is_ascii_digit()) {
-        let range = accepts.and_then(|a| a.strip_prefix("an integer from "));
-        let ends = range.map_or(vec![], |r| r.split(" to ").map(str::to_owned).collect());
+        let ends = accepts.map_or(vec![], |r| r.split(" to ").map(str::to_owned).collect());
         let few = ["0", "1", "2", "999999999"].map(str::to_owned);
         [few.to_vec(), ends].concat()
     } else if value == "true" || value == "false" {
@@ -328,7 +327,12 @@ fn default_and_accepts(var: &str, candidates: &[String]) -> (Option<String>, Opt
     let unset = sections(&Vars::from_pairs(&[])).expect("the defaults start");
     let with = |value: &str| sections(&Vars::from_pairs(&[(var, value)]));
     let accepts = match with("\u{1} no shape") {
-        Err(e) if e.var == var => Some(e.reason.trim_start_matches("must be ").to_owned()),
+        Err(e) if e.var == var => Some(
+            e.reason
+                .trim_start_matches("must be ")
+                .trim_start_matches("an integer from ")
+                .to_owned(),
+        ),
         _ => None,
     };
     let same = |value: &str| with(value).ok().as_ref() == Some(&unset);
@@ -388,11 +392,11 @@ pub(super) async fn table() -> String {
     );
     let mut problems = Vec::new();
     for var in vars.into_iter().filter(|v| !arn(v)) {
-        let mut readers = read_by(&functions, var);
-        if local.contains(var) {
-            readers.push("koe-local".to_owned());
-        }
-        let read_by = readers.join(", ");
+        // koe-local reads every section: named only where no function reads the variable.
+        let read_by = match read_by(&functions, var).join(", ") {
+            none if none.is_empty() => "koe-local".to_owned(),
+            some => some,
+        };
         let (default, accepts) = default_and_accepts(var, &candidates);
         let meaning = meaning(var);
         if meaning.is_empty() {
