@@ -31,50 +31,48 @@ fn meaning(var: &str) -> &'static str {
         "MAINTENANCE_MODE" | "MINIMUM_VERSION" | "INFO_MESSAGE" => "Reported by `/api/info`.",
         "METRICS" => "`off`: no metrics; else CloudWatch EMF lines on stdout.",
         "EVENT_BUS_NAME" => {
-            "Bus for notifications and dispatch events; unset: log lines (the dispatcher needs it)."
+            "Bus of notifications and dispatch events (the dispatcher needs it); unset: logged."
         }
         "AGENT_API_KEYS" => {
             "Accepted `X-Api-Key`s, comma-separated; unset: 401 (koe-local: `local-dev-key`)."
         }
         "AGENT_DAILY_LIMIT" => "Round-1 calls per device per Japan day.",
         "AGENT_REQUIRE_DEVICE_SECRET" => {
-            "`true`: round 1 needs the proven device secret \
+            "`true`: round 1 needs the device secret \
              ([security.md](security.md#the-agents-daily-limit-and-device-ids))."
         }
         "AGENT_PLANNER_MODEL" => "Round-1 model (strict `json_schema`).",
         "AGENT_RESPONDER_MODEL" => "Round-2 model.",
         "AGENT_PERSONA" => {
-            "The character's style; unset: the built-in こえ (deployed: 450 characters at most, \
-             for Lambda's 4 KB)."
+            "The character's style; unset: the built-in こえ (deployed: 450 characters at most)."
         }
         "AGENT_STEP_KEY" => "Signs step ids; required (koe-local: a development key).",
         "CHAT_DAILY_TOKEN_CEILING" => {
-            "Chat's model tokens per Japan day ([spend-guard.md](spend-guard.md))."
+            "Chat's model tokens a Japan day ([spend-guard.md](spend-guard.md))."
         }
         "AGENT_DAILY_TOKEN_CEILING" => "The same for the agent.",
         "STORE" => "`memory` or `dynamodb`; a Lambda refuses `memory`.",
         "DEVICES_TABLE" => "Devices table ([dynamodb.md](dynamodb.md)).",
         "CALLS_TABLE" => "Reservations table.",
         "AGENT_USAGE_TABLE" => "Daily limit, plan answers, spend counters.",
-        "DEVICE_HASH_SALT" => "Salt of the device hashes in logs (default `koe`).",
+        "DEVICE_HASH_SALT" => "Salt of the device hashes in logs.",
         "DISPATCH_GRACE_SECS" => "How late a call may still ring, later `missed`.",
         "DISPATCH_CLAIM_TIMEOUT_SECS" => {
-            "When a claim without outcome is abandoned; it bounds the claims' lead \
+            "When a claim without outcome is abandoned \
              ([dispatch.md](dispatch.md#writes-spent-as-a-budget))."
         }
         "DISPATCH_CONCURRENCY" => "Store calls and pushes in flight per run.",
         "DISPATCH_STORE_CONCURRENCY" => {
-            "Most DynamoDB requests in flight per process; unset: 1,400 per vCPU of the \
-             function's memory ([reliability.md](reliability.md#timeouts))."
+            "DynamoDB requests in flight per process; unset: 1,400 per vCPU of the memory \
+             ([reliability.md](reliability.md#timeouts))."
         }
         "DISPATCH_CALLS_PER_WORKER" => {
             "Calls per invocation before a window is split ([scale.md](scale.md))."
         }
         "DISPATCH_MAX_WORKERS" => "The most parts.",
         "DISPATCH_WRITE_BUDGET" => {
-            "WRU/s the calls table serves at once (warm throughput) for the write plan \
-             ([operations.md](operations.md#capacity-ahead-of-a-peak)); the parameter's 0 is the \
-             default."
+            "The calls table's warm WRU/s, for the write plan \
+             ([operations.md](operations.md#capacity-ahead-of-a-peak)); parameter 0: the default."
         }
         "DISPATCH_TABLE_WRITE_QUOTA" => {
             "The account's table-level write quota; caps `DISPATCH_WRITE_BUDGET`."
@@ -88,28 +86,19 @@ fn meaning(var: &str) -> &'static str {
              `log`: never rings."
         }
         "APNS_KEY_P8" => "The `.p8` key (PEM or its base64). `APNS_*` all or none.",
-        "APNS_KEY_ID" => "The key's id.",
-        "APNS_TEAM_ID" => "The team's id.",
-        "APNS_BUNDLE_ID" => "The app's bundle id.",
+        "APNS_BUNDLE_ID" | "APNS_KEY_ID" | "APNS_TEAM_ID" => "The app's bundle id, the key's ids.",
         "APNS_MAX_CONNECTIONS" => "APNs connections in the pool ([scale.md](scale.md#the-design)).",
-        "APNS_ENDPOINT" => {
-            "`http://<loopback>:<port>`: pushes go there (HTTP/2, no TLS), not to Apple \
-             ([local.md](local.md#koe-local))."
-        }
+        "APNS_ENDPOINT" => "Pushes go there, not to Apple ([local.md](local.md#koe-local)).",
         "DISPATCH_OIDC_JWKS_URL" => {
-            "Issuer JWKS for `POST /internal/dispatch` (`https`; `http` on loopback). \
+            "Issuer JWKS of `POST /internal/dispatch` (`http` on loopback only); \
              `DISPATCH_OIDC_*` all or none; none: 401."
         }
-        "DISPATCH_OIDC_ISSUER" => "Required `iss`.",
-        "DISPATCH_OIDC_AUDIENCE" => "Required `aud`.",
-        "DISPATCH_OIDC_SERVICE_ACCOUNT" => "Required verified `email`.",
+        "DISPATCH_OIDC_AUDIENCE" | "DISPATCH_OIDC_ISSUER" | "DISPATCH_OIDC_SERVICE_ACCOUNT" => {
+            "Required `aud`, `iss`, verified `email`."
+        }
         "RUST_LOG" => "Log filter (`info,koe=debug`); unset: `info`.",
-        "AWS_REGION" | "AWS_DEFAULT_REGION" => {
-            "The region (set by Lambda); credentials are the SDK's own."
-        }
-        "AWS_ENDPOINT_URL" => {
-            "Endpoint of every AWS client, for local runs ([local.md](local.md))."
-        }
+        "AWS_REGION" | "AWS_DEFAULT_REGION" => "The region (set by Lambda).",
+        "AWS_ENDPOINT_URL" => "Every AWS client's endpoint, for local runs.",
         "AWS_ENDPOINT_URL_DYNAMODB"
         | "AWS_ENDPOINT_URL_EVENTBRIDGE"
         | "AWS_ENDPOINT_URL_SECRETS_MANAGER" => "That client's endpoint, for local runs.",
@@ -386,10 +375,8 @@ pub(super) async fn table() -> String {
     let mut vars: BTreeSet<&str> = local.iter().map(String::as_str).collect();
     vars.extend(functions.iter().flat_map(|f| &f.read).map(String::as_str));
     let candidates = candidates();
-    let mut out = String::from(
-        "| variable | read by | default | accepts | parameter | meaning |\n\
-         | --- | --- | --- | --- | --- | --- |\n",
-    );
+    // Rows alike but for the name and parameter are one (`APNS_KEY_ID`, `APNS_TEAM_ID`, ...).
+    let mut rows: Vec<[String; 6]> = Vec::new();
     let mut problems = Vec::new();
     for var in vars.into_iter().filter(|v| !arn(v)) {
         // koe-local reads every section: named only where no function reads the variable.
@@ -409,11 +396,32 @@ pub(super) async fn table() -> String {
         let parameter = parameters.get(var).map_or(String::new(), |p| {
             p.iter().map(|p| code(p)).collect::<Vec<_>>().join(", ")
         });
-        out += &format!(
-            "| {name} | {read_by} | {} | {} | {parameter} | {meaning} |\n",
+        let row = [
+            name,
+            read_by,
             default.unwrap_or_default(),
             accepts.unwrap_or_default(),
-        );
+            parameter,
+            meaning.to_owned(),
+        ];
+        let alike = |r: &&mut [String; 6]| r[1..4] == row[1..4] && r[5] == row[5];
+        match rows.iter_mut().find(alike) {
+            Some(first) => {
+                first[0] += &format!(", {}", row[0]);
+                let comma = if first[4].is_empty() { "" } else { ", " };
+                if !row[4].is_empty() {
+                    first[4] += &format!("{comma}{}", row[4]);
+                }
+            }
+            None => rows.push(row),
+        }
+    }
+    let mut out = String::from(
+        "| variable | read by | default | accepts | parameter | meaning |\n\
+         | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for row in rows {
+        out += &format!("| {} |\n", row.join(" | "));
     }
     assert!(
         problems.is_empty(),
