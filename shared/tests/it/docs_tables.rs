@@ -38,7 +38,7 @@ async fn the_tables_hold_the_routes_the_settings_and_the_budgets() {
         assert!(fixtures.contains(&row), "{row}");
     }
     let settings = render("settings").await;
-    let row = "| `AGENT_DAILY_LIMIT` | agent | `50` | 1 to 100000 | `AgentDailyLimit` |";
+    let row = "| `AGENT_DAILY_LIMIT` | agent | `50` | 1 to 100000 | = |";
     assert!(settings.contains(row), "{settings}");
     let budgets = render("time-budgets").await;
     assert!(

@@ -206,12 +206,24 @@ async fn functions(template: &Value) -> Vec<Function> {
     out
 }
 
-/// The functions that read `var`: `every function`, else each feature whose functions all do,
+/// `ChatFunction` → `Chat`.
+fn short(id: &str) -> &str {
+    id.trim_end_matches("Function")
+}
+
+/// The functions that read `var`: `every function`, `all but` a few, else each feature whose functions all do,
 /// and the others by name (`ChatFunction` as `Chat`).
 fn read_by(functions: &[Function], var: &str) -> Vec<String> {
     let reads = |f: &Function| f.read.contains(var);
-    if functions.iter().all(reads) {
-        return vec!["every function".to_owned()];
+    let others: Vec<&str> = functions
+        .iter()
+        .filter(|f| !reads(f))
+        .map(|f| short(&f.id))
+        .collect();
+    match others.len() {
+        0 => return vec!["every function".to_owned()],
+        1..=3 if functions.len() > 8 => return vec![format!("all but {}", others.join(", "))],
+        _ => {}
     }
     let features: BTreeSet<&str> = functions.iter().map(|f| f.feature.as_str()).collect();
     let mut out = Vec::new();
@@ -220,8 +232,11 @@ fn read_by(functions: &[Function], var: &str) -> Vec<String> {
         if of.iter().all(|f| reads(f)) {
             out.push(feature.to_owned());
         } else {
-            let short = |f: &&Function| f.id.trim_end_matches("Function").to_owned();
-            out.extend(of.iter().filter(|f| reads(f)).map(short));
+            out.extend(
+                of.iter()
+                    .filter(|f| reads(f))
+                    .map(|f| short(&f.id).to_owned()),
+            );
         }
     }
     out
@@ -316,12 +331,11 @@ fn default_and_accepts(var: &str, candidates: &[String]) -> (Option<String>, Opt
     let unset = sections(&Vars::from_pairs(&[])).expect("the defaults start");
     let with = |value: &str| sections(&Vars::from_pairs(&[(var, value)]));
     let accepts = match with("\u{1} no shape") {
-        Err(e) if e.var == var => Some(
-            e.reason
-                .trim_start_matches("must be ")
-                .trim_start_matches("an integer from ")
-                .to_owned(),
-        ),
+        Err(e) if e.var == var => {
+            let reason = e.reason.trim_start_matches("must be ");
+            let shape = reason.split(", e.g.").next().unwrap();
+            Some(shape.trim_start_matches("an integer from ").to_owned())
+        }
         _ => None,
     };
     let same = |value: &str| with(value).ok().as_ref() == Some(&unset);
@@ -393,8 +407,14 @@ pub(super) async fn table() -> String {
             true => format!("{} (*secret*)", code(var)),
             false => code(var),
         };
+        // `=`: the variable's name in CamelCase (`OpenAiBaseUrl` for `OPENAI_BASE_URL`).
+        let camel: String = var.split('_').map(|w| w.to_lowercase()).collect();
         let parameter = parameters.get(var).map_or(String::new(), |p| {
-            p.iter().map(|p| code(p)).collect::<Vec<_>>().join(", ")
+            let named = |p: &String| match p.to_lowercase() == camel {
+                true => "=".to_owned(),
+                false => code(p),
+            };
+            p.iter().map(named).collect::<Vec<_>>().join(", ")
         });
         let row = [
             name,
