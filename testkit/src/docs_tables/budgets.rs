@@ -29,7 +29,8 @@ pub(super) fn table() -> String {
         let parts: Vec<String> = budget
             .parts
             .iter()
-            .map(|(what, d)| format!("{what} {}", seconds(*d)))
+            // The part's name without its explanation (`budgets.rs` keeps that).
+            .map(|(what, d)| format!("{} {}", what.split(" (").next().unwrap(), seconds(*d)))
             .collect();
         let sum = format!("{} = {}", parts.join(" + "), seconds(budget.total()));
         let limit = timeout(budget.function);
