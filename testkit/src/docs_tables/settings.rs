@@ -51,7 +51,7 @@ fn meaning(var: &str) -> &'static str {
             "Chat's model tokens a Japan day ([spend-guard.md](spend-guard.md))."
         }
         "AGENT_DAILY_TOKEN_CEILING" => "The same for the agent.",
-        "STORE" => "`memory` or `dynamodb`; a Lambda refuses `memory`.",
+        "STORE" => "A Lambda refuses `memory`.",
         "DEVICES_TABLE" => "Devices table ([dynamodb.md](dynamodb.md)).",
         "CALLS_TABLE" => "Reservations table.",
         "AGENT_USAGE_TABLE" => "Daily limit, plan answers, spend counters.",
@@ -90,8 +90,8 @@ fn meaning(var: &str) -> &'static str {
         "APNS_MAX_CONNECTIONS" => "APNs connections in the pool ([scale.md](scale.md#the-design)).",
         "APNS_ENDPOINT" => "Pushes go there, not to Apple ([local.md](local.md#koe-local)).",
         "DISPATCH_OIDC_JWKS_URL" => {
-            "Issuer JWKS of `POST /internal/dispatch` (`http` on loopback only); \
-             `DISPATCH_OIDC_*` all or none; none: 401."
+            "Issuer JWKS of `POST /internal/dispatch` (`http` on loopback only); the four all or \
+             none (none: 401)."
         }
         "DISPATCH_OIDC_AUDIENCE" | "DISPATCH_OIDC_ISSUER" | "DISPATCH_OIDC_SERVICE_ACCOUNT" => {
             "Required `aud`, `iss`, verified `email`."
@@ -333,7 +333,9 @@ fn default_and_accepts(var: &str, candidates: &[String]) -> (Option<String>, Opt
     let accepts = match with("\u{1} no shape") {
         Err(e) if e.var == var => {
             let reason = e.reason.trim_start_matches("must be ");
+            // Its shape; the error itself says the rest (a model name's characters).
             let shape = reason.split(", e.g.").next().unwrap();
+            let shape = shape.split(" of at most").next().unwrap();
             Some(shape.trim_start_matches("an integer from ").to_owned())
         }
         _ => None,
