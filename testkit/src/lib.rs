@@ -6,8 +6,10 @@ pub use async_trait;
 
 pub mod clock;
 pub mod cloudwatch;
+pub mod deployed;
 pub mod devices;
 pub mod dispatching;
+pub mod docs_tables;
 pub mod dynamodb;
 pub mod emf;
 pub mod eventbridge;

@@ -86,6 +86,7 @@ mod dispatch_world;
 mod dispatch_writes;
 mod docs_facts;
 mod docs_links;
+mod docs_tables;
 mod dynamodb_tables;
 mod faults_dispatch;
 mod faults_dispatch_writes;

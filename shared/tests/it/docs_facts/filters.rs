@@ -38,11 +38,8 @@ fn filter_problem(filter: &str) -> Option<String> {
     }
     let mut dir = base.clone();
     let mut file: Option<PathBuf> = None;
-    let text = |file: &Option<PathBuf>| {
-        file.as_ref()
-            .map(|f| std::fs::read_to_string(f).unwrap())
-            .unwrap_or_default()
-    };
+    let text = |f: &Option<PathBuf>| f.as_ref().map(std::fs::read_to_string);
+    let text = |f: &Option<PathBuf>| text(f).map(Result::unwrap).unwrap_or_default();
     for (depth, segment) in path.iter().enumerate() {
         let (as_file, as_dir) = (dir.join(format!("{segment}.rs")), dir.join(segment));
         if as_file.is_file() {
@@ -70,8 +67,7 @@ fn filter_problem(filter: &str) -> Option<String> {
 
 #[test]
 fn every_test_filter_the_docs_show_finds_a_test() {
-    let mut checked = 0;
-    let mut problems = Vec::new();
+    let (mut problems, mut checked) = (Vec::new(), 0);
     for (file, text) in markdown() {
         for (number, line) in text.lines().enumerate() {
             for filter in it_filters(line) {
@@ -83,35 +79,18 @@ fn every_test_filter_the_docs_show_finds_a_test() {
             }
         }
     }
-    assert!(
-        checked >= 3,
-        "only {checked} filters found: is the reader broken?"
-    );
+    assert!(checked >= 3, "{checked} filters: is the reader broken?");
     report("test filters in the docs that find no test", &problems);
 }
 
 #[test]
 fn filters_are_read_and_judged() {
-    assert_eq!(
-        it_filters("cargo test -p koe-shared --test it api_calls::post::x  # one test"),
-        ["api_calls::post::x"]
-    );
-    assert!(it_filters("cargo test -p koe-shared --test it -- dispatch_load::").is_empty());
-    assert!(it_filters("cargo test -p koe-shared --test it <file name>").is_empty());
-    assert_eq!(
-        it_filters("(`cargo test -p koe-shared --test it api_calls`, x)"),
-        ["api_calls"]
-    );
+    let line = "(`cargo test -p koe-shared --test it api_calls::post::x`, --test it -- d::, <f>)";
+    assert_eq!(it_filters(line), ["api_calls::post::x"]);
     assert_eq!(filter_problem("api_calls"), None);
-    assert_eq!(
-        filter_problem("api_calls::post::a_post_while_claimed_is_409_reservation_exists"),
-        None
-    );
-    assert!(filter_problem("api_calls::a_test_that_is_not_there").is_some());
-    assert!(
-        filter_problem("api_calls::a_post_while_claimed_is_409_reservation_exists").is_some(),
-        "the test is in api_calls::post"
-    );
+    let post = "a_post_while_claimed_is_409_reservation_exists";
+    assert_eq!(filter_problem(&format!("api_calls::post::{post}")), None);
+    assert!(filter_problem(&format!("api_calls::{post}")).is_some());
     assert_eq!(filter_problem("store_contract::devices::memory"), None);
     assert!(filter_problem("no_such_suite").is_some());
 }

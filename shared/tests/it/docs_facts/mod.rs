@@ -1,135 +1,107 @@
-//! The docs state what the code does, where a machine can tell: in README.md and `docs/*.md`
-//! every backticked UPPER_SNAKE word is an error code of `koe::platform::error::ErrorCode`, a variable
-//! the code reads, a constant of the code or an allowed outside name; every default of
-//! docs/configuration.md's table is the code's; every repository path and every `koe::` module
-//! path named exists (in the library's doc comments too); every `cargo ... -p NAME` names a
-//! package of the workspace; and a few figures stated in prose agree with the code or with the
-//! table beside them (`figures`); docs/architecture.md's route table is the route list (`routes`),
-//! every `file.rs::name` it traces is defined there and its other claims hold (`traces`); every
-//! test filter shown finds a test (`filters`). The runbook's alarm table is held to the template by `alarm_evaluation/`.
+//! What the docs name exists, where a machine can tell: in README.md and `docs/*.md` every
+//! repository path in backticks is a file or folder, every `file.rs::name` a trace cites is an
+//! item defined in that file (names do not drift as line numbers do), and every test filter
+//! shown finds a test (`filters`). Figures are not parsed from prose: the tables that state
+//! them are written from the code (`docs_tables.rs`).
 
-mod extract;
-mod figures;
 mod filters;
-mod names;
-mod routes;
-mod traces;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use koe_testkit::template::repo_root;
 
-use extract::{cargo_packages, code_spans, doc_comments, module_path, path_like};
-
-/// README.md and `docs/*.md`, relative to the repository root, with their text.
+/// README.md and `docs/*.md` (docs_links' list), relative to the root, with their text.
 fn markdown() -> Vec<(PathBuf, String)> {
-    let mut files = vec![PathBuf::from("README.md")];
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo_root().join("docs"))
-        .unwrap()
-        .map(|entry| Path::new("docs").join(entry.unwrap().file_name()))
-        .filter(|path| path.extension().is_some_and(|e| e == "md"))
-        .collect();
-    pages.sort();
-    files.extend(pages);
-    files.into_iter().map(|f| (f.clone(), read(&f))).collect()
-}
-
-/// Rust files whose doc comments are held to the paths and modules they name.
-const COMMENTED_SOURCES: &[&str] = &["shared/src/lib.rs", "shared/src/app/mod.rs"];
-
-/// The markdown, and the doc comments of [`COMMENTED_SOURCES`] as markdown.
-fn prose() -> Vec<(PathBuf, String)> {
-    let mut all = markdown();
-    for source in COMMENTED_SOURCES {
-        all.push((
-            PathBuf::from(source),
-            doc_comments(&read(Path::new(source))),
-        ));
-    }
-    all
-}
-
-fn read(file: &Path) -> String {
-    std::fs::read_to_string(repo_root().join(file))
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-}
-
-/// Every `.rs` file under `dir` (relative to the root), recursively.
-fn rust_files(dir: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![repo_root().join(dir)];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out
+    let files = super::docs_links::markdown_files().into_iter();
+    files
+        .map(|f| (f.clone(), super::docs_links::read(&f)))
+        .collect()
 }
 
 fn report(what: &str, problems: &[String]) {
     assert!(problems.is_empty(), "{what}:\n{}", problems.join("\n"));
 }
 
-// ---------------------------------------------------------------------------------------------
-// Paths and modules.
+/// The inline code spans of markdown text (fenced blocks skipped), with the line each starts on.
+/// A span may cross a line break, not a blank line.
+fn code_spans(text: &str) -> Vec<(usize, String)> {
+    let mut spans = Vec::new();
+    let (mut paragraph, mut first_line, mut in_fence) = (Vec::new(), 0, false);
+    let mut flush = |paragraph: &mut Vec<&str>, mut line: usize| {
+        for (i, piece) in paragraph.join("\n").split('`').enumerate() {
+            if i % 2 == 1 && !piece.is_empty() {
+                spans.push((line, piece.to_owned()));
+            }
+            line += piece.matches('\n').count();
+        }
+        paragraph.clear();
+    };
+    for (number, line) in text.lines().enumerate() {
+        let fence = line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~");
+        if fence || in_fence || line.trim().is_empty() {
+            flush(&mut paragraph, first_line);
+            in_fence ^= fence;
+            continue;
+        }
+        if paragraph.is_empty() {
+            first_line = number + 1;
+        }
+        paragraph.push(line);
+    }
+    flush(&mut paragraph, first_line);
+    spans
+}
 
 /// Where a path that does not start at the root may be relative to: a crate's source, a crate.
 const PATH_BASES: &[&str] = &["", "shared/src/", "shared/", "shared/tests/"];
 
-/// Whether a named path exists; `*` in its file name matches any file of its folder.
-fn path_exists(path: &str) -> bool {
-    let root = repo_root();
-    PATH_BASES.iter().any(|base| {
-        let full = format!("{base}{path}");
-        match full.rsplit_once('/') {
-            Some((dir, name)) if name.contains('*') => {
-                let (head, tail) = name.split_once('*').unwrap();
-                std::fs::read_dir(root.join(dir)).is_ok_and(|entries| {
-                    entries.flatten().any(|e| {
-                        let n = e.file_name().to_string_lossy().into_owned();
-                        n.starts_with(head) && n.ends_with(tail)
-                    })
-                })
-            }
-            _ => root.join(&full).exists(),
-        }
-    })
+/// A repository path (`shared/src/x.rs`, `bench/`, `shared/tests/it/faults_*.rs`): one word
+/// with a `/` that starts with a top-level entry or names Rust source, no URL or placeholder.
+fn path_like(span: &str, top: &[String]) -> Option<String> {
+    let path = span.split(':').next().unwrap_or("");
+    let odd = |c: char| c.is_whitespace() || "<>${}=()'\"@".contains(c);
+    let plain = path.contains('/')
+        && !path.starts_with('/')
+        && !path.contains("//")
+        && !path.contains(odd)
+        && path.starts_with(|c: char| c.is_ascii_lowercase() || c == '.');
+    let first = path.split('/').next().unwrap();
+    let ours = top.iter().any(|t| t == first) || path.ends_with(".rs") || path.ends_with('/');
+    (plain && ours).then(|| path.to_owned())
 }
 
-/// Top-level entries of the repository: a path starting with one is a repository path.
-fn top_level() -> Vec<String> {
-    std::fs::read_dir(repo_root())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect()
+/// Whether a named path exists; `*` in its file name matches any file of its folder.
+fn path_exists(path: &str) -> bool {
+    PATH_BASES.iter().any(|base| {
+        let full = repo_root().join(format!("{base}{path}"));
+        let name = full.file_name().unwrap().to_string_lossy().into_owned();
+        let Some((head, tail)) = name.split_once('*') else {
+            return full.exists();
+        };
+        let entries = std::fs::read_dir(full.parent().unwrap())
+            .into_iter()
+            .flatten();
+        entries.flatten().any(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(head) && n.ends_with(tail)
+        })
+    })
 }
 
 #[test]
 fn every_path_named_exists() {
-    let top = top_level();
-    let mut problems = Vec::new();
-    let mut checked = 0;
-    for (file, text) in prose() {
+    let top: Vec<String> = std::fs::read_dir(repo_root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let (mut problems, mut checked) = (Vec::new(), 0);
+    for (file, text) in markdown() {
         for (line, span) in code_spans(&text) {
-            let Some(path) = path_like(&span) else {
+            let Some(path) = path_like(&span, &top) else {
                 continue;
             };
-            let first = path.split('/').next().unwrap();
-            let repository_path = top.iter().any(|t| t == first);
-            let source_path = path.ends_with(".rs") || path.ends_with('/');
-            if !repository_path && !source_path {
-                continue;
-            }
             checked += 1;
-            if !path_exists(path) {
+            if !path_exists(&path) {
                 problems.push(format!("{}:{line}: `{span}`: no such path", file.display()));
             }
         }
@@ -138,160 +110,93 @@ fn every_path_named_exists() {
     report("paths named in the docs that do not exist", &problems);
 }
 
-/// The crate roots a module path may start at, by the name it is used under.
-fn crate_source(name: &str) -> Option<&'static str> {
-    match name {
-        "koe" | "crate" => Some("shared/src"),
-        "koe_testkit" => Some("testkit/src"),
-        "koe_local" => Some("koe-local/src"),
-        _ => None,
-    }
-}
-
-/// Whether `item` is defined (or re-exported) in one of `files`.
-fn defines(files: &[PathBuf], item: &str) -> bool {
-    let keywords = [
-        "fn",
-        "struct",
-        "enum",
-        "trait",
-        "type",
-        "const",
-        "static",
-        "mod",
-        "macro_rules!",
-    ];
-    files.iter().any(|file| {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let word = |w: &str| {
-            w.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .any(|p| p == item)
-        };
-        keywords
-            .iter()
-            .any(|k| text.contains(&format!("{k} {item}")))
-            || text
-                .lines()
-                .any(|l| l.trim_start().starts_with("pub use") && word(l))
-            || text.contains(&format!("    {item},"))
-            || text.contains(&format!("    {item}("))
-            || text.contains(&format!("    {item} {{"))
-    })
-}
-
-/// What is wrong with a module path (`None`: it resolves, or it is not one of ours).
-fn module_problem(segments: &[&str]) -> Option<String> {
-    let root = repo_root();
-    let (src, rest) = match crate_source(segments[0]) {
-        Some(src) => (src, &segments[1..]),
-        None => {
-            let module = root.join("shared/src").join(segments[0]);
-            let ours = module.is_dir() || module.with_extension("rs").is_file();
-            if !ours {
-                return None;
-            }
-            ("shared/src", segments)
-        }
+/// A `file.rs::Name::name` span: the file and the item's segments, or `None`.
+fn trace(span: &str) -> Option<(&str, Vec<&str>)> {
+    let (path, item) = span.split_once(".rs::")?;
+    let ident = |s: &&str| {
+        !s.is_empty()
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
-    let mut dir = root.join(src);
-    let mut files = vec![dir.join("lib.rs")];
-    let mut at = 0;
-    while let Some(segment) = rest.get(at) {
-        let file = dir.join(format!("{segment}.rs"));
-        let folder = dir.join(segment);
-        if file.is_file() {
-            files = vec![file];
-        } else if folder.join("mod.rs").is_file() {
-            files = vec![folder.join("mod.rs")];
-        } else {
-            break;
-        }
-        dir = folder;
-        at += 1;
+    let segments: Vec<&str> = item.trim_end_matches("()").split("::").collect();
+    let plain_path = path.contains('/')
+        && !path.contains(char::is_whitespace)
+        && path.starts_with(|c: char| c.is_ascii_lowercase());
+    (plain_path && segments.iter().all(ident)).then(|| (&span[..path.len() + 3], segments))
+}
+
+/// What is wrong with a traced item (`None`: the file defines its last segment with a keyword,
+/// as a whole word, and names the others).
+fn trace_problem(path: &str, segments: &[&str]) -> Option<String> {
+    let Some(file) = PATH_BASES
+        .iter()
+        .map(|base| repo_root().join(format!("{base}{path}")))
+        .find(|full| full.is_file())
+    else {
+        return Some("no such file".to_owned());
+    };
+    let source = std::fs::read_to_string(file).unwrap();
+    let words: Vec<&str> = source
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let keywords = "fn struct enum trait type const static mod";
+    let (last, owners) = segments.split_last().unwrap();
+    let defined = words
+        .windows(2)
+        .any(|w| keywords.split(' ').any(|k| k == w[0]) && w[1] == *last);
+    if !defined {
+        return Some(format!("the file defines no `{last}` ({keywords})"));
     }
-    let item = rest.get(at)?;
-    if dir.is_dir() {
-        files.extend(rust_files(
-            dir.strip_prefix(&root).unwrap().to_str().unwrap(),
-        ));
-    }
-    (!defines(&files, item)).then(|| format!("no `{item}` in {}", dir.display()))
+    let owner = owners.iter().find(|owner| !words.contains(owner))?;
+    Some(format!("the file never names `{owner}`"))
 }
 
 #[test]
-fn every_module_path_named_exists() {
-    let mut problems = Vec::new();
-    let mut checked = 0;
-    for (file, text) in prose() {
+fn every_traced_name_is_defined_in_its_file() {
+    let (mut problems, mut checked) = (Vec::new(), 0);
+    for (file, text) in markdown() {
         for (line, span) in code_spans(&text) {
-            let Some(segments) = module_path(&span) else {
+            let at = format!("{}:{line}: `{span}`", file.display());
+            let Some((path, segments)) = trace(&span) else {
                 continue;
             };
             checked += 1;
-            if let Some(problem) = module_problem(&segments) {
-                problems.push(format!("{}:{line}: `{span}`: {problem}", file.display()));
+            if let Some(problem) = trace_problem(path, &segments) {
+                problems.push(format!("{at}: {problem}"));
             }
         }
     }
-    assert!(
-        checked > 10,
-        "only {checked} module paths: is the reader broken?"
-    );
-    report(
-        "module paths named in the docs that do not exist",
-        &problems,
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Cargo packages.
-
-/// The workspace's packages, by the `name` of each member's `[package]`.
-fn packages() -> Vec<String> {
-    let workspace = read(Path::new("Cargo.toml"));
-    let members = workspace
-        .split("members = [")
-        .nth(1)
-        .and_then(|rest| rest.split(']').next())
-        .expect("the workspace lists its members");
-    members
-        .split(',')
-        .map(|m| m.trim().trim_matches('"'))
-        .filter(|m| !m.is_empty())
-        .map(|member| {
-            let manifest = read(&Path::new(member).join("Cargo.toml"));
-            let package = manifest.split("[package]").nth(1).unwrap();
-            let line = package.lines().find(|l| l.starts_with("name")).unwrap();
-            line.split('"').nth(1).unwrap().to_owned()
-        })
-        .collect()
+    assert!(checked > 30, "only {checked} traces: is the reader broken?");
+    report("traces that do not hold", &problems);
 }
 
 #[test]
-fn every_cargo_package_named_is_one_of_the_workspace() {
-    let packages = packages();
-    assert!(packages.iter().any(|p| p == "koe-shared"), "{packages:?}");
-    assert!(
-        !packages.iter().any(|p| p == "koe"),
-        "koe is the library, not a package"
+fn the_readers_read_as_written() {
+    let text = "# T\n\nSay `A_B` and\n`C` then `d\ne`.\n\n```sh\nx `NO` y\n```\n`LAST`\n";
+    let spans = code_spans(text);
+    let spans: Vec<(usize, &str)> = spans.iter().map(|(l, s)| (*l, s.as_str())).collect();
+    assert_eq!(spans, [(3, "A_B"), (4, "C"), (4, "d\ne"), (10, "LAST")]);
+    let top = ["shared".to_owned(), "bench".to_owned()];
+    assert_eq!(
+        path_like("shared/src/lib.rs:12", &top).as_deref(),
+        Some("shared/src/lib.rs")
     );
-    let mut problems = Vec::new();
-    for (file, text) in markdown() {
-        for (number, line) in text.lines().enumerate() {
-            for package in cargo_packages(line) {
-                if !packages.iter().any(|p| p == package) {
-                    problems.push(format!(
-                        "{}:{}: `-p {package}`: the workspace's packages are {}",
-                        file.display(),
-                        number + 1,
-                        packages.join(", ")
-                    ));
-                }
-            }
-        }
+    for not in [
+        "/calls",
+        "https://a.b/v1",
+        "<stack>/salt",
+        "Koe/Api",
+        "POST /x",
+        "x/y",
+    ] {
+        assert_eq!(path_like(not, &top), None, "{not}");
     }
-    report(
-        "cargo commands naming no package of the workspace",
-        &problems,
+    assert_eq!(
+        trace("shared/src/edge/mod.rs::Service::handle"),
+        Some(("shared/src/edge/mod.rs", vec!["Service", "handle"]))
     );
+    for not in ["shared/src/lib.rs", "koe::push::PushPool", "a b.rs::c"] {
+        assert_eq!(trace(not), None, "{not}");
+    }
 }
