@@ -19,7 +19,6 @@ pub mod fixtures;
 pub mod function_url;
 pub mod gateway;
 pub mod harness;
-pub mod local_doc;
 pub mod local_env;
 pub mod logs;
 pub mod loopback;

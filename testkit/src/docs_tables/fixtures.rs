@@ -4,6 +4,7 @@
 
 use koe::ROUTES;
 use koe::app::STREAMED;
+use koe::platform::endpoint::FixtureAnswer;
 
 use super::code;
 
@@ -13,60 +14,56 @@ struct Fixture {
     name: &'static str,
     function: &'static str,
     binary: Option<&'static str>,
-    answer: &'static str,
+    answer: String,
 }
 
-/// What a fixture answers, as the fixture test (`functions/tests/fixtures/`, `lambda_fixtures`)
-/// expects it: its status, then what its body holds in backticks; `run:` for a dispatch run.
-/// (One place to adapt once a route carries its expected answer.)
-fn answer(name: &str) -> &'static str {
-    match name {
-        "put-device" => "200, the device",
-        "create-call" => "201, the reservation",
-        "get-call" => "200, that reservation",
-        "confirm-call" => "404, no push of it has left",
-        "cancel-call" => "204",
-        "agent" => "200, a plan",
-        "agent-round2" => "200, the answer",
-        "health" => "200, `{\"status\":\"ok\"}`",
-        "info" => "200, `{\"maintenance\":false,...}`",
-        "chat" => "200, the stand-in's reply",
-        "chat-stream" => "200, server-sent events",
-        "error-test" => "500, `TEST_ERROR`",
-        "dispatch" => "401, a placeholder token",
-        "dispatch-schedule" => "run: `{\"cause\":\"schedule\",...}`",
-        "dispatch-requested" => "run: `{\"cause\":\"request\",...}`",
-        "dispatch-wake" => "run: `{\"cause\":\"wake\",...}`",
-        "dispatch-part" => {
-            "run: `{\"cause\":\"part\",...}`, all 0 unless a minute has 2 or more \
-             [shards](dispatch.md#how-a-run-works)"
-        }
-        other => panic!("events/{other}.json: no answer in docs_tables::fixtures::answer"),
+/// What a route's fixture answers, as its route says (`Route::fixture`) and the fixture tests
+/// (`functions/tests/fixtures/`, `lambda_fixtures`) check: its status, then what its body holds.
+fn answer(fixture: FixtureAnswer) -> String {
+    match fixture.holds {
+        "" => fixture.status.to_string(),
+        holds => format!("{}, `{holds}`", fixture.status),
     }
 }
 
 /// Fixtures that are no route's: (name, function, binary for cargo-lambda, the fixture after
-/// which it comes).
-const OTHER_EVENTS: &[(&str, &str, Option<&str>, &str)] = &[
-    ("agent-round2", "AgentFunction", Some("agent"), "agent"),
-    ("dispatch-schedule", "DispatchFunction", None, "dispatch"),
+/// which it comes, what it answers).
+const OTHER_EVENTS: &[(&str, &str, Option<&str>, &str, &str)] = &[
+    (
+        "agent-round2",
+        "AgentFunction",
+        Some("agent"),
+        "agent",
+        "200, the answer",
+    ),
+    (
+        "dispatch-schedule",
+        "DispatchFunction",
+        None,
+        "dispatch",
+        "run: `{\"cause\":\"schedule\",...}`",
+    ),
     (
         "dispatch-requested",
         "DispatchFunction",
         None,
         "dispatch-schedule",
+        "run: `{\"cause\":\"request\",...}`",
     ),
     (
         "dispatch-wake",
         "DispatchFunction",
         None,
         "dispatch-requested",
+        "run: `{\"cause\":\"wake\",...}`",
     ),
     (
         "dispatch-part",
         "DispatchPartFunction",
         None,
         "dispatch-wake",
+        "run: `{\"cause\":\"part\",...}`, all 0 unless a minute has 2 or more \
+         [shards](dispatch.md#how-a-run-works)",
     ),
 ];
 
@@ -74,24 +71,32 @@ const OTHER_EVENTS: &[(&str, &str, Option<&str>, &str)] = &[
 /// its route), each other event after the one it follows.
 fn fixtures() -> Vec<Fixture> {
     let mut out: Vec<Fixture> = Vec::new();
-    let fixture = |name, function, binary| Fixture {
-        name,
-        function,
-        binary,
-        answer: answer(name),
+    let of_route = |route: &'static koe::platform::endpoint::Route| Fixture {
+        name: route.binary,
+        function: route.function,
+        binary: Some(route.binary),
+        answer: answer(route.fixture),
     };
     for route in ROUTES.iter() {
-        out.push(fixture(route.binary, route.function, Some(route.binary)));
+        out.push(of_route(route));
         for streamed in STREAMED.iter().map(|s| &s.route) {
             if streamed.path == route.path && streamed.method == route.method {
-                let binary = Some(streamed.binary);
-                out.push(fixture(streamed.binary, streamed.function, binary));
+                out.push(of_route(streamed));
             }
         }
     }
-    for (name, function, binary, after) in OTHER_EVENTS {
+    for (name, function, binary, after, answer) in OTHER_EVENTS {
         let at = out.iter().position(|f| f.name == *after).expect(after) + 1;
-        out.insert(at, fixture(name, function, *binary));
+        let answer = answer.to_string();
+        out.insert(
+            at,
+            Fixture {
+                name,
+                function,
+                binary: *binary,
+                answer,
+            },
+        );
     }
     out
 }
