@@ -131,6 +131,8 @@ struct Shared {
     ended: Mutex<Vec<String>>,
     /// Streams still to refuse whatever the limit (`REFUSED_STREAM`).
     refuse_next: AtomicUsize,
+    /// Streams the client reset (`RST_STREAM`) before they were answered.
+    client_resets: AtomicUsize,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -155,6 +157,7 @@ impl StrictApns {
             go_aways: AtomicUsize::new(0),
             ended: Mutex::new(Vec::new()),
             refuse_next: AtomicUsize::new(0),
+            client_resets: AtomicUsize::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(settings.seed)),
         });
         let serving = shared.clone();
@@ -223,6 +226,11 @@ impl StrictApns {
             .iter()
             .filter(|s| s.call_id == call_id && s.fate.processed())
             .count()
+    }
+
+    /// Streams the client reset before they were answered, so far.
+    pub fn client_resets(&self) -> usize {
+        self.shared.client_resets.load(Ordering::SeqCst)
     }
 
     /// Streams refused with `REFUSED_STREAM` so far.
@@ -497,10 +505,15 @@ async fn answer(
         authorization: header("authorization"),
     };
     let (token, bearer) = (head.device_token.clone(), head.authorization.clone());
+    // The stream counts against the limit until it is answered or the client resets it.
+    let mut active = Some(Active(connection.clone()));
     let mut body = request.into_body();
     let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
-        let Ok(chunk) = chunk else { return };
+        let Ok(chunk) = chunk else {
+            shared.client_resets.fetch_add(1, Ordering::SeqCst);
+            return;
+        };
         let _ = body.flow_control().release_capacity(chunk.len());
         bytes.extend_from_slice(&chunk);
     }
@@ -526,7 +539,8 @@ async fn answer(
     if reset {
         // A stream the client reset is closed: it no longer counts against the limit (RFC 9113
         // §5.1.2). Its push was read, so it is processed all the same.
-        connection.inner.lock().unwrap().active -= 1;
+        active = None;
+        shared.client_resets.fetch_add(1, Ordering::SeqCst);
         delay.await;
     }
     let status = rejection.map_or(200, |(status, _)| status);
@@ -564,8 +578,15 @@ async fn answer(
             }
         }
     }
-    if !reset {
-        connection.inner.lock().unwrap().active -= 1;
+    drop(active);
+}
+
+/// A stream accepted and not yet answered (nor reset by the client).
+struct Active(Arc<Connection>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.inner.lock().unwrap().active -= 1;
     }
 }
 
