@@ -110,7 +110,17 @@ enum Answer {
     CutOff,
 }
 
-type Answers = Arc<Mutex<HashMap<String, Vec<Answer>>>>;
+/// One attempt: the client's answer, and when it started and ended.
+#[derive(Debug, Clone)]
+struct Try {
+    answer: Answer,
+    started: DateTime<Utc>,
+    ended: DateTime<Utc>,
+    /// Why, for a push the client says never left or may have been delivered.
+    reason: Option<Arc<str>>,
+}
+
+type Answers = Arc<Mutex<HashMap<String, Vec<Try>>>>;
 
 /// The pool as the dispatcher sees it, noting each attempt's answer per call id.
 struct Watched {
@@ -122,20 +132,38 @@ struct Watched {
 struct Attempt<'a> {
     answers: &'a Answers,
     call_id: &'a str,
+    started: DateTime<Utc>,
     answered: bool,
 }
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         if !self.answered {
-            note(self.answers, self.call_id, Answer::CutOff);
+            note(
+                self.answers,
+                self.call_id,
+                (Answer::CutOff, None),
+                self.started,
+            );
         }
     }
 }
 
-fn note(answers: &Answers, call_id: &str, answer: Answer) {
+fn note(
+    answers: &Answers,
+    call_id: &str,
+    (answer, reason): (Answer, Option<Arc<str>>),
+    started: DateTime<Utc>,
+) {
+    let ended = Utc::now();
     let mut answers = answers.lock().unwrap();
-    answers.entry(call_id.to_owned()).or_default().push(answer);
+    let tried = Try {
+        answer,
+        started,
+        ended,
+        reason,
+    };
+    answers.entry(call_id.to_owned()).or_default().push(tried);
 }
 
 #[async_trait]
@@ -144,6 +172,7 @@ impl PushSender for Watched {
         let mut attempt = Attempt {
             answers: &self.answers,
             call_id: &push.call_id,
+            started: Utc::now(),
             answered: false,
         };
         let result = self.pool.send(push, device).await;
@@ -156,7 +185,16 @@ impl PushSender for Watched {
             Err(PushError::MaybeDelivered { .. }) => Answer::MaybeDelivered,
             Err(PushError::Rejected { .. }) => Answer::Rejected,
         };
-        note(&self.answers, &push.call_id, answer);
+        let reason = match (&result, answer) {
+            (Err(e), Answer::NotSent | Answer::MaybeDelivered) => Some(e.reason().into()),
+            _ => None,
+        };
+        note(
+            &self.answers,
+            &push.call_id,
+            (answer, reason),
+            attempt.started,
+        );
         result
     }
 
@@ -254,20 +292,47 @@ struct Call {
     due: DateTime<Utc>,
     received: usize,
     first_received: Option<DateTime<Utc>>,
+    /// Each push the stand-in processed: its connection and when it arrived.
+    receipts: Vec<(usize, DateTime<Utc>)>,
     outcome: String,
-    answers: Vec<Answer>,
+    answers: Vec<Try>,
+}
+
+impl Call {
+    fn ms(&self, t: DateTime<Utc>) -> i64 {
+        (t - self.due).num_milliseconds()
+    }
+
+    /// "connection 3 at 12 ms, ..." (after the call's second).
+    fn receipts(&self) -> String {
+        let each = self.receipts.iter();
+        let each: Vec<String> = each
+            .map(|(c, at)| format!("connection {c} at {} ms", self.ms(*at)))
+            .collect();
+        each.join(", ")
+    }
+
+    /// "Accepted 10..135 ms, ..." (after the call's second).
+    fn tries(&self) -> String {
+        let each = self.answers.iter().map(|t| {
+            let (from, to) = (self.ms(t.started), self.ms(t.ended));
+            let why = t.reason.as_deref().map(|r| format!(" ({r})"));
+            format!("{:?} {from}..{to} ms{}", t.answer, why.unwrap_or_default())
+        });
+        each.collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// The recorded outcome: the reservation's status, a failure told by the client's last answer
 /// (an unknown push state is `failed` with a maybe-delivered or cut-off last attempt).
-fn outcome(status: Option<ReservationStatus>, answers: &[Answer]) -> String {
+fn outcome(status: Option<ReservationStatus>, answers: &[Try]) -> String {
     let Some(status) = status else {
         return "gone".into();
     };
     if status != ReservationStatus::Failed {
         return status.as_str().into();
     }
-    let why = match answers.last() {
+    let why = match answers.last().map(|t| t.answer) {
         Some(Answer::DeadToken) => "dead token",
         Some(Answer::MaybeDelivered) => "unknown (client: no answer)",
         Some(Answer::CutOff) => "unknown (cut at the push budget)",
@@ -311,6 +376,7 @@ async fn main() -> ExitCode {
             due,
             received: 0,
             first_received: None,
+            receipts: Vec::new(),
             outcome: String::new(),
             answers: Vec::new(),
         });
@@ -341,20 +407,17 @@ async fn main() -> ExitCode {
 
     // What the stand-in received, beside what was recorded.
     let seen = apns.seen();
-    let mut by_call: HashMap<&str, (usize, Option<DateTime<Utc>>)> = HashMap::new();
+    let mut by_call: HashMap<&str, Vec<(usize, DateTime<Utc>)>> = HashMap::new();
     for s in seen.iter().filter(|s| s.fate.processed()) {
-        let entry = by_call.entry(s.call_id.as_str()).or_default();
-        entry.0 += 1;
-        entry.1 = Some(entry.1.map_or(s.at, |t: DateTime<Utc>| t.min(s.at)));
+        let receipts = by_call.entry(s.call_id.as_str()).or_default();
+        receipts.push((s.connection, s.at));
     }
     let answers = std::mem::take(&mut *wiring.answers.lock().unwrap());
     let now = Utc::now();
     for (i, call) in calls.iter_mut().enumerate() {
-        let (received, first) = by_call
-            .get(call.call_id.as_str())
-            .copied()
-            .unwrap_or_default();
-        (call.received, call.first_received) = (received, first);
+        call.receipts = by_call.remove(call.call_id.as_str()).unwrap_or_default();
+        call.received = call.receipts.len();
+        call.first_received = call.receipts.iter().map(|(_, at)| *at).min();
         call.answers = answers.get(&call.call_id).cloned().unwrap_or_default();
         let device = DeviceId::parse("deviceId", &format!("d{i:07}")).unwrap();
         let status = store
@@ -448,31 +511,33 @@ fn report(
         .collect();
     for c in odd.iter().take(20) {
         println!(
-            "  {} {} received {} recorded {:?} answers {:?}",
+            "  {} {} received {} ({}) recorded {:?}, attempts {}",
             c.call_id,
             if c.dead { "dead" } else { "live" },
             c.received,
+            c.receipts(),
             c.outcome,
-            c.answers
+            c.tries()
         );
     }
     if odd.len() > 20 {
         println!("  ... and {} more", odd.len() - 20);
     }
+    let ended = apns.ended_in_error();
+    if !ended.is_empty() {
+        println!("connections that ended in an error: {ended:?}");
+    }
     if let Some(path) = &o.per_call {
-        let mut out = String::from("call_id\ttoken\treceived\trecorded\tlate_ms\tanswers\n");
+        let mut out = String::from("call_id\ttoken\treceived\trecorded\treceipts\tattempts\n");
         for c in calls {
-            let late = c
-                .first_received
-                .map(|t| (t - c.due).num_milliseconds().to_string())
-                .unwrap_or_default();
             out.push_str(&format!(
-                "{}\t{}\t{}\t{}\t{late}\t{:?}\n",
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
                 c.call_id,
                 if c.dead { "dead" } else { "live" },
                 c.received,
                 c.outcome,
-                c.answers
+                c.receipts(),
+                c.tries()
             ));
         }
         std::fs::write(path, out).expect("write --per-call");
