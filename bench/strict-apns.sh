@@ -8,8 +8,10 @@
 # bench/bins/src/bin/bench-strict-apns.rs does the run; docs/benchmarks.md ("The strict APNs
 # stand-in") says where each behaviour comes from. Not a test, and not run by CI.
 #
-#   bench/strict-apns.sh                       # 10,000 calls
-#   BENCH_CALLS=1000 bench/strict-apns.sh      # other flags of the binary after --
+#   bench/strict-apns.sh                               # 10,000 calls
+#   BENCH_CALLS=1000 bench/strict-apns.sh --go-away-at 300 --latency-ms 20   # the binary's flags
+#   BENCH_PER_CALL=calls.tsv bench/strict-apns.sh      # also every call's line: received beside
+#                                                      # recorded, each attempt's answer and times
 set -euo pipefail
 # shellcheck source=bench/perf-lib.sh
 source "$(dirname "$0")/perf-lib.sh"
