@@ -398,6 +398,10 @@ async fn main() -> ExitCode {
     let coordinator = wiring
         .dispatcher(settings(&o, last, COORDINATOR_MB))
         .fanning_out(parts.clone());
+    let stalls = tokio::spawn(watch(
+        t0 - chrono::Duration::seconds(1),
+        last + chrono::Duration::seconds(1),
+    ));
     let mut reports = vec![coordinator.coordinate(RunCause::Schedule).await];
     let started = std::mem::take(&mut *parts.started.lock().unwrap());
     let handed_out = started.len();
@@ -427,7 +431,15 @@ async fn main() -> ExitCode {
             .map(|r| r.status);
         call.outcome = outcome(status, &call.answers);
     }
-    report(&o, &apns, &calls, &reports, handed_out, go_away_at);
+    let watched = stalls.await.expect("the watch");
+    report(
+        &o,
+        &apns,
+        &calls,
+        &reports,
+        (handed_out, go_away_at),
+        watched,
+    );
     ExitCode::SUCCESS
 }
 
@@ -436,8 +448,8 @@ fn report(
     apns: &StrictApns,
     calls: &[Call],
     reports: &[RunReport],
-    handed_out: usize,
-    go_away_at: u64,
+    (handed_out, go_away_at): (usize, u64),
+    watched: Watch,
 ) {
     let seen = apns.seen();
     let count = |fate: Fate| seen.iter().filter(|s| s.fate == fate).count();
@@ -543,11 +555,16 @@ fn report(
         std::fs::write(path, out).expect("write --per-call");
     }
     println!(
+        "the process from 1 s before the second to 1 s after it: {:.2} s of CPU in {:.1} s; its \
+         runtime's longest stall {} ms (a task asking to wake every 5 ms)",
+        watched.cpu_s, watched.wall_s, watched.longest_stall_ms
+    );
+    println!(
         "RESULT calls={} dead={} parts={handed_out} sent={} failed={} push_unknown={} \
          dead_tokens={} released={} lost={} missed={} store_errors={} p50_ms={p50:.1} \
          p99_ms={p99:.1} max_ms={max:.1} live_not_once={live_not_once} \
          failed_unreceived={failed_unreceived} connections={} go_aways={} refused={} \
-         above_go_away={} rejected={rejected} goals={}",
+         above_go_away={} rejected={rejected} cpu_s={:.2} longest_stall_ms={} goals={}",
         calls.len(),
         calls.iter().filter(|c| c.dead).count(),
         total(|r| r.sent),
@@ -562,6 +579,48 @@ fn report(
         apns.go_aways(),
         count(Fate::Refused),
         count(Fate::AboveGoAway),
+        watched.cpu_s,
+        watched.longest_stall_ms,
         if goals { "met" } else { "not_met" },
     );
+}
+
+/// How the process fared around the second: its CPU time, and its runtime's longest stall.
+struct Watch {
+    cpu_s: f64,
+    wall_s: f64,
+    longest_stall_ms: u128,
+}
+
+/// Watches the process from `from` to `until` (wall clock): a machine shared with other work
+/// shows here (little CPU yet long stalls: the process was not scheduled).
+async fn watch(from: DateTime<Utc>, until: DateTime<Utc>) -> Watch {
+    let wait = |at: DateTime<Utc>| (at - Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(wait(from)).await;
+    let (cpu_before, started) = (cpu_seconds(), std::time::Instant::now());
+    let mut longest = Duration::ZERO;
+    while Utc::now() < until {
+        let asked = std::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        longest = longest.max(asked.elapsed().saturating_sub(Duration::from_millis(5)));
+    }
+    Watch {
+        cpu_s: cpu_seconds() - cpu_before,
+        wall_s: started.elapsed().as_secs_f64(),
+        longest_stall_ms: longest.as_millis(),
+    }
+}
+
+/// The process's user and system CPU time so far (`/proc/self/stat`, in USER_HZ = 100 ticks).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
