@@ -157,8 +157,6 @@ enum NoStream {
     InTime,
     /// The connection takes no new stream: another is opened.
     Retired,
-    /// The stream failed before it opened (nothing of the push left).
-    Failed(PushError),
 }
 
 impl Live {
@@ -241,7 +239,7 @@ impl Live {
         head: &http::request::Parts,
         body_len: usize,
         body_wait: Duration,
-    ) -> Result<(ResponseFuture, SendStream<Bytes>), NoStream> {
+    ) -> Result<(ResponseFuture, SendStream<Bytes>), Answer> {
         let mut request = http::Request::new(());
         *request.method_mut() = head.method.clone();
         *request.uri_mut() = head.uri.clone();
@@ -251,7 +249,7 @@ impl Live {
             // The connection takes no new stream (GOAWAY, closed): nothing was sent.
             self.retired.store(true, Ordering::SeqCst);
             tracing::debug!(error = %e, "APNs connection takes no new stream");
-            NoStream::Retired
+            Answer::Retired
         })?;
         // h2 assigns capacity to a stream only once it opened it (within the limit, HEADERS
         // written), so capacity here means the request's head left on an allowed stream. The
@@ -274,7 +272,7 @@ impl Live {
             Ok(Some(Ok(_))) => Ok((response, stream)),
             // It ended before its body left (reset, GOAWAY, the connection closed), so APNs
             // could not process it; the response says how.
-            Ok(_) => Err(NoStream::Failed(match response.await {
+            Ok(_) => Err(Answer::NotProcessed(match response.await {
                 Err(e) if not_processed(&e).is_some() => self.not_processed(&e),
                 Err(e) => not_sent(format!(
                     "the push's HTTP/2 stream ended before its body left: {e}"
@@ -282,7 +280,7 @@ impl Live {
                 Ok(_) => not_sent("APNs answered before the push's body left".into()),
             })),
             // Rare: dropped, its body never left (h2 resets the stream).
-            Err(_) => Err(NoStream::Failed(not_sent(format!(
+            Err(_) => Err(Answer::NotProcessed(not_sent(format!(
                 "the push's body could not leave within {} ms",
                 body_wait.as_millis()
             )))),
@@ -363,7 +361,7 @@ impl ApnsConnection {
                     self.retire(&live);
                     continue;
                 }
-                Err(_) => {
+                Err(NoStream::InTime) => {
                     return Err(refused.unwrap_or_else(|| {
                         not_sent(format!(
                             "no HTTP/2 stream free on the APNs connection within {ms} ms"
@@ -408,15 +406,7 @@ async fn run_stream(
     timings: ConnectionTimings,
 ) -> Result<(), Answer> {
     let live = slot.0.clone();
-    let (response, mut stream) = match live.open_stream(&head, body.len(), timings.request).await {
-        Ok(opened) => opened,
-        Err(NoStream::Retired) => return Err(Answer::Retired),
-        Err(NoStream::Failed(error @ PushError::Retryable { .. })) => {
-            return Err(Answer::NotProcessed(error));
-        }
-        Err(NoStream::Failed(error)) => return Err(Answer::Failed(error)),
-        Err(NoStream::InTime) => unreachable!("open_stream does not wait for a stream"),
-    };
+    let (response, mut stream) = live.open_stream(&head, body.len(), timings.request).await?;
     // From here the push may reach APNs.
     let _ = stream.send_data(body, true);
     let answer = timeout(timings.request, answer(&live, response)).await;
