@@ -14,9 +14,12 @@
 //! then for h2 to open that stream (HEADERS written), and only then hands over its body. A push
 //! that gets no stream in time, or whose stream APNs refused (`REFUSED_STREAM`) or left above a
 //! GOAWAY's last stream id (RFC 9113 §6.8), did not leave: it goes again on a fresh stream or
-//! connection while its time lasts, else it is given back unsent. Opening a connection (TCP, TLS
-//! with ALPN `h2`, the HTTP/2 preface) runs in a task of its own, each step under
-//! [`ConnectionTimings::connect`]; pushes wait for it only within their own time.
+//! connection while its time lasts, else it is given back unsent. Once handed to h2, a stream
+//! runs to its answer in a task of its own, whether or not its caller still waits: a caller that
+//! gives up (the dispatcher at its budget) resets nothing, and bursts of resets, which servers
+//! take for an attack, never come from us. Opening a connection (TCP, TLS with ALPN `h2`, the
+//! HTTP/2 preface) runs in a task of its own, each step under [`ConnectionTimings::connect`];
+//! pushes wait for it only within their own time.
 //!
 //! Our own client rather than a2's: a2 0.10 can be pointed only at Apple's servers, connects only
 //! inside a send and gives no access to its HTTP/2 connection (docs/scale.md). Where a push's
@@ -139,9 +142,9 @@ impl Drop for Live {
 }
 
 /// One of the streams the server allows, held until the push's answer came (or it failed).
-struct StreamSlot<'a>(&'a Live);
+struct StreamSlot(Arc<Live>);
 
-impl Drop for StreamSlot<'_> {
+impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.0.streams.fetch_sub(1, Ordering::SeqCst);
         self.0.freed.notify_waiters();
@@ -154,8 +157,6 @@ enum NoStream {
     InTime,
     /// The connection takes no new stream: another is opened.
     Retired,
-    /// The stream failed before it opened (nothing of the push left).
-    Failed(PushError),
 }
 
 impl Live {
@@ -200,7 +201,7 @@ impl Live {
     /// One of the streams the server's SETTINGS_MAX_CONCURRENT_STREAMS allows now, waited for
     /// until `deadline`. (h2 would queue a request over the limit and send it later: ours wait
     /// here instead, where giving up means it surely did not leave.)
-    async fn stream_slot(&self, deadline: Instant) -> Result<StreamSlot<'_>, NoStream> {
+    async fn stream_slot(self: &Arc<Self>, deadline: Instant) -> Result<StreamSlot, NoStream> {
         loop {
             if !self.usable() {
                 return Err(NoStream::Retired);
@@ -214,7 +215,7 @@ impl Live {
                     .compare_exchange(open, open + 1, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
                 {
-                    return Ok(StreamSlot(self));
+                    return Ok(StreamSlot(self.clone()));
                 }
                 continue;
             }
@@ -228,20 +229,17 @@ impl Live {
         }
     }
 
-    /// Opens a stream for `head` within the server's limit: waits for one until `deadline`
-    /// (nothing of the push is with h2 yet, so giving up leaves nothing behind), then hands the
-    /// request to h2 and waits, up to `body_wait`, until h2 has opened the stream and can take
-    /// the `body_len` bytes of its body. That second wait is not cut at `deadline`: a stream h2
-    /// holds would be reset if dropped, and servers take bursts of resets for an attack
-    /// (h2's own server closes the connection after 20), taking the pushes in flight with it.
+    /// Opens a stream for `head` on the stream `slot` holds: hands the request to h2 and waits,
+    /// up to `body_wait`, until h2 has opened the stream and can take the `body_len` bytes of its
+    /// body. That wait is not cut at the push's deadline: a stream h2 holds would be reset if
+    /// dropped, and servers take bursts of resets for an attack (h2's own server closes the
+    /// connection after 20), taking the pushes in flight with it.
     async fn open_stream(
         &self,
         head: &http::request::Parts,
         body_len: usize,
-        deadline: Instant,
         body_wait: Duration,
-    ) -> Result<(StreamSlot<'_>, ResponseFuture, SendStream<Bytes>), NoStream> {
-        let slot = self.stream_slot(deadline).await?;
+    ) -> Result<(ResponseFuture, SendStream<Bytes>), Answer> {
         let mut request = http::Request::new(());
         *request.method_mut() = head.method.clone();
         *request.uri_mut() = head.uri.clone();
@@ -251,7 +249,7 @@ impl Live {
             // The connection takes no new stream (GOAWAY, closed): nothing was sent.
             self.retired.store(true, Ordering::SeqCst);
             tracing::debug!(error = %e, "APNs connection takes no new stream");
-            NoStream::Retired
+            Answer::Retired
         })?;
         // h2 assigns capacity to a stream only once it opened it (within the limit, HEADERS
         // written), so capacity here means the request's head left on an allowed stream. The
@@ -271,10 +269,10 @@ impl Live {
         )
         .await;
         match opened {
-            Ok(Some(Ok(_))) => Ok((slot, response, stream)),
+            Ok(Some(Ok(_))) => Ok((response, stream)),
             // It ended before its body left (reset, GOAWAY, the connection closed), so APNs
             // could not process it; the response says how.
-            Ok(_) => Err(NoStream::Failed(match response.await {
+            Ok(_) => Err(Answer::NotProcessed(match response.await {
                 Err(e) if not_processed(&e).is_some() => self.not_processed(&e),
                 Err(e) => not_sent(format!(
                     "the push's HTTP/2 stream ended before its body left: {e}"
@@ -282,7 +280,7 @@ impl Live {
                 Ok(_) => not_sent("APNs answered before the push's body left".into()),
             })),
             // Rare: dropped, its body never left (h2 resets the stream).
-            Err(_) => Err(NoStream::Failed(not_sent(format!(
+            Err(_) => Err(Answer::NotProcessed(not_sent(format!(
                 "the push's body could not leave within {} ms",
                 body_wait.as_millis()
             )))),
@@ -345,6 +343,7 @@ impl ApnsConnection {
     /// Sends one request (its headers and body) and reads APNs's answer.
     pub async fn send(&self, request: http::Request<()>, body: Bytes) -> Result<(), PushError> {
         let (head, ()) = request.into_parts();
+        let head = Arc::new(head);
         let give_up = Instant::now() + self.timings.stream;
         let ms = self.timings.stream.as_millis();
         let mut refused = None;
@@ -355,11 +354,9 @@ impl ApnsConnection {
                 }));
             }
             let live = self.live(give_up).await?;
-            let (slot, response, mut stream) = match live
-                .open_stream(&head, body.len(), give_up, self.timings.request)
-                .await
-            {
-                Ok(opened) => opened,
+            // Nothing of the push is with h2 while it waits here: giving up leaves nothing.
+            let slot = match live.stream_slot(give_up).await {
+                Ok(slot) => slot,
                 Err(NoStream::Retired) => {
                     self.retire(&live);
                     continue;
@@ -371,56 +368,75 @@ impl ApnsConnection {
                         ))
                     }));
                 }
-                Err(NoStream::Failed(error @ PushError::Retryable { .. })) => {
-                    if !live.usable() {
-                        self.retire(&live);
-                    }
-                    refused = Some(error);
-                    continue;
-                }
-                Err(NoStream::Failed(error)) => return Err(error),
             };
-            // From here the push may reach APNs.
-            let _ = stream.send_data(body.clone(), true);
-            let answer = timeout(self.timings.request, self.answer(&live, response)).await;
-            drop(slot);
-            match answer {
-                Err(_) => {
-                    return Err(PushError::MaybeDelivered {
-                        reason: format!(
-                            "no answer from APNs within {} s",
-                            self.timings.request.as_secs_f64()
-                        ),
-                    });
-                }
-                // Refused or above a GOAWAY's last stream id: not processed, goes again.
-                Ok(Err(Answer::NotProcessed(error))) => {
+            // From here the stream is h2's: it runs to its end in a task of its own, so a
+            // caller that gives up on the push (the dispatcher at its budget) does not reset it.
+            // A reset would not unsend it, and servers take bursts of resets for an attack
+            // (h2's own server sends GOAWAY after 20), dropping every push in flight with it.
+            let stream = tokio::spawn(run_stream(slot, head.clone(), body.clone(), self.timings));
+            let outcome = stream.await.unwrap_or_else(|e| {
+                Err(Answer::Failed(PushError::MaybeDelivered {
+                    reason: format!("the push's HTTP/2 stream task failed: {e}"),
+                }))
+            });
+            match outcome {
+                Ok(()) => return Ok(()),
+                // The connection takes no new stream (GOAWAY, closed): nothing was sent.
+                Err(Answer::Retired) => self.retire(&live),
+                // Refused, above a GOAWAY's last stream id, or its body never left: not
+                // processed, goes again.
+                Err(Answer::NotProcessed(error)) => {
                     if !live.usable() {
                         self.retire(&live);
                     }
                     refused = Some(error);
                 }
-                Ok(Err(Answer::Failed(error))) => return Err(error),
-                Ok(Ok(())) => return Ok(()),
+                Err(Answer::Failed(error)) => return Err(error),
             }
         }
     }
+}
 
-    /// APNs's answer on a stream the push's body left on.
-    async fn answer(&self, live: &Live, response: ResponseFuture) -> Result<(), Answer> {
-        let response = response.await.map_err(|e| match not_processed(&e) {
-            Some(_) => Answer::NotProcessed(live.not_processed(&e)),
-            None => Answer::Failed(classify_stream_error(&e)),
-        })?;
-        live.heard_now();
-        let status = response.status().as_u16();
-        if status == 200 {
-            return Ok(());
-        }
-        let bytes = read_capped(response.into_body(), status).await?;
-        classify_answer(status, &bytes).map_err(Answer::Failed)
+/// A push's stream from the moment it is handed to h2 to its answer, on the stream `slot`
+/// holds.
+async fn run_stream(
+    slot: StreamSlot,
+    head: Arc<http::request::Parts>,
+    body: Bytes,
+    timings: ConnectionTimings,
+) -> Result<(), Answer> {
+    let live = slot.0.clone();
+    let (response, mut stream) = live.open_stream(&head, body.len(), timings.request).await?;
+    // From here the push may reach APNs.
+    let _ = stream.send_data(body, true);
+    let answer = timeout(timings.request, answer(&live, response)).await;
+    drop(slot);
+    answer.unwrap_or_else(|_| {
+        Err(Answer::Failed(PushError::MaybeDelivered {
+            reason: format!(
+                "no answer from APNs within {} s",
+                timings.request.as_secs_f64()
+            ),
+        }))
+    })
+}
+
+/// APNs's answer on a stream the push's body left on.
+async fn answer(live: &Live, response: ResponseFuture) -> Result<(), Answer> {
+    let response = response.await.map_err(|e| match not_processed(&e) {
+        Some(_) => Answer::NotProcessed(live.not_processed(&e)),
+        None => Answer::Failed(classify_stream_error(&e)),
+    })?;
+    live.heard_now();
+    let status = response.status().as_u16();
+    if status == 200 {
+        return Ok(());
     }
+    let bytes = read_capped(response.into_body(), status).await?;
+    classify_answer(status, &bytes).map_err(Answer::Failed)
+}
 
+impl ApnsConnection {
     /// The open connection, checked with a PING if it was idle; else a new one, opened by a
     /// task of its own. Waits until `deadline` at most: an error means nothing was sent.
     async fn live(&self, deadline: Instant) -> Result<Arc<Live>, PushError> {
@@ -486,9 +502,12 @@ impl ApnsConnection {
     }
 }
 
-/// How a push's answer came.
+/// How a push's stream ended, when not in a success.
 enum Answer {
-    /// APNs did not process the request (refused, above a GOAWAY's last stream id).
+    /// The connection took no new stream (GOAWAY, closed): nothing was sent.
+    Retired,
+    /// APNs did not process the request (refused, above a GOAWAY's last stream id), or its
+    /// body never left.
     NotProcessed(PushError),
     Failed(PushError),
 }

@@ -179,6 +179,49 @@ async fn streams_above_a_goaway_last_stream_id_go_again_on_a_fresh_connection() 
     assert_eq!(apns.connections(), 2);
 }
 
+/// Pushes their caller gave up on after they left (the dispatcher, at the end of its push
+/// budget) run to their answers: their streams are not reset. A reset would not unsend a push,
+/// and servers take a burst of resets for an attack (h2's own server sends GOAWAY
+/// `ENHANCE_YOUR_CALM` after 20 reset before it accepted them), dropping every push in flight
+/// on the connection.
+#[tokio::test]
+async fn pushes_given_up_on_after_they_left_are_not_reset() {
+    // Answers within the client's request timeout (2 s), long after the callers give up.
+    let apns = StrictApns::start(StrictSettings {
+        latency: Duration::from_secs(1),
+        ..StrictSettings::default()
+    })
+    .await;
+    let pool = plain(&apns);
+    assert_eq!(push(&pool, "warm", &token(99)).await, Ok(()));
+    let mut pushes = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let pool = pool.clone();
+        pushes.spawn(async move {
+            let (push, _) = koe_testkit::push::push_and_device(&format!("c{i}"), "d1");
+            let device = device("d1", &token(i), push.expires_at);
+            let sent = tokio::time::timeout(Duration::from_millis(300), pool.send(&push, &device));
+            sent.await.is_err()
+        });
+    }
+    let given_up = pushes.join_all().await.into_iter().filter(|g| *g).count();
+    assert!(
+        given_up > 0,
+        "every push answered before its caller gave up"
+    );
+    let all_answered = async {
+        while (0..20).any(|i| apns.processed(&format!("c{i}")) == 0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(HANG, all_answered)
+        .await
+        .expect("every push given up on still reached the stand-in");
+    assert_eq!(apns.client_resets(), 0);
+    assert_eq!(push(&pool, "after", &token(98)).await, Ok(()));
+    assert_eq!(apns.connections(), 1, "{:?}", apns.ended_in_error());
+}
+
 /// A server that accepts and never speaks (no HTTP/2 preface): nothing it could process left.
 #[tokio::test]
 async fn a_server_that_never_speaks_gets_nothing_that_counts_as_sent() {

@@ -81,6 +81,7 @@ mod dispatch_outage;
 mod dispatch_push_again;
 mod dispatch_push_unknown;
 mod dispatch_runs;
+mod dispatch_strict_apns;
 mod dispatch_wake;
 mod dispatch_world;
 mod dispatch_writes;

@@ -11,7 +11,8 @@
 //! - on demand, a graceful GOAWAY whose last stream id is a given stream of a burst: the streams
 //!   above it are not processed;
 //! - 403 `ExpiredProviderToken` for a provider token issued more than an hour ago, 429
-//!   `TooManyProviderTokenUpdates` for a token that replaces another within 20 minutes;
+//!   `TooManyProviderTokenUpdates` for a token that replaces another on a connection within 20
+//!   minutes;
 //! - servers that never accept a TCP connection, or accept and never speak (to a TLS client: a
 //!   handshake that stalls);
 //! - answers after a latency with a tail.
@@ -94,6 +95,8 @@ pub struct Seen {
     /// The request's head (empty for a stream not processed).
     pub head: Head,
     pub fate: Fate,
+    /// When it arrived (its request read, for a processed one), on the stand-in's clock.
+    pub at: chrono::DateTime<chrono::Utc>,
 }
 
 /// What a processed request's head said.
@@ -119,8 +122,6 @@ struct Shared {
     connections: AtomicUsize,
     seen: Mutex<Vec<Seen>>,
     dead_tokens: Mutex<HashSet<String>>,
-    /// The provider token in use and when (the stand-in's clock) it replaced the one before.
-    token: Mutex<Option<(String, i64)>>,
     /// Seconds added to the real time to make the stand-in's clock (a skewed or later APNs).
     clock_ahead: AtomicU64,
     /// Streams still to accept before the graceful GOAWAY (`u64::MAX`: none asked for).
@@ -130,6 +131,8 @@ struct Shared {
     ended: Mutex<Vec<String>>,
     /// Streams still to refuse whatever the limit (`REFUSED_STREAM`).
     refuse_next: AtomicUsize,
+    /// Streams the client reset (`RST_STREAM`) before they were answered.
+    client_resets: AtomicUsize,
     rng: Mutex<fastrand::Rng>,
 }
 
@@ -149,12 +152,12 @@ impl StrictApns {
             connections: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
             dead_tokens: Mutex::new(HashSet::new()),
-            token: Mutex::new(None),
             clock_ahead: AtomicU64::new(0),
             go_away_in: AtomicU64::new(u64::MAX),
             go_aways: AtomicUsize::new(0),
             ended: Mutex::new(Vec::new()),
             refuse_next: AtomicUsize::new(0),
+            client_resets: AtomicUsize::new(0),
             rng: Mutex::new(fastrand::Rng::with_seed(settings.seed)),
         });
         let serving = shared.clone();
@@ -225,6 +228,11 @@ impl StrictApns {
             .count()
     }
 
+    /// Streams the client reset before they were answered, so far.
+    pub fn client_resets(&self) -> usize {
+        self.shared.client_resets.load(Ordering::SeqCst)
+    }
+
     /// Streams refused with `REFUSED_STREAM` so far.
     pub fn refused(&self) -> usize {
         self.seen()
@@ -276,6 +284,10 @@ struct Connection {
     id: usize,
     injector: Arc<Mutex<Injector>>,
     inner: Mutex<ConnectionState>,
+    /// The provider token in use on it and when (the stand-in's clock) it replaced the one
+    /// before. Kept per connection: each process of a fleet (each Lambda container) signs its
+    /// own, as every APNs client library does.
+    token: Mutex<Option<(String, i64)>>,
 }
 
 struct ConnectionState {
@@ -307,6 +319,7 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
             refusals: 0,
             last_stream_id: None,
         }),
+        token: Mutex::new(None),
     });
     // Streams above a GOAWAY's last stream id: held open, never answered (not processed).
     let mut held = Vec::new();
@@ -402,15 +415,16 @@ impl Connection {
 
 impl Shared {
     fn record(&self, connection: &Connection, stream_id: u32, fate: Fate) {
-        self.record_request(connection, stream_id, String::new(), Head::default(), fate);
+        let (call_id, head, at) = (String::new(), Head::default(), self.clock.now());
+        self.record_request(connection, stream_id, (call_id, head, at), fate);
     }
 
+    /// One stream: its call id, head and arrival, and what became of it.
     fn record_request(
         &self,
         connection: &Connection,
         stream_id: u32,
-        call_id: String,
-        head: Head,
+        (call_id, head, at): (String, Head, chrono::DateTime<chrono::Utc>),
         fate: Fate,
     ) {
         self.seen.lock().unwrap().push(Seen {
@@ -419,6 +433,7 @@ impl Shared {
             call_id,
             head,
             fate,
+            at,
         });
     }
 
@@ -427,10 +442,10 @@ impl Shared {
         self.clock.now().timestamp() + self.clock_ahead.load(Ordering::SeqCst) as i64
     }
 
-    /// APNs's provider-token rules: a token that replaces another within 20 minutes is 429
-    /// `TooManyProviderTokenUpdates` (and not adopted), one issued more than an hour ago 403
-    /// `ExpiredProviderToken`.
-    fn check_token(&self, bearer: &str) -> Option<(u16, &'static str)> {
+    /// APNs's provider-token rules: a token that replaces another on `connection` within 20
+    /// minutes is 429 `TooManyProviderTokenUpdates` (and not adopted), one issued more than an
+    /// hour ago 403 `ExpiredProviderToken`.
+    fn check_token(&self, connection: &Connection, bearer: &str) -> Option<(u16, &'static str)> {
         let now = self.now();
         let jwt = bearer.strip_prefix("bearer ").unwrap_or(bearer);
         let issued_at = jwt
@@ -443,7 +458,7 @@ impl Shared {
             return Some((403, "InvalidProviderToken"));
         };
         {
-            let mut token = self.token.lock().unwrap();
+            let mut token = connection.token.lock().unwrap();
             match token.as_ref() {
                 Some((current, _)) if current == jwt => {}
                 Some((_, since)) if now - since < 20 * 60 => {
@@ -490,10 +505,15 @@ async fn answer(
         authorization: header("authorization"),
     };
     let (token, bearer) = (head.device_token.clone(), head.authorization.clone());
+    // The stream counts against the limit until it is answered or the client resets it.
+    let mut active = Some(Active(connection.clone()));
     let mut body = request.into_body();
     let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
-        let Ok(chunk) = chunk else { return };
+        let Ok(chunk) = chunk else {
+            shared.client_resets.fetch_add(1, Ordering::SeqCst);
+            return;
+        };
         let _ = body.flow_control().release_capacity(chunk.len());
         bytes.extend_from_slice(&chunk);
     }
@@ -501,7 +521,8 @@ async fn answer(
         .ok()
         .and_then(|v| v["callId"].as_str().map(str::to_owned))
         .unwrap_or_default();
-    let rejection = shared.check_token(&bearer).or_else(|| {
+    let arrived = shared.clock.now();
+    let rejection = shared.check_token(&connection, &bearer).or_else(|| {
         shared
             .dead_tokens
             .lock()
@@ -509,7 +530,19 @@ async fn answer(
             .contains(&token)
             .then_some((410, "Unregistered"))
     });
-    tokio::time::sleep(shared.delay()).await;
+    let delay = tokio::time::sleep(shared.delay());
+    tokio::pin!(delay);
+    let reset = tokio::select! {
+        () = &mut delay => false,
+        _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => true,
+    };
+    if reset {
+        // A stream the client reset is closed: it no longer counts against the limit (RFC 9113
+        // §5.1.2). Its push was read, so it is processed all the same.
+        active = None;
+        shared.client_resets.fetch_add(1, Ordering::SeqCst);
+        delay.await;
+    }
     let status = rejection.map_or(200, |(status, _)| status);
     {
         // The limit follows the answer: 1 after a rejection, back after a success.
@@ -528,7 +561,7 @@ async fn answer(
         None => Fate::Accepted,
         Some((status, _)) => Fate::Rejected(status),
     };
-    shared.record_request(&connection, stream_id, call_id, head, fate);
+    shared.record_request(&connection, stream_id, (call_id, head, arrived), fate);
     let head = http::Response::builder()
         .status(status)
         .header("apns-id", "00000000-0000-0000-0000-000000000000")
@@ -545,7 +578,16 @@ async fn answer(
             }
         }
     }
-    connection.inner.lock().unwrap().active -= 1;
+    drop(active);
+}
+
+/// A stream accepted and not yet answered (nor reset by the client).
+struct Active(Arc<Connection>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.inner.lock().unwrap().active -= 1;
+    }
 }
 
 /// Per call id, how many times the stand-in processed its push.
