@@ -13,6 +13,7 @@ use super::timing::{Resolved, until_resolved, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus};
+use crate::push::PushError;
 use crate::store::{ClaimAnswer, ClaimMark, StoreError};
 
 /// How long past the other steps' deadline a claim is still given back (`Run::give_back`), at
@@ -304,15 +305,31 @@ impl Run {
         let (delivery, attempts) = self
             .push_within_budget(r, &device, (at, claimed_at, start), pushes + 1)
             .await;
+        // Its own permit first: giving back takes one, and there may be only one.
+        drop(permit);
         let pushed = match delivery {
             Delivery::GivenUp => {
-                // Its own permit first: giving back takes one, and there may be only one.
-                drop(permit);
                 tracing::warn!(
                     call_id = r.call_id.as_str(),
                     held_ms = (self.clock().now() - claimed_at).num_milliseconds(),
                     attempts,
                     "dispatch push not started while the claim was surely this run's; given back"
+                );
+                return Push::GivenBack(self.give_back(r, claimed_at).await);
+            }
+            // Never left (no connection or stream in time, refused, above a GOAWAY's last
+            // stream id) through the whole budget: not `failed`, which says it may have left or
+            // APNs refused it. Given back, so a later run (this one knows it and leaves it)
+            // sends it within grace, or records it `missed`: at most one more try a minute.
+            Delivery::NotSent(PushError::Retryable {
+                status: None,
+                reason,
+            }) => {
+                tracing::warn!(
+                    call_id = r.call_id.as_str(),
+                    attempts,
+                    reason = reason.as_str(),
+                    "dispatch push never left within its budget; given back"
                 );
                 return Push::GivenBack(self.give_back(r, claimed_at).await);
             }
@@ -328,7 +345,6 @@ impl Run {
                 device,
             },
         };
-        drop(permit);
         Push::Ended(pushed)
     }
 
