@@ -81,6 +81,9 @@ LAMBDA_PID=$!
 # (its own process group: stopping it stops cargo and the linkers too)
 CLEANUP+=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
 
+step "one feature set per dependency (scripts/one-feature-set.sh)"
+scripts/one-feature-set.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
