@@ -39,10 +39,13 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
-claim_build_cache
+# Both target directories held for the whole run (another run at once takes spares: see there).
+export KOE_LAMBDA_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
+claim_build_cache CARGO_TARGET_DIR
+claim_build_cache KOE_LAMBDA_TARGET_DIR
 
 step "toolchain"
-rustup component add rustfmt clippy >/dev/null 2>&1 || true
+locked "$CACHE/rustup" rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version >&2
 
 step "scripts/summary-test.sh (the closing summary on fake logs)"
@@ -65,10 +68,13 @@ scripts/dynamodb-local.sh fetch
 
 step "python tools (cfn-lint, openapi-spec-validator) in $CACHE/venv-tools"
 VENV="$CACHE/venv-tools"
-if [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/openapi-spec-validator" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check cfn-lint openapi-spec-validator
-fi
+install_tools() {
+  if [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/openapi-spec-validator" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check cfn-lint openapi-spec-validator
+  fi
+}
+locked "$VENV" install_tools
 
 # The arm64 release build of every function (as sam build does; zip sizes) runs beside the tests,
 # at the lowest CPU priority: it is CPU-bound, the tests mostly wait (timers, loopback), so it
