@@ -18,7 +18,8 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CACHE"
 
 STEP="start"
-step() { STEP="$*"; printf '\n==> %s\n' "$*" >&2; }
+# Each step's line says when it started (seconds since the command began, and the load average).
+step() { STEP="$*"; printf '\n==> %s  [%d s; load %s]\n' "$*" "$SECONDS" "$(cut -d' ' -f1-3 /proc/loadavg)" >&2; }
 # Every test's output goes into LOG; scripts/summary.sh turns it into the closing lines (failed
 # names, then `Summary: N passed, N failed, N skipped`). A failing test step is recorded in
 # FAILED and the run goes on, so the summary covers every test; any other failing step stops the
@@ -172,4 +173,5 @@ scripts/fault-table.sh "$LOG" || FAILED+=("fault table")
 # The closing lines for the whole run (cargo's own last lines are per-binary, often doc tests).
 [ "${#FAILED[@]}" -eq 0 ] || printf 'scripts/test.sh: FAILED: %s\n' "${FAILED[@]}" >&2
 summary
+echo "scripts/test.sh: $SECONDS s in all (load average now $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 [ "${#FAILED[@]}" -eq 0 ] || exit 1
