@@ -24,6 +24,8 @@ install_sam() {
   fi
 }
 locked "$VENV" install_sam
+# KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
+[ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 export SAM_CLI_TELEMETRY=0
 export AWS_REGION="${AWS_REGION:-ap-northeast-1}"
 if [ "${1:-}" = build ]; then

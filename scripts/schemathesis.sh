@@ -59,6 +59,8 @@ install_schemathesis() {
   fi
 }
 locked "$VENV" install_schemathesis
+# KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
+[ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 log "building koe-local, standin-openai and create-local-tables"
 cargo build --quiet --locked -p koe-local --bin koe-local \
   -p koe-testkit --bin standin-openai --bin create-local-tables

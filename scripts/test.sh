@@ -67,6 +67,17 @@ java -version 2>&1 | head -n 1 >&2
 step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
 scripts/dynamodb-local.sh fetch
 
+# The Python tools (SAM CLI, checkov, schemathesis, cargo-lambda and zig; about 5 minutes of
+# downloads on a cold cache) are installed at once, in the background, while clippy compiles:
+# each step that needs one waits for its install (a lock, scripts/build-cache.sh's `locked`),
+# and installs it itself if the background one failed.
+step "python tools: SAM CLI, checkov, schemathesis installing in the background"
+TOOLS_LOG="$(mktemp)"
+KOE_TOOLS_INSTALL_ONLY=1 setsid bash -c \
+  'scripts/sam.sh & scripts/checkov.sh & scripts/schemathesis.sh & wait' >"$TOOLS_LOG" 2>&1 &
+TOOLS_PID=$!
+CLEANUP+=("kill -- -$TOOLS_PID 2>/dev/null || true" "rm -f '$TOOLS_LOG'")
+
 step "python tools (cfn-lint, openapi-spec-validator) in $CACHE/venv-tools"
 VENV="$CACHE/venv-tools"
 install_tools() {
