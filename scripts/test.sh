@@ -126,7 +126,8 @@ python3 bench/monthly-cost.py --check >/dev/null
 step "cargo test"
 # The function binaries (koe-functions) have no unit tests, only a `main` each: their ten empty
 # test harnesses are not linked; their one integration test runs next.
-cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: --skip dispatch_budget:: 2>&1 | tee -a "$LOG" ||
+# --no-fail-fast: a failing test binary does not stop the others (the summary covers them all).
+cargo test --workspace --exclude koe-functions --locked --no-fail-fast -- --skip dispatch_load:: --skip dispatch_budget:: 2>&1 | tee -a "$LOG" ||
   FAILED+=("cargo test --workspace")
 # Every events/ fixture through its function's real built binary under a Lambda Runtime API
 # emulator, with events/env.json (functions/tests/fixtures/), today and a year later: builds

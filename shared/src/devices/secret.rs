@@ -40,13 +40,22 @@ pub async fn admitted(
     let presented = DeviceSecret::presented_hash(request.headers())?;
     let proof = store.device_proof(device_id, now).await?;
     if let Some(refusal) = refusal(&proof, presented.as_deref(), rule) {
-        tracing::warn!(
-            device = %device_id.log_hash(salt),
-            presented = presented.is_some(),
-            ?rule,
-            refusal,
-            "request refused: the device's secret was not presented"
-        );
+        let device = device_id.log_hash(salt);
+        let presented = presented.is_some();
+        match rule {
+            SecretRule::OnceProven => tracing::warn!(
+                %device,
+                presented,
+                refusal,
+                "request refused: the device's secret was not presented"
+            ),
+            SecretRule::Proven => tracing::warn!(
+                %device,
+                presented,
+                refusal,
+                "agent round 1 refused: the device's proven secret was not presented"
+            ),
+        }
         return Err(match rule {
             SecretRule::OnceProven => ApiError::device_secret_required(),
             SecretRule::Proven => ApiError::new(
