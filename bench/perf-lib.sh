@@ -63,6 +63,7 @@ build_release() {
     return 0
   fi
   claim_build_cache
+  BIN="$CARGO_TARGET_DIR/release"
   log "cargo build --release $* (into $CARGO_TARGET_DIR)"
   cargo build --release --locked "$@" >&2
 }

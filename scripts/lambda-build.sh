@@ -23,17 +23,21 @@ CARGO_LAMBDA_VERSION=1.9.2
 ZIG_VERSION=0.17.0
 
 VENV="$CACHE/venv-lambda"
-if ! "$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q " $CARGO_LAMBDA_VERSION " ||
-  ! "$VENV/bin/python" -c "import ziglang" 2>/dev/null ||
-  [ "$("$VENV/bin/python" -m ziglang version 2>/dev/null)" != "$ZIG_VERSION" ]; then
-  echo "installing cargo-lambda $CARGO_LAMBDA_VERSION and zig $ZIG_VERSION into $VENV" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check \
-    "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIG_VERSION"
-fi
+install_tools() {
+  if ! "$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q " $CARGO_LAMBDA_VERSION " ||
+    ! "$VENV/bin/python" -c "import ziglang" 2>/dev/null ||
+    [ "$("$VENV/bin/python" -m ziglang version 2>/dev/null)" != "$ZIG_VERSION" ]; then
+    echo "installing cargo-lambda $CARGO_LAMBDA_VERSION and zig $ZIG_VERSION into $VENV" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+      "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIG_VERSION"
+  fi
+}
+# (another run may be installing them too: one at a time, see scripts/build-cache.sh)
+locked "$VENV" install_tools
 # cargo-lambda finds zig through the venv's python.
 export PATH="$VENV/bin:$PATH"
-rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 || true
+locked "$CACHE/rustup" rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 || true
 # scripts/sam.sh only wants the tools (sam build runs cargo lambda itself).
 [ -z "${KOE_LAMBDA_INSTALL_ONLY:-}" ] || exit 0
 

@@ -14,11 +14,18 @@ cd "$(dirname "$0")/.."
 CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 SAM_VERSION=1.170.0
 VENV="$CACHE/venv-sam"
-if ! "$VENV/bin/sam" --version 2>/dev/null | grep -q "$SAM_VERSION"; then
-  echo "installing aws-sam-cli $SAM_VERSION into $VENV" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
-fi
+# shellcheck source=scripts/build-cache.sh
+source scripts/build-cache.sh
+install_sam() {
+  if ! "$VENV/bin/sam" --version 2>/dev/null | grep -q "$SAM_VERSION"; then
+    echo "installing aws-sam-cli $SAM_VERSION into $VENV" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
+  fi
+}
+locked "$VENV" install_sam
+# KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
+[ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 export SAM_CLI_TELEMETRY=0
 export AWS_REGION="${AWS_REGION:-ap-northeast-1}"
 if [ "${1:-}" = build ]; then
@@ -27,8 +34,6 @@ if [ "${1:-}" = build ]; then
   KOE_LAMBDA_INSTALL_ONLY=1 scripts/lambda-build.sh >&2
   export PATH="$CACHE/venv-lambda/bin:$PATH"
   export CARGO_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
-  # shellcheck source=scripts/build-cache.sh
-  source scripts/build-cache.sh
   claim_build_cache
 fi
 if [ "${1:-}" = deploy ]; then

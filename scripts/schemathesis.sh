@@ -50,12 +50,17 @@ log() { printf 'schemathesis.sh: %s\n' "$*" >&2; }
 
 # --- tools -------------------------------------------------------------------------------------
 VENV="$CACHE/venv-schemathesis-$SCHEMATHESIS_VERSION"
-if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "version $SCHEMATHESIS_VERSION\$"; then
-  log "installing schemathesis==$SCHEMATHESIS_VERSION into $VENV"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-fi
+install_schemathesis() {
+  if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "version $SCHEMATHESIS_VERSION\$"; then
+    log "installing schemathesis==$SCHEMATHESIS_VERSION into $VENV"
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  fi
+}
+locked "$VENV" install_schemathesis
+# KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
+[ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 log "building koe-local, standin-openai and create-local-tables"
 cargo build --quiet --locked -p koe-local --bin koe-local \
   -p koe-testkit --bin standin-openai --bin create-local-tables

@@ -18,7 +18,8 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CACHE"
 
 STEP="start"
-step() { STEP="$*"; printf '\n==> %s\n' "$*" >&2; }
+# Each step's line says when it started (seconds since the command began, and the load average).
+step() { STEP="$*"; printf '\n==> %s  [%d s; load %s]\n' "$*" "$SECONDS" "$(cut -d' ' -f1-3 /proc/loadavg)" >&2; }
 # Every test's output goes into LOG; scripts/summary.sh turns it into the closing lines (failed
 # names, then `Summary: N passed, N failed, N skipped`). A failing test step is recorded in
 # FAILED and the run goes on, so the summary covers every test; any other failing step stops the
@@ -39,10 +40,13 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
-claim_build_cache
+# Both target directories held for the whole run (another run at once takes spares: see there).
+export KOE_LAMBDA_TARGET_DIR="${KOE_LAMBDA_TARGET_DIR:-$CACHE/target-lambda}"
+claim_build_cache CARGO_TARGET_DIR
+claim_build_cache KOE_LAMBDA_TARGET_DIR
 
 step "toolchain"
-rustup component add rustfmt clippy >/dev/null 2>&1 || true
+locked "$CACHE/rustup" rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version >&2
 
 step "scripts/summary-test.sh (the closing summary on fake logs)"
@@ -63,12 +67,26 @@ java -version 2>&1 | head -n 1 >&2
 step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
 scripts/dynamodb-local.sh fetch
 
+# The Python tools (SAM CLI, checkov, schemathesis, cargo-lambda and zig; about 5 minutes of
+# downloads on a cold cache) are installed at once, in the background, while clippy compiles:
+# each step that needs one waits for its install (a lock, scripts/build-cache.sh's `locked`),
+# and installs it itself if the background one failed.
+step "python tools: SAM CLI, checkov, schemathesis installing in the background"
+TOOLS_LOG="$(mktemp)"
+KOE_TOOLS_INSTALL_ONLY=1 setsid bash -c \
+  'scripts/sam.sh & scripts/checkov.sh & scripts/schemathesis.sh & wait' >"$TOOLS_LOG" 2>&1 &
+TOOLS_PID=$!
+CLEANUP+=("kill -- -$TOOLS_PID 2>/dev/null || true" "rm -f '$TOOLS_LOG'")
+
 step "python tools (cfn-lint, openapi-spec-validator) in $CACHE/venv-tools"
 VENV="$CACHE/venv-tools"
-if [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/openapi-spec-validator" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check cfn-lint openapi-spec-validator
-fi
+install_tools() {
+  if [ ! -x "$VENV/bin/cfn-lint" ] || [ ! -x "$VENV/bin/openapi-spec-validator" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check cfn-lint openapi-spec-validator
+  fi
+}
+locked "$VENV" install_tools
 
 # The arm64 release build of every function (as sam build does; zip sizes) runs beside the tests,
 # at the lowest CPU priority: it is CPU-bound, the tests mostly wait (timers, loopback), so it
@@ -80,6 +98,9 @@ setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
 LAMBDA_PID=$!
 # (its own process group: stopping it stops cargo and the linkers too)
 CLEANUP+=("kill -- -$LAMBDA_PID 2>/dev/null || true" "rm -f '$LAMBDA_LOG'")
+
+step "one feature set per dependency (scripts/one-feature-set.sh)"
+scripts/one-feature-set.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -105,7 +126,11 @@ python3 bench/monthly-cost.py --check >/dev/null
 step "cargo test"
 # The function binaries (koe-functions) have no unit tests, only a `main` each: their ten empty
 # test harnesses are not linked; their one integration test runs next.
-cargo test --workspace --exclude koe-functions --locked -- --skip dispatch_load:: --skip dispatch_budget:: 2>&1 | tee -a "$LOG" ||
+# --no-fail-fast: a failing test binary does not stop the others (the summary covers them all).
+# Four test threads on two cores: the tests mostly wait (DynamoDB Local, timers, loopback), and
+# none asserts wall-clock lateness (`it`: 137 s, against 277 s with two; 2026-11-29).
+cargo test --workspace --exclude koe-functions --locked --no-fail-fast -- --test-threads=4 \
+  --skip dispatch_load:: --skip dispatch_budget:: 2>&1 | tee -a "$LOG" ||
   FAILED+=("cargo test --workspace")
 # Every events/ fixture through its function's real built binary under a Lambda Runtime API
 # emulator, with events/env.json (functions/tests/fixtures/), today and a year later: builds
@@ -123,7 +148,7 @@ FIXTURES_PID=$!
 KOE_TEST_FRONT=lambda cargo test -p koe-shared --test it --locked -- \
   api_agent:: api_calls:: api_calls_confirm:: api_calls_refusals:: api_chat:: api_chat_stream:: api_devices:: api_idempotency:: api_meta:: agent_auth:: agent_limit:: agent_device_secret:: oidc:: \
   deadlines:: dispatch_outage:: faults_dynamodb:: faults_lost_replies:: faults_oversized_bodies:: faults_provider:: observability:: spend_guard:: spend_guard_paths:: a_cancel_racing_the_claim \
-  --skip dispatch_load:: 2>&1 | tee -a "$LOG" || FAILED+=("cargo test (KOE_TEST_FRONT=lambda)")
+  --skip dispatch_load:: --test-threads=4 2>&1 | tee -a "$LOG" || FAILED+=("cargo test (KOE_TEST_FRONT=lambda)")
 step "cargo test: events/ fixtures through their binaries (functions/tests/fixtures/)"
 FIXTURES_OK=0
 wait "$FIXTURES_PID" || FIXTURES_OK=$?
@@ -163,4 +188,5 @@ scripts/fault-table.sh "$LOG" || FAILED+=("fault table")
 # The closing lines for the whole run (cargo's own last lines are per-binary, often doc tests).
 [ "${#FAILED[@]}" -eq 0 ] || printf 'scripts/test.sh: FAILED: %s\n' "${FAILED[@]}" >&2
 summary
+echo "scripts/test.sh: $SECONDS s in all (load average now $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 [ "${#FAILED[@]}" -eq 0 ] || exit 1

@@ -119,10 +119,10 @@ impl ProxiedWorld {
             crate::dynamodb::create_tables(&setup, &crate::dynamodb::random_prefix()).await;
         let client = crate::dynamodb::production_like_client(&dropper.endpoint());
         ProxiedWorld {
-            store: std::sync::Arc::new(koe::store::dynamodb::DynamoStore::new(
-                client,
-                tables.clone(),
-            )),
+            // The dispatcher's store, as the app's wiring hands it to the dispatcher.
+            store: std::sync::Arc::new(
+                koe::store::dynamodb::DynamoStore::new(client, tables.clone()).for_dispatcher(),
+            ),
             dropper,
             push: std::sync::Arc::new(crate::push::RecordingPushSender::new(std::sync::Arc::new(
                 koe::platform::clock::SystemClock,

@@ -10,15 +10,15 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
+use crate::devices::{self, SecretRule};
 use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
-use crate::domain::device::{DeviceId, DeviceSecret};
 use crate::model::{ModelProvider, ProviderError};
 use crate::platform::config::AgentConfig;
 use crate::platform::error::{ApiError, ErrorCode};
 use crate::platform::json::parse_object;
 use crate::platform::{Request, Response, json_response};
+use crate::store::UsageOutcome;
 use crate::store::prelude::*;
-use crate::store::{DeviceProof, UsageOutcome};
 
 pub const RATE_LIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub const RATE_LIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -42,8 +42,18 @@ pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, 
     within_budget(cx.budget, async {
         match round {
             AgentRequest::Round1(round) => {
+                // With `AGENT_REQUIRE_DEVICE_SECRET` (docs/security.md, "The agent's daily limit
+                // and device ids"): before the daily limit counts anything.
                 if cx.settings.require_device_secret {
-                    device_admitted(cx, &request, &round.device_id).await?;
+                    devices::admitted(
+                        cx.store,
+                        &request,
+                        &round.device_id,
+                        cx.now,
+                        &cx.settings.device_hash_salt,
+                        SecretRule::Proven,
+                    )
+                    .await?;
                 }
                 round_1(cx, &round).await
             }
@@ -51,40 +61,6 @@ pub async fn agent(cx: &AgentContext<'_>, request: Request) -> Result<Response, 
         }
     })
     .await
-}
-
-/// With `AGENT_REQUIRE_DEVICE_SECRET` on, round 1 is served only for a registered device whose
-/// app has proven its secret and that presents it in `X-Device-Secret` (docs/security.md, "The
-/// agent's daily limit and device ids"): the check `/calls` makes ([`DeviceProof::admits`]),
-/// except that an unregistered device, an unproven secret or none presented is refused too,
-/// since otherwise a made-up device id would still pass. 403 `DEVICE_SECRET_REQUIRED` before
-/// the daily limit counts anything; a store that fails answers 503 (closed: a check that
-/// cannot be made does not pass).
-async fn device_admitted(
-    cx: &AgentContext<'_>,
-    request: &Request,
-    device_id: &DeviceId,
-) -> Result<(), ApiError> {
-    let presented = DeviceSecret::presented_hash(request.headers())?;
-    let proof = cx.store.device_proof(device_id, cx.now).await?;
-    let refusal = match (&proof, &presented) {
-        (DeviceProof::Unregistered, _) => "device not registered",
-        (DeviceProof::Registered { proven: false, .. }, _) => "device secret not proven",
-        (_, None) => "device secret not presented",
-        (_, Some(_)) if !proof.admits(presented.as_deref()) => "device secret not the device's",
-        (_, Some(_)) => return Ok(()),
-    };
-    tracing::warn!(
-        device = %device_id.log_hash(&cx.settings.device_hash_salt),
-        presented = presented.is_some(),
-        refusal,
-        "agent round 1 refused: the device's proven secret was not presented"
-    );
-    Err(ApiError::new(
-        ErrorCode::DeviceSecretRequired,
-        "X-Device-Secret is missing or not this device's proven secret: agent requests need a \
-         device registered with PUT /devices whose deviceSecret was sent back as X-Device-Secret",
-    ))
 }
 
 fn number(n: impl Into<u64>) -> HeaderValue {

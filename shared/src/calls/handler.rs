@@ -7,9 +7,10 @@ use http::{HeaderName, StatusCode};
 use sha2::{Digest, Sha256};
 
 use super::capacity::MinuteCapacity;
+use crate::devices::{self, SecretRule};
 use crate::dispatch::trigger::DispatchTrigger;
 use crate::dispatch::wake::{Wake, wake_for};
-use crate::domain::device::{DeviceId, DeviceSecret};
+use crate::domain::device::DeviceId;
 use crate::domain::fields::Fields;
 use crate::domain::reservation::{
     CallId, MAX_CALLER_NAME_CHARS, Reservation, ReservationStatus, ReservationView, ScheduledAt,
@@ -37,39 +38,21 @@ fn device_in_query(request: &Request) -> Result<DeviceId, ApiError> {
     Ok(DeviceId::parse("deviceId", &raw)?)
 }
 
-/// Reads the device's secret state and checks the request's `X-Device-Secret` against it:
-/// 403 `DEVICE_SECRET_REQUIRED` if the device's app has proven its secret and the request does
-/// not carry it, or if the request carries another. A request that presents the device's
-/// secret proves it, as a `PUT /devices` that presents it does: from then on every request for
-/// the device must carry it.
+/// The device secret's check for `/calls` ([`SecretRule::OnceProven`], the devices feature's rule).
 pub(super) async fn admitted(
     cx: &CallsContext<'_>,
     request: &Request,
     device_id: &DeviceId,
 ) -> Result<DeviceProof, ApiError> {
-    let presented = DeviceSecret::presented_hash(request.headers())?;
-    let proof = cx.store.device_proof(device_id, cx.now).await?;
-    if !proof.admits(presented.as_deref()) {
-        tracing::warn!(
-            device = %device_id.log_hash(cx.salt),
-            presented = presented.is_some(),
-            "reservation request refused: the device's secret was not presented"
-        );
-        return Err(ApiError::device_secret_required());
-    }
-    if let (
-        Some(hash),
-        DeviceProof::Registered {
-            secret_hash: Some(_),
-            proven: false,
-            ..
-        },
-    ) = (&presented, &proof)
-        && cx.store.prove_device(device_id, hash, cx.now).await?
-    {
-        tracing::info!(device = %device_id.log_hash(cx.salt), "device secret proven on /calls");
-    }
-    Ok(proof)
+    devices::admitted(
+        cx.store,
+        request,
+        device_id,
+        cx.now,
+        cx.salt,
+        SecretRule::OnceProven,
+    )
+    .await
 }
 
 /// 409 `RESERVATION_GONE`: the reservation a key (and body) made was cancelled or expired.

@@ -2,3 +2,6 @@
 
 pub mod api;
 pub mod handler;
+pub mod secret;
+
+pub use secret::{SecretRule, admitted};

@@ -121,6 +121,37 @@ async fn switch_on_serves_round_1_only_for_a_registered_device_presenting_its_pr
     .await;
 }
 
+async fn get_calls(app: &TestApp, device: &str, secret: Option<&str>) -> reqwest::Response {
+    let request = app.agent(http::Method::GET, &format!("/calls?deviceId={device}"));
+    send_with_secret(request, secret).await
+}
+
+/// One rule for every feature (`koe::devices::admitted`): a secret proven on `/calls` (a
+/// request presenting it there) is the proven secret round 1 needs, and from then on `/calls`
+/// too refuses the device's requests without it.
+#[tokio::test]
+async fn a_secret_proven_on_calls_serves_round_1() {
+    let app = app(Some("true")).await;
+    let device = device();
+    let secret = app.register_device(&device, &token()).await;
+    secret_required(&app, round_1(&app, &device, Some(&secret)).await).await;
+    // No reservation yet: 404, and the presented secret is proven.
+    assert_eq!(
+        get_calls(&app, &device, Some(&secret))
+            .await
+            .status()
+            .as_u16(),
+        404
+    );
+    answered(round_1(&app, &device, Some(&secret)).await, LIMIT - 1).await;
+    error_body(
+        get_calls(&app, &device, None).await,
+        403,
+        "DEVICE_SECRET_REQUIRED",
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn switch_on_leaves_round_2_to_its_binding_to_round_1() {
     let app = app(Some("1")).await;

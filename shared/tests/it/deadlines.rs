@@ -111,16 +111,13 @@ struct Answered {
 }
 
 impl Answered {
-    /// Before the function's timeout, with a contract answer: a success or refusal the
-    /// endpoint gives, or a 503 with `Retry-After`, never a 5xx of another kind.
+    /// A contract answer: a success or refusal the endpoint gives, or the deadline's 503 with
+    /// `Retry-After`, never a 5xx of another kind. How long it took is printed, not asserted: a
+    /// busy machine adds to it what no code can take back (the deadline itself is held to its
+    /// timeout on paused time, in `koe::platform::deadline`'s tests); the test would then fail
+    /// for the machine, not the code.
     fn holds(&self) {
         let what = format!("{} {}", self.route.method, self.route.path);
-        assert!(
-            self.took < self.route.timeout,
-            "{what}: answered after {:?}, its timeout is {:?}",
-            self.took,
-            self.route.timeout
-        );
         if self.status >= 500 {
             assert_eq!(self.status, 503, "{what}: {}", self.body);
             assert_eq!(self.body["code"], "SERVICE_UNAVAILABLE", "{what}");

@@ -5,6 +5,11 @@
 //! two pushes, `rang`; a device without `confirmsCalls` → one push, `sent`. A later run pushes
 //! again when the run that pushed first ended. Both stores; DynamoDB Local also with lost
 //! replies on the confirmation and the pushes' writes: no attempt ever pushed twice.
+//!
+//! On the real clock a busy machine may leave a run's window before its calls are done: runs
+//! follow until every call has its final status ([`World::settle`]), so what is asserted (how
+//! many pushes, which status, each attempt once, never before the wait) holds whatever the load;
+//! when things happened is asserted on paused time only.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -50,19 +55,36 @@ fn confirming(attempt: Option<u64>) -> Phone {
 struct World {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    timing: Timing,
     push: Arc<RecordingPushSender>,
     phones: HashMap<String, (DeviceId, Phone)>,
 }
 
-/// A store and the clock its runs, phones and pushes read.
-type Setup = (Arc<dyn Store>, Arc<dyn Clock>);
+/// A store, the clock its runs, phones and pushes read, and whether that clock is tokio's
+/// paused one (exact timing) or the real one.
+type Setup = (Arc<dyn Store>, Arc<dyn Clock>, Timing);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    Paused,
+    Real,
+}
+
+/// Runs follow one another until every call is final; more than this many is a call stuck.
+const MAX_RUNS: usize = 20;
+
+/// The sum of one count over runs.
+fn total(reports: &[RunReport], count: impl Fn(&RunReport) -> u32) -> u32 {
+    reports.iter().map(count).sum()
+}
 
 impl World {
-    fn new((store, clock): Setup) -> World {
+    fn new((store, clock, timing): Setup) -> World {
         World {
             store,
             push: Arc::new(RecordingPushSender::new(clock.clone())),
             clock,
+            timing,
             phones: HashMap::new(),
         }
     }
@@ -123,15 +145,43 @@ impl World {
     }
 
     async fn run(&self, window: StdDuration) -> RunReport {
+        self.run_with(settings(window)).await
+    }
+
+    async fn run_with(&self, settings: DispatchConfig) -> RunReport {
         Dispatcher::new(
             self.store.clone(),
             self.push.clone(),
             self.clock.clone(),
-            settings(window),
+            settings,
             "t",
         )
         .run(RunCause::Local)
         .await
+    }
+
+    /// Runs with `settings`, one after another, until every call of `calls` has its final
+    /// status: on paused time the first run does it; on the real clock a busy machine may need
+    /// more. Their reports, in order.
+    async fn settle(&self, calls: &[&Reservation], settings: DispatchConfig) -> Vec<RunReport> {
+        let mut reports = Vec::new();
+        loop {
+            reports.push(self.run_with(settings.clone()).await);
+            let mut open = 0;
+            for r in calls {
+                open += usize::from(!self.stored(r).await.status.is_terminal());
+            }
+            if open == 0 {
+                return reports;
+            }
+            assert!(
+                reports.len() < MAX_RUNS,
+                "{open} call(s) still open after {MAX_RUNS} runs: {reports:?}"
+            );
+            if self.timing == Timing::Paused {
+                panic!("on paused time one run settles its calls: {reports:?}");
+            }
+        }
     }
 
     /// The accepted pushes of `r`'s call: their attempts and times, in order.
@@ -179,9 +229,12 @@ async fn each_phone_gets_the_pushes_it_needs(setup: Setup) {
     let never = w.call(true, confirming(None), 1500).await;
     let second = w.call(true, confirming(Some(2)), 1500).await;
     let plain = w.call(false, confirming(None), 1500).await;
-    let phones = w.start_phones(w.clock.now() + Duration::seconds(5));
-    let report = w.run(StdDuration::from_millis(4500)).await;
-    phones.await.unwrap();
+    let phones = w.start_phones(w.clock.now() + Duration::minutes(10));
+    let calls = [&at_once, &never, &second, &plain];
+    let report = w
+        .settle(&calls, settings(StdDuration::from_millis(4500)))
+        .await;
+    phones.abort();
 
     let expect = [
         (&at_once, 1, ReservationStatus::Rang),
@@ -207,7 +260,14 @@ async fn each_phone_gets_the_pushes_it_needs(setup: Setup) {
         );
     }
     assert!(w.stored(&at_once).await.rang_at.is_some());
-    assert_eq!((report.re_pushed, report.unconfirmed), (3, 1), "{report:?}");
+    assert_eq!(
+        (
+            total(&report, |r| r.re_pushed),
+            total(&report, |r| r.unconfirmed)
+        ),
+        (3, 1),
+        "{report:?}"
+    );
 }
 
 /// The run that pushed first ends (its window) before the wait does: a later run's selection
@@ -218,16 +278,25 @@ async fn a_later_run_pushes_again(setup: Setup) {
     // Ends 0.2 s after the call's second, before the wait after its push does (0.4 s).
     let window = never.scheduled_at.utc() + Duration::milliseconds(200) - w.clock.now();
     w.run(window.to_std().unwrap()).await;
-    assert_eq!(
-        w.pushes(&never).len(),
-        1,
+    // Once on paused time; on a busy machine the run may end before it pushed at all, never
+    // after it pushed twice (its window ends before the wait does).
+    let first = w.pushes(&never).len();
+    let expected = if w.timing == Timing::Paused {
+        1..=1
+    } else {
+        0..=1
+    };
+    assert!(
+        expected.contains(&first),
         "the first run pushed once: {:?} due {}",
         w.pushes(&never),
         never.scheduled_at.utc()
     );
-    assert_eq!(w.stored(&never).await.pushes, 1);
+    assert_eq!(w.stored(&never).await.pushes as usize, first);
     tokio::time::sleep(StdDuration::from_millis(600)).await;
-    let later = w.run(StdDuration::from_millis(2000)).await;
+    let later = w
+        .settle(&[&never], settings(StdDuration::from_millis(2000)))
+        .await;
     let pushes = w.pushes(&never);
     assert_eq!(pushes.len(), 3, "{pushes:?} {later:?}");
     assert_eq!(
@@ -235,7 +304,8 @@ async fn a_later_run_pushes_again(setup: Setup) {
         ReservationStatus::Unconfirmed
     );
     w.each_attempt_pushed_once(&never).await;
-    assert!(later.re_pushed >= 2 && later.lateness_ms.iter().any(|ms| *ms > 0));
+    assert!(total(&later, |r| r.re_pushed) >= 2, "{later:?}");
+    assert!(later.iter().any(|r| r.lateness_ms.iter().any(|ms| *ms > 0)));
 }
 
 /// DynamoDB Local behind a proxy that loses replies (after the write happened) of the
@@ -244,7 +314,7 @@ async fn a_later_run_pushes_again(setup: Setup) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     let world = koe_testkit::dispatching::ProxiedWorld::new().await;
-    let mut w = World::new((world.store.clone(), Arc::new(SystemClock)));
+    let mut w = World::new((world.store.clone(), Arc::new(SystemClock), Timing::Real));
     w.push = world.push.clone();
     let second = w.call(true, confirming(Some(2)), 1500).await;
     let never = w.call(true, confirming(None), 1500).await;
@@ -253,9 +323,11 @@ async fn lost_and_slow_replies_never_push_an_attempt_twice() {
     world
         .dropper
         .hold_replies("UpdateItem", ":claimed", 2, StdDuration::from_millis(700));
-    let phones = w.start_phones(w.clock.now() + Duration::seconds(6));
-    let report = w.run(StdDuration::from_millis(5000)).await;
-    phones.await.unwrap();
+    let phones = w.start_phones(w.clock.now() + Duration::minutes(10));
+    let report = w
+        .settle(&[&second, &never], settings(StdDuration::from_millis(5000)))
+        .await;
+    phones.abort();
     assert!(world.dropper.dropped() >= 3, "the faults happened");
     for (r, status) in [
         (&second, ReservationStatus::Rang),
@@ -293,14 +365,12 @@ async fn claimed_by_a_run_that_dies(
 }
 
 /// The next run (its window `window`), started once a dead run's claim is abandoned (the
-/// claim timeout, 1 s here): its report.
-async fn the_next_run(w: &World, window: StdDuration) -> RunReport {
+/// claim timeout, 1 s here), and as many more as `r` needs to be final: their reports.
+async fn the_next_run(w: &World, r: &Reservation, window: StdDuration) -> Vec<RunReport> {
     tokio::time::sleep(StdDuration::from_millis(1200)).await;
     let mut s = settings(window);
     s.claim_timeout = StdDuration::from_secs(1);
-    Dispatcher::new(w.store.clone(), w.push.clone(), w.clock.clone(), s, "t")
-        .run(RunCause::Local)
-        .await
+    w.settle(&[r], s).await
 }
 
 /// The run that pushed first stops right after its push mark (its push may have left): once
@@ -316,7 +386,7 @@ async fn a_push_whose_run_died_goes_again(setup: Setup) {
             .await
             .unwrap()
     );
-    let report = the_next_run(&w, StdDuration::from_millis(3500)).await;
+    let report = the_next_run(&w, &never, StdDuration::from_millis(3500)).await;
     let attempts: Vec<u64> = w.pushes(&never).iter().map(|(a, _)| *a).collect();
     assert_eq!(attempts, vec![2, 3], "{report:?}");
     let stored = w.stored(&never).await;
@@ -337,15 +407,15 @@ async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(setup: Setup)
     let first = w.call(true, confirming(Some(1)), 300).await;
     let due = first.scheduled_at.utc();
     claimed_by_a_run_that_dies(&w, &first).await;
-    // The phones answer until 3 s after the next run starts.
-    let phones = w.start_phones(w.clock.now() + Duration::milliseconds(4200));
-    let report = the_next_run(&w, StdDuration::from_millis(2500)).await;
-    phones.await.unwrap();
+    let phones = w.start_phones(w.clock.now() + Duration::minutes(10));
+    let report = the_next_run(&w, &first, StdDuration::from_millis(2500)).await;
+    phones.abort();
     let pushes = w.pushes(&first);
     assert_eq!(pushes.len(), 1, "{pushes:?} {report:?}");
     assert_eq!(pushes[0].0, 1, "its first push");
+    // Within grace it is: a call past it is `missed`, never pushed (asserted by its status).
     let late = (pushes[0].1 - due).num_milliseconds();
-    assert!(late < 120_000, "within grace: {late} ms");
+    assert!(late >= 0, "never early: {late} ms");
     assert_eq!(w.stored(&first).await.status, ReservationStatus::Rang);
     w.each_attempt_pushed_once(&first).await;
 }
@@ -360,7 +430,7 @@ macro_rules! on_each_store_and_its_clock {
                     let at = "2026-01-01T06:59:50Z".parse().unwrap();
                     let clock = std::sync::Arc::new(koe_testkit::clock::TokioClock::at(at));
                     let store = std::sync::Arc::new(koe::store::memory::MemoryStore::new());
-                    super::$name((store, clock)).await;
+                    super::$name((store, clock, super::Timing::Paused)).await;
                 }
             )*
         }
@@ -371,7 +441,7 @@ macro_rules! on_each_store_and_its_clock {
                 async fn $name() {
                     let store = std::sync::Arc::new(koe_testkit::dynamodb::fresh_store().await);
                     let clock = std::sync::Arc::new(koe::platform::clock::SystemClock);
-                    super::$name((store, clock)).await;
+                    super::$name((store, clock, super::Timing::Real)).await;
                 }
             )*
         }

@@ -18,9 +18,8 @@ use koe_testkit::openai::Behaviour;
 use serde_json::{Value, json};
 
 const BUDGET_MS: u64 = 1000;
-/// When the slow provider answers: a failure answered later waited for the provider, not for
-/// the budget. A bound no busy machine reaches on loopback (the budget's own cut is the code
-/// `PROVIDER_TIMEOUT`, and "not before the budget" a lower bound).
+/// When the slow provider answers (a valid answer): waited for, it would be a 200, so the
+/// budget's cut is the code `PROVIDER_TIMEOUT`, and "not before the budget" a lower bound.
 const SLOW_ANSWER: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,12 +119,9 @@ async fn expect_failure(
         "{}: provider requests for {code}",
         target.name()
     );
-    assert!(
-        seen.took < SLOW_ANSWER,
-        "{}: {code} took {:?}, past the {BUDGET_MS} ms budget: it waited for the provider",
-        target.name(),
-        seen.took
-    );
+    // How long it took is the table's figure, not asserted (a busy machine adds to it): a
+    // failure that waited for the slow provider would be its valid answer, not `code`, and a
+    // retry more is `requests`.
     seen
 }
 

@@ -69,7 +69,7 @@ pub struct App {
     openai: OnceLock<Arc<OpenAi>>,
     model: OnceLock<Arc<dyn ModelProvider>>,
     streaming_model: OnceLock<Arc<dyn StreamingModel>>,
-    store: OnceCell<Arc<dyn Store>>,
+    stores: OnceCell<Stores>,
     push: OnceLock<Arc<dyn PushSender>>,
     events: OnceLock<Arc<dyn EventBus>>,
     verifier: OnceLock<Option<Arc<dyn TokenVerifier>>>,
@@ -102,7 +102,7 @@ impl App {
             openai: OnceLock::new(),
             model: OnceLock::new(),
             streaming_model: OnceLock::new(),
-            store: OnceCell::new(),
+            stores: OnceCell::new(),
             push: OnceLock::new(),
             events: OnceLock::new(),
             verifier: OnceLock::new(),
@@ -143,9 +143,14 @@ impl App {
         }
     }
 
+    /// The endpoints' and the dispatcher's store (a test's own, as it is, for both).
     pub fn with_store(self, store: Arc<dyn Store>) -> App {
+        let store: Arc<dyn Store> = Arc::new(Deadlined(store));
         App {
-            store: OnceCell::new_with(Some(Arc::new(Deadlined(store)))),
+            stores: OnceCell::new_with(Some(Stores {
+                endpoints: store.clone(),
+                dispatcher: store,
+            })),
             ..self
         }
     }
@@ -248,6 +253,55 @@ impl App {
     }
 }
 
+/// One store for the endpoints and one for the dispatcher, on the same client and connections:
+/// with DynamoDB they differ in the device read (`get_device`), one attempt for the dispatcher
+/// (which makes it again itself), retried for an endpoint, so that an endpoint reading a device
+/// cannot inherit the dispatcher's timing ([`DynamoStore::for_dispatcher`]).
+struct Stores {
+    endpoints: Arc<dyn Store>,
+    dispatcher: Arc<dyn Store>,
+}
+
+impl App {
+    async fn stores(&self) -> Result<&Stores, ConfigError> {
+        self.stores
+            .get_or_try_init(|| async {
+                let config = StoreConfig::from_vars(&self.vars)?;
+                let (endpoints, dispatcher): (Arc<dyn Store>, Arc<dyn Store>) =
+                    match (config.kind, self.mode) {
+                        (StoreKind::Memory, Mode::Local) => {
+                            let memory = Arc::new(MemoryStore::new());
+                            (memory.clone(), memory)
+                        }
+                        (StoreKind::Memory, Mode::Lambda) => {
+                            return Err(ConfigError {
+                                var: "STORE",
+                                reason: "must be dynamodb in a Lambda that stores data".into(),
+                            });
+                        }
+                        (StoreKind::DynamoDb, _) => {
+                            let sdk = (self.load)().await;
+                            let mut client = aws_sdk_dynamodb::config::Builder::from(&sdk)
+                                .timeout_config(DynamoStore::timeouts());
+                            if let Some(url) = config.dynamodb_endpoint {
+                                client = client.endpoint_url(url);
+                            }
+                            let client = aws_sdk_dynamodb::Client::from_conf(client.build());
+                            let endpoints = DynamoStore::new(client, config.tables);
+                            let dispatcher = endpoints.for_dispatcher();
+                            (Arc::new(endpoints), Arc::new(dispatcher))
+                        }
+                    };
+                // Each request within the invocation's deadline, for every endpoint.
+                Ok(Stores {
+                    endpoints: Arc::new(Deadlined(endpoints)),
+                    dispatcher: Arc::new(Deadlined(dispatcher)),
+                })
+            })
+            .await
+    }
+}
+
 impl Adapters for App {
     fn clock(&self) -> Arc<dyn Clock> {
         self.clock.clone()
@@ -273,42 +327,17 @@ impl Adapters for App {
 
     /// DynamoDB when `STORE=dynamodb` (the SDK client is built here, with no network traffic;
     /// `AWS_ENDPOINT_URL_DYNAMODB` points it at DynamoDB Local), else the in-memory store, which
-    /// a Lambda refuses: it would lose every write with the container.
+    /// a Lambda refuses: it would lose every write with the container. The endpoints' store:
+    /// every request with the SDK's retries (the dispatcher's is [`App::stores`]'s other).
     async fn store(&self) -> Result<Arc<dyn Store>, ConfigError> {
-        self.store
-            .get_or_try_init(|| async {
-                let config = StoreConfig::from_vars(&self.vars)?;
-                let store: Arc<dyn Store> = match (config.kind, self.mode) {
-                    (StoreKind::Memory, Mode::Local) => Arc::new(MemoryStore::new()),
-                    (StoreKind::Memory, Mode::Lambda) => {
-                        return Err(ConfigError {
-                            var: "STORE",
-                            reason: "must be dynamodb in a Lambda that stores data".into(),
-                        });
-                    }
-                    (StoreKind::DynamoDb, _) => {
-                        let sdk = (self.load)().await;
-                        let mut client = aws_sdk_dynamodb::config::Builder::from(&sdk)
-                            .timeout_config(DynamoStore::timeouts());
-                        if let Some(url) = config.dynamodb_endpoint {
-                            client = client.endpoint_url(url);
-                        }
-                        let client = aws_sdk_dynamodb::Client::from_conf(client.build());
-                        Arc::new(DynamoStore::new(client, config.tables))
-                    }
-                };
-                // Each request within the invocation's deadline, for every endpoint.
-                Ok(Arc::new(Deadlined(store)) as Arc<dyn Store>)
-            })
-            .await
-            .cloned()
+        Ok(self.stores().await?.endpoints.clone())
     }
 
     /// In a Lambda, big minutes are split into parts for other invocations (through the same
     /// bus as requested runs); koe-local's one process runs whole minutes.
     async fn dispatcher(&self) -> Result<Dispatcher, ConfigError> {
         let dispatcher = Dispatcher::new(
-            self.store().await?,
+            self.stores().await?.dispatcher.clone(),
             self.push()?,
             self.clock.clone(),
             self.dispatch_settings()?,

@@ -143,9 +143,9 @@ impl DeviceStore for DynamoStore {
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
-        // Only the dispatcher reads a device's token.
+        // With retries, unless this is the dispatcher's store (`DynamoStore::for_dispatcher`).
         let table = &self.tables.devices;
-        match read_item(&self.dispatch, table, id.as_str(), true, &[]).await? {
+        match read_item(&self.device_reads, table, id.as_str(), true, &[]).await? {
             Some(item) if !expired(&item, now.timestamp()) => device_from_item(table, &item),
             _ => Ok(None),
         }

@@ -94,12 +94,18 @@ use retried::{CLAIM_TOKEN, FINISH_TOKEN};
 pub struct DynamoStore {
     client: Client,
     /// The same client (and connections) with the dispatcher's timing: one attempt of at most
-    /// [`DISPATCH_ATTEMPT_TIMEOUT`].
+    /// [`DISPATCH_ATTEMPT_TIMEOUT`], for the dispatcher's own requests (`DispatchStore`).
     dispatch: Client,
+    /// What `get_device` reads through: `client` (the SDK's retries), unless this is the
+    /// dispatcher's store ([`DynamoStore::for_dispatcher`]). `get_device` is a `DeviceStore`
+    /// read any endpoint may make, so it must not fail on one lost reply by default.
+    device_reads: Client,
     tables: TableNames,
 }
 
 impl DynamoStore {
+    /// The endpoints' store: every request with the SDK's retries (3 attempts within
+    /// [`OPERATION_TIMEOUT`]), except the dispatcher's own (`DispatchStore`), which only it makes.
     pub fn new(client: Client, tables: TableNames) -> DynamoStore {
         let dispatch = Client::from_conf(
             client
@@ -116,9 +122,22 @@ impl DynamoStore {
                 .build(),
         );
         DynamoStore {
+            device_reads: client.clone(),
             client,
             dispatch,
             tables,
+        }
+    }
+
+    /// The dispatcher's store (the same clients and connections): its device reads too are one
+    /// attempt of at most [`DISPATCH_ATTEMPT_TIMEOUT`], since the dispatcher makes an unanswered
+    /// request again itself, at once, within its call's deadline.
+    pub fn for_dispatcher(&self) -> DynamoStore {
+        DynamoStore {
+            client: self.client.clone(),
+            dispatch: self.dispatch.clone(),
+            device_reads: self.dispatch.clone(),
+            tables: self.tables.clone(),
         }
     }
 
@@ -169,4 +188,56 @@ fn values(list: Vec<(&str, AttributeValue)>) -> HashMap<String, AttributeValue> 
     list.into_iter()
         .map(|(placeholder, value)| (placeholder.to_owned(), value))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
+
+    fn store() -> DynamoStore {
+        let config = aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("ap-northeast-1"))
+            .retry_config(RetryConfig::standard())
+            .timeout_config(DynamoStore::timeouts())
+            .build();
+        DynamoStore::new(Client::from_conf(config), TableNames::default())
+    }
+
+    fn attempts(client: &Client) -> u32 {
+        client.config().retry_config().unwrap().max_attempts()
+    }
+
+    fn operation_timeout(client: &Client) -> Option<Duration> {
+        client
+            .config()
+            .timeout_config()
+            .unwrap()
+            .operation_timeout()
+    }
+
+    /// An endpoint reading a device (the store `new` builds) gets the SDK's retries; only the
+    /// dispatcher's store reads it once, as it makes its own requests.
+    #[test]
+    fn device_reads_are_retried_except_on_the_dispatchers_store() {
+        let endpoints = store();
+        assert_eq!(attempts(&endpoints.device_reads), 3);
+        assert_eq!(
+            operation_timeout(&endpoints.device_reads),
+            Some(OPERATION_TIMEOUT)
+        );
+        let dispatcher = endpoints.for_dispatcher();
+        assert_eq!(attempts(&dispatcher.device_reads), 1);
+        assert_eq!(
+            operation_timeout(&dispatcher.device_reads),
+            Some(DISPATCH_ATTEMPT_TIMEOUT)
+        );
+        // Everything else each store does stays as it was: the dispatcher's own requests once,
+        // the rest retried.
+        for store in [&endpoints, &dispatcher] {
+            assert_eq!(attempts(&store.client), 3);
+            assert_eq!(attempts(&store.dispatch), 1);
+        }
+    }
 }

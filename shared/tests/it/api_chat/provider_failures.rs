@@ -95,7 +95,11 @@ async fn provider_401_is_provider_error_without_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_hang_is_provider_timeout_within_the_budget() {
     let app = spawn_app(&[("PROVIDER_TIMEOUT_MS", "1000")]).await;
-    app.openai.set_default(Behaviour::Hang);
+    // A valid answer 4 s late: within the default budget (25 s) it would be a 200, so a
+    // PROVIDER_TIMEOUT is the configured budget's cut, whatever the machine's load (which can
+    // only make the answer later). No wall-clock bound: the code says which budget cut it.
+    app.openai
+        .set_default(Behaviour::complete("too late").delayed(Duration::from_secs(4)));
     let started = Instant::now();
     let response = post_json(&app, &one_message()).await;
     let elapsed = started.elapsed();
@@ -103,12 +107,6 @@ async fn provider_hang_is_provider_timeout_within_the_budget() {
     assert!(
         elapsed >= Duration::from_millis(900),
         "answered after {elapsed:?}, before the 1000 ms budget ran out"
-    );
-    // The configured budget's cut, not the default's (25 s): a bound no busy machine reaches
-    // on loopback (that a timeout cut it is the code, PROVIDER_TIMEOUT).
-    assert!(
-        elapsed < Duration::from_secs(5),
-        "answered after {elapsed:?}, well past the 1000 ms budget"
     );
 }
 
@@ -131,14 +129,9 @@ async fn connection_refused_is_provider_error() {
     };
     let base_url = format!("http://127.0.0.1:{closed_port}/v1");
     let app = spawn_app(&[("OPENAI_BASE_URL", &base_url)]).await;
-    let started = Instant::now();
     let response = post_json(&app, &one_message()).await;
-    let elapsed = started.elapsed();
+    // Not retried until the budget ran out (that would be PROVIDER_TIMEOUT): an error at once.
     assert_provider_failure(&app, response, "PROVIDER_ERROR", 0).await;
-    assert!(
-        elapsed < Duration::from_secs(5),
-        "a refused connection fails fast, took {elapsed:?}"
-    );
 }
 
 #[tokio::test]
