@@ -8,6 +8,11 @@ use super::timing::{FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::push::{PushError, VoipPush};
+use tokio::time::Instant;
+
+/// How long before the push budget's end a push must have left: room for the sender's "not
+/// sent" to come back before the cut-off.
+const LEAVE_MARGIN: chrono::Duration = chrono::Duration::milliseconds(50);
 
 /// How a push attempt series ended.
 pub(super) enum Delivery {
@@ -44,7 +49,10 @@ impl Run {
             }
             attempts += 1;
             let now = self.clock().now();
-            let push = VoipPush::for_call(r, now, attempt);
+            // The sender gives it back unsent if it cannot leave by then, a little before the
+            // cut-off below, which could not tell a push that never left from one that did.
+            let left = (deadline - now - LEAVE_MARGIN).to_std().unwrap_or_default();
+            let push = VoipPush::for_call(r, now, attempt).leaving_by(Instant::now() + left);
             let result = tokio::select! {
                 result = self.dispatcher.push.send(&push, device) => result,
                 () = wait_until(self.clock(), deadline) => Err(PushError::MaybeDelivered {

@@ -268,7 +268,7 @@ impl ApnsSender {
     /// for an expired provider token (its clock ahead of ours) goes once more with a new one.
     async fn post(
         &self,
-        device: &Device,
+        (device, leave_by): (&Device, Option<tokio::time::Instant>),
         body: String,
         head: impl Fn(&str, &str, usize) -> Result<http::Request<()>, http::Error> + Send,
     ) -> Result<(), PushError> {
@@ -290,7 +290,7 @@ impl ApnsSender {
                     status: None,
                     reason: "the push request could not be built".into(),
                 })?;
-            let result = connection.send(request, body.clone()).await;
+            let result = connection.send(request, body.clone(), leave_by).await;
             let expired = matches!(
                 &result,
                 Err(PushError::Rejected { status: Some(403), reason }) if reason == "ExpiredProviderToken"
@@ -308,23 +308,31 @@ impl ApnsSender {
 impl PushSender for ApnsSender {
     async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
         let (push, token) = (notice.push, notice.token.expose());
-        self.post(notice.device, push.to_json(), |origin, bearer, body_len| {
-            alert_request(origin, &self.topic, push, token, bearer, body_len)
-        })
+        self.post(
+            (notice.device, None),
+            push.to_json(),
+            |origin, bearer, body_len| {
+                alert_request(origin, &self.topic, push, token, bearer, body_len)
+            },
+        )
         .await
     }
 
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        self.post(device, push.to_json(), |origin, bearer, body_len| {
-            request(
-                origin,
-                &self.topic,
-                push,
-                device.voip_token.expose(),
-                bearer,
-                body_len,
-            )
-        })
+        self.post(
+            (device, push.leave_by),
+            push.to_json(),
+            |origin, bearer, body_len| {
+                request(
+                    origin,
+                    &self.topic,
+                    push,
+                    device.voip_token.expose(),
+                    bearer,
+                    body_len,
+                )
+            },
+        )
         .await
     }
 
@@ -359,6 +367,7 @@ mod tests {
             expires_at: DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            leave_by: None,
         }
     }
 

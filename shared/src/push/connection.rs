@@ -340,12 +340,22 @@ impl ApnsConnection {
         }
     }
 
-    /// Sends one request (its headers and body) and reads APNs's answer.
-    pub async fn send(&self, request: http::Request<()>, body: Bytes) -> Result<(), PushError> {
+    /// Sends one request (its headers and body) and reads APNs's answer. Not handed to h2 by
+    /// the stream wait (`ConnectionTimings::stream`) or `leave_by`, the earlier: given back
+    /// unsent.
+    pub async fn send(
+        &self,
+        request: http::Request<()>,
+        body: Bytes,
+        leave_by: Option<Instant>,
+    ) -> Result<(), PushError> {
         let (head, ()) = request.into_parts();
         let head = Arc::new(head);
-        let give_up = Instant::now() + self.timings.stream;
-        let ms = self.timings.stream.as_millis();
+        let waited = Instant::now() + self.timings.stream;
+        let give_up = leave_by.map_or(waited, |by| by.min(waited));
+        let ms = give_up
+            .saturating_duration_since(Instant::now())
+            .as_millis();
         let mut refused = None;
         loop {
             if Instant::now() >= give_up {

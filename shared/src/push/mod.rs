@@ -43,6 +43,11 @@ pub struct VoipPush {
     /// of the payload.
     #[serde(skip)]
     pub expires_at: DateTime<Utc>,
+    /// When the push must have left, if it must: a sender that cannot hand it to APNs by then
+    /// (no connection or stream in time) gives it back unsent (`PushError::Retryable` without a
+    /// status) rather than let its caller cut it off unsure whether it left.
+    #[serde(skip)]
+    pub leave_by: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -125,6 +130,15 @@ impl VoipPush {
                 .with_offset()
                 .to_rfc3339_opts(SecondsFormat::AutoSi, true),
             expires_at: now + CALL_PUSH_LIFETIME,
+            leave_by: None,
+        }
+    }
+
+    /// The push, to leave by `leave_by` ([`VoipPush::leave_by`]).
+    pub fn leaving_by(self, leave_by: tokio::time::Instant) -> VoipPush {
+        VoipPush {
+            leave_by: Some(leave_by),
+            ..self
         }
     }
 

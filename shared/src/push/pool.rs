@@ -125,17 +125,23 @@ impl PushPool {
         })
     }
 
-    /// A free stream of the pool, waited for in arrival order for `wait` at most; else the push
-    /// is given back unsent.
-    async fn free_stream(&self) -> Result<OwnedSemaphorePermit, PushError> {
+    /// A free stream of the pool, waited for in arrival order for `wait` at most (or until
+    /// `leave_by`, if sooner); else the push is given back unsent.
+    async fn free_stream(
+        &self,
+        leave_by: Option<tokio::time::Instant>,
+    ) -> Result<OwnedSemaphorePermit, PushError> {
         let free = self.capacity.clone().acquire_owned();
-        match tokio::time::timeout(self.settings.wait, free).await {
+        let start = tokio::time::Instant::now();
+        let waited = start + self.settings.wait;
+        let until = leave_by.map_or(waited, |by| by.min(waited));
+        match tokio::time::timeout_at(until, free).await {
             Ok(permit) => Ok(permit.expect("the pool's semaphore is never closed")),
             Err(_) => Err(PushError::Retryable {
                 status: None,
                 reason: format!(
                     "every stream of the push pool stayed busy for {} ms",
-                    self.settings.wait.as_millis()
+                    (until - start).as_millis()
                 ),
             }),
         }
@@ -183,7 +189,7 @@ impl PushSender for PushPool {
             Ok(permit) => permit,
             Err(_) => {
                 self.waited.fetch_add(1, Ordering::Relaxed);
-                self.free_stream().await?
+                self.free_stream(push.leave_by).await?
             }
         };
         let (connection, stream) = self.stream();
@@ -196,7 +202,7 @@ impl PushSender for PushPool {
 
     /// A notice goes over the pool's connections like a call push (`PushPool::send`'s limits).
     async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
-        let _capacity = self.free_stream().await?;
+        let _capacity = self.free_stream(None).await?;
         let (connection, stream) = self.stream();
         let result = connection.sender.send_notice(notice).await;
         drop(stream);
@@ -296,6 +302,7 @@ pub(crate) mod tests {
             caller_name: None,
             scheduled_at: "2026-01-01T07:00:00+09:00".into(),
             expires_at: now,
+            leave_by: None,
         };
         let device = Device {
             device_id: DeviceId::parse("deviceId", "d1").unwrap(),
@@ -480,6 +487,34 @@ pub(crate) mod tests {
             count(&counts.started),
             1,
             "the second never reached a connection"
+        );
+        assert!(first.join_next().await.unwrap().unwrap().is_ok());
+    }
+
+    /// A push that must leave sooner than the pool's wait (its caller's budget ends) comes back
+    /// unsent by then, never cut off while it waits, which its caller would take for a push
+    /// that may have left.
+    #[tokio::test(start_paused = true)]
+    async fn a_push_that_cannot_leave_by_its_deadline_is_given_back_unsent_by_then() {
+        let (busy, _) = pool(1, 1);
+        let settings = PoolSettings {
+            wait: HOLD / 2,
+            ..busy.settings()
+        };
+        let pool = Arc::new(PushPool::new(busy.factory.clone(), settings));
+        let mut first = spawn_sends(&pool, 1);
+        settle().await;
+        let (push, device) = push_and_device();
+        let leave_by = tokio::time::Instant::now() + HOLD / 10;
+        let second = pool.send(&push.leaving_by(leave_by), &device).await;
+        assert!(
+            matches!(&second, Err(PushError::Retryable { status: None, .. })),
+            "{second:?}"
+        );
+        assert_eq!(
+            tokio::time::Instant::now(),
+            leave_by,
+            "given back at its deadline"
         );
         assert!(first.join_next().await.unwrap().unwrap().is_ok());
     }
