@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::app::edge::NOTIFY_TIMEOUT;
 use crate::dispatch::notice::{NOTICE_BUDGET, NOTICE_RECORD_BUDGET};
 use crate::dispatch::wake::LONGEST_WAKE;
-use crate::dispatch::{FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
+use crate::dispatch::{ANSWER_WAIT, FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
 use crate::platform::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
@@ -118,7 +118,10 @@ fn dispatch_run() -> Vec<(&'static str, Duration)> {
             "device read, claim and push mark, made again until answered",
             RESOLVE_BUDGET,
         ),
-        ("push", DEFAULT_DISPATCH_PUSH_BUDGET),
+        (
+            "push, then its answer awaited",
+            DEFAULT_DISPATCH_PUSH_BUDGET + ANSWER_WAIT,
+        ),
         (
             "outcome, retried (or the claim given back, shorter)",
             (FINISH_BUDGET + DISPATCH_ATTEMPT_TIMEOUT).max(GIVE_BACK.to_std().expect("positive")),

@@ -51,5 +51,5 @@ pub use run_report::{RunCause, RunReport};
 pub use select::SELECTION_QUERIES_IN_FLIGHT;
 pub use select::buckets;
 pub use sweep::SWEEP_PER_RUN;
-pub use timing::RESOLVE_BUDGET;
+pub use timing::{ANSWER_WAIT, RESOLVE_BUDGET};
 pub use write_outcome::FINISH_BUDGET;

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::run_state::Run;
-use super::timing::{FIRST_BACKOFF, wait_until};
+use super::timing::{ANSWER_WAIT, FIRST_BACKOFF, wait_until};
 use crate::domain::device::Device;
 use crate::domain::due::DueCall;
 use crate::push::{PushError, VoipPush};
@@ -31,8 +31,9 @@ impl Run {
     /// ([`PushError::MaybeDelivered`]: the connection broke after the request was handed to it,
     /// no answer in time) is not, since the phone could ring twice; the call is then recorded
     /// `failed`, push state unknown (docs/reliability.md, "Push retries", weighs this against a
-    /// call that never rings). Each attempt is cut off at the deadline too: such an attempt may
-    /// have been delivered. No attempt starts unless [`Run::may_push`].
+    /// call that never rings). Each attempt must leave by the deadline (`VoipPush::leave_by`)
+    /// and is cut off once [`ANSWER_WAIT`] past it: unanswered by then, it may have been
+    /// delivered. No attempt starts unless [`Run::may_push`].
     pub(super) async fn push_within_budget(
         &self,
         r: &DueCall,
@@ -53,10 +54,11 @@ impl Run {
             // cut-off below, which could not tell a push that never left from one that did.
             let left = (deadline - now - LEAVE_MARGIN).to_std().unwrap_or_default();
             let push = VoipPush::for_call(r, now, attempt).leaving_by(Instant::now() + left);
+            let answered_by = deadline + chrono::Duration::from_std(ANSWER_WAIT).expect("small");
             let result = tokio::select! {
                 result = self.dispatcher.push.send(&push, device) => result,
-                () = wait_until(self.clock(), deadline) => Err(PushError::MaybeDelivered {
-                    reason: "no answer within the push budget".into(),
+                () = wait_until(self.clock(), answered_by) => Err(PushError::MaybeDelivered {
+                    reason: "no answer within the push budget and the answer's wait".into(),
                 }),
             };
             let error = match result {

@@ -220,9 +220,10 @@ fn function_timeouts_fit_their_work() {
     let window = koe::platform::config::DEFAULT_DISPATCH_WINDOW.as_secs();
     assert!(timeout("DispatchFunction") > window + 10);
     assert!(timeout("DispatchPartFunction") > window + 10);
-    // Nothing needs more than two minutes (the dispatch runs: a 70 s window, then the last
-    // call's outcome retried for 10 s; shared/src/app/budgets.rs has the exact figures).
+    // Nothing needs more than about two minutes (the dispatch runs: a 70 s window, then the
+    // last call's push, its answer and its outcome; shared/src/app/budgets.rs has the exact
+    // figures, 121 s).
     for (id, _) in template_functions(&template) {
-        assert!(timeout(&id) <= 120, "{id}");
+        assert!(timeout(&id) <= 123, "{id}");
     }
 }

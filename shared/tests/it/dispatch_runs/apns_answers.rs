@@ -94,8 +94,9 @@ pub(super) async fn server_errors_past_the_budget_and_a_hung_push_fail(store: Dy
     w.push
         .wait_for("both first attempts", PATIENCE, |a| a.len() >= 2)
         .await;
+    // The budget (1 s), then the hung push's answer awaited (`ANSWER_WAIT`, 2 s).
     let mut t = at(15);
-    while t < at_ms(16_200) {
+    while t < at_ms(18_200) {
         t += Duration::milliseconds(10);
         w.clock.set(t);
         tokio::time::sleep(StdDuration::from_millis(1)).await;
