@@ -339,7 +339,7 @@ pub async fn create_tables(client: &Client, prefix: &str) -> TableNames {
     let definitions = table_definitions();
     for def in &definitions {
         let name = format!("{prefix}-{}", def.logical_id);
-        client
+        let created = client
             .create_table()
             .table_name(&name)
             .set_attribute_definitions(Some(def.attribute_definitions.clone()))
@@ -350,8 +350,16 @@ pub async fn create_tables(client: &Client, prefix: &str) -> TableNames {
             )
             .set_billing_mode(def.billing_mode.clone())
             .send()
-            .await
-            .unwrap_or_else(|e| panic!("CreateTable {name}: {}", DisplayErrorContext(&e)));
+            .await;
+        match created {
+            Ok(_) => {}
+            // The SDK's retry of a create whose reply came late (a busy machine): the prefix is
+            // random, so the table it finds is the one its first attempt made.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception()) => {}
+            Err(e) => panic!("CreateTable {name}: {}", DisplayErrorContext(&e)),
+        }
         if let Some(attribute) = &def.ttl_attribute {
             let spec = TimeToLiveSpecification::builder()
                 .attribute_name(attribute)
