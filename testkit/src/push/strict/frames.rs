@@ -5,7 +5,7 @@
 //! the client's SETTINGS acknowledgements of injected SETTINGS (h2 would take them for an
 //! unexpected ACK, a protocol error).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -14,13 +14,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const PREFACE_LEN: usize = 24;
 const HEADER_LEN: usize = 9;
+const HEADERS: u8 = 0x1;
 const SETTINGS: u8 = 0x4;
 const GOAWAY: u8 = 0x7;
 const ACK: u8 = 0x1;
 const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 
 /// Frames waiting to be written into the server's byte stream.
-#[derive(Default)]
 pub(super) struct Injector {
     queued: Vec<u8>,
     /// The stream limits of the injected SETTINGS frames not yet written, in order.
@@ -28,9 +28,27 @@ pub(super) struct Injector {
     /// The SETTINGS frames written, oldest first: an injected one with its stream limit (its
     /// ACK is dropped), h2's own as `None`.
     settings_sent: VecDeque<Option<u32>>,
+    /// The last stream limit the client acknowledged (h2's own initial one until an injected
+    /// one is).
+    acknowledged: u32,
+    /// Per stream the client opened and h2 has not yet handed over: the limit it had
+    /// acknowledged as its HEADERS left it, if every injected SETTINGS written before had been
+    /// acknowledged by then (`None`: a limit was changing under it).
+    opened_under: HashMap<u32, Option<u32>>,
 }
 
 impl Injector {
+    /// On a connection whose server advertised `initial` streams.
+    pub(super) fn new(initial: u32) -> Injector {
+        Injector {
+            queued: Vec::new(),
+            queued_limits: VecDeque::new(),
+            settings_sent: VecDeque::new(),
+            acknowledged: initial,
+            opened_under: HashMap::new(),
+        }
+    }
+
     /// A SETTINGS frame advertising `max_streams`.
     pub(super) fn max_streams(&mut self, max_streams: u32) {
         let mut payload = SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes().to_vec();
@@ -40,8 +58,16 @@ impl Injector {
     }
 
     /// Whether the client acknowledged every injected SETTINGS: it knows the limit in force.
-    pub(super) fn settled(&self) -> bool {
+    fn settled(&self) -> bool {
         self.queued_limits.is_empty() && self.settings_sent.iter().all(Option::is_none)
+    }
+
+    /// The stream limit the client had acknowledged when it opened `stream_id` (its HEADERS
+    /// after that acknowledgement in the byte stream, however late the server reads them);
+    /// `None` if a changed limit had been written and not yet acknowledged (RFC 9113 §6.5.3:
+    /// the client may not know it yet).
+    pub(super) fn limit_known_at_open(&mut self, stream_id: u32) -> Option<u32> {
+        self.opened_under.remove(&stream_id).flatten()
     }
 
     /// A GOAWAY frame: streams above `last_stream_id` were not processed.
@@ -133,8 +159,20 @@ impl<T> Framed<T> {
             }
             let injected_ack = h[3] == SETTINGS && h[4] & ACK != 0 && {
                 let mut injector = self.injector.lock().unwrap();
-                injector.settings_sent.pop_front().flatten().is_some()
+                let acked = injector.settings_sent.pop_front().flatten();
+                if let Some(limit) = acked {
+                    injector.acknowledged = limit;
+                }
+                acked.is_some()
             };
+            if h[3] == HEADERS {
+                // Judged here, in the byte stream's order: an ACK read in the same chunk after
+                // these HEADERS was not yet sent when the client opened the stream.
+                let stream_id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                let mut injector = self.injector.lock().unwrap();
+                let known = injector.settled().then_some(injector.acknowledged);
+                injector.opened_under.insert(stream_id, known);
+            }
             let frame: Vec<u8> = self.in_raw.drain(..len).collect();
             if !injected_ack {
                 self.in_ready.extend(frame);
@@ -229,5 +267,50 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Framed<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        bytes.extend_from_slice(&[kind, flags]);
+        bytes.extend_from_slice(&stream_id.to_be_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    /// Under load the server reads a stream's HEADERS and the client's later ACK of a lowered
+    /// limit in one chunk: the stream was opened before the client knew the limit, and is not
+    /// held against it; one opened after the ACK is.
+    #[test]
+    fn a_stream_is_judged_by_the_limit_acknowledged_before_it_in_the_byte_stream() {
+        let injector = Arc::new(Mutex::new(Injector::new(1000)));
+        let mut framed = Framed::new((), injector.clone());
+        framed.preface_seen = true;
+        // A lowered limit written to the client, not yet acknowledged.
+        injector.lock().unwrap().settings_sent.push_back(Some(1));
+        let mut chunk = frame(HEADERS, 0x4, 1, b"");
+        chunk.extend(frame(SETTINGS, ACK, 0, b""));
+        chunk.extend(frame(HEADERS, 0x4, 3, b""));
+        framed.in_raw.extend(chunk);
+        framed.parse_in();
+        let mut injector = injector.lock().unwrap();
+        assert_eq!(injector.limit_known_at_open(1), None);
+        assert_eq!(injector.limit_known_at_open(3), Some(1));
+        // Each stream's judgement is taken once.
+        assert_eq!(injector.limit_known_at_open(3), None);
+    }
+
+    #[test]
+    fn before_any_change_the_initial_limit_is_known() {
+        let injector = Arc::new(Mutex::new(Injector::new(1000)));
+        let mut framed = Framed::new((), injector.clone());
+        framed.preface_seen = true;
+        framed.in_raw.extend(frame(HEADERS, 0x4, 1, b""));
+        framed.parse_in();
+        assert_eq!(injector.lock().unwrap().limit_known_at_open(1), Some(1000));
     }
 }

@@ -301,7 +301,7 @@ struct ConnectionState {
 }
 
 async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
-    let injector = Arc::new(Mutex::new(Injector::default()));
+    let injector = Arc::new(Mutex::new(Injector::new(shared.settings.max_streams)));
     let io = Framed::new(socket, injector.clone());
     let Ok(mut h2) = h2::server::Builder::new()
         .max_concurrent_streams(shared.settings.max_streams)
@@ -381,6 +381,7 @@ enum Admit {
 impl Connection {
     fn admit(&self, stream_id: u32, shared: &Shared) -> Admit {
         let mut state = self.inner.lock().unwrap();
+        let known = self.injector.lock().unwrap().limit_known_at_open(stream_id);
         if state.last_stream_id.is_some_and(|last| stream_id > last) {
             return Admit::AboveGoAway;
         }
@@ -392,9 +393,10 @@ impl Connection {
             return Admit::Refuse { go_away: false };
         }
         if state.active >= state.limit {
-            // Only a client that acknowledged the limit exceeds it: streams it opened before
-            // the SETTINGS reached it are refused, not held against it (RFC 9113 §6.5.3).
-            if self.injector.lock().unwrap().settled() {
+            // Only a client that opened the stream past a limit it had acknowledged exceeds it:
+            // streams it opened before a lower limit's SETTINGS reached it are refused, not held
+            // against it (RFC 9113 §6.5.3), however late the server reads them.
+            if known.is_some_and(|limit| state.active >= limit) {
                 state.refusals += 1;
             }
             let go_away = state.refusals > shared.settings.refusals_before_goaway;
