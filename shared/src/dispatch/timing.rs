@@ -24,10 +24,10 @@ pub(super) const TASK_LEAD: Duration = Duration::seconds(1);
 /// First pause before retrying a push or an outcome's write (then doubled).
 pub(super) const FIRST_BACKOFF: Duration = Duration::milliseconds(100);
 /// How long past its push budget a push that left is waited for, its answer: the APNs client's
-/// request timeout (`ConnectionTimings::request`). A push must leave within the budget
+/// request timeout (`ConnectionTimings::request`'s default). A push must leave within the budget
 /// (`VoipPush::leave_by`), but one that left and is answered late (a busy process, a slow
 /// APNs) is recorded by its answer, not cut off as "push state unknown".
-pub const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub const ANSWER_WAIT: std::time::Duration = crate::push::connection::REQUEST_TIMEOUT;
 
 /// How long past its second a call's device read, claim or push mark that has no answer (a
 /// reply lost, or later than the store's attempt timeout) is made again by its run, at most
@@ -104,12 +104,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_answer_wait_is_the_apns_clients_request_timeout() {
-        let timings = crate::push::connection::ConnectionTimings::default();
-        assert_eq!(super::ANSWER_WAIT, timings.request);
-    }
-
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 

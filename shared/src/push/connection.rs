@@ -68,6 +68,11 @@ impl ApnsHost {
     }
 }
 
+/// How long APNs may take to answer a push once it left, by default
+/// ([`ConnectionTimings::request`]); the dispatcher waits this long past its push budget for
+/// a push's answer (`dispatch::ANSWER_WAIT`).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How long a push and the connection's checks may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionTimings {
@@ -90,7 +95,7 @@ pub struct ConnectionTimings {
 impl Default for ConnectionTimings {
     fn default() -> ConnectionTimings {
         ConnectionTimings {
-            request: Duration::from_secs(2),
+            request: REQUEST_TIMEOUT,
             check_after_idle: Duration::from_secs(10),
             ping: Duration::from_millis(500),
             connect: Duration::from_secs(1),
