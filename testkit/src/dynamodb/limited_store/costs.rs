@@ -114,7 +114,7 @@ impl LimitedStore {
         let entries: Vec<Item> = calls
             .iter()
             .filter_map(|c| {
-                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at);
+                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at, c.due_at);
                 item.insert("dueShard".to_owned(), s(&key));
                 if let Some(name) = &c.caller_name {
                     item.insert("callerName".to_owned(), s(name));

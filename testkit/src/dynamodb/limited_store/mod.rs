@@ -106,19 +106,21 @@ impl LimitedStore {
         Item::from([("deviceId".to_owned(), s(id.as_str()))])
     }
 
-    /// What a reservation's item and its index entry both hold: its keys and its time.
-    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt) -> Item {
+    /// What a reservation's item and its index entry both hold: its keys, its time and when its
+    /// next push is due (`due_at`, the index's sort key: moved by a confirming device's pushed
+    /// outcome, as the adapter moves it).
+    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt, due_at: Time) -> Item {
         Item::from([
             ("deviceId".to_owned(), s(device.as_str())),
             ("callId".to_owned(), s(call.as_str())),
             ("scheduledAt".to_owned(), s(&at.with_offset().to_rfc3339())),
-            ("scheduledAtMs".to_owned(), n(at.utc().timestamp_millis())),
+            ("scheduledAtMs".to_owned(), n(due_at.timestamp_millis())),
         ])
     }
 
     /// The reservation's item as the adapter writes it, in the index partition `due_key`.
     fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
-        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at);
+        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at, r.due_at);
         item.extend([
             ("status".to_owned(), s(r.status.as_str())),
             ("createdAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
