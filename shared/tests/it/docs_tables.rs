@@ -31,7 +31,7 @@ async fn a_hand_edit_to_a_block_is_told_from_the_written_page() {
 }
 
 #[tokio::test]
-async fn the_tables_hold_the_routes_the_settings_and_the_budgets() {
+async fn the_tables_hold_the_routes_the_settings_the_budgets_and_the_units() {
     let fixtures = render("fixtures").await;
     for route in koe::ROUTES.iter() {
         let row = format!("| `events/{}.json` | {} |", route.binary, route.function);
@@ -45,4 +45,8 @@ async fn the_tables_hold_the_routes_the_settings_and_the_budgets() {
         budgets.contains("DispatchFunction, DispatchPartFunction"),
         "{budgets}"
     );
+    // Issue 38: a call to a device without `confirmsCalls` is 3 write units and its device read.
+    let units = render("units-per-call").await;
+    let row = "| a device without `confirmsCalls` | 3 / 1 |";
+    assert!(units.contains(row), "{units}");
 }

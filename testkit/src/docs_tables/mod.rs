@@ -6,6 +6,7 @@
 mod budgets;
 mod fixtures;
 mod settings;
+mod units;
 
 use std::path::PathBuf;
 
@@ -18,6 +19,7 @@ pub const BLOCKS: &[(&str, &str)] = &[
     ("cargo-lambda-invoke", "docs/local.md"),
     ("settings", "docs/configuration.md"),
     ("time-budgets", "docs/reliability.md"),
+    ("units-per-call", "docs/dynamodb.md"),
 ];
 
 const END: &str = "<!-- end generated -->";
@@ -34,6 +36,10 @@ pub async fn render(name: &str) -> String {
         "cargo-lambda-invoke" => fixtures::cargo_lambda_commands(),
         "settings" => settings::table().await,
         "time-budgets" => budgets::table(),
+        // Measured on its own runtime (paused time), off this one's thread.
+        "units-per-call" => tokio::task::spawn_blocking(units::table)
+            .await
+            .expect("the units measured"),
         other => panic!("no block {other}"),
     }
 }

@@ -1,6 +1,6 @@
 //! What each of the dispatcher's requests costs, read off the records as the adapter would send it.
 
-use koe::domain::device::DeviceId;
+use koe::domain::device::{Device, DeviceId};
 use koe::domain::due::shard_key;
 use koe::domain::reservation::{CallId, ReservationStatus, RunToken, terminal_expiry};
 use koe::store::prelude::*;
@@ -64,19 +64,22 @@ impl LimitedStore {
     /// The dispatcher's device read, 2 s before the second: consistent, on the device's key.
     async fn device_read(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
         let device = self.inner.get_device(id, now).await?;
-        let item = device.as_ref().map(|d| {
-            Item::from([
-                ("deviceId".to_owned(), s(d.device_id.as_str())),
-                ("voipToken".to_owned(), s(d.voip_token.expose())),
-                ("environment".to_owned(), s(d.environment.as_str())),
-                ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
-                ("secretHash".to_owned(), s(&"0".repeat(64))),
-                ("secretProven".to_owned(), json!({ "BOOL": true })),
-            ])
-        });
+        let item = device.as_ref().map(Self::device_item);
         let mut charge = read_charge(&self.devices, None, id.as_str(), item.as_ref(), true);
         charge.key = id.as_str().to_owned();
         Ok(vec![charge])
+    }
+
+    /// The device's item as the adapter writes it, its secret proven.
+    pub fn device_item(d: &Device) -> Item {
+        Item::from([
+            ("deviceId".to_owned(), s(d.device_id.as_str())),
+            ("voipToken".to_owned(), s(d.voip_token.expose())),
+            ("environment".to_owned(), s(d.environment.as_str())),
+            ("updatedAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
+            ("secretHash".to_owned(), s(&"0".repeat(64))),
+            ("secretProven".to_owned(), json!({ "BOOL": true })),
+        ])
     }
 
     /// A confirmation: one conditional update on the device's key, out of the index.
@@ -114,7 +117,7 @@ impl LimitedStore {
         let entries: Vec<Item> = calls
             .iter()
             .filter_map(|c| {
-                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at);
+                let mut item = Self::call_base(&c.device_id, &c.call_id, &c.scheduled_at, c.due_at);
                 item.insert("dueShard".to_owned(), s(&key));
                 if let Some(name) = &c.caller_name {
                     item.insert("callerName".to_owned(), s(name));

@@ -13,7 +13,7 @@
 //! What the API writes (devices, reservations: the benchmark's set-up, made hours ahead in
 //! production) goes to the embedded store uncharged; only the dispatcher's requests are costed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use koe::store::prelude::*;
 use koe::store::{Call, Op, StoreError, StoreLayer};
 use serde_json::{Value, json};
 
-use super::limits::{Charge, Item, LimitsModel, TableDef, write_charges};
+use super::limits::{Capacity, Charge, Consumed, Item, LimitsModel, TableDef, write_charges};
 
 /// The SDK's attempts of one request (standard retry mode).
 pub(super) const ATTEMPTS: u32 = 3;
@@ -51,6 +51,8 @@ pub struct LimitedStore {
     /// each call's own keys: the items differ only in a few bytes, and costing every write from
     /// its items would make the benchmark's CPU, not DynamoDB's limits, the bottleneck.
     usual: std::sync::Mutex<HashMap<&'static str, Vec<(Charge, Keyed)>>>,
+    /// The units charged so far, by the store request (`Op::name`) they were charged to.
+    consumed: std::sync::Mutex<BTreeMap<&'static str, Consumed>>,
 }
 
 /// Which key a usual write's charge goes to.
@@ -69,11 +71,18 @@ impl LimitedStore {
             calls: TableDef::from_template("CallsTable", "calls"),
             devices: TableDef::from_template("DevicesTable", "devices"),
             usual: std::sync::Mutex::new(HashMap::new()),
+            consumed: std::sync::Mutex::default(),
         }
     }
 
     pub fn model(&self) -> &LimitsModel {
         &self.model
+    }
+
+    /// The units charged so far (throttled attempts not included), by store request
+    /// (`Op::name`: `ClaimDue`, `DueCalls`, ...), every table and index together.
+    pub fn consumed_by_request(&self) -> BTreeMap<&'static str, Consumed> {
+        self.consumed.lock().unwrap().clone()
     }
 
     /// Charges `charges` as the SDK would send the request in `attempts`: throttled attempts
@@ -106,19 +115,21 @@ impl LimitedStore {
         Item::from([("deviceId".to_owned(), s(id.as_str()))])
     }
 
-    /// What a reservation's item and its index entry both hold: its keys and its time.
-    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt) -> Item {
+    /// What a reservation's item and its index entry both hold: its keys, its time and when its
+    /// next push is due (`due_at`, the index's sort key: moved by a confirming device's pushed
+    /// outcome, as the adapter moves it).
+    fn call_base(device: &DeviceId, call: &CallId, at: &ScheduledAt, due_at: Time) -> Item {
         Item::from([
             ("deviceId".to_owned(), s(device.as_str())),
             ("callId".to_owned(), s(call.as_str())),
             ("scheduledAt".to_owned(), s(&at.with_offset().to_rfc3339())),
-            ("scheduledAtMs".to_owned(), n(at.utc().timestamp_millis())),
+            ("scheduledAtMs".to_owned(), n(due_at.timestamp_millis())),
         ])
     }
 
     /// The reservation's item as the adapter writes it, in the index partition `due_key`.
-    fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
-        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at);
+    pub fn call_item(r: &Reservation, due_key: Option<&str>) -> Item {
+        let mut item = Self::call_base(&r.device_id, &r.call_id, &r.scheduled_at, r.due_at);
         item.extend([
             ("status".to_owned(), s(r.status.as_str())),
             ("createdAt".to_owned(), s("2026-01-01T00:00:00.000Z")),
@@ -252,6 +263,14 @@ impl StoreLayer for LimitedStore {
         if let Some((charges, attempts)) = self.cost(op).await? {
             let operation = op.request().as_str();
             self.charged(operation, &charges, attempts).await?;
+            let mut consumed = self.consumed.lock().unwrap();
+            let units = consumed.entry(op.name()).or_default();
+            for charge in &charges {
+                match charge.capacity {
+                    Capacity::Write => units.wcu += charge.units,
+                    Capacity::Read => units.rcu += charge.units,
+                }
+            }
         }
         call().await
     }
