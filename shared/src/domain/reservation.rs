@@ -220,6 +220,9 @@ pub struct Reservation {
     pub notice_claimed_by: Option<RunToken>,
     /// When its missed-call notice left (`noticeSentAt` in the API).
     pub notice_sent_at: Option<DateTime<Utc>>,
+    /// Its notice was released for a later run (`noticeRetry`: every push of it surely failed)
+    /// and is back in the bucket index, due at `due_at`, until a run claims it again.
+    pub notice_retry: bool,
     /// TTL (epoch seconds) after which the record is gone: from creation
     /// [`UNFINISHED_EXPIRY`] after the scheduled time, from its outcome [`TERMINAL_RETENTION`]
     /// after that. `None` only on records written before every reservation had one.
@@ -251,6 +254,7 @@ impl Reservation {
             rang_at: None,
             notice_claimed_by: None,
             notice_sent_at: None,
+            notice_retry: false,
             expire_at: Some((scheduled_at.utc() + UNFINISHED_EXPIRY).timestamp()),
         }
     }

@@ -79,6 +79,7 @@ pub enum Op<'a> {
     FinishReservation(&'a DeviceId, &'a CallId, Outcome, &'a RunToken, Time, Time),
     ClaimNotice(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     NoticeSent(&'a DeviceId, &'a CallId, &'a RunToken, Time),
+    ReleaseNotice(&'a DeviceId, &'a CallId, &'a RunToken, Time, Time),
     CountAgentUse(&'a DeviceId, &'a str, u32, i64),
     CountPlanAnswer(&'a str, u32, i64),
     ReserveTokens(&'a str, &'a str, u64, u64, i64),
@@ -145,6 +146,9 @@ impl<'a> Op<'a> {
             } => Op::FinishReservation(c.id, c.call_id, outcome, c.run, c.now, abandoned_before),
             RunWrite::ClaimNotice => Op::ClaimNotice(c.id, c.call_id, c.run, c.now),
             RunWrite::NoticeSent => Op::NoticeSent(c.id, c.call_id, c.run, c.now),
+            RunWrite::ReleaseNotice { retry_at } => {
+                Op::ReleaseNotice(c.id, c.call_id, c.run, c.now, retry_at)
+            }
         }
     }
 
@@ -190,6 +194,7 @@ impl<'a> Op<'a> {
             FinishReservation(..) => "FinishReservation",
             ClaimNotice(..) => "ClaimNotice",
             NoticeSent(..) => "NoticeSent",
+            ReleaseNotice(..) => "ReleaseNotice",
             CountAgentUse(..) => "CountAgentUse",
             CountPlanAnswer(..) => "CountPlanAnswer",
             ReserveTokens(..) => "ReserveTokens",
@@ -226,6 +231,7 @@ impl<'a> Op<'a> {
             | FinishReservation(..)
             | ClaimNotice(..)
             | NoticeSent(..)
+            | ReleaseNotice(..)
             | CountAgentUse(..)
             | CountPlanAnswer(..)
             | ReserveTokens(..)

@@ -118,6 +118,8 @@ pub enum RunWrite {
     ClaimNotice,
     /// [`DispatchStore::notice_sent`].
     NoticeSent,
+    /// [`DispatchStore::release_notice`].
+    ReleaseNotice { retry_at: DateTime<Utc> },
 }
 
 /// Devices: registration, the device secret, the token the dispatcher reads.
@@ -420,7 +422,9 @@ pub trait DispatchStore: Send + Sync {
     /// Claims the missed-call notice of `call_id` for `run` (docs/dispatch.md, "Missed-call
     /// notice"): only while the device's reservation is that call, ended `failed`, `missed` or
     /// `unconfirmed`, with its notice unclaimed or already `run`'s (a claim made again after
-    /// its reply was lost). Whether `run` holds it: of runs at once, one does.
+    /// its reply was lost). Whether `run` holds it: of runs at once, one does. A notice
+    /// released for a later run ([`DispatchStore::release_notice`]) leaves the bucket index
+    /// with this claim.
     async fn claim_notice(
         &self,
         id: &DeviceId,
@@ -445,10 +449,30 @@ pub trait DispatchStore: Send + Sync {
             .await
     }
 
+    /// Gives back the notice `run` claimed and could not send (every push of it surely
+    /// failed: APNs did not take it), for a later run: only while `run` holds its claim and no
+    /// `notice_sent_at` is recorded. Its claim goes, and the call is back in the bucket index
+    /// in its minute's shard (the one it was in before it ended), due at `retry_at`, with
+    /// `notice_retry` set: a run that selects it sends the notice alone. Made again after a
+    /// lost reply, it finds its own release and answers the same. Whether it is released.
+    async fn release_notice(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        run: &RunToken,
+        now: DateTime<Utc>,
+        retry_at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::ReleaseNotice { retry_at };
+        self.run_write(RunCall::new(id, call_id, run, now), write)
+            .await
+    }
+
     /// The writes of `run` on its claim of a call that answer whether they were made
     /// ([`DispatchStore::mark_push_started`], [`DispatchStore::release_claim`],
     /// [`DispatchStore::finish_reservation`], [`DispatchStore::claim_notice`],
-    /// [`DispatchStore::notice_sent`]), as an adapter makes them.
+    /// [`DispatchStore::notice_sent`], [`DispatchStore::release_notice`]), as an adapter makes
+    /// them.
     async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError>;
 }
 

@@ -187,7 +187,8 @@ crate::store_layer!(HeldStore, |this, op, call| {
         | Op::ReleaseClaim(..)
         | Op::FinishReservation(..)
         | Op::ClaimNotice(..)
-        | Op::NoticeSent(..) => this.once(operation, call()).await,
+        | Op::NoticeSent(..)
+        | Op::ReleaseNotice(..) => this.once(operation, call()).await,
         // Its other requests (and confirmations), through the normal client.
         Op::RemoveDevice(..)
         | Op::RemoveAlertToken(..)

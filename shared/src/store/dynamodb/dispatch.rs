@@ -269,10 +269,24 @@ fn run_request(
             let finished = finish_request(outcome, call.run, call.now, abandoned_before);
             (finished.update, finished.condition, finished.values)
         }
+        // A notice released for a later run leaves the bucket index with its claim.
         RunWrite::ClaimNotice => (
-            "SET #noticeClaim = :run",
+            "SET #noticeClaim = :run REMOVE #dueShard, #noticeRetry",
             NOTICE_CLAIMABLE.to_owned(),
             vec![],
+        ),
+        // Back in the index entry the call had (`noticeShard`), due at `retry_at`. Made again
+        // after a lost reply, it finds the call released, due then, and unclaimed.
+        RunWrite::ReleaseNotice { retry_at } => (
+            "SET #dueShard = #noticeShard, #scheduledAtMs = :retryAtMs, #noticeRetry = :true \
+             REMOVE #noticeClaim",
+            "#callId = :callId AND #status IN (:failed, :missed, :unconfirmed) \
+             AND attribute_exists(#noticeShard) AND attribute_not_exists(#noticeSentAtMs) \
+             AND (#noticeClaim = :run \
+             OR (attribute_not_exists(#noticeClaim) AND #noticeRetry = :true \
+                 AND #scheduledAtMs = :retryAtMs))"
+                .to_owned(),
+            vec![(":retryAtMs", n(retry_at.timestamp_millis()))],
         ),
         RunWrite::NoticeSent => (
             "SET #noticeSentAtMs = if_not_exists(#noticeSentAtMs, :nowMs)",

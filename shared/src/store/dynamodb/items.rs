@@ -8,8 +8,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
     CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, CREATED_AT, DEVICE_ID, DUE_SHARD,
-    EXPIRE_AT, FINISH_TOKEN, Item, NOTICE_CLAIM, NOTICE_SENT_AT_MS, PUSH_STARTED_AT_MS, PUSHES,
-    RANG_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT, bad_item, n, s,
+    EXPIRE_AT, FINISH_TOKEN, Item, NOTICE_CLAIM, NOTICE_RETRY, NOTICE_SENT_AT_MS, NOTICE_SHARD,
+    PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
+    bad_item, n, s,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::shard_key;
@@ -78,7 +79,10 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
         (UPDATED_AT.to_owned(), s(rfc3339_millis(r.updated_at))),
     ]);
     let minute = r.scheduled_at.due_minute();
-    item.insert(DUE_SHARD.to_owned(), s(shard_key(&minute, due_shard)));
+    let shard = shard_key(&minute, due_shard);
+    // Kept after `dueShard` goes (the call ended): where its notice's release puts it back.
+    item.insert(NOTICE_SHARD.to_owned(), s(shard.as_str()));
+    item.insert(DUE_SHARD.to_owned(), s(shard));
     if let Some(name) = &r.caller_name {
         item.insert(CALLER_NAME.to_owned(), s(name.as_str()));
     }
@@ -102,6 +106,9 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
     }
     if let Some(sent_at) = r.notice_sent_at {
         item.insert(NOTICE_SENT_AT_MS.to_owned(), n(sent_at.timestamp_millis()));
+    }
+    if r.notice_retry {
+        item.insert(NOTICE_RETRY.to_owned(), AttributeValue::Bool(true));
     }
     for (name, token) in [
         (CLAIM_TOKEN, &r.claimed_by),
@@ -145,6 +152,7 @@ pub(super) fn reservation_from_item(table: &str, item: &Item) -> Result<Reservat
             .opt_s(NOTICE_CLAIM)?
             .map(|t| RunToken::from_stored(t.to_owned())),
         notice_sent_at: r.opt_time_ms(NOTICE_SENT_AT_MS)?,
+        notice_retry: matches!(item.get(NOTICE_RETRY), Some(AttributeValue::Bool(true))),
         expire_at: r.opt_i64(EXPIRE_AT)?,
     })
 }

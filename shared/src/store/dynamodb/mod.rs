@@ -13,7 +13,9 @@
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
 //!   `scheduledAtMs` N, `dueShard` S (`<minute>#<shard>`, only while `scheduled`/`claimed`: the sparse
 //!   [`DUE_INDEX`](super::DUE_INDEX)), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
-//!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal).
+//!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal),
+//!   `noticeShard` S (the `dueShard` it was put in, kept for its notice's release),
+//!   `noticeClaim` S?, `noticeSentAtMs` N?, `noticeRetry` BOOL?.
 //! - agentUsage: `deviceId` S + `day` S (key), `useCount` N, `expireAt` N (TTL).
 //!
 //!   Also under prefixed keys: `due#<minute>` (`count` N: the reservations stored for that
@@ -71,6 +73,12 @@ const RANG_AT_MS: &str = "rangAtMs";
 const NOTICE_CLAIM: &str = "noticeClaim";
 /// N: when the missed-call notice left.
 const NOTICE_SENT_AT_MS: &str = "noticeSentAtMs";
+/// S: the `dueShard` the reservation was put in, kept after it leaves the index (written with
+/// it at creation, so that keeping it costs no write): where its notice's release puts it back.
+const NOTICE_SHARD: &str = "noticeShard";
+/// BOOL, present only when true: the notice was released for a later run and the call is back
+/// in the bucket index (`dueShard` set again) until a run claims the notice.
+const NOTICE_RETRY: &str = "noticeRetry";
 const DAY: &str = "day";
 const USE_COUNT: &str = "useCount";
 

@@ -142,18 +142,31 @@ impl DispatchStore for MemoryStore {
                 Ok(finished)
             }
             RunWrite::ClaimNotice => {
-                let ended_badly = matches!(
-                    r.status,
-                    ReservationStatus::Failed
-                        | ReservationStatus::Missed
-                        | ReservationStatus::Unconfirmed
-                );
                 let claimable =
-                    ended_badly && r.notice_claimed_by.as_ref().is_none_or(|c| c == run);
+                    ended_badly(r) && r.notice_claimed_by.as_ref().is_none_or(|c| c == run);
                 if claimable {
                     r.notice_claimed_by = Some(run.clone());
+                    // A released notice leaves the index with its claim.
+                    r.notice_retry = false;
+                    tables.unindex(id);
                 }
                 Ok(claimable)
+            }
+            RunWrite::ReleaseNotice { retry_at } => {
+                let open = r.notice_sent_at.is_none() && ended_badly(r);
+                let holds = r.notice_claimed_by.as_ref() == Some(run);
+                // Made again after a lost reply: released, due then, unclaimed.
+                let released =
+                    r.notice_claimed_by.is_none() && r.notice_retry && r.due_at == retry_at;
+                if !(open && (holds || released) && tables.notice_keys.contains_key(id)) {
+                    return Ok(false);
+                }
+                let r = tables.call_mut(id, call.call_id).expect("found above");
+                r.notice_claimed_by = None;
+                r.notice_retry = true;
+                r.due_at = retry_at;
+                tables.reindex_for_notice(id);
+                Ok(true)
             }
             RunWrite::NoticeSent => {
                 let holds = r.notice_claimed_by.as_ref() == Some(run);
@@ -215,6 +228,14 @@ fn finish(
     }
     r.expire_at = Some(terminal_expiry(now));
     true
+}
+
+/// Ended `failed`, `missed` or `unconfirmed`: a call with a missed-call notice.
+fn ended_badly(r: &Reservation) -> bool {
+    matches!(
+        r.status,
+        ReservationStatus::Failed | ReservationStatus::Missed | ReservationStatus::Unconfirmed
+    )
 }
 
 /// Its claim and push mark gone (released, or due again).

@@ -45,7 +45,9 @@ impl Tables {
             .entry(key.clone())
             .or_default()
             .insert(id.clone());
-        self.due_keys.insert(id.clone(), key);
+        self.due_keys.insert(id.clone(), key.clone());
+        // Kept past its end for its notice's release (DynamoDB's `noticeShard`).
+        self.notice_keys.insert(id.clone(), key);
         raised
     }
 
@@ -59,6 +61,20 @@ impl Tables {
                 self.due_index.remove(&key);
             }
         }
+    }
+
+    /// Puts the device's ended call back in the shard it had (its notice released): whether it
+    /// had one kept.
+    pub(super) fn reindex_for_notice(&mut self, id: &DeviceId) -> bool {
+        let Some(key) = self.notice_keys.get(id).cloned() else {
+            return false;
+        };
+        self.due_index
+            .entry(key.clone())
+            .or_default()
+            .insert(id.clone());
+        self.due_keys.insert(id.clone(), key);
+        true
     }
 
     /// The reservations in shard `shard` of `minute`, in time order.

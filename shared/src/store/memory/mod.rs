@@ -43,6 +43,9 @@ struct Tables {
     /// or `claimed`, and each such device's shard key.
     due_index: HashMap<String, std::collections::HashSet<DeviceId>>,
     due_keys: HashMap<DeviceId, String>,
+    /// The shard key each device's reservation was put in, kept after it leaves the index
+    /// (DynamoDB's `noticeShard`): where its notice's release puts it back.
+    notice_keys: HashMap<DeviceId, String>,
 }
 
 #[derive(Default)]
@@ -60,6 +63,12 @@ impl MemoryStore {
     /// model in `koe_testkit`).
     pub fn due_key(&self, id: &DeviceId) -> Option<String> {
         self.lock().due_keys.get(id).cloned()
+    }
+
+    /// The bucket-index partition the device's reservation was put in, kept for its notice's
+    /// release (what DynamoDB's item carries as `noticeShard`; for the limits model).
+    pub fn notice_key(&self, id: &DeviceId) -> Option<String> {
+        self.lock().notice_keys.get(id).cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {

@@ -292,5 +292,6 @@ mod devices;
 mod due;
 mod finish;
 mod idempotency;
+mod notice;
 mod reservations;
 mod usage;

@@ -53,8 +53,14 @@ impl LimitedStore {
             Op::FinishReservation(id, _, outcome, _, now, _) => {
                 (self.finish(id, outcome, now).await?, 1)
             }
-            Op::ClaimNotice(id, _, _, now) | Op::NoticeSent(id, _, _, now) => {
-                (self.notice(id, now).await?, 1)
+            Op::ClaimNotice(id, _, _, now) => (self.notice(id, now, None).await?, 1),
+            Op::NoticeSent(id, _, _, now) => {
+                let kept = self.inner.due_key(id);
+                (self.notice(id, now, kept).await?, 1)
+            }
+            Op::ReleaseNotice(id, _, _, now, _) => {
+                let kept = self.inner.notice_key(id);
+                (self.notice(id, now, kept).await?, 1)
             }
             _ => return Ok(None),
         };
@@ -190,11 +196,18 @@ impl LimitedStore {
         Ok(self.update(id, usual.then_some("mark"), before.as_ref(), after_ref))
     }
 
-    /// A missed-call notice's claim or record: one conditional update of the finished call's
-    /// item (its index entry is gone), the same size before and after.
-    async fn notice(&self, id: &DeviceId, now: Time) -> Result<Vec<Charge>, StoreError> {
+    /// A missed-call notice's claim, record or release: one conditional update of the finished
+    /// call's item, the same size before and after, in the index partition `after` (none once
+    /// claimed; the kept shard once released: one more index write each way, as the sparse
+    /// index's entry goes or comes back).
+    async fn notice(
+        &self,
+        id: &DeviceId,
+        now: Time,
+        after: Option<String>,
+    ) -> Result<Vec<Charge>, StoreError> {
         let before = self.current(id, now).await?;
-        let after_ref = before.as_ref().map(|(r, key)| (r, key.as_deref()));
+        let after_ref = before.as_ref().map(|(r, _)| (r, after.as_deref()));
         Ok(self.update(id, None, before.as_ref(), after_ref))
     }
 

@@ -141,6 +141,9 @@ impl LimitedStore {
         if let Some(key) = due_key {
             put("dueShard", s(key));
         }
+        // Kept from creation for the notice's release: the size of one of its minute's keys.
+        let minute = r.scheduled_at.due_minute();
+        put("noticeShard", s(&koe::domain::due::shard_key(&minute, 0)));
         if let Some(name) = &r.caller_name {
             put("callerName", s(name));
         }
