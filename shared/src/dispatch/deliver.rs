@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::notice::released_notice;
 use super::plan::Slots;
 use super::push_attempts::Delivery;
 use super::run_state::Run;
@@ -43,6 +44,11 @@ impl Run {
             }
             Claim::TooLate(_) | Claim::PushUnknown(_) => return Delivered::Done(Again::No),
             Claim::PushedBefore(due) => return due,
+            // Ended, its notice released for this run: the notice alone, never a call push.
+            Claim::ReleasedNotice(reason) => {
+                self.released(r, reason, device.as_ref()).await;
+                return Delivered::Done(Again::No);
+            }
         };
         if pushes > 0 && !self.may_push_again(r, pushes) {
             self.counted(self.record_unconfirmed(r).await);
@@ -77,6 +83,11 @@ impl Run {
                 .get_reservation(&r.device_id, now)
                 .await
             {
+                // Found by a run fallen behind: its notice released for a later run, sent alone.
+                if let Some(reason) = released_notice(current.as_ref(), r) {
+                    self.released(r, reason, None).await;
+                    return;
+                }
                 let abandoned =
                     started_then_abandoned(current.as_ref(), r, now - self.claim_timeout);
                 if current.as_ref().is_some_and(|c| {
@@ -216,7 +227,10 @@ impl Run {
                     None => Claim::PushUnknown(self.push_state_unknown(r).await),
                 }
             }
-            Ok((ClaimAnswer::Refused(_), _)) => {
+            Ok((ClaimAnswer::Refused(current), _)) => {
+                if let Some(reason) = released_notice(current.as_deref(), r) {
+                    return Claim::ReleasedNotice(reason);
+                }
                 tracing::info!(
                     call_id = r.call_id.as_str(),
                     device = self.device_hash(r),

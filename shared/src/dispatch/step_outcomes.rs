@@ -58,6 +58,9 @@ pub(super) enum Claim {
     GivenBack(Result<bool, StoreError>),
     /// Too late to ring by then (only if this run fell far behind): marked `missed` instead.
     TooLate(Missed),
+    /// Refused on a call that ended, its missed-call notice released for a later run
+    /// (`notice::released_notice`, with the notice's reason): the notice is sent alone.
+    ReleasedNotice(&'static str),
     /// Refused on a claim abandoned after its push had started: recorded `failed`.
     PushUnknown(Record),
 }
@@ -163,7 +166,7 @@ impl Counted for Claim {
             Claim::StoreError => t.store_errors += 1,
             Claim::GivenBack(given_back) => given_back_count(given_back, t),
             Claim::TooLate(missed) => missed.count(t),
-            Claim::PushedBefore(_) => {}
+            Claim::PushedBefore(_) | Claim::ReleasedNotice(_) => {}
             Claim::PushUnknown(record) => record.count(t),
         }
     }

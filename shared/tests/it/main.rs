@@ -77,6 +77,7 @@ mod dispatch_lambda;
 mod dispatch_late_push;
 mod dispatch_load;
 mod dispatch_notice;
+mod dispatch_notice_retry;
 mod dispatch_outage;
 mod dispatch_push_again;
 mod dispatch_push_unknown;
