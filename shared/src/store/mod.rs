@@ -36,7 +36,8 @@ pub use crate::platform::config::TableNames;
 
 /// The name of the reservations table's time-bucket index (partition `dueShard`, a minute's
 /// shard as `domain::due::shard_key` writes it; sort `scheduledAtMs`), holding only `scheduled`
-/// and `claimed` reservations (a sparse index) and of them only what [`DueCall`] needs.
+/// and `claimed` reservations and ended ones whose notice was released for a later run
+/// ([`DispatchStore::release_notice`]) (a sparse index), and of them only what [`DueCall`] needs.
 pub const DUE_INDEX: &str = "byDueShard";
 
 /// How long before its due time a call waiting for its push again may be claimed, at most (a
@@ -269,8 +270,9 @@ pub trait DispatchStore: Send + Sync {
     /// count), never decreasing (a cancel does not count down). `domain::due::shards_for` turns it into the minute's shards.
     async fn due_count(&self, minute: &str) -> Result<u32, StoreError>;
 
-    /// The `scheduled` and `claimed` reservations in shard `shard` of `minute`'s bucket, in time
-    /// order. A query on the bucket index, never a scan.
+    /// The `scheduled` and `claimed` reservations in shard `shard` of `minute`'s bucket (and
+    /// ended ones whose notice was released, due at its retry), in time order. A query on the
+    /// bucket index, never a scan.
     async fn due_calls(&self, minute: &str, shard: u32) -> Result<Vec<DueCall>, StoreError>;
 
     /// A run's promise to select `minute` again, every few seconds, until `until`

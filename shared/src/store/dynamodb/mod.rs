@@ -11,7 +11,7 @@
 //! - devices: `deviceId` S (key), `voipToken` S, `environment` S, `updatedAt` S, and the
 //!   device secret's `secretHash` S, `secretProven` BOOL (`devices`).
 //! - scheduledCalls: `deviceId` S (key), `callId` S, `scheduledAt` S (the client's offset kept),
-//!   `scheduledAtMs` N, `dueShard` S (`<minute>#<shard>`, only while `scheduled`/`claimed`: the sparse
+//!   `scheduledAtMs` N, `dueShard` S (`<minute>#<shard>`, only while `scheduled`/`claimed` or a notice is released: the sparse
 //!   [`DUE_INDEX`](super::DUE_INDEX)), `status` S, `callerName` S?, `createdAt` S, `updatedAt` S, `claimedAtMs` N?,
 //!   `pushStartedAtMs` N?, `expireAt` N (TTL: `scheduledAt` + 8 days from creation, outcome + 7 days once terminal),
 //!   `noticeShard` S (the `dueShard` it was put in, kept for its notice's release),

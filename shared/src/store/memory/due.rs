@@ -1,5 +1,6 @@
-//! The embedded store's bucket index: each `scheduled` or `claimed` reservation under its
-//! minute's shard, as DynamoDB's sparse `byDueShard` index holds it.
+//! The embedded store's bucket index: each `scheduled` or `claimed` reservation (and each ended
+//! one whose notice was released) under its minute's shard, as DynamoDB's sparse `byDueShard`
+//! index holds it.
 
 use chrono::{DateTime, Utc};
 
