@@ -1,7 +1,8 @@
 //! The missed-call notice (docs/dispatch.md, "Missed-call notice"): runs on the real clock with a
 //! recording push sender. A dead VoIP token (`failed`), the last push unconfirmed and a call
 //! found past grace (`missed`) each give exactly one alert push to the device's `alertToken`;
-//! `sent`, `rang` and a device without an `alertToken` give none; a dead alert token is removed.
+//! `sent`, `rang` and a device without an `alertToken` give none; a dead alert token is removed;
+//! a notice APNs surely did not take is sent, alone, by the next run.
 //! Both stores, also with the notice's writes answered late or their replies lost (a layer in
 //! front of the store, and DynamoDB Local's real replies dropped).
 
@@ -210,6 +211,42 @@ async fn a_dead_alert_token_is_removed(store: Arc<dyn Store>) {
     assert_eq!(kept.voip_token, device.voip_token);
 }
 
+/// A notice APNs surely did not take (5xx on every attempt) is released by its run and sent,
+/// alone, by the next run: the call back in the index, its claim refused on the released
+/// notice (the record the store returns), no call push (`dispatch_notice_retry` has the
+/// minutes of an outage).
+async fn a_notice_apns_did_not_take_is_sent_by_the_next_run(store: Arc<dyn Store>) {
+    let w = World::new(store);
+    let (device, r) = w.call(true, false, 1000).await;
+    let down = Scripted::Fail(koe::push::PushError::Retryable {
+        status: Some(503),
+        reason: "ServiceUnavailable".into(),
+    });
+    w.push
+        .script(device.device_id.as_str(), vec![down.clone(); 10]);
+    w.push
+        .script_alerts(device.device_id.as_str(), vec![down; 3]);
+    let first = w.run(StdDuration::from_millis(2500)).await;
+    assert_eq!(w.stored(&r).await.status, ReservationStatus::Failed);
+    assert_eq!(
+        (first.notices_sent, first.notices_failed),
+        (0, 1),
+        "{first:?}"
+    );
+    assert!(w.stored(&r).await.notice_retry, "released");
+    let call_pushes = w.push.attempts().len();
+    let next = w.run(StdDuration::from_millis(2000)).await;
+    assert_eq!(next.notices_sent, 1, "{next:?}");
+    w.one_notice(&device, &r, "failed").await;
+    assert_eq!(w.push.attempts().len(), call_pushes, "no call push");
+    let minute = r.scheduled_at.due_minute();
+    let indexed = w.store.due_calls(&minute, 0).await.unwrap();
+    assert!(
+        indexed.iter().all(|c| c.call_id != r.call_id),
+        "{indexed:?}"
+    );
+}
+
 /// Two runs of two processes (no shared `InFlight`) over the same calls at once.
 async fn two_overlapping_runs_give_one(store: Arc<dyn Store>) {
     let w = World::new(store);
@@ -297,4 +334,5 @@ on_each_store!(;
     a_dead_alert_token_is_removed,
     lost_and_slow_notice_replies_still_give_one,
     two_overlapping_runs_give_one,
+    a_notice_apns_did_not_take_is_sent_by_the_next_run,
 );
