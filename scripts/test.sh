@@ -68,7 +68,7 @@ step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start i
 scripts/dynamodb-local.sh fetch
 
 # The Python tools (SAM CLI, checkov, schemathesis, cargo-lambda and zig; about 5 minutes of
-# downloads on a cold cache) are installed at once, in the background, while clippy compiles:
+# downloads on a cold cache) are installed at once, in the background, while the tests compile:
 # each step that needs one waits for its install (a lock, scripts/build-cache.sh's `locked`),
 # and installs it itself if the background one failed.
 step "python tools: SAM CLI, checkov, schemathesis installing in the background"
@@ -90,8 +90,8 @@ locked "$VENV" install_tools
 
 # The arm64 release build of every function (as sam build does; zip sizes) runs beside the tests,
 # at the lowest CPU priority: it is CPU-bound, the tests mostly wait (timers, loopback), so it
-# fills their idle time without slowing them. Started before clippy, so a cold run compiles the
-# arm64 dependencies in clippy's idle moments too. Its output is shown when it is waited for.
+# fills their idle time without slowing them. Started before the test build, so a cold run
+# compiles the arm64 dependencies in its idle moments too. Its output is shown when waited for.
 step "cargo lambda build --release --arm64: started in the background (nice 19)"
 LAMBDA_LOG="$(mktemp)"
 setsid nice -n 19 scripts/lambda-build.sh >"$LAMBDA_LOG" 2>&1 &
@@ -105,8 +105,27 @@ scripts/one-feature-set.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+# Clippy (-D warnings) runs inside the test build instead of a `cargo clippy` of its own:
+# clippy-driver compiles the workspace's crates (as `cargo clippy` runs it, through
+# RUSTC_WORKSPACE_WRAPPER and CLIPPY_ARGS), and the dependencies are compiled once, for the
+# tests, not a second time in check mode (5 of a cold run's minutes). Every debug cargo command
+# below shares it (the release builds for the Lambdas do not: see their steps); the canary
+# proves it still denies a lint, should that interface between cargo-clippy and clippy-driver
+# change.
+step "clippy -D warnings, in the test build (every target cargo clippy --all-targets checks)"
+export RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+CANARY="$(mktemp -d)"
+CLEANUP+=("rm -rf '$CANARY'")
+mkdir -p "$CANARY/src"
+printf '[package]\nname = "canary"\nversion = "0.0.0"\nedition = "2024"\n[workspace]\n' >"$CANARY/Cargo.toml"
+echo 'pub fn planted(x: &Vec<u8>) -> usize { x.len() }' >"$CANARY/src/lib.rs"
+if CARGO_TARGET_DIR="$CANARY/target" cargo build --quiet --manifest-path "$CANARY/Cargo.toml" 2>/dev/null; then
+  echo "scripts/test.sh: clippy-driver as RUSTC_WORKSPACE_WRAPPER did not deny a planted lint" >&2
+  exit 1
+fi
+cargo test --workspace --exclude koe-functions --locked --no-run
+cargo test -p koe-functions --locked --test fixtures --no-run
 
 step "cfn-lint template.yaml"
 "$VENV/bin/cfn-lint" template.yaml
@@ -136,7 +155,6 @@ cargo test --workspace --exclude koe-functions --locked --no-fail-fast -- --test
 # emulator, with events/env.json (functions/tests/fixtures/), today and a year later: builds
 # the bins, not their empty unit-test harnesses. It mostly waits (two dispatch runs of 70 s
 # each pass), so it runs beside the gateway pass and is waited for after it.
-cargo test -p koe-functions --locked --test fixtures --no-run
 FIXTURES_LOG="$(mktemp)"
 CLEANUP+=("rm -f '$FIXTURES_LOG'")
 cargo test -p koe-functions --locked --test fixtures >"$FIXTURES_LOG" 2>&1 &
@@ -176,7 +194,7 @@ cat "$LAMBDA_LOG" >&2
 # and profile: its cargo lambda runs find everything compiled); each built bootstrap must be the
 # one just compiled.
 step "sam build (every function of template.yaml; each bootstrap the one just compiled)"
-nice -n 19 scripts/sam-build-check.sh
+env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS nice -n 19 scripts/sam-build-check.sh
 # The heaviest dispatcher tests (10,000 calls due in one second; a crowded second's writes
 # within the budget) run last and alone, once the build above is done, so they slow nothing
 # else. They assert no lateness (a busy machine cannot fail them): the benches print it.
