@@ -3,22 +3,23 @@
 //! minute's index entry, due at the retry time, until a run claims the notice again.
 
 use chrono::{DateTime, Utc};
-use koe::domain::due::DueCall;
+use koe::domain::due::{DueCall, shards_for};
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe::store::{ClaimAnswer, ClaimMark, Outcome};
 
 use super::{DynStore, abandoned_before, finish_as, get_some, secs, seeded};
 
-/// What the minute's shard 0 (where a minute's first call is) lists of `r`'s device.
+/// What the minute's index lists of `r`'s device, in every shard its count gives (a create whose
+/// call id raised the count puts the next ones in shard 0 or 1 at random).
 async fn listed(store: &DynStore, r: &Reservation) -> Vec<DueCall> {
-    let calls = store
-        .due_calls(&r.scheduled_at.due_minute(), 0)
-        .await
-        .expect("due_calls");
-    calls
-        .into_iter()
-        .filter(|c| c.device_id == r.device_id)
-        .collect()
+    let minute = r.scheduled_at.due_minute();
+    let count = store.due_count(&minute).await.expect("due_count");
+    let mut listed = Vec::new();
+    for shard in 0..shards_for(count) {
+        let calls = store.due_calls(&minute, shard).await.expect("due_calls");
+        listed.extend(calls.into_iter().filter(|c| c.device_id == r.device_id));
+    }
+    listed
 }
 
 async fn claim_notice(
