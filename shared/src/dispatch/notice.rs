@@ -116,16 +116,7 @@ impl Run {
             }
             return;
         };
-        let claimed = self
-            .resolved(deadline, || async {
-                let _permits = (self.permit().await, self.store_permit_after().await);
-                let now = self.clock().now();
-                self.dispatcher
-                    .store
-                    .claim_notice(&r.device_id, &r.call_id, &self.token, now)
-                    .await
-            })
-            .await;
+        let claimed = self.claim_notice(r, deadline).await;
         match claimed {
             Ok(true) => {}
             Ok(false) => return, // another run's, or the call changed
@@ -257,19 +248,28 @@ impl Run {
         }
     }
 
+    /// Claims `r`'s notice for this run, each request made again without an answer until
+    /// `deadline`: whether this run holds it.
+    async fn claim_notice(
+        &self,
+        r: &DueCall,
+        deadline: DateTime<Utc>,
+    ) -> Result<bool, crate::store::StoreError> {
+        self.resolved(deadline, || async {
+            let _permits = (self.permit().await, self.store_permit_after().await);
+            let now = self.clock().now();
+            self.dispatcher
+                .store
+                .claim_notice(&r.device_id, &r.call_id, &self.token, now)
+                .await
+        })
+        .await
+    }
+
     /// Claims `r`'s released notice without a push: it can no longer be sent, and the claim
     /// takes it out of the index.
     async fn drop_notice(&self, r: &DueCall, deadline: DateTime<Utc>) {
-        let dropped = self
-            .resolved(deadline, || async {
-                let _permits = (self.permit().await, self.store_permit_after().await);
-                let now = self.clock().now();
-                self.dispatcher
-                    .store
-                    .claim_notice(&r.device_id, &r.call_id, &self.token, now)
-                    .await
-            })
-            .await;
+        let dropped = self.claim_notice(r, deadline).await;
         match dropped {
             Ok(true) => tracing::warn!(
                 call_id = r.call_id.as_str(),
