@@ -43,6 +43,23 @@ pub async fn reserve_at<S: DeviceStore + ReservationStore + ?Sized>(
     reserve_for(store, &device, at, None, made, CallId::generate()).await
 }
 
+/// A crowd: `n` calls due at `at`, each to a device of its own (`<prefix>-0000`.., tokens
+/// `1`..), made at `made`.
+pub async fn crowd<S: DeviceStore + ReservationStore + ?Sized>(
+    store: &S,
+    prefix: &str,
+    n: usize,
+    at: DateTime<Utc>,
+    made: DateTime<Utc>,
+) -> Vec<Reservation> {
+    let mut calls = Vec::with_capacity(n);
+    for i in 0..n {
+        let (name, token) = (format!("{prefix}-{i:04}"), format!("{:064x}", i + 1));
+        calls.push(reserve_at(store, &name, &token, at.fixed_offset(), made).await);
+    }
+    calls
+}
+
 /// Stores `device` and reserves its call `call_id` at `at` (from `caller`), made at `made`,
 /// straight into `store` (the API takes no call due in a moment).
 pub async fn reserve_for<S: DeviceStore + ReservationStore + ?Sized>(

@@ -16,10 +16,9 @@ use koe::domain::reservation::CallId;
 use koe::store::DUE_INDEX;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::reserve_for;
-use koe_testkit::dispatching::{reserve_at, short_run};
+use koe_testkit::dispatching::{crowd, reserve_for, short_run};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel, Target};
+use koe_testkit::dynamodb::limits::Target;
 use koe_testkit::push::{RecordingPushSender, Scripted, device};
 
 const BUDGET: u32 = 40;
@@ -33,17 +32,8 @@ async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_bu
     let now: DateTime<Utc> = "2026-01-01T06:59:52Z".parse().unwrap();
     let clock = Arc::new(TokioClock::at(now));
     let at: DateTime<Utc> = "2026-01-01T07:00:00Z".parse().unwrap();
-    let mut calls = Vec::new();
-    for i in 0..CALLS {
-        let token = format!("{:064x}", i + 1);
-        let name = format!("budget-{i:04}");
-        calls.push(reserve_at(inner.as_ref(), &name, &token, at.fixed_offset(), now).await);
-    }
-    let limits = Limits {
-        table_write_units: f64::from(BUDGET),
-        ..Limits::default()
-    };
-    let store = Arc::new(LimitedStore::new(inner, LimitsModel::on_tokio_time(limits)));
+    let calls = crowd(inner.as_ref(), "budget", CALLS, at, now).await;
+    let store = Arc::new(LimitedStore::on_write_budget(inner, BUDGET));
     let push = Arc::new(RecordingPushSender::new(clock.clone()));
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(10);
@@ -100,11 +90,7 @@ async fn a_second_of_failed_pushes_sends_its_notices_within_the_budget() {
         let call = CallId::generate();
         calls.push(reserve_for(inner.as_ref(), &d, at.fixed_offset(), None, now, call).await);
     }
-    let limits = Limits {
-        table_write_units: f64::from(BUDGET),
-        ..Limits::default()
-    };
-    let store = Arc::new(LimitedStore::new(inner, LimitsModel::on_tokio_time(limits)));
+    let store = Arc::new(LimitedStore::on_write_budget(inner, BUDGET));
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(15);
     settings.write_budget = BUDGET;

@@ -16,9 +16,8 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::ReservationStore;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::{reserve_at, short_run};
+use koe_testkit::dispatching::{crowd, short_run};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
-use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
 use koe_testkit::push::RecordingPushSender;
 
 const BUDGET: u32 = 40;
@@ -48,21 +47,9 @@ async fn run_killed_at(kill: DateTime<Utc>) -> Killed {
     let inner = Arc::new(MemoryStore::new());
     let start = t("2026-01-01T06:59:45Z");
     let clock = Arc::new(TokioClock::at(start));
-    let mut calls = Vec::new();
-    for i in 0..CALLS {
-        let token = format!("{:064x}", i + 1);
-        let name = format!("killed-{i:04}");
-        let made = start - Duration::hours(1);
-        calls.push(reserve_at(inner.as_ref(), &name, &token, second().fixed_offset(), made).await);
-    }
-    let limits = Limits {
-        table_write_units: f64::from(BUDGET),
-        ..Limits::default()
-    };
-    let store = Arc::new(LimitedStore::new(
-        inner.clone(),
-        LimitsModel::on_tokio_time(limits),
-    ));
+    let made = start - Duration::hours(1);
+    let calls = crowd(inner.as_ref(), "killed", CALLS, second(), made).await;
+    let store = Arc::new(LimitedStore::on_write_budget(inner.clone(), BUDGET));
     let push = Arc::new(RecordingPushSender::new(clock.clone()));
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(20);

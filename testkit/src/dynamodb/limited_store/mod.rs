@@ -75,6 +75,17 @@ impl LimitedStore {
         }
     }
 
+    /// `inner` behind the limits model on tokio's time, its tables' write throughput held to
+    /// `write_units` a second (the crowded-second tests' table; the dispatcher's
+    /// `write_budget` is set to match).
+    pub fn on_write_budget(inner: Arc<MemoryStore>, write_units: u32) -> LimitedStore {
+        let limits = super::limits::Limits {
+            table_write_units: f64::from(write_units),
+            ..super::limits::Limits::default()
+        };
+        LimitedStore::new(inner, LimitsModel::on_tokio_time(limits))
+    }
+
     pub fn model(&self) -> &LimitsModel {
         &self.model
     }
