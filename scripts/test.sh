@@ -120,7 +120,9 @@ CLEANUP+=("rm -rf '$CANARY'")
 mkdir -p "$CANARY/src"
 printf '[package]\nname = "canary"\nversion = "0.0.0"\nedition = "2024"\n[workspace]\n' >"$CANARY/Cargo.toml"
 echo 'pub fn planted(x: &Vec<u8>) -> usize { x.len() }' >"$CANARY/src/lib.rs"
-if CARGO_TARGET_DIR="$CANARY/target" cargo build --quiet --manifest-path "$CANARY/Cargo.toml" 2>/dev/null; then
+if CARGO_TARGET_DIR="$CANARY/target" cargo build --quiet --manifest-path "$CANARY/Cargo.toml" \
+  2>"$CANARY/err" || ! grep -q "clippy::ptr.arg" "$CANARY/err"; then
+  cat "$CANARY/err" >&2
   echo "scripts/test.sh: clippy-driver as RUSTC_WORKSPACE_WRAPPER did not deny a planted lint" >&2
   exit 1
 fi
