@@ -107,13 +107,13 @@ mod tests {
     #[test]
     fn the_figure_is_the_budget_that_rings_the_minute_on_time_in_thousands() {
         // 1,000 units ring 3,000 calls of one second on time (`calls_on_time`), with the
-        // default claim timeout; 1,012 with claims abandoned after 10 s (their lead binds).
+        // default claim timeout; 1,875 with claims abandoned after 10 s (their lead binds).
         let default = std::time::Duration::from_secs(30);
         assert_eq!(warm_write_units_for(12_001, default), 5_000);
         assert_eq!(warm_write_units_for(15_000, default), 5_000);
         assert_eq!(warm_write_units_for(100_000, default), 34_000);
         let short = std::time::Duration::from_secs(10);
-        assert_eq!(warm_write_units_for(12_001, short), 12_000);
+        assert_eq!(warm_write_units_for(12_001, short), 7_000);
         for timeout in [default, short] {
             for calls in [12_001, 15_001, 100_000] {
                 let units = warm_write_units_for(calls, timeout) as u32;

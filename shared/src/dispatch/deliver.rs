@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::batch::abandoned_in_batch;
 use super::notice::released_notice;
 use super::plan::Slots;
 use super::push_attempts::Delivery;
@@ -34,12 +35,12 @@ impl Run {
             DeviceRead::StoreError => return Delivered::Done(Again::Later),
         };
         let confirms = device.as_ref().is_some_and(|d| d.confirms_calls);
-        let mark = claim_mark(device.as_ref(), slots.claim_at >= at - self.claim_lead);
+        let mark = claim_mark(device.as_ref(), at);
         let claiming = self.claim(r, at, (slots.claim_at, mark)).await;
         let (claimed_at, pushes) = match self.counted(claiming) {
             Claim::Won { claimed_at, pushes } => (claimed_at, pushes),
             // Refused: cancelled, or another run has it (which may yet die and leave it).
-            Claim::StoreError | Claim::Lost | Claim::GivenBack(_) => {
+            Claim::StoreError | Claim::Lost => {
                 return Delivered::Done(Again::Later);
             }
             Claim::TooLate(_) | Claim::PushUnknown(_) => return Delivered::Done(Again::No),
@@ -54,7 +55,13 @@ impl Run {
             self.counted(self.record_unconfirmed(r).await);
             return Delivered::Done(Again::No);
         }
-        let marking = (claimed_at, slots.mark_at, mark);
+        // A mark of its own is planned now that the device is known; a batch's is made at the
+        // second.
+        let mark_at = match mark {
+            ClaimMark::Apart if device.is_some() => self.mark_slot(r),
+            _ => at,
+        };
+        let marking = (claimed_at, mark_at, mark);
         let pushed = match self.counted(self.push(r, at, marking, device, pushes, confirms).await) {
             Push::Ended(pushed) => pushed,
             Push::GivenBack(_) | Push::Unmarked => return Delivered::Done(Again::Later),
@@ -70,41 +77,57 @@ impl Run {
         due
     }
 
-    /// A reservation already beyond grace when its task starts: marked `missed`, no push.
+    /// A reservation already beyond grace when its task starts: marked `missed`, no push. A
+    /// claim a stopped run left naming its batch is settled first (`batch.rs`).
     pub(super) async fn miss(&self, r: &DueCall) {
-        let missed = self.record_missed(r).await;
-        if missed.0 == super::step_outcomes::Recorded::Changed {
+        let mut settled = false;
+        loop {
+            let missed = self.record_missed(r).await;
+            if missed.0 != super::step_outcomes::Recorded::Changed {
+                self.counted(missed);
+                return;
+            }
             // Refused: a claim abandoned after its push started is not missed but failed; a
             // call whose push left (its device confirms its calls) ends unconfirmed.
             let now = self.clock().now();
-            if let Ok(current) = self
+            let Ok(current) = self
                 .dispatcher
                 .store
                 .get_reservation(&r.device_id, now)
                 .await
+            else {
+                self.counted(missed);
+                return;
+            };
+            let abandoned_before = now - self.claim_timeout;
+            if !settled
+                && let Some(c) = abandoned_in_batch(current.as_ref(), r, abandoned_before)
+                && self.settle_abandoned(r, c, now + GIVE_BACK).await
             {
-                // Found by a run fallen behind: its notice released for a later run, sent alone.
-                if let Some(reason) = released_notice(current.as_ref(), r) {
-                    self.released(r, reason, None).await;
-                    return;
-                }
-                let abandoned =
-                    started_then_abandoned(current.as_ref(), r, now - self.claim_timeout);
-                if current.as_ref().is_some_and(|c| {
-                    c.call_id == r.call_id
-                        && ((c.status == ReservationStatus::Scheduled && c.pushes > 0)
-                            || (abandoned && c.confirms))
-                }) {
-                    self.counted(self.record_unconfirmed(r).await);
-                    return;
-                }
-                if abandoned {
-                    self.counted(self.push_state_unknown(r).await);
-                    return;
-                }
+                settled = true;
+                continue;
             }
+            // Found by a run fallen behind: its notice released for a later run, sent alone.
+            if let Some(reason) = released_notice(current.as_ref(), r) {
+                self.released(r, reason, None).await;
+                return;
+            }
+            let abandoned = started_then_abandoned(current.as_ref(), r, abandoned_before);
+            if current.as_ref().is_some_and(|c| {
+                c.call_id == r.call_id
+                    && ((c.status == ReservationStatus::Scheduled && c.pushes > 0)
+                        || (abandoned && c.confirms))
+            }) {
+                self.counted(self.record_unconfirmed(r).await);
+                return;
+            }
+            if abandoned {
+                self.counted(self.push_state_unknown(r).await);
+                return;
+            }
+            self.counted(missed);
+            return;
         }
-        self.counted(missed);
     }
 
     /// A claim abandoned after its push started (its run died or lost the store while pushing):
@@ -178,9 +201,10 @@ impl Run {
 
     /// Step 2, at `claim_at` (`claim_lead` before the second, or earlier in a crowded one:
     /// `plan`): one conditional write, `scheduled` (or an abandoned claim) → `claimed` by this
-    /// run, with the push mark when `mark` says so (a device that does not confirm its calls:
+    /// run, naming its batch when `mark` says so (a device that does not confirm its calls:
     /// `claim_mark`). Made again until answered: a claim whose reply was lost is found to be
-    /// this run's own.
+    /// this run's own. A claim a stopped run left naming its batch is settled first
+    /// (`batch.rs`), then claimed again.
     async fn claim(
         &self,
         r: &DueCall,
@@ -188,34 +212,18 @@ impl Run {
         (claim_at, mark): (DateTime<Utc>, ClaimMark),
     ) -> Claim {
         wait_until(self.clock(), claim_at).await;
-        let mut claimed_at = self.clock().now();
+        let claimed_at = self.clock().now();
         if r.due_at == r.scheduled_at.utc() && at < claimed_at - self.grace {
             // Only if this run fell far behind: too late to ring.
             return Claim::TooLate(self.record_missed(r).await);
         }
-        let answer = self
-            .resolved(self.resolve_deadline(at), || {
-                let now = self.clock().now();
-                claimed_at = now;
-                async move {
-                    let _permits = (self.permit().await, self.store_permit().await);
-                    let abandoned_before = now - self.claim_timeout;
-                    let answer = self
-                        .dispatcher
-                        .store
-                        .claim_due(
-                            &r.device_id,
-                            &r.call_id,
-                            &self.token,
-                            now,
-                            abandoned_before,
-                            mark,
-                        )
-                        .await?;
-                    Ok((answer, abandoned_before))
-                }
-            })
-            .await;
+        let (mut answer, mut claimed_at) = self.claim_request(r, at, mark).await;
+        if let Ok((ClaimAnswer::Refused(current), abandoned_before)) = &answer
+            && let Some(c) = abandoned_in_batch(current.as_deref(), r, *abandoned_before)
+            && self.settle_abandoned(r, c, self.resolve_deadline(at)).await
+        {
+            (answer, claimed_at) = self.claim_request(r, at, mark).await;
+        }
         match answer {
             Ok((ClaimAnswer::Won { pushes }, _)) => Claim::Won { claimed_at, pushes },
             Ok((ClaimAnswer::Refused(current), abandoned_before))
@@ -240,20 +248,54 @@ impl Run {
             }
             Err(e) => {
                 tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim failed");
-                match mark {
-                    // Perhaps written, and marked: this run knows it did not push, so it gives
-                    // the claim back rather than leave it to end `failed` (push state unknown).
-                    ClaimMark::WithClaim => Claim::GivenBack(self.give_back(r, claimed_at).await),
-                    ClaimMark::Apart => Claim::StoreError,
-                }
+                Claim::StoreError
             }
         }
     }
 
-    /// Step 3: at `mark_at` (`MARK_LEAD` before the second, or earlier in a crowded one:
-    /// `plan`), marks the push as started (unless the claim, made with
-    /// [`ClaimMark::WithClaim`], did), then at the second (or as soon as the mark is answered,
-    /// if that is later) pushes, retrying within the push budget. Only a marked claim pushes,
+    /// The claim's write, made again until answered: its answer (with the `abandoned_before`
+    /// it was made with) and when its last attempt was made.
+    async fn claim_request(
+        &self,
+        r: &DueCall,
+        at: DateTime<Utc>,
+        mark: ClaimMark,
+    ) -> (
+        Result<(ClaimAnswer, DateTime<Utc>), StoreError>,
+        DateTime<Utc>,
+    ) {
+        let mut claimed_at = self.clock().now();
+        let answer = self
+            .resolved(self.resolve_deadline(at), || {
+                let now = self.clock().now();
+                claimed_at = now;
+                async move {
+                    let _permits = (self.permit().await, self.store_permit().await);
+                    let abandoned_before = now - self.claim_timeout;
+                    let answer = self
+                        .dispatcher
+                        .store
+                        .claim_due(
+                            &r.device_id,
+                            &r.call_id,
+                            &self.token,
+                            now,
+                            abandoned_before,
+                            mark,
+                        )
+                        .await?;
+                    Ok((answer, abandoned_before))
+                }
+            })
+            .await;
+        (answer, claimed_at)
+    }
+
+    /// Step 3: at `mark_at` marks the push as started: a claim made [`ClaimMark::Apart`] with
+    /// a write of its own (`MARK_LEAD` before the second, or earlier in a crowded one:
+    /// `plan`), one made [`ClaimMark::InBatch`] with its batch's mark, at the second
+    /// (`batch.rs`). Then at the second (or as soon as the mark is answered, if that is later)
+    /// pushes, retrying within the push budget. Only a marked claim pushes,
     /// and a marked claim is never taken over: a run that dies after the mark leaves the call
     /// to be recorded `failed`, never pushed twice. A claim
     /// held so long that another run could take it over is given back unpushed instead, also
@@ -275,8 +317,13 @@ impl Run {
         // Past half the claim timeout another run may soon count the claim as abandoned.
         let safe_until = claimed_at + self.claim_timeout / 2;
         let marked = match mark {
-            // Written by the claim.
-            ClaimMark::WithClaim => Ok(true),
+            // One write for the run's pushes of this second, right before they leave.
+            ClaimMark::InBatch(batch) => {
+                let deadline = self.resolve_deadline(at).min(safe_until);
+                self.batch_marked(batch, deadline)
+                    .await
+                    .ok_or_else(|| StoreError::new("the batch mark got no answer in time"))
+            }
             ClaimMark::Apart => {
                 self.resolved(self.resolve_deadline(at).min(safe_until), || async {
                     let _permits = (self.permit().await, self.store_permit().await);
@@ -410,16 +457,14 @@ impl Run {
     }
 }
 
-/// How a call to `device` is claimed: with its push mark in the same write if the claim keeps
-/// its lead (`at_lead`: a quiet second's, `claim_lead` before its push), so that the mark says
-/// the push may have left only shortly before it may; else the mark is a write of its own,
-/// planned nearest the push (`plan`), and a run that dies after an early claim leaves an
-/// unmarked claim that the next run takes over and sends. Apart too for a device that confirms
-/// its calls (a confirmation refuses a push again's mark, so that mark stays a write of its
-/// own) or no device to push to.
-fn claim_mark(device: Option<&Device>, at_lead: bool) -> ClaimMark {
+/// How a call to `device` due at `at` is claimed: in the batch of this run's pushes of that
+/// second, whose one mark is written at the second, right before they leave, so that a run
+/// that dies before it leaves claims the next run settles and sends, however early they were
+/// made. Apart (a mark of its own) for a device that confirms its calls (a confirmation
+/// refuses a push again's mark, so that mark is the call's own) or no device to push to.
+fn claim_mark(device: Option<&Device>, at: DateTime<Utc>) -> ClaimMark {
     match device {
-        Some(d) if !d.confirms_calls && at_lead => ClaimMark::WithClaim,
+        Some(d) if !d.confirms_calls => ClaimMark::InBatch(at),
         _ => ClaimMark::Apart,
     }
 }

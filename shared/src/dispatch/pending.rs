@@ -72,7 +72,6 @@ mod tests {
         let at = t("2026-01-01T00:01:00Z");
         let deliver = Task::Deliver(Slots {
             claim_at: at,
-            mark_at: at,
             finish_at: at,
         });
         let in_flight = InFlight::default();

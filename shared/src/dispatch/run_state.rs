@@ -1,9 +1,10 @@
 //! One run's state, shared by the tasks of its deliveries: settings, token, limits and report.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OnceCell, Semaphore, SemaphorePermit};
 
 use super::dispatcher::Dispatcher;
 use super::plan::{Slots, longest_claim_lead};
@@ -14,10 +15,19 @@ use super::timing::{MARK_LEAD, RESOLVE_BUDGET};
 use crate::domain::due::DueCall;
 use crate::domain::reservation::RunToken;
 use crate::platform::clock::Clock;
-use crate::store::PUSH_AGAIN_CLAIM_LEAD;
+use crate::store::{BatchFence, PUSH_AGAIN_CLAIM_LEAD};
 
 pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).expect("configured durations are small")
+}
+
+/// One run's batches (`batch.rs`): its own marks by second, and what it found fencing others'.
+#[derive(Default)]
+pub(super) struct Batches {
+    /// Second (ms) → its mark's answer: whether it stands, once answered.
+    pub(super) marks: Mutex<HashMap<i64, Arc<OnceCell<Option<bool>>>>>,
+    /// (claimant, second ms) → what the fence found: one fence a batch, whatever its size.
+    pub(super) fences: Mutex<HashMap<(String, i64), BatchFence>>,
 }
 
 pub(super) struct Run {
@@ -37,6 +47,8 @@ pub(super) struct Run {
     /// How many processes share the tables' throughput with this run (the parts of a split
     /// minute): its share of the write plan.
     pub(super) parts: u32,
+    /// Its batch marks, and the fences it put on stopped runs' batches.
+    pub(super) batches: Batches,
     limit: Semaphore,
     report: Mutex<RunReport>,
 }
@@ -55,6 +67,7 @@ impl Run {
             end: started + chrono_duration(s.window),
             started,
             parts: 1,
+            batches: Batches::default(),
             limit: Semaphore::new(s.concurrency.max(1)),
             report: Mutex::new(RunReport {
                 cause: cause.as_str(),
@@ -115,16 +128,30 @@ impl Run {
     /// would give it back), with the push budget and a second to spare, and a push again's
     /// never earlier than the store takes it ([`PUSH_AGAIN_CLAIM_LEAD`]).
     pub(super) fn slots(&self, r: &DueCall) -> Slots {
-        let at = r.due_at;
-        let leads = (self.claim_lead, MARK_LEAD);
-        let mut longest = longest_claim_lead(self.claim_timeout, self.push_budget);
-        if at > r.scheduled_at.utc() {
-            longest = longest.min(PUSH_AGAIN_CLAIM_LEAD);
-        }
         let now = self.clock().now();
-        self.dispatcher
-            .plan
-            .plan(at, now, leads, longest, self.parts)
+        self.dispatcher.plan.plan(
+            r.due_at,
+            now,
+            self.claim_lead,
+            self.longest_lead(r),
+            self.parts,
+        )
+    }
+
+    /// When the push mark of `r`'s next push is made, if it is a write of its own (a device
+    /// that confirms its calls): `MARK_LEAD` before it, or earlier in a crowded second (`plan`).
+    pub(super) fn mark_slot(&self, r: &DueCall) -> DateTime<Utc> {
+        let now = self.clock().now();
+        let leads = (MARK_LEAD, self.longest_lead(r));
+        self.dispatcher.plan.mark(r.due_at, now, leads, self.parts)
+    }
+
+    fn longest_lead(&self, r: &DueCall) -> chrono::Duration {
+        let longest = longest_claim_lead(self.claim_timeout, self.push_budget);
+        if r.due_at > r.scheduled_at.utc() {
+            return longest.min(PUSH_AGAIN_CLAIM_LEAD);
+        }
+        longest
     }
 
     /// Until when the call's device read, claim and push mark are made again when they get no

@@ -53,9 +53,6 @@ pub(super) enum Claim {
     /// Refused: cancelled, or another run has it.
     Lost,
     StoreError,
-    /// A claim with its push mark (`ClaimMark::WithClaim`) that got no answer in time, perhaps
-    /// written: given back, as [`Push::GivenBack`], since this run knows it did not push.
-    GivenBack(Result<bool, StoreError>),
     /// Too late to ring by then (only if this run fell far behind): marked `missed` instead.
     TooLate(Missed),
     /// Refused on a call that ended, its missed-call notice released for a later run
@@ -164,7 +161,6 @@ impl Counted for Claim {
             Claim::Won { .. } => t.claimed += 1,
             Claim::Lost => t.lost += 1,
             Claim::StoreError => t.store_errors += 1,
-            Claim::GivenBack(given_back) => given_back_count(given_back, t),
             Claim::TooLate(missed) => missed.count(t),
             Claim::PushedBefore(_) | Claim::ReleasedNotice(_) => {}
             Claim::PushUnknown(record) => record.count(t),

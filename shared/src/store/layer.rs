@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError, Created,
-    DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store, StoreError,
-    UsageRequest, WakeClaim,
+    BatchFence, CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError,
+    Created, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store,
+    StoreError, UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -80,6 +80,16 @@ pub enum Op<'a> {
     ClaimNotice(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     NoticeSent(&'a DeviceId, &'a CallId, &'a RunToken, Time),
     ReleaseNotice(&'a DeviceId, &'a CallId, &'a RunToken, Time, Time),
+    MarkBatch(&'a RunToken, Time, Time),
+    FenceBatch(&'a RunToken, Time, Time),
+    SettleBatch(
+        &'a DeviceId,
+        &'a CallId,
+        &'a RunToken,
+        Time,
+        Time,
+        Option<Time>,
+    ),
     CountAgentUse(&'a DeviceId, &'a str, u32, i64),
     CountPlanAnswer(&'a str, u32, i64),
     ReserveTokens(&'a str, &'a str, u64, u64, i64),
@@ -149,6 +159,9 @@ impl<'a> Op<'a> {
             RunWrite::ReleaseNotice { retry_at } => {
                 Op::ReleaseNotice(c.id, c.call_id, c.run, c.now, retry_at)
             }
+            RunWrite::SettleBatch { batch, marked_at } => {
+                Op::SettleBatch(c.id, c.call_id, c.run, c.now, batch, marked_at)
+            }
         }
     }
 
@@ -195,6 +208,9 @@ impl<'a> Op<'a> {
             ClaimNotice(..) => "ClaimNotice",
             NoticeSent(..) => "NoticeSent",
             ReleaseNotice(..) => "ReleaseNotice",
+            MarkBatch(..) => "MarkBatch",
+            FenceBatch(..) => "FenceBatch",
+            SettleBatch(..) => "SettleBatch",
             CountAgentUse(..) => "CountAgentUse",
             CountPlanAnswer(..) => "CountPlanAnswer",
             ReserveTokens(..) => "ReserveTokens",
@@ -232,6 +248,9 @@ impl<'a> Op<'a> {
             | ClaimNotice(..)
             | NoticeSent(..)
             | ReleaseNotice(..)
+            | MarkBatch(..)
+            | FenceBatch(..)
+            | SettleBatch(..)
             | CountAgentUse(..)
             | CountPlanAnswer(..)
             | ReserveTokens(..)
@@ -289,6 +308,9 @@ layered! {
         Op::wake_claim: fn wake_claim(wake: WakeClaim<'_>) -> Answer<bool>;
         Op::claim_call: fn claim_call(claim: ClaimCall<'_>) -> Answer<ClaimAnswer>;
         Op::run_write: fn run_write(call: RunCall<'_>, write: RunWrite) -> Answer<bool>;
+        Op::MarkBatch: fn mark_batch(run: &RunToken, batch: Time, now: Time) -> Answer<bool>;
+        Op::FenceBatch: fn fence_batch(
+            claimant: &RunToken, batch: Time, now: Time) -> Answer<BatchFence>;
     }
     UsageStore {
         Op::usage: fn add_to_counter(request: UsageRequest<'_>) -> Answer<Option<i64>>;

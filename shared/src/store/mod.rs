@@ -45,18 +45,29 @@ pub const DUE_INDEX: &str = "byDueShard";
 /// again before the confirmation wait is over.
 pub const PUSH_AGAIN_CLAIM_LEAD: chrono::Duration = chrono::Duration::seconds(1);
 
-/// Whether a claim ([`DispatchStore::claim_due`]) also marks the push as started.
+/// How a claim ([`DispatchStore::claim_due`]) says where its push mark will be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimMark {
-    /// The claim alone: the mark is a write of its own, made later
+    /// The mark is a write of its own on the call, made later
     /// ([`DispatchStore::mark_push_started`]). For a device that confirms its calls: its
     /// confirmation refuses the mark of a push again not yet marked.
     Apart,
-    /// The claim writes the mark too (`push_started_at` = `now`, unless already set), as one
-    /// conditional write: from then on the claim is marked, as after
-    /// [`DispatchStore::mark_push_started`] (never re-claimed; abandoned, recorded `failed`).
-    /// For a device that does not confirm its calls.
-    WithClaim,
+    /// The claim names the batch whose mark stands for its push's (`mark_batch` = `batch`, the
+    /// second the run pushes it): one write, [`DispatchStore::mark_batch`], marks every push of
+    /// that second by the claiming run, right before they leave. An abandoned claim naming a
+    /// batch is not claimable until its batch is fenced ([`DispatchStore::fence_batch`]) and
+    /// the claim settled ([`RunWrite::SettleBatch`]). For a device that does not confirm its
+    /// calls.
+    InBatch(DateTime<Utc>),
+}
+
+/// What [`DispatchStore::fence_batch`] found of a run's batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchFence {
+    /// Not marked, and now never will be: none of the batch's pushes left.
+    Fenced,
+    /// Marked at this time: each of the batch's pushes may have left from then on.
+    Marked(DateTime<Utc>),
 }
 
 /// A call that `run` has (or claims), as of `now`: what its writes
@@ -121,6 +132,11 @@ pub enum RunWrite {
     NoticeSent,
     /// [`DispatchStore::release_notice`].
     ReleaseNotice { retry_at: DateTime<Utc> },
+    /// [`DispatchStore::settle_batch`].
+    SettleBatch {
+        batch: DateTime<Utc>,
+        marked_at: Option<DateTime<Utc>>,
+    },
 }
 
 /// Devices: registration, the device secret, the token the dispatcher reads.
@@ -315,8 +331,9 @@ pub trait DispatchStore: Send + Sync {
     /// [`PUSH_AGAIN_CLAIM_LEAD`] before it is due), or re-claims a claim made before
     /// `abandoned_before` (its run died) whose push never started ([`DispatchStore::mark_push_started`]).
     /// A claim `run` already holds is won again (its reply may have been lost): `claimed_at`
-    /// becomes `now`. With [`ClaimMark::WithClaim`] the same write marks the push as started
-    /// (the first mark's time kept when made again). A refusal carries the record as it is (if
+    /// becomes `now`. With [`ClaimMark::InBatch`] the claim names its batch (`mark_batch`); an
+    /// abandoned claim that names one is refused until it is settled
+    /// ([`DispatchStore::settle_batch`]). A refusal carries the record as it is (if
     /// there is one), so the caller can tell a live claim from an abandoned one whose push had
     /// started.
     async fn claim_due(
@@ -470,11 +487,53 @@ pub trait DispatchStore: Send + Sync {
             .await
     }
 
+    /// A run's mark of its batch of pushes due at `batch` (the claims it made
+    /// [`ClaimMark::InBatch`] with that second): from now on each may have left. Written right
+    /// before they leave; one small item, whatever the batch's size. Whether it stands: made
+    /// again (a lost reply) it answers true and keeps the first time; `false` if another run
+    /// fenced the batch first ([`DispatchStore::fence_batch`]), so none of them may leave.
+    async fn mark_batch(
+        &self,
+        run: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
+
+    /// Another run's fence on `claimant`'s batch of pushes due at `batch`, for a claim of it
+    /// found abandoned: unless the batch is marked, it can never be from now on
+    /// ([`BatchFence::Fenced`]: none of its pushes left, and none will); else when it was
+    /// ([`BatchFence::Marked`]). Of a mark and a fence, the first written stands.
+    async fn fence_batch(
+        &self,
+        claimant: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<BatchFence, StoreError>;
+
+    /// Settles `claimant`'s claim of `call_id` that names its batch `batch` once that batch is
+    /// fenced or found marked ([`DispatchStore::fence_batch`]): the claim no longer names it,
+    /// and, if it was marked (`marked_at`), carries the push mark from then, as after
+    /// [`DispatchStore::mark_push_started`]. From then on the abandoned claim is like any other:
+    /// unmarked, it is claimable; marked, it ends `failed` (push state unknown). Whether this
+    /// write settled it (`false`: settled before, taken over, or ended).
+    async fn settle_batch(
+        &self,
+        id: &DeviceId,
+        call_id: &CallId,
+        claimant: &RunToken,
+        now: DateTime<Utc>,
+        (batch, marked_at): (DateTime<Utc>, Option<DateTime<Utc>>),
+    ) -> Result<bool, StoreError> {
+        let write = RunWrite::SettleBatch { batch, marked_at };
+        self.run_write(RunCall::new(id, call_id, claimant, now), write)
+            .await
+    }
+
     /// The writes of `run` on its claim of a call that answer whether they were made
     /// ([`DispatchStore::mark_push_started`], [`DispatchStore::release_claim`],
     /// [`DispatchStore::finish_reservation`], [`DispatchStore::claim_notice`],
-    /// [`DispatchStore::notice_sent`], [`DispatchStore::release_notice`]), as an adapter makes
-    /// them.
+    /// [`DispatchStore::notice_sent`], [`DispatchStore::release_notice`],
+    /// [`DispatchStore::settle_batch`]), as an adapter makes them.
     async fn run_write(&self, call: RunCall<'_>, write: RunWrite) -> Result<bool, StoreError>;
 }
 

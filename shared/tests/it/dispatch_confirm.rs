@@ -400,8 +400,8 @@ async fn a_push_whose_run_died_goes_again(setup: Setup) {
 /// A device that confirms its calls: its claim and its push mark are two writes, and a run that
 /// dies between them (claimed, unmarked) has not pushed. Once its claim is abandoned, a later
 /// run re-claims it and pushes it, attempt 1, within grace; the phone confirms: `rang`, one
-/// push. (A device without `confirmsCalls` has no unmarked claim: its claim carries the mark,
-/// `dispatch_runs::exactly_once::a_run_that_died_after_claiming_leaves_it_failed_never_pushed`.)
+/// push. (A device without `confirmsCalls` is claimed in its batch, whose one mark is made at
+/// the second: `dispatch_runs::exactly_once::a_run_that_died_after_claiming_in_its_batch_leaves_it_to_the_next_run`.)
 async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(setup: Setup) {
     let mut w = World::new(setup);
     let first = w.call(true, confirming(Some(1)), 300).await;

@@ -1,11 +1,12 @@
 //! A push leaves only while its run's claim is surely its own (SPEC, "What is refused or
-//! cancelled leaves nothing behind"): a marked call whose push waits for a place past the claim
-//! timeout, while another run records it `failed` (push state unknown), is never pushed by the
-//! first run; one that waits past the safe bound alone is given back, and a later run sends it.
+//! cancelled leaves nothing behind"): a call whose push (and its batch's mark) waits for a place
+//! past the claim timeout, while another run fences its batch and sends it, is never pushed by
+//! the first run; one that waits past the safe bound alone is given back, and a later run
+//! sends it.
 //!
 //! The embedded store and a manual clock. The first run has one place (`concurrency` 1) and a
 //! 60 s push budget, and the push of call A, due at 15 s, hangs: A holds the only place while
-//! B, due 100 ms later, claimed and marked, waits for it at its second. (Deployed, the wait
+//! B, due 100 ms later, claimed, waits for it at its second. (Deployed, the wait
 //! comes from a crowded second: thousands of calls ahead of B, each holding a place up to the
 //! 1 s budget.)
 
@@ -124,7 +125,8 @@ fn one_place(push_budget_secs: u64) -> DispatchConfig {
 }
 
 /// Calls A (15 s, its push hangs) and B (15.1 s), the first run (a push budget of `budget` s)
-/// started at 0 s; returns once B, claimed and marked by it, waits for the only place: the
+/// started at 0 s; returns once B, claimed by it, waits for the only place (its batch's mark
+/// with it): the
 /// world, the first run's push and another process's, B and the first run.
 async fn b_waits_behind_a(
     budget: u64,
@@ -149,9 +151,10 @@ async fn b_waits_behind_a(
     w.step_to(at_ms(15_200)).await;
     let b_stored = w.stored(&b).await;
     assert_eq!(b_stored.status, ReservationStatus::Claimed);
-    assert!(
-        b_stored.push_started_at.is_some(),
-        "B is marked: {b_stored:?}"
+    assert_eq!(
+        (b_stored.mark_batch, b_stored.push_started_at),
+        (Some(b.scheduled_at.utc()), None),
+        "B's batch is not marked: its mark waits for the place too: {b_stored:?}"
     );
     (w, [first, second], b, run)
 }
@@ -160,14 +163,16 @@ async fn b_waits_behind_a(
 async fn a_push_that_waited_past_the_claim_timeout_never_leaves() {
     let (w, [first, second], b, first_run) = b_waits_behind_a(60).await;
 
-    // Past B's claim timeout (30 s) another process's run finds its marked claim abandoned and
-    // records it `failed`, push state unknown.
+    // Past B's claim timeout (30 s) another process's run finds its claim abandoned, fences
+    // its batch (not marked: the mark waited for the place too), and sends it; A's batch was
+    // marked before its push hung, so A is recorded `failed`, push state unknown.
     w.step_to(at_ms(46_200)).await;
     let second_run = w.start_run(&second, settings());
-    w.wait_until(&b, "failed by the second run", ReservationStatus::Failed)
+    w.wait_until(&b, "sent by the second run", ReservationStatus::Sent)
         .await;
 
-    // A's push is cut off after its budget and its answer's wait (77 s); B gets the place at last.
+    // A's push is cut off after its budget and its answer's wait (77 s); B gets the place at
+    // last, and its batch's mark is refused: fenced.
     w.step_to(at_ms(80_000)).await;
     let first_report = w.join(first_run).await;
     w.step_to(at_ms(117_000)).await;
@@ -180,14 +185,18 @@ async fn a_push_that_waited_past_the_claim_timeout_never_leaves() {
             .count()
     };
     assert_eq!(pushes_of_b(&first), 0, "the first run never pushes B");
-    assert_eq!(pushes_of_b(&second), 0, "nor does the run that recorded it");
-    assert_eq!(w.stored(&b).await.status, ReservationStatus::Failed);
+    assert_eq!(pushes_of_b(&second), 1, "the run that took it over, once");
+    assert_eq!(w.stored(&b).await.status, ReservationStatus::Sent);
     assert_eq!(
         (first_report.sent, first_report.lost, first_report.released),
         (0, 1, 0),
-        "B given up, its give-back refused: {first_report:?}"
+        "B not pushed: its batch fenced: {first_report:?}"
     );
-    assert_eq!(second_report.push_unknown, 2, "A and B: {second_report:?}");
+    assert_eq!(
+        (second_report.push_unknown, second_report.sent),
+        (1, 1),
+        "A and B: {second_report:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,9 @@
 //! What one call costs in writes (issue 38: at most 5 WRU per call to a device without
-//! `confirmsCalls`). A call to such a device is two write requests, the claim (which carries the
-//! push mark) and the outcome, and 3 write units: the claim 1, the outcome 1 and its index entry's
-//! removal 1. Costed by the limits model on both stores: in-process (`LimitedStore`, the embedded
-//! store) and in front of DynamoDB Local (`limits_proxy`).
+//! `confirmsCalls`). A call to such a device is two write requests on it, the claim (naming its
+//! batch) and the outcome, and its share of its batch's mark (one write for all of the run's
+//! pushes of its second; here the only one): 4 write units, the claim 1, the mark 1, the outcome
+//! 1 and its index entry's removal 1. Costed by the limits model on both stores: in-process
+//! (`LimitedStore`, the embedded store) and in front of DynamoDB Local (`limits_proxy`).
 
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +51,12 @@ impl Writes {
         on_call.map(|(name, _)| *name).collect()
     }
 
+    /// How many write requests named `name` were made.
+    fn named(&self, name: &str) -> usize {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|(n, _)| *n == name).count()
+    }
+
     /// How many writes of the run were not on a call and are charged (`charged`): each one
     /// write unit (a small item: a minute's watch, the sweep mark).
     fn others(&self, charged: &[&str]) -> usize {
@@ -67,9 +74,9 @@ fn wcu(before: &Stats, after: &Stats, target: &Target) -> f64 {
 }
 
 /// One run over one call to a device without `confirmsCalls` (stored already), through
-/// `writes`: the call is sent once, with exactly a claim (carrying the push mark) and an outcome,
-/// which consume 3 write units: on the calls table less the run's other writes (`charged`, one
-/// unit each), plus the index's.
+/// `writes`: the call is sent once, with exactly a claim and an outcome on it and its batch's one
+/// mark, which consume 4 write units: on the calls table less the run's other writes
+/// (`charged`, one unit each), plus the index's.
 async fn one_call_costs(
     writes: Arc<Writes>,
     r: &Reservation,
@@ -91,14 +98,14 @@ async fn one_call_costs(
     let index = wcu(&before, &after, &Target::index(calls_table, DUE_INDEX));
     let units = base - writes.others(charged) as f64 + index;
     assert_eq!(
-        (writes.on(r), units),
-        (vec!["ClaimDue", "FinishReservation"], 3.0),
-        "the claim carries the push mark (1 unit), the outcome 1 + its index entry 1"
+        (writes.on(r), writes.named("MarkBatch"), units),
+        (vec!["ClaimDue", "FinishReservation"], 1, 4.0),
+        "the claim 1, its batch's mark 1, the outcome 1 + its index entry 1"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_without_confirms_calls_is_two_writes_and_three_write_units_on_memory() {
+async fn a_call_without_confirms_calls_is_four_write_units_on_memory() {
     let inner = Arc::new(MemoryStore::new());
     let r = reserve_soon(inner.as_ref(), "writes-memory", 1500).await;
     let model = LimitsModel::with_frozen_clock(Limits::default());
@@ -113,7 +120,7 @@ async fn a_call_without_confirms_calls_is_two_writes_and_three_write_units_on_me
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_without_confirms_calls_is_two_writes_and_three_write_units_on_dynamodb() {
+async fn a_call_without_confirms_calls_is_four_write_units_on_dynamodb() {
     let upstream = tokio::task::spawn_blocking(koe_testkit::dynamodb::endpoint)
         .await
         .unwrap();

@@ -318,47 +318,56 @@ async fn until_abandoned(killed_at: DateTime<Utc>) {
     }
 }
 
-/// A device without `confirmsCalls`: its claim carries the push mark, so a run killed after the
-/// claim may have pushed, as far as anyone can tell: once the claim is abandoned, the next run
-/// records it `failed` (push state unknown), sends the missed-call notice once, never pushes.
+/// A device without `confirmsCalls`: its claim names its batch, whose one mark is written at
+/// the second, so a run killed after the claim (0.5 s before) has not pushed. Once the claim is
+/// abandoned, the next run fences the batch, settles the claim and sends it, within grace: one
+/// push, no missed-call notice; another run changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_killed_after_its_claim_leaves_the_call_failed_never_pushed_twice() {
+async fn a_run_killed_after_its_claim_in_a_batch_is_recovered_once() {
     let (app, push) = dispatch_app().await;
     let app = Arc::new(app);
     let mut d = device(&app, "fault-crash").await;
     d.alert_token =
         Some(AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap());
-    let (r, _, killed_at, claimed) =
+    let (r, second, killed_at, claimed) =
         a_call_whose_run_was_killed_after_its_claim(&app, &push, &d).await;
-    assert!(
-        claimed.push_started_at.is_some(),
-        "the claim carries the mark"
+    let batch = claimed.mark_batch.map(|b| b.timestamp_millis());
+    assert_eq!(
+        (batch, claimed.push_started_at),
+        (Some(second.timestamp_millis()), None),
+        "the claim names its batch, unmarked"
     );
 
     until_abandoned(killed_at).await;
     let recovery = handle(&app, schedule_event()).await.unwrap();
-    // Recorded `failed` with no push (its metrics: `PushUnknown` 1).
     assert_eq!(
         (&recovery["sent"], &recovery["failed"]),
-        (&Value::from(0), &Value::from(1)),
+        (&Value::from(1), &Value::from(0)),
         "{recovery}"
     );
-    assert!(push.sent().is_empty(), "never pushed: {:#?}", push.sent());
-    assert_eq!(status(&app, &r).await, ReservationStatus::Failed);
-    let notices = push.alerts_for_call(r.call_id.as_str());
-    assert_eq!(notices.len(), 1, "one missed-call notice: {notices:#?}");
+    let pushes = push.sent();
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
+    assert_eq!(status(&app, &r).await, ReservationStatus::Sent);
+    assert!(
+        push.alerts_for_call(r.call_id.as_str()).is_empty(),
+        "no notice"
+    );
+    let late = (pushes[0].at - second).num_milliseconds();
+    assert!(late >= 0, "never early: {late} ms");
     // Another run changes nothing.
     let after = handle(&app, schedule_event()).await.unwrap();
     assert_eq!(
         (&after["sent"], &after["failed"]),
         (&Value::from(0), &Value::from(0))
     );
-    assert!(push.sent().is_empty());
-    assert_eq!(push.alerts_for_call(r.call_id.as_str()).len(), 1);
+    assert_eq!(push.sent().len(), 1);
     faults::record(
-        "Dispatch: run killed after its claim (device without confirmsCalls: the claim carries the push mark)",
-        "a run while the claim is fresh leaves it; the first run after the claim timeout records it failed (push state unknown), one notice; never pushed",
-        "fresh-claim run sent 0; recovery run failed 1 (push unknown), 0 pushes, 1 notice",
+        "Dispatch: run killed after its claim (device without confirmsCalls: the claim names its batch, marked at the second)",
+        "a run while the claim is fresh leaves it; the first run after the claim timeout fences the batch and sends it within grace; one push, no notice",
+        &format!(
+            "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout 4 s here); 1 push in all"
+        ),
     );
 }
 

@@ -1,7 +1,7 @@
 //! The dispatcher's own writes failing on DynamoDB Local (through `reply_drop`'s proxy, with the
 //! production-like client): an outcome whose write failed is retried until it is recorded, and
-//! a push whose "started" mark was refused (the claim that carries it, for a device without
-//! `confirmsCalls`) is made again by its run and sent, once.
+//! a push whose "started" mark was refused (its batch's, for a device without `confirmsCalls`;
+//! its own, for one that confirms) is made again by its run and sent, once.
 //! `faults_slow_replies` holds replies back instead.
 
 use std::time::Duration as StdDuration;
@@ -15,10 +15,10 @@ use koe_testkit::push::RecordedPush;
 
 const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(4);
 /// What a finish request's body holds (its token), a mark's (its own write, for a device that
-/// confirms its calls), and a claim's that carries the mark.
+/// confirms its calls), and a batch's mark.
 const FINISH: &str = "finishToken";
 const MARK: &str = "SET #pushStartedAtMs";
-const CLAIM_MARKED: &str = "#claimToken = :run, #pushStartedAtMs";
+const BATCH_MARK: &str = "SET #markedAtMs";
 
 /// A fresh world with one call 1.5 s away, its proxy's fault set by `fault`, and one run.
 async fn one_run(name: &str, fault: impl FnOnce(&ReplyDropper)) -> (World, Reservation, RunReport) {
@@ -93,18 +93,18 @@ async fn an_outcome_written_though_every_reply_was_lost_counts_as_recorded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_with_its_push_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() {
-    // A device without `confirmsCalls`: three attempts of the claim, which carries the mark,
-    // get a 500 (nothing written); the run makes it again.
+async fn a_batch_mark_the_store_refused_is_made_again_by_its_run_and_sent_once() {
+    // A device without `confirmsCalls`: three attempts of its batch's mark, at the second, get
+    // a 500 (nothing written); the run makes it again.
     let (w, r, report) = one_run("mark-refused", |d| {
-        d.refuse_requests("UpdateItem", CLAIM_MARKED, 3)
+        d.refuse_requests("UpdateItem", BATCH_MARK, 3)
     })
     .await;
     let (_, late) = pushed_once_by_the_same_run(&w, &r, &report);
     assert_eq!(w.push.attempts().len(), 1, "one push in all");
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
     faults::record(
-        "DynamoDB: the write marking a push as started (the claim) fails (500, three attempts)",
+        "DynamoDB: the write marking a push as started (its batch's) fails (500, three attempts)",
         "the run makes it again until answered, then pushes: one push, in the same run",
         &format!("sent once, {late} ms late; 0 store errors"),
     );

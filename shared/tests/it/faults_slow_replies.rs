@@ -19,8 +19,10 @@ const CLAIM_TIMEOUT: StdDuration = StdDuration::from_secs(30);
 const HOLD: StdDuration = StdDuration::from_millis(1500);
 /// A piece of each dispatch request's body, to hold just that request.
 const CLAIM: &str = "#claimedAtMs = :nowMs";
-/// The push mark: a write of its own for a device that confirms its calls, else in the claim.
+/// The push mark of a device that confirms its calls: a write of its own.
 const MARK: &str = "if_not_exists(#pushStartedAtMs";
+/// What a batch's mark's request body holds.
+const BATCH_MARK: &str = "if_not_exists(#markedAtMs";
 const FINISH: &str = "#finishToken = :run";
 
 /// How late (ms) each call's accepted pushes left, one entry per push.
@@ -118,7 +120,7 @@ async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
     // A device that confirms its calls: the mark is a write of its own (for any other device
-    // it is the claim's, held in `a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once`).
+    // it is its batch's, made at the second).
     let Held { late, .. } = held_step("held-mark", "UpdateItem", |_| MARK.into(), true).await;
     faults::record(
         "DynamoDB: a push mark's replies come 1.5 s late, three times (written at once)",
@@ -228,14 +230,14 @@ async fn a_claim_whose_mark_never_gets_an_answer_is_given_back_and_sent_by_the_n
     );
 }
 
-/// The same for a device without `confirmsCalls`, whose claim carries the mark: a claim that
-/// never gets an answer may have been written, marked; its run knows it did not push, so it
-/// gives it back rather than leave it to end `failed` (push state unknown). The next run sends
+/// The same for a device without `confirmsCalls`, whose push mark is its batch's: a batch mark
+/// that never gets an answer may have been written; its run knows it did not push, so it gives
+/// the claim back rather than leave it to end `failed` (push state unknown). The next run sends
 /// the call, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_with_its_mark_that_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
-    // Every claim's reply late (each is written, with its mark).
-    let (w, r, first) = given_back_then_sent_by_the_next_run("claim-never-answered", false).await;
+async fn a_batch_mark_that_never_gets_an_answer_is_given_back_and_sent_by_the_next_run() {
+    // Every batch mark's reply late (each is written).
+    let (w, r, first) = given_back_then_sent_by_the_next_run("batch-never-answered", false).await;
     assert_eq!(
         (
             first.claimed,
@@ -243,12 +245,12 @@ async fn a_claim_with_its_mark_that_never_gets_an_answer_is_given_back_and_sent_
             first.failed,
             first.unresolved
         ),
-        (0, 1, 0, 1),
+        (1, 1, 0, 1),
         "{first:?}"
     );
     assert_eq!(w.stored(&r).await.status, ReservationStatus::Sent);
     faults::record(
-        "DynamoDB: a claim (with its push mark) never gets an answer in time (every reply 1.5 s late)",
+        "DynamoDB: a batch's push mark never gets an answer in time (every reply 1.5 s late)",
         "the run gives its claim back unpushed (not failed); the next run sends it once",
         "first run: released 1, no push; second run: sent once",
     );
@@ -265,7 +267,8 @@ async fn given_back_then_sent_by_the_next_run(
     let w = World::new().await;
     let r = reserve(&w, name, 1500, confirms).await;
     let claim_timeout = StdDuration::from_secs(4);
-    w.dropper.hold_replies("UpdateItem", MARK, usize::MAX, HOLD);
+    let mark = if confirms { MARK } else { BATCH_MARK };
+    w.dropper.hold_replies("UpdateItem", mark, usize::MAX, HOLD);
     let first = w.run(claim_timeout).await;
     assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
     given_back(&w, &r).await;

@@ -39,7 +39,7 @@ use crate::push::{RecordingPushSender, device};
 
 /// The crowded second: `dispatch_budget.rs`'s first case (60 calls due in one second, a
 /// 40 WRU/s table, the run started 8 s ahead with a 10 s window), whose claims mostly leave
-/// their lead and so write their push marks apart.
+/// their lead and whose one batch mark the 60 share.
 const CROWD: usize = 60;
 const CROWD_BUDGET: u32 = 40;
 

@@ -275,7 +275,7 @@ mod tests {
         let now = t("2026-01-01T06:59:59.500Z");
         let started = Instant::now();
         let claim = store
-            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
+            .claim_due_for(&r, &run, now, now, ClaimMark::InBatch(now))
             .await;
         assert!(claim.is_err(), "{claim:?}");
         assert_eq!(
@@ -303,7 +303,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let started = Instant::now();
         let again = store
-            .claim_due_for(&r, &run, now, now, ClaimMark::WithClaim)
+            .claim_due_for(&r, &run, now, now, ClaimMark::InBatch(now))
             .await;
         assert!(matches!(again.unwrap(), ClaimAnswer::Won { .. }));
         assert_eq!(started.elapsed(), Duration::ZERO);

@@ -3,10 +3,11 @@
 
 /// The condition under which a reservation may be claimed (or marked missed): still
 /// `scheduled`, or `claimed` before `:abandonedBeforeMs` (the claiming run died) and its push
-/// never started (no `pushStartedAtMs`: a started push may have left).
+/// never started (no `pushStartedAtMs`: a started push may have left; no `markBatchMs`: its
+/// batch's mark is not yet known, `DispatchStore::settle_batch`).
 pub(super) const CLAIMABLE: &str = "#callId = :callId AND (#status = :scheduled OR \
      (#status = :claimed AND #claimedAtMs < :abandonedBeforeMs \
-      AND attribute_not_exists(#pushStartedAtMs)))";
+      AND attribute_not_exists(#pushStartedAtMs) AND attribute_not_exists(#markBatchMs)))";
 
 /// A claim's extra condition: a call waiting for its push again (`pushes` set) is not claimed
 /// before `:dueByMs` (its due time less `PUSH_AGAIN_CLAIM_LEAD`).

@@ -1,7 +1,8 @@
 //! The DynamoDB adapter's dispatch requests: a minute's reservation count, the shard query, the
 //! minute's watch (`watchedUntil` on the count item `due#<minute>`: a run's promise to select the
 //! minute again until then, and a create's claim of the duty to wake such a run), the claim, the
-//! mark that a push started (a write of its own, or the claim's), and the outcome (tokens against lost replies: `retried`).
+//! mark that a push started (a write of its own on the call, or its batch's: `mark#<run>#<ms>`),
+//! and the outcome (tokens against lost replies: `retried`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -18,11 +19,11 @@ use super::{
 use super::{answered, call_values, offer, read_item, update_item};
 use crate::domain::device::DeviceId;
 use crate::domain::due::{DueCall, shard_key};
-use crate::domain::reservation::{CallId, ScheduledAt};
+use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
 use crate::store::prelude::*;
 use crate::store::{
-    ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD, RunCall, RunWrite,
-    StoreError, WakeClaim,
+    BatchFence, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD, RunCall,
+    RunWrite, StoreError, WakeClaim,
 };
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -169,7 +170,7 @@ impl DispatchStore for DynamoStore {
     async fn claim_call(&self, claim: ClaimCall<'_>) -> Result<ClaimAnswer, StoreError> {
         let (table, now) = (&self.tables.calls, claim.call.now);
         let due_by = now + PUSH_AGAIN_CLAIM_LEAD;
-        let offered = vec![
+        let mut offered = vec![
             (
                 ":abandonedBeforeMs",
                 n(claim.abandoned_before.timestamp_millis()),
@@ -177,16 +178,16 @@ impl DispatchStore for DynamoStore {
             (":run", s(claim.call.run.as_str())),
             (":dueByMs", n(due_by.timestamp_millis())),
         ];
-        // With the mark: one write sets `pushStartedAtMs` too (made again after a lost reply, it
-        // meets its own claim and keeps the first mark's time).
+        // In a batch: the claim names it (a claim taken over from a settled one names its own).
         let update = match claim.mark {
             ClaimMark::Apart => {
                 "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #claimToken = :run"
+                 #claimToken = :run REMOVE #markBatchMs"
             }
-            ClaimMark::WithClaim => {
+            ClaimMark::InBatch(batch) => {
+                offered.push((":batchMs", n(batch.timestamp_millis())));
                 "SET #status = :claimed, #claimedAtMs = :nowMs, #updatedAt = :updatedAt, \
-                 #claimToken = :run, #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :nowMs)"
+                 #claimToken = :run, #markBatchMs = :batchMs"
             }
         };
         let request = update_item(
@@ -212,6 +213,59 @@ impl DispatchStore for DynamoStore {
         Ok(ClaimAnswer::Refused(
             current.filter(|r| !r.is_expired(now)).map(Box::new),
         ))
+    }
+
+    /// `mark#<run>#<batch ms>` in the calls table: `markedAtMs` (the first mark's), unless a
+    /// fence (`fencedAtMs`) came first. One write unit, on the dispatcher's client; the item
+    /// lives a day (`expireAt`).
+    async fn mark_batch(
+        &self,
+        run: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let table = &self.tables.calls;
+        let result = update_item(
+            &self.dispatch,
+            table,
+            batch_key(run, batch),
+            "SET #markedAtMs = if_not_exists(#markedAtMs, :nowMs), \
+             #expireAt = if_not_exists(#expireAt, :expireAt)",
+            "attribute_not_exists(#fencedAtMs)",
+            batch_values(batch, now),
+        )
+        .send()
+        .await;
+        written("UpdateItem", table, result)
+    }
+
+    /// The same item's `fencedAtMs`, unless it is marked: the refusal carries the mark's time.
+    async fn fence_batch(
+        &self,
+        claimant: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<BatchFence, StoreError> {
+        let table = &self.tables.calls;
+        let request = update_item(
+            &self.dispatch,
+            table,
+            batch_key(claimant, batch),
+            "SET #fencedAtMs = if_not_exists(#fencedAtMs, :nowMs), \
+             #expireAt = if_not_exists(#expireAt, :expireAt)",
+            "attribute_not_exists(#markedAtMs)",
+            batch_values(batch, now),
+        );
+        match answered(table, request).await? {
+            Ok(_) => Ok(BatchFence::Fenced),
+            Err(old) => {
+                let old = old.ok_or_else(|| bad_item(table, MARKED_AT_MS))?;
+                let marked = Reader { table, item: &old }.opt_time_ms(MARKED_AT_MS)?;
+                Ok(BatchFence::Marked(
+                    marked.ok_or_else(|| bad_item(table, MARKED_AT_MS))?,
+                ))
+            }
+        }
     }
 
     /// One conditional update of the call's item, on the dispatcher's client (`:run`, `:true`,
@@ -258,7 +312,7 @@ fn run_request(
         // Made again after a lost reply, it finds the call `scheduled`: released.
         RunWrite::Release => (
             "SET #status = :scheduled, #updatedAt = :updatedAt \
-             REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs",
+             REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs, #markBatchMs",
             format!("({CLAIMED_BY_RUN}) OR (#callId = :callId AND #status = :scheduled)"),
             vec![],
         ),
@@ -288,12 +342,48 @@ fn run_request(
                 .to_owned(),
             vec![(":retryAtMs", n(retry_at.timestamp_millis()))],
         ),
+        // On the claim of `call.run` (the claimant, whose run is gone) naming `batch`: made
+        // again after a lost reply, it finds the claim settled and answers false.
+        RunWrite::SettleBatch { batch, marked_at } => {
+            let mut offered = vec![(":batchMs", n(batch.timestamp_millis()))];
+            let update = match marked_at {
+                Some(at) => {
+                    offered.push((":markedAtMs", n(at.timestamp_millis())));
+                    "SET #pushStartedAtMs = if_not_exists(#pushStartedAtMs, :markedAtMs) \
+                     REMOVE #markBatchMs"
+                }
+                None => "REMOVE #markBatchMs",
+            };
+            (
+                update,
+                format!("{CLAIMED_BY_RUN} AND #markBatchMs = :batchMs"),
+                offered,
+            )
+        }
         RunWrite::NoticeSent => (
             "SET #noticeSentAtMs = if_not_exists(#noticeSentAtMs, :nowMs)",
             "#callId = :callId AND #noticeClaim = :run".to_owned(),
             vec![],
         ),
     }
+}
+
+/// N: when a run marked its batch of pushes (`mark#<run>#<batch ms>`), or another fenced it.
+const MARKED_AT_MS: &str = "markedAtMs";
+/// How long a batch's mark is kept: well past any claim it could stand for.
+const BATCH_TTL: chrono::Duration = chrono::Duration::days(1);
+
+/// The item of `run`'s batch of pushes due at `batch`.
+fn batch_key(run: &RunToken, batch: DateTime<Utc>) -> String {
+    format!("mark#{}#{}", run.as_str(), batch.timestamp_millis())
+}
+
+/// A batch write's values: `:nowMs` and the item's TTL.
+fn batch_values(batch: DateTime<Utc>, now: DateTime<Utc>) -> Vec<(String, AttributeValue)> {
+    offer(vec![
+        (":nowMs", n(now.timestamp_millis())),
+        (":expireAt", n((batch + BATCH_TTL).timestamp())),
+    ])
 }
 
 /// The notice's claim is `run`'s, or free on a call that ended badly.

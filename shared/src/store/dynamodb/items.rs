@@ -8,9 +8,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::{
     CALL_ID, CALLER_NAME, CLAIM_TOKEN, CLAIMED_AT_MS, CONFIRMS, CREATED_AT, DEVICE_ID, DUE_SHARD,
-    EXPIRE_AT, FINISH_TOKEN, Item, NOTICE_CLAIM, NOTICE_RETRY, NOTICE_SENT_AT_MS, NOTICE_SHARD,
-    PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS, UPDATED_AT,
-    bad_item, n, s,
+    EXPIRE_AT, FINISH_TOKEN, Item, MARK_BATCH_MS, NOTICE_CLAIM, NOTICE_RETRY, NOTICE_SENT_AT_MS,
+    NOTICE_SHARD, PUSH_STARTED_AT_MS, PUSHES, RANG_AT_MS, SCHEDULED_AT, SCHEDULED_AT_MS, STATUS,
+    UPDATED_AT, bad_item, n, s,
 };
 use crate::domain::device::DeviceId;
 use crate::domain::due::shard_key;
@@ -92,6 +92,9 @@ pub(super) fn reservation_item(r: &Reservation, due_shard: u32) -> Item {
     if let Some(started) = r.push_started_at {
         item.insert(PUSH_STARTED_AT_MS.to_owned(), n(started.timestamp_millis()));
     }
+    if let Some(batch) = r.mark_batch {
+        item.insert(MARK_BATCH_MS.to_owned(), n(batch.timestamp_millis()));
+    }
     if let Some(expire_at) = r.expire_at {
         item.insert(EXPIRE_AT.to_owned(), n(expire_at));
     }
@@ -137,6 +140,7 @@ pub(super) fn reservation_from_item(table: &str, item: &Item) -> Result<Reservat
         updated_at: r.time(UPDATED_AT)?,
         claimed_at: r.opt_time_ms(CLAIMED_AT_MS)?,
         push_started_at: r.opt_time_ms(PUSH_STARTED_AT_MS)?,
+        mark_batch: r.opt_time_ms(MARK_BATCH_MS)?,
         claimed_by: r
             .opt_s(CLAIM_TOKEN)?
             .map(|t| RunToken::from_stored(t.to_owned())),

@@ -49,7 +49,7 @@ pub(super) fn finish_request(
             // Due again under the same bucket-index entry: its sort key moves to `next_at`.
             update: "SET #status = :outcome, #pushes = :pushes, #scheduledAtMs = :nextAtMs, \
                      #updatedAt = :updatedAt, #finishToken = :run \
-                     REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs, #confirms",
+                     REMOVE #claimedAtMs, #claimToken, #pushStartedAtMs, #markBatchMs, #confirms",
             condition: format!(
                 "((({CLAIMED_BY_RUN}) OR ({PUSHED_THEN_ABANDONED})) AND {before}) \
                  OR ({own} AND #pushes = :pushes AND #scheduledAtMs = :nextAtMs)"
@@ -106,7 +106,8 @@ impl DynamoStore {
                          OR (#status = :claimed AND attribute_exists(#pushes) \
                              AND attribute_not_exists(#pushStartedAtMs)) \
                          OR (#status = :claimed AND attribute_not_exists(#pushes) \
-                             AND attribute_exists(#pushStartedAtMs)))";
+                             AND (attribute_exists(#pushStartedAtMs) \
+                                  OR attribute_exists(#markBatchMs))))";
         let offered = vec![(":expireAt", n(terminal_expiry(now))), (":one", n(1))];
         let request = update_item(
             &self.client,

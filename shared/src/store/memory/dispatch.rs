@@ -13,7 +13,8 @@ use crate::domain::reservation::{
 };
 use crate::store::prelude::*;
 use crate::store::{
-    ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite, StoreError, WakeClaim,
+    BatchFence, ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite, StoreError,
+    WakeClaim,
 };
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
@@ -22,10 +23,17 @@ fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
     match r.status {
         ReservationStatus::Scheduled => true,
         ReservationStatus::Claimed => {
-            r.push_started_at.is_none() && r.claimed_at.is_some_and(|c| c < abandoned_before)
+            r.push_started_at.is_none()
+                && r.mark_batch.is_none()
+                && r.claimed_at.is_some_and(|c| c < abandoned_before)
         }
         _ => false,
     }
+}
+
+/// The key of `run`'s batch of pushes due at `batch`.
+fn batch_key(run: &RunToken, batch: DateTime<Utc>) -> String {
+    format!("{}#{}", run.as_str(), batch.timestamp_millis())
 }
 
 /// `claimed` by `run` (its claim, whatever became of the reply).
@@ -100,11 +108,36 @@ impl DispatchStore for MemoryStore {
         r.claimed_at = Some(now);
         r.claimed_by = Some(run.clone());
         r.updated_at = now;
-        if claim.mark == ClaimMark::WithClaim {
-            // Made again after a lost reply, the first mark's time stays.
-            r.push_started_at.get_or_insert(now);
-        }
+        r.mark_batch = match claim.mark {
+            ClaimMark::InBatch(batch) => Some(batch),
+            ClaimMark::Apart => None,
+        };
         Ok(ClaimAnswer::Won { pushes: r.pushes })
+    }
+
+    async fn mark_batch(
+        &self,
+        run: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.lock();
+        let state = tables
+            .batches
+            .entry(batch_key(run, batch))
+            .or_insert(BatchFence::Marked(now));
+        Ok(matches!(state, BatchFence::Marked(_)))
+    }
+
+    async fn fence_batch(
+        &self,
+        claimant: &RunToken,
+        batch: DateTime<Utc>,
+        _now: DateTime<Utc>,
+    ) -> Result<BatchFence, StoreError> {
+        let mut tables = self.lock();
+        let key = batch_key(claimant, batch);
+        Ok(*tables.batches.entry(key).or_insert(BatchFence::Fenced))
     }
 
     /// With DynamoDB's conditions: each also accepts a record its own run already wrote.
@@ -167,6 +200,16 @@ impl DispatchStore for MemoryStore {
                 r.due_at = retry_at;
                 tables.reindex_for_notice(id);
                 Ok(true)
+            }
+            RunWrite::SettleBatch { batch, marked_at } => {
+                let names = claimed_by(r, run) && r.mark_batch == Some(batch);
+                if names {
+                    r.mark_batch = None;
+                    if let Some(at) = marked_at {
+                        r.push_started_at.get_or_insert(at);
+                    }
+                }
+                Ok(names)
             }
             RunWrite::NoticeSent => {
                 let holds = r.notice_claimed_by.as_ref() == Some(run);
@@ -243,6 +286,7 @@ fn drop_claim(r: &mut Reservation) {
     r.claimed_at = None;
     r.claimed_by = None;
     r.push_started_at = None;
+    r.mark_batch = None;
 }
 
 impl Tables {

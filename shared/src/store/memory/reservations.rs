@@ -122,7 +122,7 @@ impl ReservationStore for MemoryStore {
             ReservationStatus::Claimed if r.pushes > 0 && marked => {
                 return Ok(ConfirmAnswer::PushInFlight);
             }
-            ReservationStatus::Claimed => r.pushes > 0 || marked,
+            ReservationStatus::Claimed => r.pushes > 0 || marked || r.mark_batch.is_some(),
             _ => false,
         };
         if !confirmable {

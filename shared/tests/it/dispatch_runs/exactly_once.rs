@@ -199,32 +199,18 @@ pub(super) async fn a_cancel_racing_the_claim_either_wins_or_gets_too_late_never
     assert_eq!((report.sent, report.lost), (too_late, won), "{report:?}");
 }
 
-/// A run that dies after its claim, to a device without `confirmsCalls`: the claim carries the
-/// push mark (one write), so the push may have left as far as anyone can tell. A run while the
-/// claim is fresh leaves it; past the claim timeout the next run records it `failed` (push state
-/// unknown), never pushes. (A claim without its mark, a device that confirms its calls, is
-/// re-claimed and pushed: `dispatch_confirm::an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run`.)
-pub(super) async fn a_run_that_died_after_claiming_leaves_it_failed_never_pushed(store: DynStore) {
+/// A run that dies after its claim in its batch (a device without `confirmsCalls`), before its
+/// batch's mark: no push left. A run while the claim is fresh leaves it; past the claim timeout
+/// the next run fences the stopped run's batch, settles the claim and sends it, once, within
+/// grace (SPEC: "A run that dies between claim and send: the next run re-sends within grace").
+pub(super) async fn a_run_that_died_after_claiming_in_its_batch_leaves_it_to_the_next_run(
+    store: DynStore,
+) {
     let w = World::new(store);
     let device = w.device("crashed", PushEnvironment::Production).await;
     let r = w.reserve(&device, at(30)).await;
-    // A run claims it a moment before its second, as a run claims it (with the mark), then
-    // dies (no push, no outcome).
-    w.step_to(at_ms(29_500)).await;
-    let claim_at = w.clock.now();
-    let claim = w
-        .store
-        .claim_due(
-            &r.device_id,
-            &r.call_id,
-            &RunToken::generate(),
-            claim_at,
-            claim_at - Duration::seconds(30),
-            ClaimMark::WithClaim,
-        )
-        .await
-        .unwrap();
-    assert!(matches!(claim, ClaimAnswer::Won { pushes: 0 }), "{claim:?}");
+    let dead_run = RunToken::generate();
+    claimed_in_batch(&w, &r, &dead_run).await;
 
     // A run that starts while the claim is fresh leaves it alone.
     w.step_to(at(40)).await;
@@ -236,27 +222,110 @@ pub(super) async fn a_run_that_died_after_claiming_leaves_it_failed_never_pushed
         "a fresh claim is not taken over"
     );
 
-    // Past the claim timeout (30 s), the next run records it failed without pushing.
+    // Past the claim timeout (30 s), the next run fences the batch and sends it.
+    w.step_to(at(61)).await;
+    let later_run = w.start_run();
+    w.wait_status(&r, ReservationStatus::Sent).await;
+    let reports = w.finish(vec![fresh_run, later_run], at(61 + 72)).await;
+    let attempts = w.push.attempts();
+    assert_eq!(attempts.len(), 1, "pushed once: {attempts:#?}");
+    assert!(attempts[0].at <= r.scheduled_at.utc() + Duration::seconds(120));
+    assert_eq!(
+        (reports[0].sent, reports[1].sent, reports[1].failed),
+        (0, 1, 0),
+        "{reports:#?}"
+    );
+    // The stopped run's mark, made late, is refused: its batch is fenced.
+    let late = w.clock.now();
+    let marked = w.store.mark_batch(&dead_run, at(30), late).await.unwrap();
+    assert!(!marked, "a fenced batch is never marked");
+}
+
+/// A run that dies after its batch's mark, to a device without `confirmsCalls`: the push may
+/// have left as far as anyone can tell. Past the claim timeout the next run fences the batch,
+/// finds it marked, and records the call `failed` (push state unknown), never pushes.
+pub(super) async fn a_run_that_died_after_its_batch_mark_leaves_it_failed_never_pushed(
+    store: DynStore,
+) {
+    let w = World::new(store);
+    let device = w
+        .device("crashed-marked", PushEnvironment::Production)
+        .await;
+    let r = w.reserve(&device, at(30)).await;
+    let dead_run = RunToken::generate();
+    claimed_in_batch(&w, &r, &dead_run).await;
+    w.step_to(at(30)).await;
+    let marked = w.store.mark_batch(&dead_run, at(30), w.clock.now()).await;
+    assert!(marked.unwrap());
+
     w.step_to(at(61)).await;
     let later_run = w.start_run();
     w.wait_status(&r, ReservationStatus::Failed).await;
-    let reports = w.finish(vec![fresh_run, later_run], at(61 + 72)).await;
-
+    let [report] = w
+        .finish(vec![later_run], at(61 + 72))
+        .await
+        .try_into()
+        .unwrap();
     assert!(
         w.push.attempts().is_empty(),
         "never pushed: {:#?}",
         w.push.attempts()
     );
     assert_eq!(
-        (
-            reports[0].sent,
-            reports[1].sent,
-            reports[1].failed,
-            reports[1].push_unknown
-        ),
-        (0, 0, 1, 1),
-        "{reports:#?}"
+        (report.sent, report.failed, report.push_unknown),
+        (0, 1, 1),
+        "{report:#?}"
     );
+}
+
+/// Two claims in batches a stopped run left, found only past grace (no run came meanwhile): the
+/// next run fences each batch and settles each claim; the one whose batch was marked (its push
+/// may have left) ends `failed`, push state unknown; the other `missed`. Neither is pushed.
+pub(super) async fn claims_in_batches_found_past_grace_end_by_their_marks(store: DynStore) {
+    let w = World::new(store);
+    let marked = w.device("late-marked", PushEnvironment::Production).await;
+    let unmarked = w.device("late-unmarked", PushEnvironment::Production).await;
+    let rm = w.reserve(&marked, at(30)).await;
+    let ru = w.reserve(&unmarked, at(31)).await;
+    let dead_run = RunToken::generate();
+    claimed_in_batch(&w, &rm, &dead_run).await;
+    claimed_in_batch(&w, &ru, &dead_run).await;
+    w.step_to(at(30)).await;
+    let mark = w.store.mark_batch(&dead_run, at(30), w.clock.now()).await;
+    assert!(mark.unwrap());
+
+    // Grace is 120 s: a run at 160 s finds both past it.
+    w.step_to(at(160)).await;
+    let run = w.start_run();
+    w.wait_status(&rm, ReservationStatus::Failed).await;
+    w.wait_status(&ru, ReservationStatus::Missed).await;
+    let [report] = w.finish(vec![run], at(160 + 72)).await.try_into().unwrap();
+    assert!(w.push.attempts().is_empty(), "{:#?}", w.push.attempts());
+    assert_eq!(
+        (report.push_unknown, report.missed, report.sent),
+        (1, 1, 0),
+        "{report:#?}"
+    );
+}
+
+/// `run`'s claim of `r` in its batch, half a second before its second, as a run makes it.
+async fn claimed_in_batch(w: &World, r: &Reservation, run: &RunToken) {
+    w.step_to(r.scheduled_at.utc() - Duration::milliseconds(500))
+        .await;
+    let claim_at = w.clock.now();
+    let claim = w
+        .store
+        .claim_due(
+            &r.device_id,
+            &r.call_id,
+            run,
+            claim_at,
+            claim_at - Duration::seconds(30),
+            ClaimMark::InBatch(r.scheduled_at.utc()),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(claim, ClaimAnswer::Won { pushes: 0 }), "{claim:?}");
 }
 
 pub(super) async fn a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again(

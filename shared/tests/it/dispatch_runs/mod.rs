@@ -19,8 +19,10 @@ use apns_answers::{
 };
 use exactly_once::{
     a_cancel_racing_the_claim_either_wins_or_gets_too_late_never_both,
-    a_run_that_died_after_claiming_leaves_it_failed_never_pushed,
+    a_run_that_died_after_claiming_in_its_batch_leaves_it_to_the_next_run,
+    a_run_that_died_after_its_batch_mark_leaves_it_failed_never_pushed,
     a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again,
+    claims_in_batches_found_past_grace_end_by_their_marks,
     duplicate_and_overlapping_runs_push_once,
     overlapping_runs_of_one_process_leave_each_others_calls_alone,
 };
@@ -48,7 +50,9 @@ macro_rules! dispatch_suite {
             a_reservation_made_mid_run_still_leaves_on_time,
             duplicate_and_overlapping_runs_push_once,
             overlapping_runs_of_one_process_leave_each_others_calls_alone,
-            a_run_that_died_after_claiming_leaves_it_failed_never_pushed,
+            a_run_that_died_after_claiming_in_its_batch_leaves_it_to_the_next_run,
+            a_run_that_died_after_its_batch_mark_leaves_it_failed_never_pushed,
+            claims_in_batches_found_past_grace_end_by_their_marks,
             a_run_that_died_after_starting_the_push_leaves_it_failed_never_pushed_again,
             an_invalid_token_removes_the_device_and_fails_the_call,
             a_429_then_success_within_the_budget_is_sent,

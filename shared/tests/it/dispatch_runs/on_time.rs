@@ -3,6 +3,8 @@
 use chrono::Duration;
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::ReservationStatus;
+use koe::platform::clock::Clock;
+use koe::store::BatchFence;
 
 use crate::dispatch_world::{DynStore, PATIENCE, World, at, at_ms, t0};
 
@@ -41,13 +43,23 @@ pub(super) async fn pushes_leave_at_their_second_and_never_early(store: DynStore
             stored.claimed_at.unwrap() <= r.scheduled_at.utc(),
             "claimed before its second (off the critical path)"
         );
-        let marked = stored
-            .push_started_at
-            .expect("the push was marked as started");
-        assert!(
-            stored.claimed_at.unwrap() <= marked && marked < r.scheduled_at.utc(),
-            "marked after the claim, before its second (off the critical path)"
+        // Its push mark is its batch's (the run's pushes of its second), written at the
+        // second, right before the push: a fence put on it now finds it marked then.
+        let second = r.scheduled_at.utc();
+        assert_eq!(
+            (stored.mark_batch, stored.push_started_at),
+            (Some(second), None)
         );
+        let run = stored.claimed_by.clone().unwrap();
+        let fence = w.store.fence_batch(&run, second, w.clock.now()).await;
+        let pushed = w.push.sent_for_call(r.call_id.as_str())[0].at;
+        match fence.unwrap() {
+            BatchFence::Marked(marked) => assert!(
+                second <= marked && marked <= pushed,
+                "marked at its second ({marked}), before the push ({pushed})"
+            ),
+            BatchFence::Fenced => panic!("the batch was marked"),
+        }
     }
     assert_eq!(
         w.stored(&beyond).await.unwrap().status,

@@ -1,8 +1,9 @@
-//! A run's claim of a due call: won once, made again, abandoned, marked, given back.
+//! A run's claim of a due call: won once, made again, abandoned, marked (on its own or by its
+//! batch), given back.
 
 use chrono::{DateTime, Duration, Utc};
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
-use koe::store::{ClaimAnswer, ClaimMark, Outcome};
+use koe::store::{BatchFence, ClaimAnswer, ClaimMark, Outcome};
 use koe_testkit::on_call::OnCall;
 
 use super::{
@@ -209,93 +210,151 @@ async fn a_claim_given_back_by_its_run_is_scheduled_again(store: DynStore) {
     );
 }
 
-/// `run`'s claim of `r` at `now` written with its push mark (`ClaimMark::WithClaim`).
-async fn claim_marked(
+/// `run`'s claim of `r` at `now` in its batch of `r`'s second (`ClaimMark::InBatch`).
+async fn claim_in_batch(
     store: &DynStore,
     r: &Reservation,
     run: &RunToken,
     now: DateTime<Utc>,
 ) -> ClaimAnswer {
+    let batch = ClaimMark::InBatch(r.scheduled_at.utc());
     store
-        .claim_due_for(r, run, now, abandoned_before(now), ClaimMark::WithClaim)
+        .claim_due_for(r, run, now, abandoned_before(now), batch)
         .await
         .expect("claim_due")
 }
 
-/// A claim with its mark (a device that does not confirm its calls) is one write that leaves
-/// the claim marked: made again by its run it is won again, the first mark's time kept; another
-/// run's claim is refused, also once the claim timeout has passed, on a record that shows the
-/// push started then abandoned (so it is recorded `failed`, never re-claimed nor missed); its
-/// run's give-back removes the claim and the mark at once.
-async fn a_claim_with_its_mark_is_marked_at_once(store: DynStore) {
+/// A claim in a batch names it and is not marked: made again by its run it is won again; its
+/// run's give-back removes it with the claim. Abandoned, it is not claimable (nor missed) until
+/// settled: another run fences the batch (from then on its run's mark is refused, so none of
+/// its pushes leaves) and settles the claim, which is then claimable like any unmarked one.
+async fn a_claim_in_a_batch_is_taken_over_only_once_its_batch_is_fenced(store: DynStore) {
     let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
-    let run = RunToken::generate();
-    let claimed_at = r.scheduled_at.utc() - Duration::milliseconds(500);
-    let won = claim_marked(&store, &r, &run, claimed_at).await;
+    let batch = r.scheduled_at.utc();
+    let (a, b) = (RunToken::generate(), RunToken::generate());
+    let claimed_at = batch - secs(5);
+    let won = claim_in_batch(&store, &r, &a, claimed_at).await;
     assert!(matches!(won, ClaimAnswer::Won { pushes: 0 }), "{won:?}");
     let claimed = Reservation {
         status: ReservationStatus::Claimed,
         claimed_at: Some(claimed_at),
-        claimed_by: Some(run.clone()),
-        push_started_at: Some(claimed_at),
+        claimed_by: Some(a.clone()),
+        mark_batch: Some(batch),
         updated_at: claimed_at,
         ..r.clone()
     };
     assert_eq!(get_some(&store, &r.device_id, claimed_at).await, claimed);
-    let again = claimed_at + Duration::milliseconds(700);
-    let won = claim_marked(&store, &r, &run, again).await;
+    let won = claim_in_batch(&store, &r, &a, claimed_at).await;
     assert!(
         matches!(won, ClaimAnswer::Won { .. }),
         "made again: {won:?}"
     );
-    let stored = get_some(&store, &r.device_id, again).await;
-    assert_eq!(
-        (stored.claimed_at, stored.push_started_at),
-        (Some(again), Some(claimed_at)),
-        "the claim's time the new attempt's, the first mark's kept"
-    );
-    assert!(mark_as(&store, &r, &run, again).await, "already its mark");
-
-    // Past the claim timeout: not re-claimed by another run, with or without a mark, and found
-    // started then abandoned; not missed.
-    let later = again + CLAIM_TIMEOUT + secs(1);
-    assert!(abandoned_before(later) > again);
     assert!(
-        !claim(&store, &r, later).await,
-        "a marked claim is not re-claimed"
+        release_as(&store, &r, &a, claimed_at).await,
+        "its give-back"
     );
-    let other = claim_marked(&store, &r, &RunToken::generate(), later).await;
+    let released = get_some(&store, &r.device_id, claimed_at).await;
+    assert_eq!(
+        (released.status, released.mark_batch, released.claimed_by),
+        (ReservationStatus::Scheduled, None, None)
+    );
+    let won = claim_in_batch(&store, &r, &a, claimed_at).await;
+    assert!(matches!(won, ClaimAnswer::Won { .. }), "{won:?}");
+
+    // Abandoned (its run stopped before its batch's mark): refused to a plain claim and to a
+    // miss, with the record that names the batch.
+    let later = claimed_at + CLAIM_TIMEOUT + secs(1);
+    assert!(!claim(&store, &r, later).await, "not claimable unsettled");
+    let other = claim_in_batch(&store, &r, &b, later).await;
     let ClaimAnswer::Refused(Some(current)) = other else {
         panic!("refused with the record: {other:?}");
     };
     assert_eq!(
-        (current.status, current.push_started_at, current.claimed_at),
-        (ReservationStatus::Claimed, Some(claimed_at), Some(again)),
-        "started (marked), then abandoned (claimed before abandoned_before)"
+        (
+            current.mark_batch,
+            current.claimed_by.as_ref(),
+            current.push_started_at
+        ),
+        (Some(batch), Some(&a), None)
     );
     assert!(
         !finish(&store, &r, Outcome::Missed, later).await,
         "not missed"
     );
 
-    // Given back by its run (it knows it did not push): `scheduled`, claim and mark gone.
+    // Fenced: the stopped run's mark is refused from then on; a fence made again finds it so.
+    let fenced = store.fence_batch(&a, batch, later).await.unwrap();
+    assert_eq!(fenced, BatchFence::Fenced);
     assert!(
-        release_as(&store, &r, &run, later).await,
-        "its own give-back"
+        !store.mark_batch(&a, batch, later).await.unwrap(),
+        "fenced first"
     );
-    let released = get_some(&store, &r.device_id, later).await;
-    assert_eq!(
-        released,
-        Reservation {
-            updated_at: later,
-            ..r.clone()
-        },
-        "as it was before the claim"
-    );
-    let won = claim_marked(&store, &r, &RunToken::generate(), later).await;
+    let again = store.fence_batch(&a, batch, later).await.unwrap();
+    assert_eq!(again, BatchFence::Fenced);
+    // Settled (once; a settle of another batch, or made again, changes nothing), then claimed.
+    let settle = |claimant: &RunToken, batch, marked| {
+        let (store, r, claimant) = (store.clone(), r.clone(), claimant.clone());
+        async move {
+            store
+                .settle_batch(&r.device_id, &r.call_id, &claimant, later, (batch, marked))
+                .await
+                .unwrap()
+        }
+    };
+    assert!(!settle(&a, batch - secs(1), None).await, "another batch");
+    assert!(!settle(&b, batch, None).await, "another run's claim");
+    assert!(settle(&a, batch, None).await);
+    assert!(!settle(&a, batch, None).await, "settled before");
+    let settled = get_some(&store, &r.device_id, later).await;
+    assert_eq!((settled.mark_batch, settled.push_started_at), (None, None));
+    let won = claim_in_batch(&store, &r, &b, later).await;
     assert!(
         matches!(won, ClaimAnswer::Won { .. }),
-        "claimable at once: {won:?}"
+        "taken over: {won:?}"
+    );
+}
+
+/// A run's batch mark stands once written (made again, the first time kept), and a fence
+/// after it finds it marked: the claim it stands for, abandoned and settled, carries the push
+/// mark from the batch's time, is never re-claimed nor missed, and ends `failed`.
+async fn a_marked_batch_leaves_its_abandoned_claims_marked(store: DynStore) {
+    let (r, _) = seeded(&store, ReservationStatus::Scheduled).await;
+    let batch = r.scheduled_at.utc();
+    let a = RunToken::generate();
+    let claimed_at = batch - secs(1);
+    let won = claim_in_batch(&store, &r, &a, claimed_at).await;
+    assert!(matches!(won, ClaimAnswer::Won { .. }), "{won:?}");
+    assert!(store.mark_batch(&a, batch, batch).await.unwrap());
+    let again = batch + Duration::milliseconds(300);
+    assert!(
+        store.mark_batch(&a, batch, again).await.unwrap(),
+        "made again"
+    );
+
+    let later = claimed_at + CLAIM_TIMEOUT + secs(1);
+    let fence = store.fence_batch(&a, batch, later).await.unwrap();
+    assert_eq!(fence, BatchFence::Marked(batch), "the first mark's time");
+    let settled = store
+        .settle_batch(&r.device_id, &r.call_id, &a, later, (batch, Some(batch)))
+        .await
+        .unwrap();
+    assert!(settled);
+    let current = get_some(&store, &r.device_id, later).await;
+    assert_eq!(
+        (current.status, current.mark_batch, current.push_started_at),
+        (ReservationStatus::Claimed, None, Some(batch))
+    );
+    assert!(
+        !claim(&store, &r, later).await,
+        "a marked claim is not re-claimed"
+    );
+    assert!(
+        !finish(&store, &r, Outcome::Missed, later).await,
+        "not missed"
+    );
+    assert!(
+        finish(&store, &r, Outcome::Failed, later).await,
+        "push state unknown"
     );
 }
 
@@ -307,5 +366,6 @@ contract_suite!(
     a_claim_made_before_abandoned_before_can_be_reclaimed,
     the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over,
     a_claim_given_back_by_its_run_is_scheduled_again,
-    a_claim_with_its_mark_is_marked_at_once,
+    a_claim_in_a_batch_is_taken_over_only_once_its_batch_is_fenced,
+    a_marked_batch_leaves_its_abandoned_claims_marked,
 );

@@ -99,7 +99,7 @@ async fn a_released_notice_is_back_in_its_minutes_index_until_claimed(store: Dyn
             &b,
             later,
             abandoned_before(later),
-            ClaimMark::WithClaim,
+            ClaimMark::InBatch(later),
         )
         .await
         .unwrap();

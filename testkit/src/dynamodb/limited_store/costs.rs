@@ -49,6 +49,20 @@ impl LimitedStore {
                 1,
             ),
             Op::MarkPushStarted(id, _, _, now, _) => (self.mark(id, now).await?, 1),
+            Op::MarkBatch(run, batch, _) | Op::FenceBatch(run, batch, _) => {
+                // A run's batch mark, or another's fence on it: one small conditional update of
+                // its own item (a refusal pays its write too).
+                let key = format!("mark#{}#{}", run.as_str(), batch.timestamp_millis());
+                let item = Item::from([
+                    ("deviceId".to_owned(), s(&key)),
+                    ("markedAtMs".to_owned(), n(batch.timestamp_millis())),
+                    ("expireAt".to_owned(), n(1_800_000_000)),
+                ]);
+                (write_charges(&self.calls, &item, None, Some(&item)), 1)
+            }
+            Op::SettleBatch(id, _, _, now, _, marked_at) => {
+                (self.settle(id, now, marked_at).await?, 1)
+            }
             Op::ReleaseClaim(id, _, _, now) => (self.release(id, now).await?, 1),
             Op::FinishReservation(id, _, outcome, _, now, _) => {
                 (self.finish(id, outcome, now).await?, 1)
@@ -153,6 +167,7 @@ impl LimitedStore {
                     ReservationStatus::Claimed => {
                         r.claimed_by.as_ref() == Some(run)
                             || (r.push_started_at.is_none()
+                                && r.mark_batch.is_none()
                                 && r.claimed_at.is_some_and(|c| c < abandoned_before))
                     }
                     _ => false,
@@ -161,9 +176,10 @@ impl LimitedStore {
                 let mut claimed = r.clone();
                 claimed.status = ReservationStatus::Claimed;
                 claimed.claimed_at = Some(now);
-                if mark == ClaimMark::WithClaim {
-                    claimed.push_started_at.get_or_insert(now);
-                }
+                claimed.mark_batch = match mark {
+                    ClaimMark::InBatch(batch) => Some(batch),
+                    ClaimMark::Apart => None,
+                };
                 (claimed, key.clone())
             })
         });
@@ -177,7 +193,7 @@ impl LimitedStore {
         };
         let name = match mark {
             ClaimMark::Apart => "claim",
-            ClaimMark::WithClaim => "claim marked",
+            ClaimMark::InBatch(_) => "claim in batch",
         };
         Ok(self.update(id, usual.then_some(name), before.as_ref(), after_ref))
     }
@@ -194,6 +210,25 @@ impl LimitedStore {
         });
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
         Ok(self.update(id, usual.then_some("mark"), before.as_ref(), after_ref))
+    }
+
+    /// A stopped run's claim settled by its batch's fence: one conditional update of the
+    /// call's item (its batch named no more; the push mark, if the batch was marked).
+    async fn settle(
+        &self,
+        id: &DeviceId,
+        now: Time,
+        marked_at: Option<Time>,
+    ) -> Result<Vec<Charge>, StoreError> {
+        let before = self.current(id, now).await?;
+        let after = before.as_ref().map(|(r, key)| {
+            let mut settled = r.clone();
+            settled.mark_batch = None;
+            settled.push_started_at = settled.push_started_at.or(marked_at);
+            (settled, key.clone())
+        });
+        let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
+        Ok(self.update(id, None, before.as_ref(), after_ref))
     }
 
     /// A missed-call notice's claim, record or release: one conditional update of the finished
@@ -218,6 +253,7 @@ impl LimitedStore {
             released.status = ReservationStatus::Scheduled;
             released.claimed_at = None;
             released.push_started_at = None;
+            released.mark_batch = None;
             (released, key.clone())
         });
         let after_ref = after.as_ref().map(|(r, key)| (r, key.as_deref()));
@@ -241,13 +277,15 @@ impl LimitedStore {
                 finished.claimed_at = None;
                 finished.claimed_by = None;
                 finished.push_started_at = None;
+                finished.mark_batch = None;
                 return (finished, key.clone());
             }
             finished.expire_at = Some(terminal_expiry(now));
             (finished, None)
         });
         let usual = before.as_ref().is_some_and(|(r, _)| {
-            r.status == ReservationStatus::Claimed && r.push_started_at.is_some()
+            r.status == ReservationStatus::Claimed
+                && (r.push_started_at.is_some() || r.mark_batch.is_some())
         });
         let name = match outcome {
             Outcome::Sent => "finish sent",

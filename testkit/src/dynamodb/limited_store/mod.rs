@@ -165,6 +165,9 @@ impl LimitedStore {
         if let Some(at) = r.push_started_at {
             put("pushStartedAtMs", n(at.timestamp_millis()));
         }
+        if let Some(at) = r.mark_batch {
+            put("markBatchMs", n(at.timestamp_millis()));
+        }
         if let Some(at) = r.expire_at {
             put("expireAt", n(at));
         }

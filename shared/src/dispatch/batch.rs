@@ -1,0 +1,149 @@
+//! A run's batch marks (`ClaimMark::InBatch`): one write for all of its pushes due in one
+//! second, made at that second right before they leave ([`Run::batch_marked`]), so that the
+//! mark says a push may have left only once it may, however crowded the second; and, for a
+//! claim another run abandoned naming its batch, the fence that tells whether that batch's
+//! pushes may have left, and the claim settled by it ([`Run::settle_abandoned`]).
+//! docs/dispatch.md, "Exactly once".
+
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use super::run_state::Run;
+use crate::domain::due::DueCall;
+use crate::domain::reservation::{Reservation, ReservationStatus, RunToken};
+use crate::store::BatchFence;
+
+impl Run {
+    /// Whether this run's mark of its batch due at `batch` stands (`None`: no answer by
+    /// `deadline`; the next push of the batch to get here asks again). Made once for the
+    /// batch: the first of its pushes to get here writes it, made again until answered, and
+    /// the others wait for its answer.
+    pub(super) async fn batch_marked(
+        &self,
+        batch: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    ) -> Option<bool> {
+        let key = batch.timestamp_millis();
+        let cell = Arc::clone(lock(&self.batches.marks).entry(key).or_default());
+        let answer = *cell
+            .get_or_init(|| async {
+                self.dispatcher.plan.batch_mark(batch);
+                let marked = self
+                    .resolved(deadline, || async {
+                        let _permits = (self.permit().await, self.store_permit().await);
+                        let now = self.clock().now();
+                        self.dispatcher
+                            .store
+                            .mark_batch(&self.token, batch, now)
+                            .await
+                    })
+                    .await;
+                marked
+                    .inspect_err(|e| tracing::error!(error = %e, "dispatch batch mark failed"))
+                    .ok()
+            })
+            .await;
+        if answer.is_none() {
+            let mut marks = lock(&self.batches.marks);
+            if marks.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                marks.remove(&key);
+            }
+        }
+        answer
+    }
+
+    /// Settles `current`, a claim of `r` that another run abandoned naming its batch
+    /// ([`abandoned_in_batch`]): fences the batch (once a run) and settles the claim by what
+    /// that found: unmarked, it is claimable again; marked, it carries the push mark. Whether
+    /// it was answered by `deadline` (settled by this run, or before it).
+    pub(super) async fn settle_abandoned(
+        &self,
+        r: &DueCall,
+        current: &Reservation,
+        deadline: DateTime<Utc>,
+    ) -> bool {
+        let (Some(claimant), Some(batch)) = (current.claimed_by.as_ref(), current.mark_batch)
+        else {
+            return false;
+        };
+        let Some(fence) = self.fence(claimant, batch, deadline).await else {
+            return false;
+        };
+        let marked_at = match fence {
+            BatchFence::Fenced => None,
+            BatchFence::Marked(at) => Some(at),
+        };
+        let settled = self
+            .resolved(deadline, || async {
+                let _permits = (self.permit().await, self.store_permit().await);
+                let now = self.clock().now();
+                self.dispatcher
+                    .store
+                    .settle_batch(&r.device_id, &r.call_id, claimant, now, (batch, marked_at))
+                    .await
+            })
+            .await;
+        match settled {
+            Ok(_) => {
+                tracing::info!(
+                    call_id = r.call_id.as_str(),
+                    batch_marked = marked_at.is_some(),
+                    "dispatch claim of a stopped run settled by its batch's fence"
+                );
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, call_id = r.call_id.as_str(), "dispatch claim not settled");
+                false
+            }
+        }
+    }
+
+    /// What fencing `claimant`'s batch due at `batch` found, asked once a run.
+    async fn fence(
+        &self,
+        claimant: &RunToken,
+        batch: DateTime<Utc>,
+        deadline: DateTime<Utc>,
+    ) -> Option<BatchFence> {
+        let key = (claimant.as_str().to_owned(), batch.timestamp_millis());
+        if let Some(found) = lock(&self.batches.fences).get(&key) {
+            return Some(*found);
+        }
+        let fenced = self
+            .resolved(deadline, || async {
+                let _permits = (self.permit().await, self.store_permit().await);
+                let now = self.clock().now();
+                self.dispatcher
+                    .store
+                    .fence_batch(claimant, batch, now)
+                    .await
+            })
+            .await
+            .inspect_err(|e| tracing::error!(error = %e, "dispatch batch fence failed"))
+            .ok()?;
+        lock(&self.batches.fences).insert(key, fenced);
+        Some(fenced)
+    }
+}
+
+/// `current` (the record a claim or a miss was refused on), if it is this call's claim made
+/// before `abandoned_before` naming a batch, not yet settled.
+pub(super) fn abandoned_in_batch<'a>(
+    current: Option<&'a Reservation>,
+    call: &DueCall,
+    abandoned_before: DateTime<Utc>,
+) -> Option<&'a Reservation> {
+    current.filter(|c| {
+        c.call_id == call.call_id
+            && c.status == ReservationStatus::Claimed
+            && c.mark_batch.is_some()
+            && c.push_started_at.is_none()
+            && c.claimed_at.is_some_and(|t| t < abandoned_before)
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
