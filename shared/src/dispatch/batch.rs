@@ -1,6 +1,7 @@
-//! A run's batch marks (`ClaimMark::InBatch`): one write for all of its pushes due in one
-//! second, made at that second right before they leave ([`Run::batch_marked`]), so that the
-//! mark says a push may have left only once it may, however crowded the second; and, for a
+//! A run's batch marks (`ClaimMark::InBatch`): one write for all of its pushes due in one tenth
+//! of a second ([`batch_of`]), made when the first of them is due, right before it leaves
+//! ([`Run::batch_marked`]), so that the mark says a push may have left only once it may,
+//! however crowded the second; and, for a
 //! claim another run abandoned naming its batch, the fence that tells whether that batch's
 //! pushes may have left, and the claim settled by it ([`Run::settle_abandoned`]).
 //! docs/dispatch.md, "Exactly once".
@@ -9,13 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 
+use super::plan::SLOT;
 use super::run_state::Run;
 use crate::domain::due::DueCall;
 use crate::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use crate::store::BatchFence;
 
 impl Run {
-    /// Whether this run's mark of its batch due at `batch` stands (`None`: no answer by
+    /// Whether this run's mark of its batch `batch` ([`batch_of`]) stands (`None`: no answer by
     /// `deadline`; the next push of the batch to get here asks again). Made once for the
     /// batch: the first of its pushes to get here writes it, made again until answered, and
     /// the others wait for its answer.
@@ -28,7 +30,7 @@ impl Run {
         let cell = Arc::clone(lock(&self.batches.marks).entry(key).or_default());
         let answer = *cell
             .get_or_init(|| async {
-                self.dispatcher.plan.batch_mark(batch);
+                self.dispatcher.plan.batch_mark(self.clock().now());
                 let marked = self
                     .resolved(deadline, || async {
                         let _permits = (self.permit().await, self.store_permit().await);
@@ -126,6 +128,15 @@ impl Run {
         lock(&self.batches.fences).insert(key, fenced);
         Some(fenced)
     }
+}
+
+/// The batch of a push due at `at`: the tenth of a second it falls in (`plan::SLOT`), named by
+/// its start. A second's pushes spread over its milliseconds take at most ten marks a run, and
+/// each push leaves at most a tenth of a second after its batch's mark was asked for.
+pub(super) fn batch_of(at: DateTime<Utc>) -> DateTime<Utc> {
+    let len = SLOT.num_milliseconds();
+    let ms = at.timestamp_millis().div_euclid(len) * len;
+    DateTime::from_timestamp_millis(ms).unwrap_or(at)
 }
 
 /// `current` (the record a claim or a miss was refused on), if it is this call's claim made

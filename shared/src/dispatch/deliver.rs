@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::batch::abandoned_in_batch;
+use super::batch::{abandoned_in_batch, batch_of};
 use super::notice::released_notice;
 use super::plan::Slots;
 use super::push_attempts::Delivery;
@@ -458,13 +458,14 @@ impl Run {
 }
 
 /// How a call to `device` due at `at` is claimed: in the batch of this run's pushes of that
-/// second, whose one mark is written at the second, right before they leave, so that a run
+/// tenth of a second (`batch_of`), whose one mark is written when the first is due, right
+/// before it leaves, so that a run
 /// that dies before it leaves claims the next run settles and sends, however early they were
 /// made. Apart (a mark of its own) for a device that confirms its calls (a confirmation
 /// refuses a push again's mark, so that mark is the call's own) or no device to push to.
 fn claim_mark(device: Option<&Device>, at: DateTime<Utc>) -> ClaimMark {
     match device {
-        Some(d) if !d.confirms_calls => ClaimMark::InBatch(at),
+        Some(d) if !d.confirms_calls => ClaimMark::InBatch(batch_of(at)),
         _ => ClaimMark::Apart,
     }
 }

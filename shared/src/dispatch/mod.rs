@@ -9,7 +9,7 @@
 //! long a run stays, and its watch), `select` (the selection's requests), `pending` (the queue),
 //! `in_flight` (the calls this process's runs hold), `sweep` (the minutes
 //! older than the look-back that no run selected), `deliver` (one call: read device → claim →
-//! mark) with `batch` (the marks of a run's pushes of one second, and the fence on a stopped
+//! mark) with `batch` (the marks of a run's pushes by tenth of a second, and the fence on a stopped
 //! run's), `push_attempts` (the push at APNs) and `confirming` (pushes again), `write_outcome`
 //! (its outcome, retried), `notice` (the missed-call notice after a bad outcome), `step_outcomes` (each step's outcome and how it is counted),
 //! `run_report` ([`RunCause`], [`RunReport`]), `timing` (leads and retries), `store_gate` (the store requests out at once), [`wake`] (when a

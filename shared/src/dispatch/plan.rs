@@ -7,8 +7,8 @@
 //! what must be done before the second in free slots before it (the claims that do not fit at
 //! their lead in the earliest; a confirming device's push mark in the latest, nearest its push),
 //! what can wait (the outcome, which also removes the index entry) in the first free slots
-//! after the push. The other calls' push marks are one write a run and second, its batch's,
-//! made at the second ([`WritePlan::batch_mark`]). A quiet second's writes
+//! after the push. The other calls' push marks are their batch's, one write a run and tenth of
+//! a second, made at it ([`WritePlan::batch_mark`]). A quiet second's writes
 //! keep their fixed leads exactly. Which guarantee each moved write keeps: docs/dispatch.md
 //! ("Writes spent as a budget").
 
@@ -179,9 +179,9 @@ impl WritePlan {
         latest
     }
 
-    /// Counts a run's batch mark of the second `at` (`Store::mark_batch`: one write for all of
-    /// its pushes of that second, made at it) into that second's slot, room or not: it is one
-    /// write, and the pushes wait for it.
+    /// Counts a run's batch mark made at `at` (`Store::mark_batch`: one write for all of its
+    /// pushes of a tenth of a second) into its slot, room or not: it is one write, and the
+    /// pushes wait for it.
     pub(super) fn batch_mark(&self, at: DateTime<Utc>) {
         *self.used().entry(slot_of(at)).or_insert(0) += 1;
     }

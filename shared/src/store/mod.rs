@@ -53,8 +53,9 @@ pub enum ClaimMark {
     /// confirmation refuses the mark of a push again not yet marked.
     Apart,
     /// The claim names the batch whose mark stands for its push's (`mark_batch` = `batch`, the
-    /// second the run pushes it): one write, [`DispatchStore::mark_batch`], marks every push of
-    /// that second by the claiming run, right before they leave. An abandoned claim naming a
+    /// start of the tenth of a second the run pushes it in): one write,
+    /// [`DispatchStore::mark_batch`], marks every push of that batch by the claiming run, right
+    /// before the first leaves. An abandoned claim naming a
     /// batch is not claimable until its batch is fenced ([`DispatchStore::fence_batch`]) and
     /// the claim settled ([`RunWrite::SettleBatch`]). For a device that does not confirm its
     /// calls.
@@ -487,9 +488,9 @@ pub trait DispatchStore: Send + Sync {
             .await
     }
 
-    /// A run's mark of its batch of pushes due at `batch` (the claims it made
-    /// [`ClaimMark::InBatch`] with that second): from now on each may have left. Written right
-    /// before they leave; one small item, whatever the batch's size. Whether it stands: made
+    /// A run's mark of its batch of pushes `batch` (the claims it made [`ClaimMark::InBatch`]
+    /// with it): from now on each may have left. Written right before the first leaves; one
+    /// small item, whatever the batch's size. Whether it stands: made
     /// again (a lost reply) it answers true and keeps the first time; `false` if another run
     /// fenced the batch first ([`DispatchStore::fence_batch`]), so none of them may leave.
     async fn mark_batch(
@@ -499,7 +500,7 @@ pub trait DispatchStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError>;
 
-    /// Another run's fence on `claimant`'s batch of pushes due at `batch`, for a claim of it
+    /// Another run's fence on `claimant`'s batch of pushes `batch`, for a claim of it
     /// found abandoned: unless the batch is marked, it can never be from now on
     /// ([`BatchFence::Fenced`]: none of its pushes left, and none will); else when it was
     /// ([`BatchFence::Marked`]). Of a mark and a fence, the first written stands.
