@@ -339,6 +339,8 @@ fn rows() -> Vec<Row> {
         m.call(true, |r| Model::finished(r, ReservationStatus::Failed)),
         m.call(false, |r| Model::finished(r, ReservationStatus::Failed)),
     );
+    // A bad end's notice: its claim takes the entry out of the index, its record keeps it out,
+    // its release puts it back; the row shows their table writes, then the index's apart.
     let notice_claim = write(calls, Some(&failed), Some(&failed_out));
     let notice_release = write(calls, Some(&failed_out), Some(&failed));
     let notice = each(
