@@ -51,4 +51,16 @@ async fn the_tables_hold_the_routes_the_settings_the_budgets_and_the_units() {
     let units = render("units-per-call").await;
     let row = "| a device without `confirmsCalls` | 4 / 1 |";
     assert!(units.contains(row), "{units}");
+    // Issue 51: each request's units are the limits model's charges on the adapter's items: a
+    // cancel is its read, its transaction's two writes at twice a write, and the index entry it
+    // removes; a reservation's put that replaces an indexed record moves its entry (2).
+    let requests = render("requests").await;
+    for units in [
+        "| `callId = :callId AND status = scheduled`, no push | 1 RRU + 4 WRU + 1 index |",
+        "| 1 WRU + 1 index (2 if it replaces an indexed record) |",
+        "| `dueShard`: shard 0 with the count, then the count's others (every `w`-th in part of \
+         `w`) | | 0.5 RRU per 4 KB |",
+    ] {
+        assert!(requests.contains(units), "{units}\n{requests}");
+    }
 }

@@ -5,6 +5,7 @@
 
 mod budgets;
 mod fixtures;
+mod requests;
 mod settings;
 mod units;
 
@@ -19,6 +20,7 @@ pub const BLOCKS: &[(&str, &str)] = &[
     ("cargo-lambda-invoke", "docs/local.md"),
     ("settings", "docs/configuration.md"),
     ("time-budgets", "docs/reliability.md"),
+    ("requests", "docs/dynamodb.md"),
     ("units-per-call", "docs/dynamodb.md"),
 ];
 
@@ -36,6 +38,7 @@ pub async fn render(name: &str) -> String {
         "cargo-lambda-invoke" => fixtures::cargo_lambda_commands(),
         "settings" => settings::table().await,
         "time-budgets" => budgets::table(),
+        "requests" => requests::table(),
         // Measured on its own runtime (paused time), off this one's thread.
         "units-per-call" => tokio::task::spawn_blocking(units::table)
             .await
