@@ -29,8 +29,8 @@ impl RunCause {
 
 /// What one run did. Every reservation the run took on ends in exactly one of `sent`, `failed`,
 /// `missed`, `lost` (its claim was refused: cancelled, or another run has it), `released` (this
-/// run gave its claim back before pushing: its push mark, or its claim that carries the mark,
-/// could not be resolved in time; a later selection sends it), `abandoned` (this run gave it up after claiming and could not give the
+/// run gave its claim back before pushing: its push mark (its own, or its batch's) could not be
+/// resolved in time; a later selection sends it), `abandoned` (this run gave it up after claiming and could not give the
 /// claim back; a later run recovers it) or a store error (a push that went out but could not be
 /// recorded counts as `sent` and as a store error).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

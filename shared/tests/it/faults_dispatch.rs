@@ -9,10 +9,10 @@
 //! with backoff within 1 s of the second, then fail (the token is kept). The same event
 //! delivered twice, with an overlapping run on top, still means one push per call. A run killed
 //! after its claim and before its push is left alone while its claim is fresh; after the claim
-//! timeout, the next run records it `failed` (push state unknown: the claim of a device without
-//! `confirmsCalls` carries the push mark), one missed-call notice, no push; for a device that
-//! confirms its calls (claim and mark apart) killed before the mark, it sends it, within grace:
-//! one push. A run killed before its claim leaves the call to the next run, which sends it.
+//! timeout, the next run sends it, within grace, one push: for a device without `confirmsCalls`
+//! once it has fenced the claim's batch (its mark, made when the push is due, never written),
+//! for one that confirms its calls (claim and mark apart) killed before the mark. A run killed
+//! before its claim leaves the call to the next run, which sends it.
 //!
 //! The runs are shortened (3 s window, re-selection every 500 ms, 4 s claim timeout) so the test
 //! takes seconds; everything else is the deployed configuration.
