@@ -64,9 +64,9 @@ pub(super) fn longest_claim_lead(claim_timeout: Duration, push_budget: Duration)
 /// `write_budget` units a second with claims abandoned after `claim_timeout`: the smaller of
 /// two halves. After the second, their outcomes in [`LONGEST_LAG`], less one second kept for
 /// pushes again and the slots' own slack. Before it, one planned write a call (its claim; its
-/// push mark is its batch's, one write a second) from the [`longest_claim_lead`] to the
-/// claim's fixed lead, for devices without `confirmsCalls` (one that confirms takes a slot
-/// more, for its own mark). With the default claim timeout (30 s: a 10 s lead) the outcomes
+/// push mark is its batch's, one write a run and tenth of a second) from the
+/// [`longest_claim_lead`] to the claim's fixed lead, for devices without `confirmsCalls` (one
+/// that confirms takes a slot more, for its own mark). With the default claim timeout (30 s: a 10 s lead) the outcomes
 /// bind: 12,000 on a new table (bench/dispatch-scale.sh: 15,000 fill the plan to its edge,
 /// and what finds no slot keeps its fixed time); under 13 s the claims do (10 s: 7,500).
 pub fn calls_on_time(write_budget: u32, claim_timeout: std::time::Duration) -> u32 {

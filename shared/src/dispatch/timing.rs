@@ -13,8 +13,9 @@ use crate::store::StoreError;
 /// removal is conditional on the token).
 pub(super) const DEVICE_READ_LEAD: Duration = Duration::milliseconds(1500);
 /// How long before its second a claimed call's push is marked as started
-/// (`Store::mark_push_started`, a device that confirms its calls; the others' claim carries
-/// the mark), made ahead so that it does not delay the push.
+/// (`Store::mark_push_started`, a device that confirms its calls; the others' mark is their
+/// batch's, made when the push is due: `batch.rs`), made ahead so that it does not delay the
+/// push.
 pub(super) const MARK_LEAD: Duration = Duration::milliseconds(200);
 /// How long before a reservation's device read its task is started. Until then a selected
 /// reservation is only an entry in the run's `Pending` queue: a run that selects thousands at
