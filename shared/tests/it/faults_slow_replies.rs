@@ -117,6 +117,24 @@ async fn a_claim_whose_replies_come_late_is_the_runs_own_and_rings_once() {
     );
 }
 
+/// A device without `confirmsCalls`: its batch's mark, written at once, answered late three
+/// times; the run makes it again (its own mark, the first time kept) and pushes, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
+    let Held { late, .. } = held_step(
+        "held-batch-mark",
+        "UpdateItem",
+        |_| BATCH_MARK.into(),
+        false,
+    )
+    .await;
+    faults::record(
+        "DynamoDB: a batch's push mark's replies come 1.5 s late, three times (written at once)",
+        "the run makes the mark again until answered (its own, kept) and pushes: one push",
+        &format!("sent once, {late} ms late, 0 failed"),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_mark_whose_replies_come_late_is_pushed_by_its_run_once() {
     // A device that confirms its calls: the mark is a write of its own (for any other device

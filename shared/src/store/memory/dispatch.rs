@@ -31,11 +31,6 @@ fn is_claimable(r: &Reservation, abandoned_before: DateTime<Utc>) -> bool {
     }
 }
 
-/// The key of `run`'s batch of pushes due at `batch`.
-fn batch_key(run: &RunToken, batch: DateTime<Utc>) -> String {
-    format!("{}#{}", run.as_str(), batch.timestamp_millis())
-}
-
 /// `claimed` by `run` (its claim, whatever became of the reply).
 fn claimed_by(r: &Reservation, run: &RunToken) -> bool {
     r.status == ReservationStatus::Claimed && r.claimed_by.as_ref() == Some(run)
@@ -124,7 +119,7 @@ impl DispatchStore for MemoryStore {
         let mut tables = self.lock();
         let state = tables
             .batches
-            .entry(batch_key(run, batch))
+            .entry((run.clone(), batch))
             .or_insert(BatchFence::Marked(now));
         Ok(matches!(state, BatchFence::Marked(_)))
     }
@@ -136,7 +131,7 @@ impl DispatchStore for MemoryStore {
         _now: DateTime<Utc>,
     ) -> Result<BatchFence, StoreError> {
         let mut tables = self.lock();
-        let key = batch_key(claimant, batch);
+        let key = (claimant.clone(), batch);
         Ok(*tables.batches.entry(key).or_insert(BatchFence::Fenced))
     }
 

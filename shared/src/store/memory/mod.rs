@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::IdempotentAnswer;
 use crate::domain::device::{Device, DeviceId};
-use crate::domain::reservation::{CallId, Reservation};
+use crate::domain::reservation::{CallId, Reservation, RunToken};
 
 mod devices;
 mod dispatch;
@@ -46,9 +46,9 @@ struct Tables {
     /// The shard key each device's reservation was put in, kept after it leaves the index
     /// (DynamoDB's `noticeShard`): where its notice's release puts it back.
     notice_keys: HashMap<DeviceId, String>,
-    /// A run's batch of pushes (`<run>#<batch ms>`, DynamoDB's `mark#` items) → its mark or
-    /// the fence another run put on it.
-    batches: HashMap<String, super::BatchFence>,
+    /// A run's batch of pushes (run, batch; DynamoDB's `mark#` items) → its mark or the fence
+    /// another run put on it.
+    batches: HashMap<(RunToken, DateTime<Utc>), super::BatchFence>,
 }
 
 #[derive(Default)]
