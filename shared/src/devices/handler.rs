@@ -16,10 +16,11 @@ use crate::platform::{Request, Response, json_response};
 use crate::store::DeviceStore;
 use crate::store::DeviceWrite;
 
-/// The stored record minus the tokens, which are never returned.
+/// The stored record minus the tokens, which are never returned: the answer of any device
+/// endpoint that shows the registration.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct DeviceView<'a> {
+pub(super) struct DeviceView<'a> {
     device_id: &'a str,
     environment: PushEnvironment,
     updated_at: String,
@@ -28,6 +29,18 @@ struct DeviceView<'a> {
     /// Only when this request issued it: the app keeps it and sends it as `X-Device-Secret`.
     #[serde(skip_serializing_if = "Option::is_none")]
     device_secret: Option<&'a str>,
+}
+
+impl<'a> DeviceView<'a> {
+    pub(super) fn of(device: &'a Device, device_secret: Option<&'a str>) -> Self {
+        Self {
+            device_id: device.device_id.as_str(),
+            environment: device.environment,
+            updated_at: rfc3339_millis(device.updated_at),
+            confirms_calls: device.confirms_calls,
+            device_secret,
+        }
+    }
 }
 
 fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Device, ApiError> {
@@ -82,12 +95,6 @@ pub async fn put_device(
     );
     Ok(json_response(
         StatusCode::OK,
-        &DeviceView {
-            device_id: device.device_id.as_str(),
-            environment: device.environment,
-            updated_at: rfc3339_millis(device.updated_at),
-            confirms_calls: device.confirms_calls,
-            device_secret: issued.then(|| secret.expose()),
-        },
+        &DeviceView::of(&device, issued.then(|| secret.expose())),
     ))
 }

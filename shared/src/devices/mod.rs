@@ -1,4 +1,5 @@
-//! Devices: PUT /devices, a device's VoIP push token and the secret that guards it.
+//! Devices: a device's registration (its VoIP push token) and the secret that guards it; the
+//! endpoints are in `api.rs`.
 
 pub mod api;
 pub mod handler;

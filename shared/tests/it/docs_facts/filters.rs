@@ -79,7 +79,7 @@ fn every_test_filter_the_docs_show_finds_a_test() {
             }
         }
     }
-    assert!(checked >= 3, "{checked} filters: is the reader broken?");
+    assert!(checked >= 2, "{checked} filters: is the reader broken?");
     report("test filters in the docs that find no test", &problems);
 }
 
