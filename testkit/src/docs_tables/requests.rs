@@ -23,6 +23,14 @@ use crate::dynamodb::limits::{Capacity, Charge, Item, TableDef, read_charge, wri
 use crate::push::device;
 
 /// A transaction's item writes cost twice a write's (its index entries as a write's).
+///
+/// Source: AWS's Developer Guide, "Amazon DynamoDB Transactions: How it works"
+/// (`transaction-apis.html`), "Capacity management for transactions": DynamoDB makes two
+/// underlying writes of every item in a transaction, one to prepare it and one to commit it.
+/// The same page says a transaction's changes start propagating to global secondary indexes
+/// once it has completed, so the index entries are written as any write's are. The guide
+/// gives no figure for a transaction's index writes: that half is inferred from the
+/// propagation, not stated.
 const TRANSACTION_FACTOR: f64 = 2.0;
 
 /// What a request (or a row's requests) costs: read units, write units on the table, write
