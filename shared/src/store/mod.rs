@@ -62,6 +62,10 @@ pub enum ClaimMark {
     InBatch(DateTime<Utc>),
 }
 
+/// How long a batch's mark or fence is kept (DynamoDB's `expireAt` on `mark#` items): well
+/// past any claim it could stand for.
+pub const BATCH_TTL: chrono::Duration = chrono::Duration::days(1);
+
 /// What [`DispatchStore::fence_batch`] found of a run's batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchFence {

@@ -22,8 +22,8 @@ use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
 use crate::store::prelude::*;
 use crate::store::{
-    BatchFence, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD, RunCall,
-    RunWrite, StoreError, WakeClaim,
+    BATCH_TTL, BatchFence, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD,
+    RunCall, RunWrite, StoreError, WakeClaim,
 };
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -370,8 +370,6 @@ fn run_request(
 
 /// N: when a run marked its batch of pushes (`mark#<run>#<batch ms>`), or another fenced it.
 const MARKED_AT_MS: &str = "markedAtMs";
-/// How long a batch's mark is kept: well past any claim it could stand for.
-const BATCH_TTL: chrono::Duration = chrono::Duration::days(1);
 
 /// The item of `run`'s batch of pushes due at `batch`.
 fn batch_key(run: &RunToken, batch: DateTime<Utc>) -> String {

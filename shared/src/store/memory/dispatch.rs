@@ -13,8 +13,8 @@ use crate::domain::reservation::{
 };
 use crate::store::prelude::*;
 use crate::store::{
-    BatchFence, ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite, StoreError,
-    WakeClaim,
+    BATCH_TTL, BatchFence, ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite,
+    StoreError, WakeClaim,
 };
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
@@ -117,10 +117,7 @@ impl DispatchStore for MemoryStore {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let mut tables = self.lock();
-        let state = tables
-            .batches
-            .entry((run.clone(), batch))
-            .or_insert(BatchFence::Marked(now));
+        let state = tables.batch(run, batch, now, BatchFence::Marked(now));
         Ok(matches!(state, BatchFence::Marked(_)))
     }
 
@@ -128,11 +125,9 @@ impl DispatchStore for MemoryStore {
         &self,
         claimant: &RunToken,
         batch: DateTime<Utc>,
-        _now: DateTime<Utc>,
+        now: DateTime<Utc>,
     ) -> Result<BatchFence, StoreError> {
-        let mut tables = self.lock();
-        let key = (claimant.clone(), batch);
-        Ok(*tables.batches.entry(key).or_insert(BatchFence::Fenced))
+        Ok(self.lock().batch(claimant, batch, now, BatchFence::Fenced))
     }
 
     /// With DynamoDB's conditions: each also accepts a record its own run already wrote.
@@ -291,6 +286,19 @@ impl Tables {
             .get_mut(id)
             .filter(|r| &r.call_id == call_id)
     }
+
+    /// `run`'s batch due at `batch`: its mark or fence, else `first` written now. Batches past
+    /// [`BATCH_TTL`] go first, as DynamoDB's TTL deletes their `mark#` items.
+    fn batch(
+        &mut self,
+        run: &RunToken,
+        batch: DateTime<Utc>,
+        now: DateTime<Utc>,
+        first: BatchFence,
+    ) -> BatchFence {
+        self.batches.retain(|(_, at), _| *at + BATCH_TTL > now);
+        *self.batches.entry((run.clone(), batch)).or_insert(first)
+    }
 }
 
 /// A claim made before `abandoned_before` whose push started, to a device that confirms its
@@ -300,4 +308,36 @@ fn pushed_then_abandoned(r: &Reservation, abandoned_before: DateTime<Utc>) -> bo
         && r.confirms
         && r.push_started_at.is_some()
         && r.claimed_at.is_some_and(|c| c < abandoned_before)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    /// A batch's mark is kept a day, as DynamoDB's TTL keeps its `mark#` item: the embedded
+    /// store forgets it after, so a local server running for days does not grow by each batch.
+    #[tokio::test]
+    async fn a_batch_past_its_ttl_is_forgotten_and_one_within_it_kept() {
+        let store = MemoryStore::default();
+        let (old, recent) = (RunToken::generate(), RunToken::generate());
+        let t0 = Utc.with_ymd_and_hms(2026, 11, 29, 7, 0, 0).unwrap();
+        assert!(store.mark_batch(&old, t0, t0).await.unwrap());
+        let later = t0 + BATCH_TTL - chrono::Duration::seconds(1);
+        assert!(store.mark_batch(&recent, later, later).await.unwrap());
+        assert_eq!(store.lock().batches.len(), 2);
+
+        // Within the day both stand; a day after the first, only the recent one is kept.
+        let fence = store.fence_batch(&old, t0, later).await.unwrap();
+        assert_eq!(fence, BatchFence::Marked(t0));
+        let past = t0 + BATCH_TTL + chrono::Duration::seconds(1);
+        let fence = store.fence_batch(&recent, later, past).await.unwrap();
+        assert_eq!(fence, BatchFence::Marked(later));
+        assert_eq!(
+            store.lock().batches.len(),
+            1,
+            "the day-old batch is forgotten"
+        );
+    }
 }
