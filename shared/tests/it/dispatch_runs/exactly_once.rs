@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration as StdDuration;
 
 use chrono::{Duration, FixedOffset};
-use koe::dispatch::InFlight;
+use koe::dispatch::{InFlight, RunReport};
 use koe::domain::device::PushEnvironment;
 use koe::domain::reservation::{Reservation, ReservationStatus, RunToken};
 use koe::platform::clock::Clock;
@@ -258,19 +258,7 @@ pub(super) async fn a_run_that_died_after_its_batch_mark_leaves_it_failed_never_
     let marked = w.store.mark_batch(&dead_run, at(30), w.clock.now()).await;
     assert!(marked.unwrap());
 
-    w.step_to(at(61)).await;
-    let later_run = w.start_run();
-    w.wait_status(&r, ReservationStatus::Failed).await;
-    let [report] = w
-        .finish(vec![later_run], at(61 + 72))
-        .await
-        .try_into()
-        .unwrap();
-    assert!(
-        w.push.attempts().is_empty(),
-        "never pushed: {:#?}",
-        w.push.attempts()
-    );
+    let report = failed_unpushed_by_a_later_run(&w, &r).await;
     assert_eq!(
         (report.sent, report.failed, report.push_unknown),
         (0, 1, 1),
@@ -306,6 +294,25 @@ pub(super) async fn claims_in_batches_found_past_grace_end_by_their_marks(store:
         (1, 1, 0),
         "{report:#?}"
     );
+}
+
+/// A run at 61 s, past the claim timeout of a run that died holding `r`: it records `r` failed
+/// and never pushes it. The run's report.
+async fn failed_unpushed_by_a_later_run(w: &World, r: &Reservation) -> RunReport {
+    w.step_to(at(61)).await;
+    let later_run = w.start_run();
+    w.wait_status(r, ReservationStatus::Failed).await;
+    let [report] = w
+        .finish(vec![later_run], at(61 + 72))
+        .await
+        .try_into()
+        .unwrap();
+    assert!(
+        w.push.attempts().is_empty(),
+        "never pushed: {:#?}",
+        w.push.attempts()
+    );
+    report
 }
 
 /// `run`'s claim of `r` in its batch, half a second before its second, as a run makes it.
@@ -359,21 +366,7 @@ pub(super) async fn a_run_that_died_after_starting_the_push_leaves_it_failed_nev
             .unwrap()
     );
 
-    // Past the claim timeout, a later run records it failed without pushing.
-    w.step_to(at(61)).await;
-    let later_run = w.start_run();
-    w.wait_status(&r, ReservationStatus::Failed).await;
-    let [report] = w
-        .finish(vec![later_run], at(61 + 72))
-        .await
-        .try_into()
-        .unwrap();
-
-    assert!(
-        w.push.attempts().is_empty(),
-        "never pushed a second time: {:#?}",
-        w.push.attempts()
-    );
+    let report = failed_unpushed_by_a_later_run(&w, &r).await;
     assert_eq!(
         (report.sent, report.failed, report.claimed),
         (0, 1, 0),
