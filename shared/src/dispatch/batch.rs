@@ -1,9 +1,9 @@
 //! A run's batch marks (`ClaimMark::InBatch`): one write for all of its pushes due in one tenth
 //! of a second ([`batch_of`]), made when the first of them is due, right before it leaves
 //! ([`Run::batch_marked`]), so that the mark says a push may have left only once it may,
-//! however crowded the second; and, for a
-//! claim another run abandoned naming its batch, the fence that tells whether that batch's
-//! pushes may have left, and the claim settled by it ([`Run::settle_abandoned`]).
+//! however crowded the second; and, for a claim another run abandoned naming its batch, the
+//! fence that tells whether that batch's pushes may have left, and the claim settled by it
+//! ([`Run::settle_abandoned`]).
 //! docs/dispatch.md, "Exactly once".
 
 use std::sync::{Arc, Mutex};
@@ -26,8 +26,7 @@ impl Run {
         batch: DateTime<Utc>,
         deadline: DateTime<Utc>,
     ) -> Option<bool> {
-        let key = batch.timestamp_millis();
-        let cell = Arc::clone(lock(&self.batches.marks).entry(key).or_default());
+        let cell = Arc::clone(lock(&self.batches.marks).entry(batch).or_default());
         let answer = *cell
             .get_or_init(|| async {
                 self.dispatcher.plan.batch_mark(self.clock().now());
@@ -48,8 +47,8 @@ impl Run {
             .await;
         if answer.is_none() {
             let mut marks = lock(&self.batches.marks);
-            if marks.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                marks.remove(&key);
+            if marks.get(&batch).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                marks.remove(&batch);
             }
         }
         answer
@@ -109,7 +108,7 @@ impl Run {
         batch: DateTime<Utc>,
         deadline: DateTime<Utc>,
     ) -> Option<BatchFence> {
-        let key = (claimant.as_str().to_owned(), batch.timestamp_millis());
+        let key = (claimant.clone(), batch);
         if let Some(found) = lock(&self.batches.fences).get(&key) {
             return Some(*found);
         }

@@ -66,9 +66,10 @@ pub(super) fn longest_claim_lead(claim_timeout: Duration, push_budget: Duration)
 /// pushes again and the slots' own slack. Before it, one planned write a call (its claim; its
 /// push mark is its batch's, one write a run and tenth of a second) from the
 /// [`longest_claim_lead`] to the claim's fixed lead, for devices without `confirmsCalls` (one
-/// that confirms takes a slot more, for its own mark). With the default claim timeout (30 s: a 10 s lead) the outcomes
-/// bind: 12,000 on a new table (bench/dispatch-scale.sh: 15,000 fill the plan to its edge,
-/// and what finds no slot keeps its fixed time); under 13 s the claims do (10 s: 7,500).
+/// that confirms takes a slot more, for its own mark). With the default claim timeout (30 s: a
+/// 10 s lead) the outcomes bind: 12,000 on a new table (bench/dispatch-scale.sh: 15,000 fill
+/// the plan to its edge, and what finds no slot keeps its fixed time); under 13 s the claims
+/// do (10 s: 7,500).
 pub fn calls_on_time(write_budget: u32, claim_timeout: std::time::Duration) -> u32 {
     let share = u64::from(write_budget) * DISPATCH_SHARE.0 / DISPATCH_SHARE.1;
     let after_ms = LONGEST_LAG.num_milliseconds() - 1_000;
@@ -340,7 +341,8 @@ mod tests {
 
     /// What `calls_on_time` promises is what the plan does, whatever the claim timeout: that
     /// many calls in one second have every write planned within the budget, a second's share
-    /// more (beyond what the bound keeps in hand) do not. Under 13 s the claims' lead is the shorter half (10 s: 3 s of lead).
+    /// more (beyond what the bound keeps in hand) do not. Under 13 s the claims' lead is the
+    /// shorter half (10 s: 3 s of lead).
     #[test]
     fn the_on_time_capacity_is_what_the_plan_fits_for_each_claim_timeout() {
         let at = call_time();

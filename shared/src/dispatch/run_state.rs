@@ -21,13 +21,16 @@ pub(super) fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).expect("configured durations are small")
 }
 
-/// One run's batches (`batch.rs`): its own marks by second, and what it found fencing others'.
+/// A batch mark's answer, shared by the batch's pushes: whether it stands, once answered.
+type MarkAnswer = Arc<OnceCell<Option<bool>>>;
+
+/// One run's batches (`batch.rs`): its own marks, and what it found fencing others'.
 #[derive(Default)]
 pub(super) struct Batches {
-    /// Second (ms) → its mark's answer: whether it stands, once answered.
-    pub(super) marks: Mutex<HashMap<i64, Arc<OnceCell<Option<bool>>>>>,
-    /// (claimant, second ms) → what the fence found: one fence a batch, whatever its size.
-    pub(super) fences: Mutex<HashMap<(String, i64), BatchFence>>,
+    /// Batch (its start) → its mark's answer.
+    pub(super) marks: Mutex<HashMap<DateTime<Utc>, MarkAnswer>>,
+    /// (claimant, batch) → what the fence found: one fence a batch, whatever its size.
+    pub(super) fences: Mutex<HashMap<(RunToken, DateTime<Utc>), BatchFence>>,
 }
 
 pub(super) struct Run {

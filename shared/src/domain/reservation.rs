@@ -202,8 +202,9 @@ pub struct Reservation {
     pub push_started_at: Option<DateTime<Utc>>,
     /// Set by a claim made [`ClaimMark::InBatch`](crate::store::ClaimMark::InBatch): the batch
     /// (a tenth of a second, by its start) whose mark (`Store::mark_batch`, one write for all of
-    /// a run's pushes in it) stands for this call's push mark. A claim abandoned with it is taken over only once its
-    /// batch is fenced (`Store::fence_batch`) and the claim settled (`Store::settle_batch`).
+    /// a run's pushes in it) stands for this call's push mark. A claim abandoned with it is
+    /// taken over only once its batch is fenced (`Store::fence_batch`) and the claim settled
+    /// (`Store::settle_batch`).
     pub mark_batch: Option<DateTime<Utc>>,
     /// The token of the run that claimed it (`claimToken`), while and after `claimed`.
     pub claimed_by: Option<RunToken>,

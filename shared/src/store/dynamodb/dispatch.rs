@@ -368,7 +368,8 @@ fn run_request(
     }
 }
 
-/// N: when a run marked its batch of pushes (`mark#<run>#<batch ms>`), or another fenced it.
+/// N: when a run marked its batch of pushes (`mark#<run>#<batch ms>`; `fencedAtMs` if another
+/// run fenced it first).
 const MARKED_AT_MS: &str = "markedAtMs";
 
 /// The item of `run`'s batch of pushes due at `batch`.

@@ -62,7 +62,8 @@ const CALLER_NAME: &str = "callerName";
 const CREATED_AT: &str = "createdAt";
 const CLAIMED_AT_MS: &str = "claimedAtMs";
 const PUSH_STARTED_AT_MS: &str = "pushStartedAtMs";
-/// N: the second of the batch whose mark stands for the claim's push mark (`ClaimMark::InBatch`).
+/// N: the batch (its start, a tenth of a second) whose mark stands for the claim's push mark
+/// (`ClaimMark::InBatch`).
 const MARK_BATCH_MS: &str = "markBatchMs";
 const EXPIRE_AT: &str = "expireAt";
 /// N, absent while 0: the pushes that left for a reservation.
