@@ -126,3 +126,27 @@ fn an_apns_endpoint_off_this_machine_is_refused_at_start_up() {
         assert_eq!(err.var, "APNS_ENDPOINT", "{endpoint}");
     }
 }
+
+/// Issue 58: `APNS_ENDPOINT` without the key values would only log pushes, saying nothing: it is
+/// refused at start-up, naming the variables missing; with some of them, the first missing one
+/// is named.
+#[test]
+fn an_apns_endpoint_without_the_key_values_is_refused_naming_them() {
+    let vars = Vars::from_pairs(&[("APNS_ENDPOINT", "http://127.0.0.1:8443")]);
+    let err = App::local(vars).check_config().unwrap_err();
+    assert_eq!(err.var, "APNS_ENDPOINT");
+    for missing in [
+        "APNS_KEY_P8",
+        "APNS_KEY_ID",
+        "APNS_TEAM_ID",
+        "APNS_BUNDLE_ID",
+    ] {
+        assert!(err.to_string().contains(missing), "{missing}: {err}");
+    }
+    let vars = Vars::from_pairs(&[
+        ("APNS_ENDPOINT", "http://127.0.0.1:8443"),
+        ("APNS_KEY_ID", "ABCDE12345"),
+    ]);
+    let err = App::local(vars).check_config().unwrap_err();
+    assert_eq!(err.var, "APNS_KEY_P8", "{err}");
+}

@@ -137,6 +137,9 @@ struct Live {
     streams: AtomicUsize,
     /// Told when one of our streams ends.
     freed: Notify,
+    /// Held by one push at a time from handing its request to h2 until its body is queued
+    /// behind its headers: requests leave whole and in stream-id order (see `run_stream`).
+    writer: Arc<tokio::sync::Mutex<()>>,
     task: AbortHandle,
 }
 
@@ -384,11 +387,25 @@ impl ApnsConnection {
                     }));
                 }
             };
+            // The connection's writer, waited for within the push's time: nothing of the push
+            // is with h2 yet, so giving up here leaves nothing.
+            let Ok(writing) = timeout_at(give_up, live.writer.clone().lock_owned()).await else {
+                return Err(refused.unwrap_or_else(|| {
+                    not_sent(format!(
+                        "the APNs connection's writer stayed busy for {ms} ms"
+                    ))
+                }));
+            };
             // From here the stream is h2's: it runs to its end in a task of its own, so a
             // caller that gives up on the push (the dispatcher at its budget) does not reset it.
             // A reset would not unsend it, and servers take bursts of resets for an attack
             // (h2's own server sends GOAWAY after 20), dropping every push in flight with it.
-            let stream = tokio::spawn(run_stream(slot, head.clone(), body.clone(), self.timings));
+            let stream = tokio::spawn(run_stream(
+                (slot, writing),
+                head.clone(),
+                body.clone(),
+                self.timings,
+            ));
             let outcome = stream.await.unwrap_or_else(|e| {
                 Err(Answer::Failed(PushError::MaybeDelivered {
                     reason: format!("the push's HTTP/2 stream task failed: {e}"),
@@ -413,9 +430,18 @@ impl ApnsConnection {
 }
 
 /// A push's stream from the moment it is handed to h2 to its answer, on the stream `slot`
-/// holds.
+/// holds, with the connection's writer held until its body is queued.
+///
+/// Requests leave whole and in stream-id order: a server that names, in its GOAWAY, the last
+/// stream whose request it read whole (and reads nothing more) has then read every stream below
+/// it whole, and none above it. Were bodies queued in whatever order their tasks woke, a stream
+/// below the last stream id could be left unread (never processed, yet "may have been" by RFC
+/// 9113 §6.8: recorded push state unknown) and one above it read whole and answered, while h2
+/// reports it not processed: sent again, the phone rings twice. h2 sends queued frames round
+/// robin over the streams in the order they were queued, so queuing each body before the next
+/// request is handed over is enough.
 async fn run_stream(
-    slot: StreamSlot,
+    (slot, writing): (StreamSlot, tokio::sync::OwnedMutexGuard<()>),
     head: Arc<http::request::Parts>,
     body: Bytes,
     timings: ConnectionTimings,
@@ -424,6 +450,7 @@ async fn run_stream(
     let (response, mut stream) = live.open_stream(&head, body.len(), timings.request).await?;
     // From here the push may reach APNs.
     let _ = stream.send_data(body, true);
+    drop(writing);
     let answer = timeout(timings.request, answer(&live, response)).await;
     drop(slot);
     answer.unwrap_or_else(|_| {
@@ -607,6 +634,7 @@ async fn connect(host: &ApnsHost, timings: &ConnectionTimings) -> Result<Live, S
         heard: Mutex::new(Instant::now()),
         streams: AtomicUsize::new(0),
         freed: Notify::new(),
+        writer: Arc::new(tokio::sync::Mutex::new(())),
         task: task.abort_handle(),
     })
 }

@@ -59,6 +59,7 @@ mod api_idempotency;
 mod api_meta;
 mod apns_connections;
 mod apns_errors;
+mod apns_outside;
 mod apns_strict;
 mod capacity_table;
 mod contract_files;

@@ -245,7 +245,18 @@ impl Config {
     pub fn from_vars(vars: &Vars) -> Result<Config, ConfigError> {
         // Read where the push pool is built; checked here too, so a bad value (an
         // `APNS_ENDPOINT` off this machine) stops start-up.
-        ApnsPoolConfig::from_vars(vars)?;
+        let pool = ApnsPoolConfig::from_vars(vars)?;
+        let apns = ApnsConfig::from_vars(vars)?;
+        if pool.endpoint.is_some() && apns.is_none() {
+            // A server to push to and no key to sign with: pushes would only be logged, and
+            // nothing would say why.
+            return Err(ConfigError {
+                var: "APNS_ENDPOINT",
+                reason: "is set, but pushes to it need the APNs key values too: set \
+                         APNS_KEY_P8, APNS_KEY_ID, APNS_TEAM_ID and APNS_BUNDLE_ID"
+                    .into(),
+            });
+        }
         Ok(Config {
             openai: OpenAiConfig::from_vars(vars)?,
             info: InfoConfig::from_vars(vars)?,
@@ -253,7 +264,7 @@ impl Config {
             store: StoreConfig::from_vars(vars)?,
             agent: AgentConfig::from_vars(vars)?,
             dispatch: DispatchConfig::from_vars(vars)?,
-            apns: ApnsConfig::from_vars(vars)?,
+            apns,
             oidc: OidcConfig::from_vars(vars)?,
             lambda: LambdaConfig::from_vars(vars),
             spend: SpendConfig::from_vars(vars)?,

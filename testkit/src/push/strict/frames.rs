@@ -5,8 +5,9 @@
 //! the client's SETTINGS acknowledgements of injected SETTINGS (h2 would take them for an
 //! unexpected ACK, a protocol error).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -16,8 +17,10 @@ const PREFACE_LEN: usize = 24;
 const HEADER_LEN: usize = 9;
 const HEADERS: u8 = 0x1;
 const SETTINGS: u8 = 0x4;
+const DATA: u8 = 0x0;
 const GOAWAY: u8 = 0x7;
 const ACK: u8 = 0x1;
+const END_STREAM: u8 = 0x1;
 const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 
 /// Frames waiting to be written into the server's byte stream.
@@ -35,18 +38,65 @@ pub(super) struct Injector {
     /// acknowledged as its HEADERS left it, if every injected SETTINGS written before had been
     /// acknowledged by then (`None`: a limit was changing under it).
     opened_under: HashMap<u32, Option<u32>>,
+    /// Stream limits to advertise once h2 has written the end of its answer on a stream
+    /// ([`Injector::max_streams_after_answer`]).
+    after_answer: Vec<(u32, u32)>,
+    /// Set once the connection reads nothing more from the client (after a graceful GOAWAY).
+    deaf: bool,
+    /// Requests still to read whole, on every connection, before one gets a graceful GOAWAY
+    /// (`u64::MAX`: none asked for).
+    go_away_in: Arc<AtomicU64>,
+    /// Streams whose HEADERS were read and whose request is not yet whole, in byte order.
+    incomplete: HashSet<u32>,
+    /// The graceful GOAWAY's last stream id, once sent: the request read whole that made it.
+    pub(super) taken_last: Option<u32>,
+    /// The streams not read whole when the GOAWAY went: they never will be (not processed).
+    pub(super) unread: HashSet<u32>,
 }
 
 impl Injector {
-    /// On a connection whose server advertised `initial` streams.
-    pub(super) fn new(initial: u32) -> Injector {
+    /// On a connection whose server advertised `initial` streams; `go_away_in` counts the
+    /// requests read whole (shared by every connection) down to the one that gets a GOAWAY.
+    pub(super) fn new(initial: u32, go_away_in: Arc<AtomicU64>) -> Injector {
         Injector {
             queued: Vec::new(),
             queued_limits: VecDeque::new(),
             settings_sent: VecDeque::new(),
             acknowledged: initial,
             opened_under: HashMap::new(),
+            after_answer: Vec::new(),
+            deaf: false,
+            go_away_in,
+            incomplete: HashSet::new(),
+            taken_last: None,
+            unread: HashSet::new(),
         }
+    }
+
+    /// A SETTINGS frame advertising `max_streams`, written right after h2 has written the last
+    /// frame of its answer on `stream_id` (the outside server's order: the answer, then the new
+    /// limit).
+    pub(super) fn max_streams_after_answer(&mut self, stream_id: u32, max_streams: u32) {
+        self.after_answer.push((stream_id, max_streams));
+    }
+
+    /// `stream_id` was refused: its request is not one the server reads.
+    pub(super) fn refused(&mut self, stream_id: u32) {
+        self.incomplete.remove(&stream_id);
+    }
+
+    /// A request is read whole (its END_STREAM, in the byte stream's order, as a server reading
+    /// frames one by one sees it): the `go_away_in`-th gets a graceful GOAWAY naming it as the
+    /// last stream id, and nothing more is read on the connection. Returns whether it did.
+    fn taken(&mut self, stream_id: u32) -> bool {
+        if self.go_away_in.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return false;
+        }
+        self.taken_last = Some(stream_id);
+        self.unread = std::mem::take(&mut self.incomplete);
+        self.go_away(stream_id, h2::Reason::NO_ERROR, "");
+        self.deaf = true;
+        true
     }
 
     /// A SETTINGS frame advertising `max_streams`.
@@ -100,6 +150,11 @@ pub(super) struct Framed<T> {
     preface_seen: bool,
 }
 
+/// The stream id of a frame header.
+fn stream_of(header: &[u8]) -> u32 {
+    u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff
+}
+
 impl<T> Framed<T> {
     pub(super) fn new(io: T, injector: Arc<Mutex<Injector>>) -> Framed<T> {
         Framed {
@@ -129,9 +184,24 @@ impl<T> Framed<T> {
             if self.out_header.len() == HEADER_LEN {
                 let h = &self.out_header;
                 self.out_left = u32::from_be_bytes([0, h[0], h[1], h[2]]) as usize;
+                let mut injector = self.injector.lock().unwrap();
                 if h[3] == SETTINGS && h[4] & ACK == 0 {
-                    self.injector.lock().unwrap().settings_sent.push_back(None);
+                    injector.settings_sent.push_back(None);
                 }
+                if matches!(h[3], HEADERS | DATA) && h[4] & END_STREAM != 0 {
+                    // The answer on this stream is written (once this frame's payload is):
+                    // limits waiting for it are queued, to go out at the next frame boundary.
+                    let stream_id = stream_of(h);
+                    let waiting = std::mem::take(&mut injector.after_answer);
+                    for (stream, limit) in waiting {
+                        if stream == stream_id {
+                            injector.max_streams(limit);
+                        } else {
+                            injector.after_answer.push((stream, limit));
+                        }
+                    }
+                }
+                drop(injector);
                 self.out_header.clear();
             }
         }
@@ -165,17 +235,36 @@ impl<T> Framed<T> {
                 }
                 acked.is_some()
             };
-            if h[3] == HEADERS {
+            let (kind, ends) = (h[3], h[4] & END_STREAM != 0);
+            let stream_id = stream_of(h);
+            let mut injector = self.injector.lock().unwrap();
+            if kind == HEADERS {
                 // Judged here, in the byte stream's order: an ACK read in the same chunk after
                 // these HEADERS was not yet sent when the client opened the stream.
-                let stream_id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
-                let mut injector = self.injector.lock().unwrap();
                 let known = injector.settled().then_some(injector.acknowledged);
                 injector.opened_under.insert(stream_id, known);
+                if !ends {
+                    injector.incomplete.insert(stream_id);
+                }
             }
+            // A request is whole at its END_STREAM: on its HEADERS, or on a DATA frame of a
+            // stream still being read (not one refused meanwhile).
+            let whole = ends
+                && match kind {
+                    HEADERS => true,
+                    DATA => injector.incomplete.remove(&stream_id),
+                    _ => false,
+                };
+            let went_away = whole && injector.taken(stream_id);
+            drop(injector);
             let frame: Vec<u8> = self.in_raw.drain(..len).collect();
             if !injected_ack {
                 self.in_ready.extend(frame);
+            }
+            if went_away {
+                // Nothing after this frame is read: what was read past it is dropped unread.
+                self.in_raw.clear();
+                return;
             }
         }
     }
@@ -193,6 +282,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Framed<T> {
                 buf.put_slice(&self.in_ready[..n]);
                 self.in_ready.drain(..n);
                 return Poll::Ready(Ok(()));
+            }
+            if self.injector.lock().unwrap().deaf {
+                // Nothing more is read: the connection is closed by its server later.
+                return Poll::Pending;
             }
             let mut chunk = [0u8; 8192];
             let mut read = ReadBuf::new(&mut chunk);
@@ -287,7 +380,10 @@ mod tests {
     /// held against it; one opened after the ACK is.
     #[test]
     fn a_stream_is_judged_by_the_limit_acknowledged_before_it_in_the_byte_stream() {
-        let injector = Arc::new(Mutex::new(Injector::new(1000)));
+        let injector = Arc::new(Mutex::new(Injector::new(
+            1000,
+            Arc::new(AtomicU64::new(u64::MAX)),
+        )));
         let mut framed = Framed::new((), injector.clone());
         framed.preface_seen = true;
         // A lowered limit written to the client, not yet acknowledged.
@@ -306,7 +402,10 @@ mod tests {
 
     #[test]
     fn before_any_change_the_initial_limit_is_known() {
-        let injector = Arc::new(Mutex::new(Injector::new(1000)));
+        let injector = Arc::new(Mutex::new(Injector::new(
+            1000,
+            Arc::new(AtomicU64::new(u64::MAX)),
+        )));
         let mut framed = Framed::new((), injector.clone());
         framed.preface_seen = true;
         framed.in_raw.extend(frame(HEADERS, 0x4, 1, b""));

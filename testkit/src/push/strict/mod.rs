@@ -49,6 +49,10 @@ pub struct StrictSettings {
     pub refusals_before_goaway: usize,
     /// Seeds the tail draws.
     pub seed: u64,
+    /// After a graceful GOAWAY the connection reads nothing more from the client (once the
+    /// request of its last stream is in), still answers the streams it took, and closes the
+    /// socket this long after the GOAWAY, whatever is still open on it.
+    pub close_after_go_away: Duration,
 }
 
 impl Default for StrictSettings {
@@ -60,6 +64,7 @@ impl Default for StrictSettings {
             tail: Duration::ZERO,
             refusals_before_goaway: 10,
             seed: 48,
+            close_after_go_away: Duration::from_millis(1150),
         }
     }
 }
@@ -76,6 +81,9 @@ pub enum Fate {
     Refused,
     /// Above the last stream id of a GOAWAY: not processed.
     AboveGoAway,
+    /// Taken, at or below a GOAWAY's last stream id, but its request was never read whole
+    /// before the connection closed: not processed.
+    Unread,
 }
 
 impl Fate {
@@ -125,7 +133,7 @@ struct Shared {
     /// Seconds added to the real time to make the stand-in's clock (a skewed or later APNs).
     clock_ahead: AtomicU64,
     /// Streams still to accept before the graceful GOAWAY (`u64::MAX`: none asked for).
-    go_away_in: AtomicU64,
+    go_away_in: Arc<AtomicU64>,
     go_aways: AtomicUsize,
     /// How connections ended in error, as h2's server saw it.
     ended: Mutex<Vec<String>>,
@@ -153,7 +161,7 @@ impl StrictApns {
             seen: Mutex::new(Vec::new()),
             dead_tokens: Mutex::new(HashSet::new()),
             clock_ahead: AtomicU64::new(0),
-            go_away_in: AtomicU64::new(u64::MAX),
+            go_away_in: Arc::new(AtomicU64::new(u64::MAX)),
             go_aways: AtomicUsize::new(0),
             ended: Mutex::new(Vec::new()),
             refuse_next: AtomicUsize::new(0),
@@ -187,9 +195,11 @@ impl StrictApns {
             .store(ahead.as_secs(), Ordering::SeqCst);
     }
 
-    /// The connection that accepts the `n`-th stream from now (1: the next) sends a graceful
-    /// GOAWAY (`NO_ERROR`) whose last stream id is that stream's: every stream above it on that
-    /// connection is not processed.
+    /// The connection that reads the `n`-th request whole from now (1: the next; counted in
+    /// the byte stream's order, over every connection) sends a graceful GOAWAY (`NO_ERROR`)
+    /// whose last stream id is that request's, reads nothing more, answers the requests it
+    /// read whole and closes `close_after_go_away` later: requests it had not read whole are
+    /// not processed.
     pub fn go_away_after(&self, n: u64) {
         self.shared.go_away_in.store(n.max(1), Ordering::SeqCst);
     }
@@ -288,6 +298,8 @@ struct Connection {
     /// before. Kept per connection: each process of a fleet (each Lambda container) signs its
     /// own, as every APNs client library does.
     token: Mutex<Option<(String, i64)>>,
+    /// Told when a graceful GOAWAY sets the time the socket closes.
+    closing: tokio::sync::Notify,
 }
 
 struct ConnectionState {
@@ -298,10 +310,17 @@ struct ConnectionState {
     refusals: usize,
     /// The last stream id of the graceful GOAWAY sent, if one was.
     last_stream_id: Option<u32>,
+    /// When the socket is closed (a graceful GOAWAY's time plus `close_after_go_away`).
+    close_at: Option<tokio::time::Instant>,
+    /// Set once the socket is closed.
+    closed: bool,
 }
 
 async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
-    let injector = Arc::new(Mutex::new(Injector::new(shared.settings.max_streams)));
+    let injector = Arc::new(Mutex::new(Injector::new(
+        shared.settings.max_streams,
+        shared.go_away_in.clone(),
+    )));
     let io = Framed::new(socket, injector.clone());
     let Ok(mut h2) = h2::server::Builder::new()
         .max_concurrent_streams(shared.settings.max_streams)
@@ -318,13 +337,30 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
             active: 0,
             refusals: 0,
             last_stream_id: None,
+            close_at: None,
+            closed: false,
         }),
         token: Mutex::new(None),
+        closing: tokio::sync::Notify::new(),
     });
     // Streams above a GOAWAY's last stream id: held open, never answered (not processed).
     let mut held = Vec::new();
     loop {
-        let (request, mut respond) = match h2.accept().await {
+        let closed = async {
+            loop {
+                let close_at = connection.inner.lock().unwrap().close_at;
+                match close_at {
+                    Some(at) => return tokio::time::sleep_until(at).await,
+                    None => connection.closing.notified().await,
+                }
+            }
+        };
+        let accepted = tokio::select! {
+            accepted = h2.accept() => accepted,
+            // The socket closes, whatever is still open on it.
+            () = closed => break,
+        };
+        let (request, mut respond) = match accepted {
             Some(Ok(accepted)) => accepted,
             Some(Err(e)) => {
                 shared
@@ -338,11 +374,10 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
         };
         let stream_id = u32::from(respond.stream_id());
         match connection.admit(stream_id, &shared) {
-            Admit::AboveGoAway => {
-                shared.record(&connection, stream_id, Fate::AboveGoAway);
-                held.push(respond);
-            }
+            // Recorded when the GOAWAY went ([`Connection::take`]).
+            Admit::Unread => held.push(respond),
             Admit::Refuse { go_away } => {
+                connection.injector.lock().unwrap().refused(stream_id);
                 shared.record(&connection, stream_id, Fate::Refused);
                 respond.send_reset(h2::Reason::REFUSED_STREAM);
                 if go_away {
@@ -364,13 +399,14 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
             }
         }
     }
+    connection.inner.lock().unwrap().closed = true;
     drop(held);
 }
 
 /// What becomes of a stream as it arrives.
 enum Admit {
-    /// Above the last stream id of the GOAWAY sent: not processed.
-    AboveGoAway,
+    /// Not read whole when the GOAWAY went, and never will be: not processed.
+    Unread,
     /// Refused (`REFUSED_STREAM`); `go_away`: the client keeps exceeding the limit.
     Refuse {
         go_away: bool,
@@ -382,8 +418,8 @@ impl Connection {
     fn admit(&self, stream_id: u32, shared: &Shared) -> Admit {
         let mut state = self.inner.lock().unwrap();
         let known = self.injector.lock().unwrap().limit_known_at_open(stream_id);
-        if state.last_stream_id.is_some_and(|last| stream_id > last) {
-            return Admit::AboveGoAway;
+        if self.injector.lock().unwrap().unread.contains(&stream_id) {
+            return Admit::Unread;
         }
         let refuse_anyway = shared
             .refuse_next
@@ -403,15 +439,38 @@ impl Connection {
             return Admit::Refuse { go_away };
         }
         state.active += 1;
-        if shared.go_away_in.fetch_sub(1, Ordering::SeqCst) == 1 {
-            state.last_stream_id = Some(stream_id);
-            shared.go_aways.fetch_add(1, Ordering::SeqCst);
-            self.injector
-                .lock()
-                .unwrap()
-                .go_away(stream_id, h2::Reason::NO_ERROR, "");
-        }
         Admit::Process
+    }
+
+    /// A stream's request is in whole (its body read): if its END_STREAM made the graceful
+    /// GOAWAY (`frames::Injector::taken`, the `go_away_after`-th request read whole in all, in
+    /// the byte stream's order), the socket is closed `close_after_go_away` from now, and the
+    /// streams the connection had not read whole are recorded: above the last stream id, or
+    /// (a client that sent requests out of stream-id order) below it, unread. Streams it had
+    /// read whole are still answered, above the last stream id too: the server names the
+    /// request that made it go away, not the highest stream it took.
+    fn take(&self, stream_id: u32, shared: &Shared) {
+        let unread = {
+            let injector = self.injector.lock().unwrap();
+            if injector.taken_last != Some(stream_id) {
+                return;
+            }
+            injector.unread.clone()
+        };
+        let mut state = self.inner.lock().unwrap();
+        state.last_stream_id = Some(stream_id);
+        state.close_at = Some(tokio::time::Instant::now() + shared.settings.close_after_go_away);
+        drop(state);
+        shared.go_aways.fetch_add(1, Ordering::SeqCst);
+        for unread in unread {
+            let fate = if unread > stream_id {
+                Fate::AboveGoAway
+            } else {
+                Fate::Unread
+            };
+            shared.record(self, unread, fate);
+        }
+        self.closing.notify_one();
     }
 }
 
@@ -513,12 +572,15 @@ async fn answer(
     let mut bytes = Vec::new();
     while let Some(chunk) = body.data().await {
         let Ok(chunk) = chunk else {
-            shared.client_resets.fetch_add(1, Ordering::SeqCst);
+            if !connection.inner.lock().unwrap().closed {
+                shared.client_resets.fetch_add(1, Ordering::SeqCst);
+            }
             return;
         };
         let _ = body.flow_control().release_capacity(chunk.len());
         bytes.extend_from_slice(&chunk);
     }
+    connection.take(stream_id, &shared);
     let call_id = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
         .and_then(|v| v["callId"].as_str().map(str::to_owned))
@@ -547,7 +609,8 @@ async fn answer(
     }
     let status = rejection.map_or(200, |(status, _)| status);
     {
-        // The limit follows the answer: 1 after a rejection, back after a success.
+        // The limit follows the answer: 1 after a rejection, back after a success, advertised
+        // right after the answer is written.
         let mut state = connection.inner.lock().unwrap();
         let limit = if rejection.is_some() {
             1
@@ -556,7 +619,11 @@ async fn answer(
         };
         if limit != state.limit {
             state.limit = limit;
-            connection.injector.lock().unwrap().max_streams(limit);
+            connection
+                .injector
+                .lock()
+                .unwrap()
+                .max_streams_after_answer(stream_id, limit);
         }
     }
     let fate = match rejection {
