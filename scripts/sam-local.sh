@@ -21,6 +21,7 @@
 #   bound: scripts/sam-local-relay.py copies connections between the host's loopback and each
 #   container's (SAM's published port in, env.json's ports out), and env.json's
 #   host.docker.internal is 127.0.0.1 in the container (`--add-host`).
+# KOE_SAM_LOCAL_ONLY=<text>: only the fixtures whose file name holds it.
 # Environment: KOE_CACHE_DIR (default ~/.cache/koe: the base image's root file system is kept
 # there), CARGO_TARGET_DIR (testkit's binaries), KOE_LAMBDA_TARGET_DIR (sam build's).
 set -euo pipefail
@@ -220,6 +221,7 @@ for i in "${!ROWS[@]}"; do
   fixture=$(xargs <<<"${fixture//\`/}") function=$(xargs <<<"$function")
   answer="${answer# }" answer="${answer% }"
   command="${COMMANDS[$i]}"
+  [[ -z "${KOE_SAM_LOCAL_ONLY:-}" || "$fixture" == *"$KOE_SAM_LOCAL_ONLY"* ]] || continue
   grep -q "sam local invoke $function " <<<"$command" \
     || die "row $((i + 1)) ($fixture, $function): the command is $command"
   started=$SECONDS
