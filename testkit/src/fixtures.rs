@@ -21,6 +21,10 @@ use serde_json::Value;
 
 use crate::template::repo_root;
 
+/// What the stand-in OpenAI answers a chat fixture (`Route::fixture`'s text for the chat routes):
+/// the fixture tests script it, the `standin-openai` binary answers it by default.
+pub const REPLY: &str = "フィクスチャの返事";
+
 /// `events/env.json` (sections of variables), as `sam local invoke --env-vars` reads it.
 pub fn env_json() -> BTreeMap<String, BTreeMap<String, String>> {
     let text = std::fs::read_to_string(repo_root().join("events/env.json")).unwrap();

@@ -38,7 +38,7 @@ impl Visit for Fixtures<'_> {
 #[tokio::test]
 async fn every_fixture_passes_through_the_lambda_adapter() {
     let openai = StandInOpenAi::start().await;
-    openai.set_default(Behaviour::complete("フィクスチャの返事"));
+    openai.set_default(Behaviour::complete(koe_testkit::fixtures::REPLY));
     let base_url = openai.base_url();
     let vars = Vars::from_pairs(&[
         ("OPENAI_BASE_URL", &base_url),

@@ -7,7 +7,8 @@
 //!
 //! Every request gets a completion: for a structured-output request (`response_format`
 //! `json_schema`, as `POST /agent`'s planner and responder send), a small instance of the
-//! request's own schema; for any other, a short text. It serves until it is killed.
+//! request's own schema; for any other, the reply docs/local.md's fixture table shows
+//! ([`fixtures::REPLY`]). It serves until it is killed.
 //!
 //! With `STANDIN_REPLY` set, every request gets that reply instead, written at a pace
 //! (`STANDIN_FIRST_TOKEN_MS`, default 300; `STANDIN_TOKENS_PER_SECOND`, default 30): streamed
@@ -19,8 +20,8 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use koe_testkit::loopback;
 use koe_testkit::openai::{Behaviour, Pace, StandInOpenAi};
+use koe_testkit::{fixtures, loopback};
 
 /// The scripted reply and its pace, from `STANDIN_*` (see the module's doc).
 fn paced_reply() -> Result<Option<Behaviour>, String> {
@@ -54,7 +55,9 @@ async fn main() -> ExitCode {
     let started = StandInOpenAi::start_on(addr).await;
     let standin = loopback::listening_or_exit("standin-openai", addr, started);
     match paced_reply() {
-        Ok(reply) => standin.set_default(reply.unwrap_or_else(Behaviour::schema_valid)),
+        Ok(reply) => standin.set_default(reply.unwrap_or_else(|| Behaviour::SchemaValid {
+            text: fixtures::REPLY.into(),
+        })),
         Err(e) => {
             eprintln!("standin-openai: {e}");
             return ExitCode::from(2);
