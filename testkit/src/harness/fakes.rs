@@ -43,7 +43,7 @@ pub fn issued_step_ids_with(
     let mut plan: Vec<PlanStep> = (0..steps)
         .map(|_| PlanStep {
             id: String::new(),
-            tool: Capability::Calendar,
+            tool: Capability::all().next().expect("a tool"),
             from: t,
             to: t + chrono::Duration::days(1),
         })
