@@ -94,7 +94,7 @@ fn each_rule_names_its_field() {
         ),
         (
             json!({"message": "m", "results": [{"stepId": "s1", "tool": "mail", "output": {}}]}),
-            "results[0].tool must be one of calendar",
+            &format!("results[0].tool must be one of {}", Capability::names()),
         ),
         (
             json!({"message": "m", "results": [{"stepId": "s1", "tool": "calendar"}]}),

@@ -183,5 +183,9 @@ fn a_tool_the_contract_lacks_or_documents_otherwise_is_found() {
         max_items: 199,
         ..koe::domain::agent::tools::calendar::CALENDAR
     };
-    assert!(check(&openapi, &[&FEWER]).unwrap_err().contains("maxItems"));
+    let tools: Vec<&Tool> = TOOLS
+        .iter()
+        .map(|t| if t.name == FEWER.name { &FEWER } else { *t })
+        .collect();
+    assert!(check(&openapi, &tools).unwrap_err().contains("maxItems"));
 }
