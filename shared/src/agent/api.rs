@@ -6,6 +6,8 @@ use std::time::Duration;
 use http::Method;
 
 use crate::agent::binding::StepSigner;
+use crate::domain::agent::MAX_DATETIME_CHARS;
+use crate::domain::agent::tools::{Kind, TOOLS, Tool};
 use crate::model::ModelProvider;
 use crate::platform::clock::Clock;
 use crate::platform::config::AgentConfig;
@@ -18,33 +20,65 @@ use crate::store::prelude::*;
 pub type Endpoints = (Agent,);
 
 /// Body cap of `POST /agent`, derived as [`CHAT_BODY_LIMIT`] is. Round 2 is the larger round:
-/// the message, `MAX_STEPS` results of `MAX_EVENTS` events (title, start, end, allDay), the
-/// device and the time zone. Round 1 (message, capabilities, deviceId, timezone) is far smaller;
-/// repeated or unknown capabilities count as unknown fields.
+/// the message, `MAX_STEPS` results of the largest tool output (its `max_items` items, each
+/// field at its cap), the device and the time zone. Round 1 (message, capabilities, deviceId,
+/// timezone) is far smaller; repeated or unknown capabilities count as unknown fields. With
+/// `calendar` (200 events: title, start, end, allDay) the largest:
 ///
 /// ```text
 /// 51 + (2 + 4000 x 6) + 5 x (54 + (2 + 64 x 6) + 200 x (42 + (2 + 200 x 6) + 2 x (2 + 35 x 6)))
 ///   + (2 + 128 x 6) + (2 + 32 x 6) + 1024 = 1 696 234 bytes (about 1.6 MiB)
 /// ```
 pub const AGENT_BODY_LIMIT: usize = {
-    use crate::domain::agent::{
-        MAX_DATETIME_CHARS, MAX_EVENTS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS,
-        MAX_TIMEZONE_CHARS, MAX_TITLE_CHARS,
-    };
+    use crate::domain::agent::{MAX_MESSAGE_CHARS, MAX_STEPS, MAX_TIMEZONE_CHARS};
     use crate::domain::device::MAX_DEVICE_ID_CHARS;
-    let event = r#"{"title":,"start":,"end":,"allDay":false},"#.len()
-        + json_str(MAX_TITLE_CHARS)
-        + 2 * json_str(MAX_DATETIME_CHARS);
-    let result = r#"{"stepId":,"tool":"calendar","output":{"events":[]}},"#.len()
-        + json_str(MAX_STEP_ID_CHARS)
-        + MAX_EVENTS * event;
+    let mut largest = 0;
+    let mut i = 0;
+    while i < TOOLS.len() {
+        let size = result_bytes(TOOLS[i]);
+        if size > largest {
+            largest = size;
+        }
+        i += 1;
+    }
     r#"{"message":,"results":[],"deviceId":,"timezone":}"#.len()
         + json_str(MAX_MESSAGE_CHARS)
-        + MAX_STEPS * result
+        + MAX_STEPS * largest
         + json_str(MAX_DEVICE_ID_CHARS)
         + json_str(MAX_TIMEZONE_CHARS)
         + BODY_SLACK
 };
+
+/// One result of `tool` at its caps, compact, with its trailing comma:
+/// `{"stepId":,"tool":"<name>","output":{"<list>":[]}},` with the id and `max_items` items.
+const fn result_bytes(tool: &Tool) -> usize {
+    use crate::domain::agent::MAX_STEP_ID_CHARS;
+    // `{"f1":v1,"f2":v2},`: braces, comma, and per field its quoted name, colon and comma (one
+    // comma too many, the last field's, is the item's trailing one).
+    let mut item = 2;
+    let mut i = 0;
+    while i < tool.item.len() {
+        let field = &tool.item[i];
+        item += field.name.len() + 4;
+        let value = match field.kind {
+            Kind::Text(max) => json_str(max),
+            Kind::DateTime => json_str(MAX_DATETIME_CHARS),
+            Kind::Bool => "false".len(),
+        };
+        // An optional field may be `null`.
+        item += if value < "null".len() {
+            "null".len()
+        } else {
+            value
+        };
+        i += 1;
+    }
+    r#"{"stepId":,"tool":"","output":{"":[]}},"#.len()
+        + tool.name.len()
+        + tool.list.len()
+        + json_str(MAX_STEP_ID_CHARS)
+        + tool.max_items * item
+}
 
 pub struct AgentPorts {
     pub model: Arc<dyn ModelProvider>,

@@ -244,6 +244,7 @@ impl StepSigner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::agent::tools::calendar::CALENDAR;
     use crate::domain::agent::{Capability, ToolOutput};
 
     use crate::platform::clock::utc as at;
@@ -259,7 +260,7 @@ mod tests {
         (0..n)
             .map(|i| PlanStep {
                 id: format!("s{}", i + 1),
-                tool: Capability::Calendar,
+                tool: Capability::of(&CALENDAR),
                 from: t,
                 to: t + chrono::Duration::days(1),
             })
@@ -270,7 +271,7 @@ mod tests {
         ids.iter()
             .map(|id| StepResult {
                 step_id: (*id).to_owned(),
-                output: ToolOutput::Calendar { events: vec![] },
+                output: ToolOutput::empty(Capability::of(&CALENDAR)),
             })
             .collect()
     }

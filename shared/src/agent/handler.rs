@@ -11,7 +11,7 @@ use crate::agent::binding::{MAX_ANSWERS_PER_PLAN, Refusal, StepSigner};
 use crate::agent::daily_limit::{self, Allowance};
 use crate::agent::{planner, responder};
 use crate::devices::{self, SecretRule};
-use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2, ToolOutput};
+use crate::domain::agent::{AgentReply, AgentReplyView, AgentRequest, Round1, Round2};
 use crate::model::{ModelProvider, ProviderError};
 use crate::platform::config::AgentConfig;
 use crate::platform::error::{ApiError, ErrorCode};
@@ -191,18 +191,13 @@ async fn round_2(cx: &AgentContext<'_>, round: &Round2) -> Result<Response, ApiE
     let device = round.device_id.log_hash(&cx.settings.device_hash_salt);
     bind_to_round_1(cx, round, &device).await?;
     let reply = responder::respond(cx.model, cx.settings, round, cx.now).await?;
-    let events: usize = round
-        .results
-        .iter()
-        .map(|r| match &r.output {
-            ToolOutput::Calendar { events } => events.len(),
-        })
-        .sum();
+    // How many items the tools read (events, ...): a count, never their contents.
+    let items: usize = round.results.iter().map(|r| r.output.items.len()).sum();
     tracing::info!(
         round = 2,
         device = %device,
         results = round.results.len(),
-        events,
+        items,
         outcome = kind(&reply).0,
         "agent round answered"
     );

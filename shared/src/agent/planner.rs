@@ -197,7 +197,9 @@ mod tests {
     use super::*;
     use crate::domain::agent::Emotion;
 
-    const CAL: &[Capability] = &[Capability::Calendar];
+    use crate::domain::agent::tools::calendar::CALENDAR;
+
+    const CAL: &[Capability] = &[Capability::of(&CALENDAR)];
 
     fn plan_of(steps: Value) -> String {
         json!({"decision": {"type": "plan", "steps": steps}}).to_string()

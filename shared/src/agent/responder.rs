@@ -44,7 +44,12 @@ pub fn request(settings: &AgentConfig, round: &Round2, now: DateTime<Utc>) -> Mo
         messages: vec![
             ChatMessage {
                 role: Role::System,
-                content: prompts::responder_system(&settings.persona, now, round.timezone),
+                content: prompts::responder_system(
+                    &settings.persona,
+                    now,
+                    round.timezone,
+                    &round.results,
+                ),
             },
             ChatMessage {
                 role: Role::User,

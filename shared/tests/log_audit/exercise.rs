@@ -9,9 +9,10 @@ use koe::chat::api::Chat;
 use koe::devices::api::PutDevice;
 use koe::dispatch::api::Dispatch;
 use koe::dispatch::{Dispatcher, RunCause};
+use koe::domain::agent::tools::{Kind, TOOLS};
 use koe::platform::config::{Config, Vars};
 use koe::platform::endpoint::{Endpoint, Route};
-use koe_testkit::harness::issued_step_ids_with;
+use koe_testkit::harness::{issued_step_ids_with, tool_results};
 use koe_testkit::oidc::{self, TestKey, claims_with};
 use koe_testkit::openai::Behaviour;
 use serde_json::json;
@@ -62,7 +63,9 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
             }
         }
         r if *r == Agent::ROUTE => {
-            let round1 = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
+            // Every tool listed, and each one's results carrying sentinels in its personal fields.
+            let tools: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+            let round1 = json!({"message": AGENT_MESSAGE, "capabilities": tools,
                 "deviceId": d.agent, "timezone": "Asia/Tokyo"});
             pass.app.openai.set_default(Behaviour::schema_valid());
             pass.expect_json("agent round 1", POST_AGENT, &round1, 200, false)
@@ -100,32 +103,28 @@ pub(super) async fn exercise(pass: &mut Pass, route: &Route) {
                 false,
             )
             .await;
-            let step_id = issued_step_ids_with(SALT, &d.agent, 1, pass.app.clock.now()).remove(0);
-            let round2 = json!({"message": AGENT_MESSAGE, "deviceId": d.agent, "results": [
-            {"stepId": step_id, "tool": "calendar", "output": {"events": [
-                {"title": TITLE, "start": EVENT_START, "end": EVENT_END},
-                {"title": format!("{TITLE} 2"), "start": EVENT_START, "end": EVENT_END, "allDay": true},
-            ]}}]});
+            let step_ids = issued_step_ids_with(SALT, &d.agent, TOOLS.len(), pass.app.clock.now());
+            let round2 = json!({"message": AGENT_MESSAGE, "deviceId": d.agent,
+                "results": tool_results(&step_ids, TITLE, [EVENT_START, EVENT_END])});
             pass.app.openai.script([Behaviour::complete(
                 json!({"reply": AGENT_REPLY, "emotion": "happy"}).to_string(),
             )]);
             pass.expect_json("agent round 2", POST_AGENT, &round2, 200, false)
                 .await;
-            let mut bad = round2.clone();
-            bad["results"][0]["output"]["events"][0]["title"] = json!(TITLE.repeat(20));
-            pass.expect_json(
-                "agent round 2, title too long",
-                POST_AGENT,
-                &bad,
-                400,
-                false,
-            )
-            .await;
-            let mut bad = round2.clone();
-            bad["results"][0]["output"]["events"][0]["start"] =
-                json!(format!("{TITLE} {EVENT_START}"));
-            pass.expect_json("agent round 2, bad time", POST_AGENT, &bad, 400, false)
-                .await;
+            // Each tool's first item refused for a text over its cap, and for a bad date-time.
+            for (i, tool) in TOOLS.iter().enumerate() {
+                for field in tool.item {
+                    let bad_value = match field.kind {
+                        Kind::Text(max) => json!(TITLE.repeat(max / TITLE.len() + 1)),
+                        Kind::DateTime => json!(format!("{TITLE} {EVENT_START}")),
+                        Kind::Bool => continue,
+                    };
+                    let mut bad = round2.clone();
+                    bad["results"][i]["output"][tool.list][0][field.name] = bad_value;
+                    let what = format!("agent round 2, {} {} refused", tool.name, field.name);
+                    pass.expect_json(&what, POST_AGENT, &bad, 400, false).await;
+                }
+            }
             let bad = json!({"message": AGENT_MESSAGE, "capabilities": ["calendar"],
                 "deviceId": format!("{} {AGENT_MESSAGE}", d.agent), "timezone": AGENT_MESSAGE});
             pass.expect_json(

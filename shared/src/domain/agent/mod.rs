@@ -12,9 +12,6 @@ use super::device::DeviceId;
 pub const MAX_MESSAGE_CHARS: usize = 4000;
 /// Most steps in a plan, and so most results in a round 2.
 pub const MAX_STEPS: usize = 5;
-/// Most calendar events in one result.
-pub const MAX_EVENTS: usize = 200;
-pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_STEP_ID_CHARS: usize = 64;
 /// Longest RFC 3339 date-time accepted: `2026-03-02T10:00:00.123456789+09:00` (nanoseconds and
 /// an offset). A cap, so that the body cap derived from these caps covers every valid body.
@@ -23,33 +20,6 @@ pub const MAX_DATETIME_CHARS: usize = 35;
 pub const MAX_TIMEZONE_CHARS: usize = 32;
 /// The user's time zone when the request names none.
 pub const DEFAULT_TIMEZONE: Tz = chrono_tz::Asia::Tokyo;
-
-/// A tool the device can run for the planner. Unknown names in `capabilities` are ignored, so
-/// an older server keeps working with a newer app.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Capability {
-    /// Reads the events of the device's calendar in a time range.
-    Calendar,
-}
-
-impl Capability {
-    pub const ALL: [Capability; 1] = [Capability::Calendar];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Capability::Calendar => "calendar",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Capability> {
-        Capability::ALL.into_iter().find(|c| c.as_str() == name)
-    }
-
-    fn names() -> String {
-        Capability::ALL.map(Capability::as_str).join(", ")
-    }
-}
 
 /// How the character feels saying the reply; the app shows it (face, voice tone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -125,29 +95,8 @@ pub struct StepResult {
     pub output: ToolOutput,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "tool", rename_all = "lowercase")]
-pub enum ToolOutput {
-    Calendar { events: Vec<CalendarEvent> },
-}
-
-/// One calendar event as the device read it: title and times only.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CalendarEvent {
-    pub title: String,
-    #[serde(serialize_with = "rfc3339")]
-    pub start: DateTime<FixedOffset>,
-    #[serde(serialize_with = "rfc3339")]
-    pub end: DateTime<FixedOffset>,
-    pub all_day: bool,
-}
-
-fn rfc3339<S: serde::Serializer>(t: &DateTime<FixedOffset>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
-}
-
-/// One step of a plan: a tool the client listed, over a time range (`from` before `to`).
+/// One step of a plan: a tool the client listed, over a time range (`from` before `to`, its
+/// [`tools::Args::Range`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanStep {
     /// `s1`, `s2`, ... in plan order; round 2's `stepId` refers to it.
@@ -213,5 +162,8 @@ impl<'a> From<&'a AgentReply> for AgentReplyView<'a> {
 mod parse;
 #[cfg(test)]
 mod tests;
+pub mod tools;
 
 pub use self::parse::parse_rfc3339;
+pub use self::tools::calendar::{MAX_EVENTS, MAX_TITLE_CHARS};
+pub use self::tools::{Capability, ToolOutput};

@@ -1,13 +1,13 @@
 //! Parsing POST /agent's body: round 1 or round 2, each field checked, each rule naming its field.
 
-use chrono::{DateTime, FixedOffset};
+use chrono::{DateTime, FixedOffset, SecondsFormat};
 use chrono_tz::Tz;
 use serde_json::{Map, Value};
 
+use super::tools::{Capability, Field, Kind, Tool, ToolOutput};
 use super::{
-    AgentRequest, CalendarEvent, Capability, DEFAULT_TIMEZONE, MAX_DATETIME_CHARS, MAX_EVENTS,
-    MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS, MAX_STEPS, MAX_TITLE_CHARS, Round1, Round2, StepResult,
-    ToolOutput,
+    AgentRequest, DEFAULT_TIMEZONE, MAX_DATETIME_CHARS, MAX_MESSAGE_CHARS, MAX_STEP_ID_CHARS,
+    MAX_STEPS, Round1, Round2, StepResult,
 };
 use crate::domain::Invalid;
 use crate::domain::device::DeviceId;
@@ -55,17 +55,43 @@ fn parse_capabilities(fields: &Fields<'_>) -> Result<Vec<Capability>, Invalid> {
     Ok(capabilities)
 }
 
-fn parse_event(event: &Fields<'_>) -> Result<CalendarEvent, Invalid> {
-    let title = event.required_text("title", 0, MAX_TITLE_CHARS)?.to_owned();
-    let start = parse_rfc3339(&event.name("start"), event.required_str("start")?)?;
-    let end = parse_rfc3339(&event.name("end"), event.required_str("end")?)?;
-    let all_day = event.optional_bool("allDay")?.unwrap_or(false);
-    Ok(CalendarEvent {
-        title,
-        start,
-        end,
-        all_day,
+/// One field of an output item, as its tool defines it; dates are passed on normalized
+/// (fractions as needed, `Z` for UTC), so the responder sees one form.
+fn parse_field(item: &Fields<'_>, field: &Field) -> Result<Value, Invalid> {
+    let name = field.name;
+    if !field.required && item.optional(name).is_none() {
+        return Ok(field.absent());
+    }
+    Ok(match field.kind {
+        Kind::Text(max) => Value::from(item.required_text(name, 0, max)?),
+        Kind::DateTime => {
+            let at = parse_rfc3339(&item.name(name), item.required_str(name)?)?;
+            Value::from(at.to_rfc3339_opts(SecondsFormat::AutoSi, true))
+        }
+        Kind::Bool => Value::from(
+            item.optional_bool(name)?
+                .ok_or_else(|| Invalid::new(item.name(name), "is required"))?,
+        ),
     })
+}
+
+/// A result's `output`: the tool's array, at most its `max_items` items of its fields.
+fn parse_output(tool: &Tool, output: &Fields<'_>) -> Result<Vec<Vec<Value>>, Invalid> {
+    let items = output.required_array(tool.list)?;
+    if items.len() > tool.max_items {
+        return Err(Invalid::new(
+            output.name(tool.list),
+            format!("must have at most {} items", tool.max_items),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let item = Fields::nested(item, format!("{}[{i}]", output.name(tool.list)))?;
+            tool.item.iter().map(|f| parse_field(&item, f)).collect()
+        })
+        .collect()
 }
 
 fn parse_result(result: &Fields<'_>) -> Result<StepResult, Invalid> {
@@ -80,27 +106,9 @@ fn parse_result(result: &Fields<'_>) -> Result<StepResult, Invalid> {
         )
     })?;
     let output = Fields::nested(result.required("output")?, result.name("output"))?;
-    let output = match tool {
-        Capability::Calendar => {
-            let items = output.required_array("events")?;
-            if items.len() > MAX_EVENTS {
-                return Err(Invalid::new(
-                    output.name("events"),
-                    format!("must have at most {MAX_EVENTS} items"),
-                ));
-            }
-            let events = items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| {
-                    parse_event(&Fields::nested(
-                        item,
-                        format!("{}[{i}]", output.name("events")),
-                    )?)
-                })
-                .collect::<Result<_, _>>()?;
-            ToolOutput::Calendar { events }
-        }
+    let output = ToolOutput {
+        tool,
+        items: parse_output(tool.tool(), &output)?,
     };
     Ok(StepResult { step_id, output })
 }

@@ -3,6 +3,10 @@
 use super::*;
 use serde_json::json;
 
+fn calendar() -> Capability {
+    Capability::from_name("calendar").unwrap()
+}
+
 fn parse(body: serde_json::Value) -> Result<AgentRequest, String> {
     AgentRequest::parse(body.as_object().unwrap()).map_err(|e| e.to_string())
 }
@@ -18,7 +22,7 @@ fn a_body_without_results_is_round_1_with_known_capabilities_once() {
     .unwrap() else {
         panic!("round 1")
     };
-    assert_eq!(r.capabilities, vec![Capability::Calendar]);
+    assert_eq!(r.capabilities, vec![calendar()]);
     assert_eq!(r.timezone, chrono_tz::Asia::Tokyo);
     assert_eq!(r.device_id.as_str(), "d1");
 }
@@ -39,8 +43,10 @@ fn a_body_with_results_is_round_2_and_names_its_device() {
     };
     assert_eq!(r.device_id.as_str(), "d2");
     assert_eq!(r.timezone, chrono_tz::Europe::Berlin);
-    let ToolOutput::Calendar { events } = &r.results[0].output;
-    assert!(!events[0].all_day && events[1].all_day);
+    let output = &r.results[0].output;
+    assert_eq!(output.tool, calendar());
+    assert_eq!(output.value(0, "allDay"), Some(&json!(false)));
+    assert_eq!(output.value(1, "allDay"), Some(&json!(true)));
     assert_eq!(
         serde_json::to_value(&r.results[0]).unwrap()["events"][1]["start"],
         "2026-03-03T00:00:00+09:00"
@@ -88,7 +94,7 @@ fn each_rule_names_its_field() {
         ),
         (
             json!({"message": "m", "results": [{"stepId": "s1", "tool": "mail", "output": {}}]}),
-            "results[0].tool must be one of calendar",
+            &format!("results[0].tool must be one of {}", Capability::names()),
         ),
         (
             json!({"message": "m", "results": [{"stepId": "s1", "tool": "calendar"}]}),
@@ -125,7 +131,7 @@ fn replies_serialize_as_the_contract_says() {
     let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap();
     let plan = AgentReply::Plan(vec![PlanStep {
         id: "s1".into(),
-        tool: Capability::Calendar,
+        tool: calendar(),
         from: at("2026-03-02T00:00:00+09:00"),
         to: at("2026-03-03T00:00:00+09:00"),
     }]);
@@ -150,8 +156,8 @@ fn names_round_trip() {
         assert_eq!(Emotion::from_name(e.as_str()), Some(e));
     }
     assert_eq!(Emotion::from_name("Happy"), None);
-    assert_eq!(
-        Capability::from_name("calendar"),
-        Some(Capability::Calendar)
-    );
+    for c in Capability::all() {
+        assert_eq!(Capability::from_name(c.as_str()), Some(c));
+    }
+    assert_eq!(Capability::from_name("Calendar"), None);
 }

@@ -1,5 +1,6 @@
 //! Every class of bad input is 400 naming its field, and never echoed.
 
+use koe::domain::agent::Capability;
 use koe_testkit::harness::header;
 use serde_json::{Value, json};
 
@@ -181,7 +182,7 @@ fn invalid_cases() -> Vec<(&'static str, String, String)> {
         (
             "result with unknown tool",
             round_2_with(json!({"stepId": "s1", "tool": "camera", "output": {"events": []}})),
-            "results[0].tool must be one of calendar".into(),
+            format!("results[0].tool must be one of {}", Capability::names()),
         ),
         (
             "result without output",

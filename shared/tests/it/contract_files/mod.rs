@@ -1,6 +1,7 @@
 //! The route table, `template.yaml` and `openapi.yaml` describe the same API: same functions,
 //! binaries, methods and paths, same error codes. Change one without the others and this fails.
 
+mod agent_tools;
 mod functions;
 mod gateway_throttles;
 mod routes;
