@@ -103,7 +103,7 @@ pub struct Capability(&'static Tool);
 
 impl Capability {
     pub fn all() -> impl Iterator<Item = Capability> {
-        TOOLS.iter().map(|tool| Capability(*tool))
+        TOOLS.iter().map(|tool| Capability(tool))
     }
 
     pub const fn of(tool: &'static Tool) -> Capability {
