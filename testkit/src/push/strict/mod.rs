@@ -3,13 +3,16 @@
 //! APNs stand-in"):
 //! - SETTINGS_MAX_CONCURRENT_STREAMS starts at [`StrictSettings::max_streams`] (1,000), drops to 1
 //!   on a connection right after a notification on it is rejected (any non-200) and comes back
-//!   after its next success, each change advertised with a new SETTINGS frame;
+//!   after its next success, each change advertised with a new SETTINGS frame right after the
+//!   answer that caused it;
 //! - a stream that arrives while the connection's limit is reached is refused with `RST_STREAM`
 //!   (`REFUSED_STREAM`), and a client that keeps exceeding it once it acknowledged it gets GOAWAY
 //!   (`ENHANCE_YOUR_CALM`, "Maximum active streams violated for this endpoint"); streams it
 //!   opened before the SETTINGS reached it are refused but not held against it;
-//! - on demand, a graceful GOAWAY whose last stream id is a given stream of a burst: the streams
-//!   above it are not processed;
+//! - on demand, a graceful GOAWAY naming the stream of the n-th request read whole (in the byte
+//!   stream's order), after which the connection reads nothing more, answers the requests it
+//!   read whole (above that stream too) and closes [`StrictSettings::close_after_go_away`]
+//!   later: the requests it had not read whole are not processed;
 //! - 403 `ExpiredProviderToken` for a provider token issued more than an hour ago, 429
 //!   `TooManyProviderTokenUpdates` for a token that replaces another on a connection within 20
 //!   minutes;
@@ -308,8 +311,6 @@ struct ConnectionState {
     /// Streams accepted and not yet answered.
     active: u32,
     refusals: usize,
-    /// The last stream id of the graceful GOAWAY sent, if one was.
-    last_stream_id: Option<u32>,
     /// When the socket is closed (a graceful GOAWAY's time plus `close_after_go_away`).
     close_at: Option<tokio::time::Instant>,
     /// Set once the socket is closed.
@@ -336,7 +337,6 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
             limit: shared.settings.max_streams,
             active: 0,
             refusals: 0,
-            last_stream_id: None,
             close_at: None,
             closed: false,
         }),
@@ -457,10 +457,8 @@ impl Connection {
             }
             injector.unread.clone()
         };
-        let mut state = self.inner.lock().unwrap();
-        state.last_stream_id = Some(stream_id);
-        state.close_at = Some(tokio::time::Instant::now() + shared.settings.close_after_go_away);
-        drop(state);
+        self.inner.lock().unwrap().close_at =
+            Some(tokio::time::Instant::now() + shared.settings.close_after_go_away);
         shared.go_aways.fetch_add(1, Ordering::SeqCst);
         for unread in unread {
             let fate = if unread > stream_id {
