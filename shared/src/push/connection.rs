@@ -245,8 +245,8 @@ impl Live {
     async fn open_stream(
         &self,
         head: &http::request::Parts,
-        body_len: usize,
-        body_wait: Duration,
+        (body_len, body_wait): (usize, Duration),
+        writing: &mut Option<tokio::sync::OwnedMutexGuard<()>>,
     ) -> Result<(ResponseFuture, SendStream<Bytes>), Answer> {
         let mut request = http::Request::new(());
         *request.method_mut() = head.method.clone();
@@ -264,18 +264,27 @@ impl Live {
         // whole body's is waited for, so it leaves in one DATA frame.
         let body_len = body_len.max(1);
         stream.reserve_capacity(body_len);
-        let opened = timeout(
-            body_wait,
-            std::future::poll_fn(|cx| {
-                loop {
-                    match std::task::ready!(stream.poll_capacity(cx)) {
-                        Some(Ok(capacity)) if capacity < body_len => continue,
-                        other => return std::task::Poll::Ready(other),
-                    }
+        let capacity = std::future::poll_fn(|cx| {
+            loop {
+                match std::task::ready!(stream.poll_capacity(cx)) {
+                    Some(Ok(capacity)) if capacity < body_len => continue,
+                    other => return std::task::Poll::Ready(other),
                 }
-            }),
-        )
-        .await;
+            }
+        });
+        tokio::pin!(capacity);
+        let started = Instant::now();
+        // A stream h2 opens at once leaves its body behind its headers with the writer held. One
+        // h2 holds back (the server's limit fell after its slot was counted) lets the writer go
+        // after WRITER_HOLD, so the connection's other pushes do not wait on it; its body then
+        // leaves whenever h2 opens it.
+        let opened = match timeout(WRITER_HOLD, &mut capacity).await {
+            Ok(opened) => Ok(opened),
+            Err(_) => {
+                drop(writing.take());
+                timeout_at(started + body_wait, &mut capacity).await
+            }
+        };
         match opened {
             Ok(Some(Ok(_))) => Ok((response, stream)),
             // It ended before its body left (reset, GOAWAY, the connection closed), so APNs
@@ -312,6 +321,10 @@ fn not_sent(reason: String) -> PushError {
         reason,
     }
 }
+
+/// How long a push holds its connection's writer waiting for h2 to open its stream (at once,
+/// unless the server's limit fell under it) before it lets the next push go.
+const WRITER_HOLD: Duration = Duration::from_millis(20);
 
 /// APNs error bodies are `{"reason": "..."}`: more than this is not read.
 pub const MAX_ERROR_BODY: usize = 4096;
@@ -447,7 +460,10 @@ async fn run_stream(
     timings: ConnectionTimings,
 ) -> Result<(), Answer> {
     let live = slot.0.clone();
-    let (response, mut stream) = live.open_stream(&head, body.len(), timings.request).await?;
+    let mut writing = Some(writing);
+    let (response, mut stream) = live
+        .open_stream(&head, (body.len(), timings.request), &mut writing)
+        .await?;
     // From here the push may reach APNs.
     let _ = stream.send_data(body, true);
     drop(writing);

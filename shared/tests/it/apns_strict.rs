@@ -362,7 +362,15 @@ async fn a_crowded_second_with_dead_tokens_and_a_goaway_loses_and_doubles_nothin
         apns.refused(),
         apns.connections()
     );
-    assert_eq!(apns.go_aways(), 1, "the GOAWAY came mid-burst");
+    // The GOAWAY comes with the PUSHES / 3-th request read whole, if that many were (pushes
+    // given back unsent on a loaded machine may leave fewer).
+    let read_whole = apns.seen().iter().filter(|s| s.fate.processed()).count();
+    let expected = usize::from(read_whole >= PUSHES / 3);
+    assert_eq!(
+        apns.go_aways(),
+        expected,
+        "{read_whole} requests read whole"
+    );
     // Requests left whole and in stream-id order: none below the last stream id unread.
     let unread = apns
         .seen()

@@ -379,6 +379,10 @@ async fn serve(socket: TcpStream, id: usize, shared: Arc<Shared>) {
             Admit::Refuse { go_away } => {
                 connection.injector.lock().unwrap().refused(stream_id);
                 shared.record(&connection, stream_id, Fate::Refused);
+                // Its request may have been read whole (in the same read as its HEADERS) and
+                // named by the GOAWAY before h2 handed it over: the GOAWAY stands, and its
+                // close is set here, as it is for a named stream that is answered.
+                connection.take(stream_id, &shared);
                 respond.send_reset(h2::Reason::REFUSED_STREAM);
                 if go_away {
                     shared.go_aways.fetch_add(1, Ordering::SeqCst);
@@ -442,7 +446,7 @@ impl Connection {
         Admit::Process
     }
 
-    /// A stream's request is in whole (its body read): if its END_STREAM made the graceful
+    /// A stream's request is in whole (its body read) or it was refused: if its END_STREAM made the graceful
     /// GOAWAY (`frames::Injector::taken`, the `go_away_after`-th request read whole in all, in
     /// the byte stream's order), the socket is closed `close_after_go_away` from now, and the
     /// streams the connection had not read whole are recorded: above the last stream id, or
