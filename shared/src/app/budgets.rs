@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::app::edge::NOTIFY_TIMEOUT;
 use crate::dispatch::notice::{NOTICE_BUDGET, NOTICE_RECORD_BUDGET};
 use crate::dispatch::wake::LONGEST_WAKE;
-use crate::dispatch::{ANSWER_WAIT, FINISH_BUDGET, GIVE_BACK, RESOLVE_BUDGET};
+use crate::dispatch::{ANSWER_WAIT, FINISH_BUDGET, GIVE_BACK, LAST_WAIT_STAY, RESOLVE_BUDGET};
 use crate::platform::config::{
     DEFAULT_DISPATCH_PUSH_BUDGET, DEFAULT_DISPATCH_WINDOW, MAX_PROVIDER_TIMEOUT_MS,
 };
@@ -91,6 +91,46 @@ pub fn worst_cases(provider: Duration) -> Vec<Budget> {
             parts: dispatch_run(),
             behind_gateway: false,
         },
+        // A run that stays past its window for the wait after a call's last push.
+        Budget {
+            function: "DispatchFunction",
+            parts: dispatch_last_wait(),
+            behind_gateway: false,
+        },
+        Budget {
+            function: "DispatchPartFunction",
+            parts: dispatch_last_wait(),
+            behind_gateway: false,
+        },
+    ]
+}
+
+/// A dispatch run that stays for the wait after a call's last push (`dispatch::LAST_WAIT_STAY`
+/// past its window at most), then records it `unconfirmed`: the call's device read and claim
+/// made again until answered, its outcome retried, and its missed-call notice.
+fn dispatch_last_wait() -> Vec<(&'static str, Duration)> {
+    vec![
+        (
+            "run window (a woken run's reaches the end of its gap)",
+            DEFAULT_DISPATCH_WINDOW.max(LONGEST_WAKE),
+        ),
+        (
+            "a last push's confirmation wait past the window",
+            LAST_WAIT_STAY.to_std().expect("positive"),
+        ),
+        (
+            "device read and claim at its end, made again until answered",
+            RESOLVE_BUDGET,
+        ),
+        (
+            "outcome `unconfirmed`, retried",
+            FINISH_BUDGET + DISPATCH_ATTEMPT_TIMEOUT,
+        ),
+        (
+            "missed-call notice: claim and push, then its record",
+            NOTICE_BUDGET + NOTICE_RECORD_BUDGET + DISPATCH_ATTEMPT_TIMEOUT * 2,
+        ),
+        ("the runtime's margin", MARGIN),
     ]
 }
 

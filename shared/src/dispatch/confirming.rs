@@ -17,6 +17,11 @@ use super::step_outcomes::{Record, Recorded};
 use crate::domain::due::DueCall;
 use crate::store::Outcome;
 
+/// How long past its window a run stays for the wait after a call's last push, to record it
+/// `unconfirmed` when the wait ends (`Run::deliver`); a wait that ends later is handed over, as
+/// a push again is. The dispatch functions' timeouts cover it (`app::budgets`).
+pub const LAST_WAIT_STAY: chrono::Duration = chrono::Duration::seconds(30);
+
 impl Run {
     /// Delivers a reservation: one push, and for a device that confirms its calls each push
     /// again this run's window still covers; one due after it is handed over to a later run.
@@ -26,9 +31,14 @@ impl Run {
         loop {
             match self.deliver_once(&call, slots).await {
                 Delivered::Done(again) => return again,
-                Delivered::DueAgain(next) => {
+                Delivered::DueAgain(next, pushes) => {
                     call.due_at = next;
-                    if next >= self.end {
+                    // After its last push the wait only ends in `unconfirmed`: this run stays
+                    // for it (up to `LAST_WAIT_STAY` past its window), so that is recorded when
+                    // the wait ends, not by the schedule's next run up to a minute later.
+                    let last = !self.may_push_again_at(&call, pushes, next);
+                    let stays = last && next <= self.end + LAST_WAIT_STAY;
+                    if next >= self.end && !stays {
                         // Not finished: this process's runs may take it at once (`InFlight`).
                         return Again::HandOver(call);
                     }
@@ -41,7 +51,12 @@ impl Run {
     /// Whether a call whose `pushes` left (none confirmed yet) may be pushed once more now:
     /// fewer than `max_pushes`, and inside the grace period after its reserved second.
     pub(super) fn may_push_again(&self, r: &DueCall, pushes: u32) -> bool {
-        pushes < self.max_pushes && self.clock().now() <= r.scheduled_at.utc() + self.grace
+        self.may_push_again_at(r, pushes, self.clock().now())
+    }
+
+    /// [`Run::may_push_again`] at `at`.
+    fn may_push_again_at(&self, r: &DueCall, pushes: u32, at: DateTime<Utc>) -> bool {
+        pushes < self.max_pushes && at <= r.scheduled_at.utc() + self.grace
     }
 
     /// A push to a device that confirms its calls left at `sent_at` (`pushes` before it): it
@@ -68,7 +83,7 @@ impl Run {
             "dispatch push"
         );
         let due = match recorded {
-            Recorded::Written => Delivered::DueAgain(next_at),
+            Recorded::Written => Delivered::DueAgain(next_at, pushes + 1),
             // Confirmed (or cancelled) meanwhile; or left to a later run (store error).
             Recorded::Changed => Delivered::Done(Again::No),
             Recorded::StoreError => Delivered::Done(Again::Later),
@@ -93,7 +108,7 @@ impl Run {
                     attempt = pushes + 1,
                     "dispatch push of a run that stopped counted as left; pushed again"
                 );
-                Delivered::DueAgain(now)
+                Delivered::DueAgain(now, pushes + 1)
             }
             Recorded::Changed => Delivered::Done(Again::No),
             Recorded::StoreError => Delivered::Done(Again::Later),

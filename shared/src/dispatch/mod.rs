@@ -43,6 +43,7 @@ mod sweep;
 mod timing;
 mod write_outcome;
 
+pub use confirming::LAST_WAIT_STAY;
 pub use deliver::GIVE_BACK;
 pub use dispatcher::Dispatcher;
 pub use fan_out::workers_for;

@@ -21,10 +21,10 @@ pub(super) enum Again {
 }
 
 /// How one push of a delivery ended: finished for this run, or due again at a time (its
-/// device confirms its calls and has not confirmed yet).
+/// device confirms its calls and has not confirmed yet), with how many of its pushes left.
 pub(super) enum Delivered {
     Done(Again),
-    DueAgain(DateTime<Utc>),
+    DueAgain(DateTime<Utc>, u32),
 }
 
 /// A step's outcome as the run's report counts it.

@@ -67,7 +67,14 @@ pub struct PushPool {
     connections: Mutex<Vec<Arc<Connection>>>,
     /// Pushes that found every stream taken and waited.
     waited: AtomicUsize,
+    /// Times a push waited its hop on a connection and went on to another.
+    hopped: AtomicUsize,
 }
+
+/// How long a push waits on one connection for a stream the server allows before it tries
+/// another (`PushPool::send`): a connection's limit may fall under the pushes it took (to 1
+/// after a rejected push, until its next success), and they should not wait on it.
+pub const HOP: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl PushPool {
     pub fn new(factory: ConnectionFactory, settings: PoolSettings) -> PushPool {
@@ -84,6 +91,7 @@ impl PushPool {
             settings,
             connections: Mutex::new(Vec::new()),
             waited: AtomicUsize::new(0),
+            hopped: AtomicUsize::new(0),
         }
     }
 
@@ -99,6 +107,11 @@ impl PushPool {
     /// How many pushes so far found every stream taken and waited for one.
     pub fn pushes_waited(&self) -> usize {
         self.waited.load(Ordering::Relaxed)
+    }
+
+    /// How many times so far a push waited its [`HOP`] on a connection and went to another.
+    pub fn hops(&self) -> usize {
+        self.hopped.load(Ordering::Relaxed)
     }
 
     /// Before a second with `expected_in_second` pushes: opens connections until there are
@@ -125,6 +138,12 @@ impl PushPool {
         })
     }
 
+    /// Until when a push starting now may wait: `wait` at most, or until `leave_by` if sooner.
+    fn until(&self, leave_by: Option<tokio::time::Instant>) -> tokio::time::Instant {
+        let waited = tokio::time::Instant::now() + self.settings.wait;
+        leave_by.map_or(waited, |by| by.min(waited))
+    }
+
     /// A free stream of the pool, waited for in arrival order for `wait` at most (or until
     /// `leave_by`, if sooner); else the push is given back unsent.
     async fn free_stream(
@@ -133,8 +152,7 @@ impl PushPool {
     ) -> Result<OwnedSemaphorePermit, PushError> {
         let free = self.capacity.clone().acquire_owned();
         let start = tokio::time::Instant::now();
-        let waited = start + self.settings.wait;
-        let until = leave_by.map_or(waited, |by| by.min(waited));
+        let until = self.until(leave_by);
         match tokio::time::timeout_at(until, free).await {
             Ok(permit) => Ok(permit.expect("the pool's semaphore is never closed")),
             Err(_) => Err(PushError::Retryable {
@@ -185,19 +203,39 @@ impl PushPool {
 #[async_trait]
 impl PushSender for PushPool {
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
-        let capacity = match self.capacity.clone().try_acquire_owned() {
+        let _capacity = match self.capacity.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
                 self.waited.fetch_add(1, Ordering::Relaxed);
                 self.free_stream(push.leave_by).await?
             }
         };
-        let (connection, stream) = self.stream();
-        let result = connection.sender.send(push, device).await;
-        // The stream goes back before the capacity permit, so a capacity holder always finds one.
-        drop(stream);
-        drop(capacity);
-        result
+        // A push waits on one connection at most `HOP` for a stream the server allows (and for
+        // the connection to open): should its limit fall under it meanwhile (APNs lowers it to
+        // 1 after a rejected push), it is given back unsent and goes on another connection, or
+        // a new one, as Pushy and Gorush do, until its own wait ends.
+        let until = self.until(push.leave_by);
+        loop {
+            let (connection, stream) = self.stream();
+            let hop = (tokio::time::Instant::now() + HOP).min(until);
+            let result = connection
+                .sender
+                .send(&push.clone().leaving_by(hop), device)
+                .await;
+            // The stream goes back before the capacity permit, so a capacity holder always
+            // finds one.
+            drop(stream);
+            let now = tokio::time::Instant::now();
+            match result {
+                // Never left, and it waited its whole hop (no stream there, or no connection
+                // yet): another connection is tried while the push's own wait lasts. One given
+                // back sooner (a connection that failed to open) is not tried again at once.
+                Err(PushError::Retryable { status: None, .. }) if now >= hop && now < until => {
+                    self.hopped.fetch_add(1, Ordering::Relaxed);
+                }
+                result => return result,
+            }
+        }
     }
 
     /// A notice goes over the pool's connections like a call push (`PushPool::send`'s limits).
@@ -517,6 +555,83 @@ pub(crate) mod tests {
             "given back at its deadline"
         );
         assert!(first.join_next().await.unwrap().unwrap().is_ok());
+    }
+
+    /// A connection whose limit falls under the pushes it took (APNs lowers it to 1 after a
+    /// rejected push): they wait on it for a `HOP` at most, then go on another connection,
+    /// not back to the dispatcher unsent at the end of their wait.
+    #[tokio::test(start_paused = true)]
+    async fn pushes_on_a_connection_whose_limit_fell_go_on_another_within_a_hop() {
+        /// The first connection: takes five pushes, then its limit falls to 1, held by its first
+        /// (answered late); the others get no stream on it (given back at their `leave_by`).
+        struct Fell(AtomicUsize);
+        #[async_trait]
+        impl PushSender for Fell {
+            async fn send(&self, push: &VoipPush, _: &Device) -> Result<(), PushError> {
+                if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                    tokio::time::sleep(HOLD * 50).await;
+                    return Ok(());
+                }
+                match push.leave_by {
+                    Some(by) => tokio::time::sleep_until(by).await,
+                    None => std::future::pending().await,
+                }
+                Err(PushError::Retryable {
+                    status: None,
+                    reason: "no stream the server allows in time".into(),
+                })
+            }
+            fn headroom(&self) -> Option<usize> {
+                Some(5usize.saturating_sub(self.0.load(Ordering::SeqCst)))
+            }
+        }
+        struct Answers(Arc<AtomicUsize>);
+        #[async_trait]
+        impl PushSender for Answers {
+            async fn send(&self, _: &VoipPush, _: &Device) -> Result<(), PushError> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+        let (opened, on_second) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counter, second) = (opened.clone(), on_second.clone());
+        let factory: ConnectionFactory = Arc::new(move || -> Arc<dyn PushSender> {
+            match counter.fetch_add(1, Ordering::SeqCst) {
+                0 => Arc::new(Fell(AtomicUsize::new(0))),
+                _ => Arc::new(Answers(second.clone())),
+            }
+        });
+        let settings = PoolSettings {
+            max_connections: 2,
+            streams_per_connection: 900,
+            wait: HOLD * 5,
+        };
+        let pool = Arc::new(PushPool::new(factory, settings));
+        let started = tokio::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..10 {
+            let pool = pool.clone();
+            tasks.spawn(async move {
+                let (push, device) = push_and_device();
+                let result = pool.send(&push, &device).await;
+                (result, started.elapsed())
+            });
+        }
+        let done = tasks.join_all().await;
+        assert!(done.iter().all(|(r, _)| r.is_ok()), "{done:?}");
+        assert_eq!(
+            count(&on_second),
+            9,
+            "all but the first on the second connection"
+        );
+        assert_eq!(
+            pool.hops(),
+            4,
+            "the four stuck on the first hopped once each"
+        );
+        let mut late: Vec<Duration> = done.iter().map(|(_, t)| *t).collect();
+        late.sort();
+        assert_eq!(late[8], HOP, "the hopped ones left after one hop: {late:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -420,6 +420,57 @@ async fn an_unmarked_claim_whose_run_died_is_pushed_by_a_later_run(setup: Setup)
     w.each_attempt_pushed_once(&first).await;
 }
 
+/// The run's window ends in the millisecond its call's last push leaves, before that push's wait
+/// ends: it stays for the wait and records `unconfirmed` when it ends, not the schedule's next
+/// run up to a minute later. Paused time: the first world measures when the last push leaves,
+/// the second ends its run's window exactly then.
+#[tokio::test(start_paused = true)]
+async fn a_run_ending_as_the_last_push_leaves_records_unconfirmed_when_its_wait_ends() {
+    let at = "2026-01-01T06:59:50Z".parse().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(koe_testkit::clock::TokioClock::at(at));
+    let setup = || -> Setup {
+        let store = Arc::new(koe::store::memory::MemoryStore::new());
+        (store, clock.clone(), Timing::Paused)
+    };
+    let mut measure = World::new(setup());
+    let started = measure.clock.now();
+    let never = measure.call(true, confirming(None), 1500).await;
+    measure.run(StdDuration::from_secs(10)).await;
+    let last = measure.pushes(&never)[2].1 - started;
+    // The same phase within the second as the first world's start (slots are planned per
+    // second), so its pushes leave at the same offsets.
+    let whole_seconds = (clock.now() - started).num_seconds() + 1;
+    clock
+        .sleep_until(started + Duration::seconds(whole_seconds))
+        .await;
+
+    let mut w = World::new(setup());
+    let started = w.clock.now();
+    let never = w.call(true, confirming(None), 1500).await;
+    // The window ends 1 ms after the last push is due: that push is this run's, its wait is not.
+    let window = last + Duration::milliseconds(1);
+    let report = w.run(window.to_std().unwrap()).await;
+    let pushes = w.pushes(&never);
+    assert_eq!(pushes.len(), 3, "{pushes:?} {report:?}");
+    assert_eq!(
+        pushes[2].1 - started,
+        last,
+        "the last push leaves as the window ends"
+    );
+    let stored = w.stored(&never).await;
+    assert_eq!(
+        stored.status,
+        ReservationStatus::Unconfirmed,
+        "recorded by the run that pushed it: {report:?}"
+    );
+    let recorded_within = w.clock.now() - pushes[2].1;
+    assert!(
+        recorded_within <= Duration::from_std(WAIT).unwrap() + Duration::seconds(2),
+        "`unconfirmed` {recorded_within} after the last push (its wait is {WAIT:?})"
+    );
+    assert_eq!(report.unconfirmed, 1, "{report:?}");
+}
+
 /// Each scenario on the memory store on paused time, and on DynamoDB Local on the real clock.
 macro_rules! on_each_store_and_its_clock {
     ($($name:ident),* $(,)?) => {

@@ -220,10 +220,10 @@ fn function_timeouts_fit_their_work() {
     let window = koe::platform::config::DEFAULT_DISPATCH_WINDOW.as_secs();
     assert!(timeout("DispatchFunction") > window + 10);
     assert!(timeout("DispatchPartFunction") > window + 10);
-    // Nothing needs more than about two minutes (the dispatch runs: a 70 s window, then the
-    // last call's push, its answer and its outcome; shared/src/app/budgets.rs has the exact
-    // figures, 121 s).
+    // Nothing needs more than about two and a half minutes (the dispatch runs: a 70 s window,
+    // then the last call's push, its answer and its outcome, or a last confirmation wait and its
+    // `unconfirmed`; shared/src/app/budgets.rs has the exact figures, 142 s at most).
     for (id, _) in template_functions(&template) {
-        assert!(timeout(&id) <= 123, "{id}");
+        assert!(timeout(&id) <= 145, "{id}");
     }
 }
