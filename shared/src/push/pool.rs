@@ -226,11 +226,15 @@ impl PushSender for PushPool {
             // finds one.
             drop(stream);
             let now = tokio::time::Instant::now();
+            // Never left, after waiting its whole hop on a connection that has no stream free
+            // now, or is not open yet: another connection is tried while the push's own wait
+            // lasts. One given back sooner (a connection that failed to open), or while its
+            // connection has room (a request APNs answered or refused), goes back to the caller.
+            let no_room = !matches!(connection.sender.headroom(), Some(free) if free > 0);
             match result {
-                // Never left, and it waited its whole hop (no stream there, or no connection
-                // yet): another connection is tried while the push's own wait lasts. One given
-                // back sooner (a connection that failed to open) is not tried again at once.
-                Err(PushError::Retryable { status: None, .. }) if now >= hop && now < until => {
+                Err(PushError::Retryable { status: None, .. })
+                    if now >= hop && now < until && no_room =>
+                {
                     self.hopped.fetch_add(1, Ordering::Relaxed);
                 }
                 result => return result,

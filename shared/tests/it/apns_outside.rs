@@ -19,19 +19,10 @@ const DEVICES: usize = 80;
 const DEAD_EVERY: usize = 20;
 const GO_AWAY_AT: u64 = 30;
 
-fn outside_settings() -> StrictSettings {
-    StrictSettings {
-        latency: Duration::from_millis(150),
-        refusals_before_goaway: 0,
-        close_after_go_away: Duration::from_millis(1150),
-        ..StrictSettings::default()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eighty_calls_in_one_second_reach_a_strict_server_once_each_and_are_recorded_as_it_saw_them()
  {
-    let apns = StrictApns::start(outside_settings()).await;
+    let apns = StrictApns::start(StrictSettings::outside()).await;
     apns.go_away_after(GO_AWAY_AT);
     let endpoint = format!("http://{}", apns.addr);
     let key = include_str!("../../../testkit/keys/apns-test.p8");
