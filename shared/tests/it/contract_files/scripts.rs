@@ -98,7 +98,11 @@ fn test_sh_runs_the_client_generators_on_openapi() {
         "the background install runs scripts/client-generators.sh: {install}"
     );
     let generators = std::fs::read_to_string(root.join("scripts/client-generators.sh")).unwrap();
-    for pin in ["PYTHON_CLIENT_VERSION", "OPENAPI_TYPESCRIPT_VERSION", "TYPESCRIPT_VERSION"] {
+    for pin in [
+        "PYTHON_CLIENT_VERSION",
+        "OPENAPI_TYPESCRIPT_VERSION",
+        "TYPESCRIPT_VERSION",
+    ] {
         let pinned = generators
             .lines()
             .find_map(|l| l.strip_prefix(&format!("readonly {pin}=\"")))
