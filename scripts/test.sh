@@ -67,14 +67,15 @@ java -version 2>&1 | head -n 1 >&2
 step "DynamoDB Local into $CACHE/dynamodb-local (fetched once; the tests start it)"
 scripts/dynamodb-local.sh fetch
 
-# The Python tools (SAM CLI, checkov, schemathesis, cargo-lambda and zig; about 5 minutes of
-# downloads on a cold cache) are installed at once, in the background, while the tests compile:
-# each step that needs one waits for its install (a lock, scripts/build-cache.sh's `locked`),
-# and installs it itself if the background one failed.
-step "python tools: SAM CLI, checkov, schemathesis installing in the background"
+# The Python tools (SAM CLI, checkov, schemathesis, cargo-lambda and zig) and the client
+# generators (pip and npm; about 5 minutes of downloads on a cold cache) are installed at once,
+# in the background, while the tests compile: each step that needs one waits for its install
+# (a lock, scripts/build-cache.sh's `locked`), and installs it itself if the background one failed.
+step "python tools: SAM CLI, checkov, schemathesis, client generators installing in the background"
 TOOLS_LOG="$(mktemp)"
 KOE_TOOLS_INSTALL_ONLY=1 setsid bash -c \
-  'scripts/sam.sh & scripts/checkov.sh & scripts/schemathesis.sh & wait' >"$TOOLS_LOG" 2>&1 &
+  'scripts/sam.sh & scripts/checkov.sh & scripts/schemathesis.sh & scripts/client-generators.sh & wait' \
+  >"$TOOLS_LOG" 2>&1 &
 TOOLS_PID=$!
 CLEANUP+=("kill -- -$TOOLS_PID 2>/dev/null || true" "rm -f '$TOOLS_LOG'")
 
@@ -140,6 +141,11 @@ scripts/checkov.sh
 
 step "openapi-spec-validator openapi.yaml"
 "$VENV/bin/openapi-spec-validator" openapi.yaml
+
+# A client generated from the contract must type every documented response: the run stops when
+# openapi-python-client or openapi-typescript (tsc --strict) loses one, or a schema.
+step "client generators on openapi.yaml (scripts/client-generators.sh, pinned, in $CACHE)"
+scripts/client-generators.sh
 
 step "bench/monthly-cost.py --check (docs/scale.md's bill from bench/idle-cost.last.json)"
 python3 bench/monthly-cost.py --check >/dev/null

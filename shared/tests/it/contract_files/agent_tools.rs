@@ -43,7 +43,13 @@ fn check_result(openapi: &Value, tool: &Tool, result: &Value) -> Result<(), Stri
     {
         return differ("required lacks stepId, tool or output");
     }
+    // Inline or a schema of its own (`CalendarOutput`: inline, openapi-python-client makes two
+    // models of one name and drops the tool's schemas).
     let output = &result["properties"]["output"];
+    let output = match output.get("$ref") {
+        Some(reference) => schema(openapi, reference),
+        None => output,
+    };
     if strings(&output["required"]) != BTreeSet::from([tool.list.to_owned()]) {
         return differ(&format!("output.required is not [{}]", tool.list));
     }

@@ -2,6 +2,7 @@
 //! binaries, methods and paths, same error codes. Change one without the others and this fails.
 
 mod agent_tools;
+mod error_messages;
 mod functions;
 mod gateway_throttles;
 mod routes;

@@ -1,6 +1,6 @@
 //! The route table, the template's HttpApi events and `openapi.yaml`: same routes, same error codes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use koe::ROUTES;
 use koe::platform::error::ErrorCode;
@@ -109,17 +109,45 @@ fn openapi_documents_exactly_the_route_table() {
     );
 }
 
+/// `ErrorCode` is an open set (a plain string, so a generated client parses a code added later):
+/// its description lists every code the code can answer, each with its one status, `- \`CODE\`
+/// (status): ...`, and no other.
 #[test]
 fn openapi_lists_exactly_the_error_codes_the_code_can_answer() {
     let openapi = load_yaml("openapi.yaml");
-    let documented: BTreeSet<&str> = openapi["components"]["schemas"]["ErrorCode"]["enum"]
-        .as_sequence()
-        .expect("components.schemas.ErrorCode.enum")
+    let schema = &openapi["components"]["schemas"]["ErrorCode"];
+    assert_eq!(schema["type"].as_str(), Some("string"));
+    assert!(
+        schema.get("enum").is_none(),
+        "ErrorCode is an open set: no enum, which would make a generated client refuse a new code"
+    );
+    let description = schema["description"]
+        .as_str()
+        .expect("components.schemas.ErrorCode.description");
+    let mut documented = BTreeMap::new();
+    for line in description.lines() {
+        let Some(rest) = line.strip_prefix("- `") else {
+            continue;
+        };
+        let (code, rest) = rest.split_once('`').expect("a code in backticks");
+        let status = rest
+            .strip_prefix(" (")
+            .and_then(|r| r.get(..3))
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("`{code}` is followed by its status, ` (NNN)`"));
+        assert!(
+            documented.insert(code.to_owned(), status).is_none(),
+            "{code} twice"
+        );
+    }
+    let answered: BTreeMap<String, u16> = ErrorCode::ALL
         .iter()
-        .map(|v| v.as_str().unwrap())
+        .map(|c| (c.as_str().to_owned(), c.status().as_u16()))
         .collect();
-    let answered: BTreeSet<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-    assert_eq!(documented, answered);
+    assert_eq!(
+        documented, answered,
+        "ErrorCode's description (left) vs the code (right)"
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! scripts/test.sh's gateway-front pass and `events/env.json` agree with the suites and the template.
+//! scripts/test.sh's gateway-front pass and client generators, and `events/env.json`, agree with
+//! the suites, openapi.yaml's checks and the template.
 
 use std::collections::BTreeSet;
 
@@ -63,6 +64,54 @@ fn test_sh_runs_every_http_suite_through_the_gateway_front() {
         command.contains("a_cancel_racing_the_claim"),
         "dispatch_runs' one harness test is in the pass"
     );
+}
+
+/// scripts/test.sh runs scripts/client-generators.sh (openapi-python-client and openapi-typescript
+/// with `tsc --strict`, each pinned) as one of its steps, after the OpenAPI validation and before
+/// the tests, and installs both with the other tools in the background: a spec that a generator
+/// types only in part stops the run, not only a run of the script by hand.
+#[test]
+fn test_sh_runs_the_client_generators_on_openapi() {
+    let root = repo_root();
+    let script = std::fs::read_to_string(root.join("scripts/test.sh")).unwrap();
+    let line = |needle: &str| {
+        script
+            .lines()
+            .position(|l| l.trim() == needle)
+            .unwrap_or_else(|| panic!("test.sh has the line `{needle}`"))
+    };
+    let validated = line("\"$VENV/bin/openapi-spec-validator\" openapi.yaml");
+    let generated = line("scripts/client-generators.sh");
+    let tests = line("step \"cargo test\"");
+    assert!(
+        validated < generated && generated < tests,
+        "client generators run after openapi-spec-validator ({validated}) and before the tests \
+         ({tests}), not at line {generated}"
+    );
+    let install = script
+        .lines()
+        .skip_while(|l| !l.contains("KOE_TOOLS_INSTALL_ONLY=1"))
+        .take(3)
+        .collect::<String>();
+    assert!(
+        install.contains("scripts/client-generators.sh &"),
+        "the background install runs scripts/client-generators.sh: {install}"
+    );
+    let generators = std::fs::read_to_string(root.join("scripts/client-generators.sh")).unwrap();
+    for pin in [
+        "PYTHON_CLIENT_VERSION",
+        "OPENAPI_TYPESCRIPT_VERSION",
+        "TYPESCRIPT_VERSION",
+    ] {
+        let pinned = generators
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("readonly {pin}=\"")))
+            .unwrap_or_else(|| panic!("client-generators.sh pins {pin}"));
+        assert!(
+            pinned.trim_end_matches('"').split('.').count() == 3,
+            "{pin} is an exact version: {pinned}"
+        );
+    }
 }
 
 /// `events/env.json` (for `sam local invoke --env-vars`): `Parameters` serve every function (SAM
