@@ -1,6 +1,7 @@
 //! The local server behind `koe-local`: both APIs on loopback, routed by the one route table
 //! (`koe::ROUTES`), each request through its endpoint's `Service` as in a Lambda, and the
-//! dispatcher run in-process every minute.
+//! dispatcher run in-process every minute. Without OpenAI settings chat and agent mode answer
+//! from the built-in model ([`model`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,19 +20,23 @@ use http::{HeaderValue, Method};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use koe::App;
+use koe::agent::api::Agent;
 use koe::app::edge::{Answer, BoxBody, Service, new_request_id};
 use koe::app::ports::Adapters;
-use koe::chat::api::ChatStream;
+use koe::chat::api::{Chat, ChatStream};
 use koe::chat::stream::wants_stream;
 use koe::platform::Response;
-use koe::platform::config::{ConfigError, Vars};
-use koe::platform::endpoint::{Api, Endpoint};
+use koe::platform::config::{ConfigError, DEFAULT_OPENAI_BASE_URL, Vars};
+use koe::platform::endpoint::{Api, Endpoint, Route};
 use koe::platform::error::{ApiError, ErrorCode};
+use koe::platform::secrets::NOT_SET;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod dispatch_loop;
+pub mod help;
+pub mod model;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalConfig {
@@ -40,6 +45,11 @@ pub struct LocalConfig {
     /// Run the dispatcher in-process (`LOCAL_DISPATCHER`, default true): at start-up, at every
     /// UTC minute, and whenever POST /internal/dispatch asks.
     pub dispatcher: bool,
+    /// Chat and agent mode answer from the built-in model ([`model::BuiltinModel`]): no OpenAI
+    /// settings are given, that is `OPENAI_API_KEY` is unset, empty or `not-set` (the stack's
+    /// placeholder, which the OpenAI adapter reads as unset too) and `OPENAI_BASE_URL` is unset
+    /// (or the default). A key or another base URL switches it off.
+    pub builtin_model: bool,
 }
 
 impl LocalConfig {
@@ -56,6 +66,12 @@ impl LocalConfig {
             chat_addr: addr("CHAT_ADDR", "127.0.0.1:3000")?,
             agent_addr: addr("AGENT_ADDR", "127.0.0.1:3001")?,
             dispatcher: vars.bool_or("LOCAL_DISPATCHER", true)?,
+            builtin_model: vars
+                .get("OPENAI_API_KEY")
+                .is_none_or(|key| key.trim() == NOT_SET)
+                && vars
+                    .get("OPENAI_BASE_URL")
+                    .is_none_or(|url| url.trim() == DEFAULT_OPENAI_BASE_URL),
         })
     }
 }
@@ -115,8 +131,25 @@ impl Drop for Running {
 }
 
 /// Builds every endpoint's service from `app`, binds both listeners (port 0 picks a free
-/// port) and serves them in the background.
+/// port) and serves them in the background. With [`LocalConfig::builtin_model`] the built-in
+/// model answers chat and agent mode (in place of any model `app` was given).
 pub async fn start(app: App, config: &LocalConfig) -> Result<Running, StartError> {
+    let app = if config.builtin_model {
+        tracing::warn!(
+            "no OpenAI settings (OPENAI_API_KEY, OPENAI_BASE_URL): chat and agent mode answer \
+             from koe-local's built-in model, marked {} and {}: {}; set OPENAI_API_KEY for \
+             real replies",
+            model::MARKER,
+            model::HEADER,
+            model::HEADER_VALUE
+        );
+        let builtin = Arc::new(model::BuiltinModel);
+        app.with_model(builtin.clone())
+            .with_streaming_model(builtin)
+    } else {
+        app
+    };
+    let marked = config.builtin_model;
     let services = app.services().await.map_err(StartError::Config)?;
     // POST /api/chat with `Accept: text/event-stream` (deployed: the chat-stream function).
     let streaming = Arc::new(
@@ -141,12 +174,12 @@ pub async fn start(app: App, config: &LocalConfig) -> Result<Running, StartError
     let mut tasks = vec![
         tokio::spawn(serve(
             chat,
-            router(Api::Chat, &services, Some(streaming)),
+            router(Api::Chat, &services, Some(streaming), marked),
             stopped.clone(),
         )),
         tokio::spawn(serve(
             agent,
-            router(Api::Agent, &services, None),
+            router(Api::Agent, &services, None, marked),
             stopped.clone(),
         )),
     ];
@@ -186,11 +219,13 @@ async fn serve(listener: TcpListener, router: Router, mut stopped: watch::Receiv
 
 /// One API's router: each path of the route table answers its methods through their services;
 /// other methods get 405 with `Allow`, other paths 404, both with the contract's error body.
-/// `streaming` answers POST /api/chat when the request asks for server-sent events.
+/// `streaming` answers POST /api/chat when the request asks for server-sent events; `marked`:
+/// the model routes' answers say the built-in model wrote them ([`model::HEADER`]).
 fn router(
     api: Api,
     services: &[Arc<dyn Answer>],
     streaming: Option<Arc<Service<ChatStream>>>,
+    marked: bool,
 ) -> Router {
     let mut by_path: BTreeMap<&'static str, Vec<Arc<dyn Answer>>> = BTreeMap::new();
     for service in services.iter().filter(|s| s.route().api == api) {
@@ -210,8 +245,10 @@ fn router(
                 let streaming = streaming.clone();
                 async move {
                     match streaming {
-                        Some(chat) if streams(&request) => answer_streaming(&chat, request).await,
-                        _ => answer(&on_path, request).await,
+                        Some(chat) if streams(&request) => {
+                            answer_streaming(&chat, request, marked).await
+                        }
+                        _ => answer(&on_path, request, marked).await,
                     }
                 }
             }),
@@ -222,7 +259,18 @@ fn router(
     })
 }
 
-async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response::Response {
+/// Whether `route`'s endpoint asks the model (POST /api/chat, POST /agent).
+fn asks_the_model(route: &Route) -> bool {
+    [Chat::ROUTE, Agent::ROUTE]
+        .iter()
+        .any(|r| (r.api, &r.method, r.path) == (route.api, &route.method, route.path))
+}
+
+async fn answer(
+    on_path: &[Arc<dyn Answer>],
+    request: Request,
+    marked: bool,
+) -> axum::response::Response {
     let Some(service) = on_path
         .iter()
         .find(|s| s.route().method == request.method())
@@ -234,6 +282,7 @@ async fn answer(on_path: &[Arc<dyn Answer>], request: Request) -> axum::response
     let (request, read_whole) = tracked(request);
     let mut response = service.answer(&request_id, request).await;
     close_unless_read(&mut response, &read_whole);
+    mark(&mut response, marked && asks_the_model(service.route()));
     to_axum(response)
 }
 
@@ -260,6 +309,15 @@ fn close_unless_read<B>(response: &mut http::Response<B>, read_whole: &AtomicBoo
     }
 }
 
+/// The built-in model's header on an answer it wrote (`marked`).
+fn mark<B>(response: &mut http::Response<B>, marked: bool) {
+    if marked {
+        response
+            .headers_mut()
+            .insert(model::HEADER, HeaderValue::from_static(model::HEADER_VALUE));
+    }
+}
+
 /// Whether a request to the chat path is the streamed chat (POST, `Accept: text/event-stream`).
 fn streams(request: &Request) -> bool {
     request.method() == ChatStream::ROUTE.method && wants_stream(request.headers())
@@ -269,11 +327,13 @@ fn streams(request: &Request) -> bool {
 async fn answer_streaming(
     chat: &Service<ChatStream>,
     request: Request,
+    marked: bool,
 ) -> axum::response::Response {
     let request_id = new_request_id();
     let (request, read_whole) = tracked(request);
     let mut response = chat.handle_streaming(&request_id, request).await;
     close_unless_read(&mut response, &read_whole);
+    mark(&mut response, marked);
     response.map(Body::new).into_response()
 }
 
@@ -330,3 +390,35 @@ impl http_body::Body for Tracked {
 
 /// How long shutdown waits for running dispatch runs (a run lasts about 70 s).
 pub const DISPATCH_SHUTDOWN_WAIT: Duration = Duration::from_secs(80);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_model_is_on_only_without_openai_settings() {
+        let builtin = |pairs: &[(&str, &str)]| {
+            LocalConfig::from_vars(&Vars::from_pairs(pairs))
+                .unwrap()
+                .builtin_model
+        };
+        for none in [
+            &[][..],
+            &[("OPENAI_API_KEY", ""), ("OPENAI_BASE_URL", " ")],
+            &[("OPENAI_API_KEY", "not-set")],
+            &[("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL)],
+        ] {
+            assert!(builtin(none), "{none:?}");
+        }
+        for some in [
+            &[("OPENAI_API_KEY", "sk-local")][..],
+            &[("OPENAI_BASE_URL", "http://127.0.0.1:8081/v1")],
+            &[
+                ("OPENAI_API_KEY", "not-set"),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:8081/v1"),
+            ],
+        ] {
+            assert!(!builtin(some), "{some:?}");
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! `koe-local`: every route of both APIs on loopback, with the same paths and services as the
 //! Lambdas. Chat API on `CHAT_ADDR` (127.0.0.1:3000), agent API on `AGENT_ADDR` (127.0.0.1:3001).
+//! `--help` prints every setting it reads.
 
 use std::process::ExitCode;
 
@@ -15,6 +16,17 @@ const LOCAL_STEP_KEY: &str = "koe-local-step-key-for-development-only";
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    match std::env::args().nth(1).as_deref() {
+        None => {}
+        Some("--help" | "-h") => {
+            print!("{}", koe_local::help::text());
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("koe-local: no argument {other:?} (only --help); settings are variables");
+            return ExitCode::from(2);
+        }
+    }
     koe::platform::telemetry::init_local();
     let vars = Vars::from_env();
     let vars = if vars.get("AGENT_API_KEYS").is_none() {

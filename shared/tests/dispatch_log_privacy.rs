@@ -2,7 +2,8 @@
 //! goes (device id, VoIP token, caller name), through the real logging push sender and a token
 //! APNs rejects (its call's missed-call notice logged to a sentinel alert token), and POST /internal/dispatch with sentinel ID tokens, while a trace-level capture
 //! of everything the process logs is scanned. The logging sender's line must still say which call
-//! went out when (`callId`, `sentAt` with milliseconds), and the device only as its salted hash.
+//! went out when (`callId`, `sentAt` with milliseconds), the device only as its salted hash, and
+//! the payload with the caller name only as its length.
 //!
 //! And koe-local's missed-call notice: a confirming device with an `alertToken` that never
 //! confirms gets exactly one logged alert push after its last call push; one that confirms none.
@@ -16,6 +17,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::{AlertToken, Device, PushEnvironment};
+use koe::domain::due::DueCall;
 use koe::domain::reservation::{CallId, Reservation};
 use koe::platform::clock::{Clock, SystemClock};
 use koe::platform::config::{Config, Vars};
@@ -128,6 +130,16 @@ async fn dispatcher_and_dispatch_route_logs_carry_no_personal_data() {
     assert!(sent_at >= second - Duration::milliseconds(1), "never early");
     let hash = sent.device_id.log_hash(SALT);
     assert_eq!(push_line["device"], hash.as_str());
+    // Its payload: what the phone gets, the caller name only as its length.
+    let payload = |line: &serde_json::Value| -> serde_json::Value {
+        serde_json::from_str(line["payload"].as_str().expect("a payload")).unwrap()
+    };
+    let caller_length = format!("<{} chars>", CALLER.chars().count());
+    assert_eq!(
+        payload(push_line),
+        json!({"aps": {}, "callId": sent.call_id.as_str(), "attempt": 1,
+            "callerName": caller_length, "scheduledAt": push_line_scheduled_at(&sent)})
+    );
     assert!(
         lines.iter().any(|l| l["message"] == "dispatch push"
             && l["outcome"] == "failed"
@@ -142,6 +154,9 @@ async fn dispatcher_and_dispatch_route_logs_carry_no_personal_data() {
     assert_eq!(notice["callId"], rejected.call_id.as_str());
     assert_eq!(notice["reason"], "failed");
     assert!(notice.get("device").is_none(), "{notice}");
+    let alert = payload(notice);
+    assert_eq!(alert["aps"]["alert"]["loc-args"], json!([caller_length]));
+    assert_eq!(alert["reason"], "failed");
     assert_eq!(report.notices_sent, 1, "{report:?}");
 
     // The route: sentinel tokens and claims are refused and never logged.
@@ -180,6 +195,11 @@ async fn dispatcher_and_dispatch_route_logs_carry_no_personal_data() {
             .any(|l| l["message"] == "dispatch request refused"),
         "refusals are logged (positive control)"
     );
+}
+
+/// A reservation's `scheduledAt` as its pushes carry it.
+fn push_line_scheduled_at(reservation: &Reservation) -> String {
+    VoipPush::for_call(&DueCall::from(reservation), Utc::now(), 1).scheduled_at
 }
 
 /// The lines of `message` for `call_id` so far.

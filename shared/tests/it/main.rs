@@ -102,6 +102,7 @@ mod faults_throttling;
 mod gateway_front;
 mod lambda_fixtures;
 mod layers;
+mod local_model;
 mod local_secrets;
 mod observability;
 mod observability_template;

@@ -25,7 +25,10 @@ use crate::template::{load_yaml, repo_root, resources_of_type};
 /// What a variable means (one line; the rest is in the columns the code fills).
 fn meaning(var: &str) -> &'static str {
     match var {
-        "OPENAI_API_KEY" => "Unset or `not-set`: 500 `PROVIDER_NOT_CONFIGURED`.",
+        "OPENAI_API_KEY" => {
+            "Unset or `not-set`: 500 `PROVIDER_NOT_CONFIGURED` (koe-local: \
+             [a built-in model](local.md#koe-local))."
+        }
         "OPENAI_BASE_URL" => "Any OpenAI-compatible API.",
         "PROVIDER_TIMEOUT_MS" => "Budget of a chat call or agent round.",
         "MAINTENANCE_MODE" | "MINIMUM_VERSION" | "INFO_MESSAGE" => "Reported by `/api/info`.",

@@ -9,7 +9,7 @@
 //! | port | Lambda ([`App::lambda`]) | local ([`App::local`]) |
 //! | --- | --- | --- |
 //! | store | DynamoDB (`STORE=dynamodb` is required) | memory, or DynamoDB with `STORE=dynamodb` |
-//! | model | OpenAI (or compatible) | same |
+//! | model | OpenAI (or compatible) | same; koe-local without OpenAI settings: its built-in model |
 //! | push | APNs when `APNS_*` is set, else the logging sender | same |
 //! | events | EventBridge when `EVENT_BUS_NAME` is set, else log lines | same |
 //! | dispatch trigger | EventBridge (`EVENT_BUS_NAME` is required) | the in-process loop |
@@ -139,6 +139,14 @@ impl App {
     pub fn with_model(self, model: Arc<dyn ModelProvider>) -> App {
         App {
             model: OnceLock::from(model),
+            ..self
+        }
+    }
+
+    /// The streamed chat's model (koe-local's built-in model, with `with_model`).
+    pub fn with_streaming_model(self, model: Arc<dyn StreamingModel>) -> App {
+        App {
+            streaming_model: OnceLock::from(model),
             ..self
         }
     }
