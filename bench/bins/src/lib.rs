@@ -1,4 +1,5 @@
-//! What the benchmark binaries share: percentiles, and the calls they seed.
+//! What the benchmark binaries share: percentiles, the calls they seed, fresh DynamoDB Local
+//! tables and free loopback addresses.
 
 use chrono::{DateTime, Utc};
 use koe::domain::device::{Device, DeviceId, PushEnvironment, VoipToken};
@@ -80,4 +81,24 @@ pub fn parsed<T>(options: Result<T, String>, name: &str, usage: Option<&str>) ->
             None
         }
     }
+}
+
+/// Fresh tables (named from `prefix` and a random part) on the DynamoDB Local that
+/// `KOE_TEST_DYNAMODB_ENDPOINT` names, or one testkit starts: its endpoint and their names.
+pub async fn fresh_tables(prefix: &str) -> (String, koe::store::TableNames) {
+    let upstream = tokio::task::spawn_blocking(koe_testkit::dynamodb::endpoint)
+        .await
+        .expect("DynamoDB Local's endpoint");
+    let setup = aws_sdk_dynamodb::Client::from_conf(
+        koe_testkit::dynamodb::config_builder(&upstream).build(),
+    );
+    let prefix = format!("{prefix}-{}", koe_testkit::dynamodb::random_prefix());
+    let tables = koe_testkit::dynamodb::create_tables(&setup, &prefix).await;
+    (upstream, tables)
+}
+
+/// A loopback address nothing listens on now (for a process the bench starts).
+pub fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    listener.local_addr().expect("its address").to_string()
 }

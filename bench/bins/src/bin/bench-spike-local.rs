@@ -166,11 +166,6 @@ async fn timing_proxy(upstream: String) -> TimingProxy {
     TimingProxy { url, log }
 }
 
-fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
 /// What koe-local's log said: each push's `sentAt` per call id, and its runs' reports.
 #[derive(Default)]
 struct Seen {
@@ -274,14 +269,7 @@ async fn main() -> ExitCode {
     let Some(options) = koe_bench::parsed(parse_args(), "bench-spike-local", Some(USAGE)) else {
         return ExitCode::from(2);
     };
-    let upstream = tokio::task::spawn_blocking(koe_testkit::dynamodb::endpoint)
-        .await
-        .unwrap();
-    let setup = aws_sdk_dynamodb::Client::from_conf(
-        koe_testkit::dynamodb::config_builder(&upstream).build(),
-    );
-    let prefix = format!("spike-{}", koe_testkit::dynamodb::random_prefix());
-    let tables = koe_testkit::dynamodb::create_tables(&setup, &prefix).await;
+    let (upstream, tables) = koe_bench::fresh_tables("spike").await;
     // koe-local → [timing proxy] → [limits proxy] → DynamoDB Local.
     let proxy = match options.limits {
         true => {
@@ -308,7 +296,7 @@ async fn main() -> ExitCode {
         .map_or(4_000.0, |p| p.model().limits().table_write_units)
         .round()
         .to_string();
-    let (chat, agent) = (free_addr(), free_addr());
+    let (chat, agent) = (koe_bench::free_addr(), koe_bench::free_addr());
     let (region, key) = (
         koe_testkit::dynamodb::REGION,
         koe_testkit::dynamodb::ACCESS_KEY,
