@@ -136,6 +136,7 @@ async fn main() -> ExitCode {
         if started.elapsed() > Duration::from_secs(30) {
             eprintln!("koe-local did not start");
             let _ = child.kill();
+            let _ = child.wait();
             return ExitCode::FAILURE;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
