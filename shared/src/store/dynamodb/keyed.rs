@@ -41,6 +41,9 @@ impl UsageStore for DynamoStore {
             return Ok(None);
         }
         let (partition, sort) = request.counter();
+        if request.reads() {
+            return self.read_count(&partition, &sort).await.map(Some);
+        }
         let (amount, limit) = (request.amount(), request.limit());
         self.add(&partition, &sort, amount, limit, request.expire_at())
             .await
@@ -103,6 +106,30 @@ impl IdempotencyStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// The `useCount` of the usage table's item (`deviceId`, `day`), 0 when there is none: one
+    /// eventually consistent GetItem of that attribute (half a read unit).
+    async fn read_count(&self, partition: &str, sort: &str) -> Result<i64, StoreError> {
+        let table = &self.tables.usage;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(partition))
+            .key(DAY, s(sort))
+            .consistent_read(false)
+            .projection_expression("#useCount")
+            .set_expression_attribute_names(Some(names(&[USE_COUNT])))
+            .send()
+            .await
+            .map_err(|e| super::sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item else {
+            return Ok(0);
+        };
+        Ok(Reader { table, item: &item }
+            .opt_i64(USE_COUNT)?
+            .unwrap_or(0))
+    }
+
     /// One `ADD amount` to `useCount` of the usage table's item (`deviceId`, `day`), with
     /// `expireAt` set; with a `limit`, only while `useCount` is below it. The new count, or
     /// `None` when the limit had been reached (nothing added). Each call writes a token of its
