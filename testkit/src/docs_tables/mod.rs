@@ -7,6 +7,7 @@ mod budgets;
 mod fixtures;
 mod requests;
 mod settings;
+mod spend;
 mod units;
 
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ pub const BLOCKS: &[(&str, &str)] = &[
     ("time-budgets", "docs/reliability.md"),
     ("requests", "docs/dynamodb.md"),
     ("units-per-call", "docs/dynamodb.md"),
+    ("spend-slack", "docs/spend-guard.md"),
 ];
 
 const END: &str = "<!-- end generated -->";
@@ -39,6 +41,7 @@ pub async fn render(name: &str) -> String {
         "settings" => settings::table().await,
         "time-budgets" => budgets::table(),
         "requests" => requests::table(),
+        "spend-slack" => spend::table(),
         // Measured on its own runtime (paused time), off this one's thread.
         "units-per-call" => tokio::task::spawn_blocking(units::table)
             .await
