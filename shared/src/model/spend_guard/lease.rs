@@ -32,10 +32,11 @@ pub const MAX_SHARDS: u32 = 8;
 pub const LARGEST_CALLS_PER_SHARD: u64 = 2;
 /// A block holds at most this many times the tokens of the call that leases it.
 pub const CALLS_PER_LEASE: u64 = 8;
-/// A block takes at most this fraction (1/8) of what its shard had left when it was read.
-pub const REMAINDER_SHARE: u64 = 8;
-/// A block smaller than this many calls' tokens is not worth keeping: the call leases its own.
-pub const MIN_BLOCK_CALLS: u64 = 2;
+/// A block takes at most this fraction (1/4) of what its shard had left when it was read: near
+/// the end blocks shrink, so that containers do not hold the rest unspent between them.
+pub const REMAINDER_SHARE: u64 = 4;
+/// A block smaller than this many calls' tokens is not kept: the call leases its own.
+pub const MIN_BLOCK_CALLS: u64 = 1;
 /// What is left of a block goes back to its counter at the first settlement this long after
 /// the lease.
 pub const LEASE_SECS: i64 = 30;
