@@ -2,16 +2,19 @@
 //! `ModelProvider` port.
 //!
 //! Before a completion goes out, its tokens (the prompt's estimate and the whole `max_tokens`)
-//! are reserved against the day's count with one conditional `ADD` (only while the count is
-//! below the ceiling), so concurrent calls can never together pass the ceiling by more than one
-//! call; under a large ceiling from a block the guard leased that way ([`lease`]); after it, the count is corrected to the usage the provider reported, and a streamed
-//! reply cut short (an error, a client gone) to what it is known to have cost: its prompt and
-//! the pieces it received (docs/spend-guard.md). Once the count has reached the ceiling every completion
-//! is refused (503 `SPEND_CEILING_REACHED`, no model call) until 00:00 Japan time, and the
-//! first refusal of the day, one atomic claim in the store, is the one that notifies the team.
-//! If the store fails, the call goes ahead uncounted with a warning (fail-open, as the agent's
-//! daily limit): an outage of the counter must not take chat down, and the function's reserved
-//! concurrency still bounds the rate.
+//! are reserved against the day's count: from a block the guard leased from one of the count's
+//! shards with one conditional `ADD`, or near the end with an `ADD` of the call's own tokens
+//! while the shard is below its share ([`lease`]), so concurrent calls can never together pass
+//! a shard's share by more than one call. After it, the count is corrected to the usage the
+//! provider reported, and a streamed reply cut short (an error, a client gone) to what it is
+//! known to have cost: its prompt and the pieces it received (docs/spend-guard.md). Once every
+//! shard is full every completion is refused (503 `SPEND_CEILING_REACHED`, no model call)
+//! until 00:00 Japan time, and the first refusal of the day, one atomic claim in the store, is
+//! the one that notifies the team. A throttled counter refuses the call (503 with
+//! `Retry-After`): let through uncounted, a flood passes the ceiling. A counter that does not
+//! answer lets the call go ahead with a warning (fail-open, as the agent's daily limit: an
+//! outage must not take chat down), its tokens held by the guard and added to the next write
+//! that answers.
 
 use std::sync::Arc;
 
