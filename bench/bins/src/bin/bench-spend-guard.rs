@@ -2,8 +2,8 @@
 //! DynamoDB Local behind the limits proxy, whose model charges the usage table as DynamoDB would
 //! with its limits scaled (`KOE_LIMITS_SCALE`, default 0.05: one partition key value takes 50
 //! WCU/s, so 100 calls a second stand for 2,000), the scripted stand-in OpenAI answering at once
-//! (57 tokens a call). The day's count starts `left` tokens short of the ceiling (at most half
-//! the run's spend; a small ceiling starts empty), so the run goes through it. Prints the usage
+//! (57 tokens a call). The day's count starts `left` tokens short of the ceiling (half the
+//! run's spend; a ceiling the run's spend passes starts empty), so the run goes through it. Prints the usage
 //! table's writes a second and per model call, throttles, the busiest partition, the calls
 //! refused for a throttled counter, and the tokens served and counted against what was left
 //! and the slack.
@@ -76,10 +76,11 @@ async fn main() {
         tables.clone(),
     );
 
-    // The day's count `left` tokens short of the ceiling (about half the run's spend, or all
-    // of a small ceiling), written past the proxy.
+    // The day's count `left` tokens short of the ceiling, written past the proxy: about half
+    // the run's spend, or none of a ceiling the run's spend passes.
     let day = UsageDay::of(chrono::Utc::now());
-    let left = (rate * seconds * USED / 2).min(ceiling);
+    let run = rate * seconds * USED;
+    let left = if run > ceiling { ceiling } else { run / 2 };
     for shard in 0..plan.shards {
         let counter = shard_counter("chat", shard);
         let seeded = plan.share - left / u64::from(plan.shards);
