@@ -50,6 +50,9 @@ pub enum ProviderError {
     /// The API's daily model-token ceiling is reached (`crate::model::spend_guard`); no model was called.
     /// `notify`: this is the day's first refusal, the one that notifies the team.
     CeilingReached { notify: bool, retry_after_secs: u64 },
+    /// The spend counter was throttled: the call is refused uncounted rather than let through
+    /// uncounted (`crate::model::spend_guard`); no model was called.
+    CounterBusy { retry_after_secs: u64 },
 }
 
 /// One piece of a streamed reply.
@@ -103,6 +106,16 @@ impl From<ProviderError> for ApiError {
             error.notify = notify;
             return error;
         }
+        if let ProviderError::CounterBusy { retry_after_secs } = e {
+            return ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the spend counter is busy: retry later (see Retry-After)",
+            )
+            .with_header(
+                http::header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs),
+            );
+        }
         let (code, message) = match &e {
             ProviderError::NotConfigured => (
                 ErrorCode::ProviderNotConfigured,
@@ -121,7 +134,9 @@ impl From<ProviderError> for ApiError {
                 ErrorCode::ProviderBadResponse,
                 "the model provider returned an unusable response",
             ),
-            ProviderError::CeilingReached { .. } => unreachable!("answered above"),
+            ProviderError::CeilingReached { .. } | ProviderError::CounterBusy { .. } => {
+                unreachable!("answered above")
+            }
         };
         ApiError::new(code, message)
     }

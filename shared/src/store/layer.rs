@@ -94,7 +94,9 @@ pub enum Op<'a> {
     CountPlanAnswer(&'a str, u32, i64),
     ReserveTokens(&'a str, &'a str, u64, u64, i64),
     SettleTokens(&'a str, &'a str, i64, i64),
+    ReadTokens(&'a str, &'a str),
     ClaimCeilingNotice(&'a str, &'a str, i64),
+    ReadCeilingNotice(&'a str, &'a str),
     IdempotentAnswer(&'a str, Time),
     KeepIdempotentAnswer(&'a IdempotentAnswer, Time),
 }
@@ -177,7 +179,9 @@ impl<'a> Op<'a> {
             SettleTokens(api, day, delta, expire_at) => {
                 Op::SettleTokens(api, day, delta, expire_at)
             }
+            ReadTokens(api, day) => Op::ReadTokens(api, day),
             CeilingNotice(api, day, expire_at) => Op::ClaimCeilingNotice(api, day, expire_at),
+            ReadNotice(api, day) => Op::ReadCeilingNotice(api, day),
         }
     }
 
@@ -215,6 +219,8 @@ impl<'a> Op<'a> {
             CountPlanAnswer(..) => "CountPlanAnswer",
             ReserveTokens(..) => "ReserveTokens",
             SettleTokens(..) => "SettleTokens",
+            ReadTokens(..) => "ReadTokens",
+            ReadCeilingNotice(..) => "ReadCeilingNotice",
             ClaimCeilingNotice(..) => "ClaimCeilingNotice",
             IdempotentAnswer(..) => "IdempotentAnswer",
             KeepIdempotentAnswer(..) => "KeepIdempotentAnswer",
@@ -226,8 +232,15 @@ impl<'a> Op<'a> {
     pub fn request(&self) -> Request {
         use Op::*;
         match self {
-            GetDevice(..) | DeviceProof(..) | WasCancelled(..) | GetReservation(..)
-            | DueCount(..) | SweptBefore() | IdempotentAnswer(..) => Request::GetItem,
+            GetDevice(..)
+            | DeviceProof(..)
+            | WasCancelled(..)
+            | GetReservation(..)
+            | DueCount(..)
+            | SweptBefore()
+            | IdempotentAnswer(..)
+            | ReadTokens(..)
+            | ReadCeilingNotice(..) => Request::GetItem,
             PutDevice(..)
             | RegisterDevice(..)
             | CreateReservation(..)

@@ -590,6 +590,13 @@ pub trait UsageStore: Send + Sync {
         })
     }
 
+    /// The day's token count of `api` as it stands (0 before its first reservation): one
+    /// eventually consistent read, no write (what a guard reads before it leases).
+    async fn read_tokens(&self, api: &str, day: &str) -> Result<u64, StoreError> {
+        let request = UsageRequest::ReadTokens(api, day);
+        Ok(self.add_to_counter(request).await?.unwrap_or(0).max(0) as u64)
+    }
+
     /// Corrects the day's token count of `handlers` by `delta` (the reported usage minus what was
     /// reserved; negative to give back), unconditionally and atomically.
     async fn settle_tokens(
@@ -614,9 +621,17 @@ pub trait UsageStore: Send + Sync {
         Ok(self.add_to_counter(request).await?.is_some())
     }
 
-    /// The one write of each method above, as an adapter makes it: adds
+    /// Whether `handlers`'s ceiling notice on `day` was claimed: one eventually consistent read,
+    /// no write (a guard reads it before it claims).
+    async fn ceiling_noticed(&self, api: &str, day: &str) -> Result<bool, StoreError> {
+        let request = UsageRequest::ReadNotice(api, day);
+        Ok(self.add_to_counter(request).await?.unwrap_or(0) > 0)
+    }
+
+    /// The one request of each method above, as an adapter makes it: adds
     /// [`UsageRequest::amount`] to its counter, with its TTL, unless the counter already reached
     /// [`UsageRequest::limit`]. The new count; `None` if the limit was reached (nothing added).
+    /// A [`UsageRequest::ReadTokens`] writes nothing: the count as it stands.
     async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError>;
 }
 

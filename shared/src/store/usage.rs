@@ -26,12 +26,18 @@ pub enum UsageRequest<'a> {
     /// [`UsageStore::reserve_tokens`](super::UsageStore::reserve_tokens)`(api, day, tokens,
     /// ceiling, expire_at)`.
     ReserveTokens(&'a str, &'a str, u64, u64, i64),
+    /// [`UsageStore::read_tokens`](super::UsageStore::read_tokens)`(api, day)`: no write, the
+    /// count as it stands (a missing counter: 0).
+    ReadTokens(&'a str, &'a str),
     /// [`UsageStore::settle_tokens`](super::UsageStore::settle_tokens)`(api, day, delta,
     /// expire_at)`.
     SettleTokens(&'a str, &'a str, i64, i64),
     /// [`UsageStore::claim_ceiling_notice`](super::UsageStore::claim_ceiling_notice)`(api, day,
     /// expire_at)`.
     CeilingNotice(&'a str, &'a str, i64),
+    /// [`UsageStore::ceiling_noticed`](super::UsageStore::ceiling_noticed)`(api, day)`: no
+    /// write, the notice's count (1 once claimed, else 0).
+    ReadNotice(&'a str, &'a str),
 }
 
 impl UsageRequest<'_> {
@@ -43,10 +49,11 @@ impl UsageRequest<'_> {
                 (format!("{PLAN_PREFIX}{plan_id}"), PLAN_ANSWERS.to_owned())
             }
             UsageRequest::ReserveTokens(api, day, ..)
+            | UsageRequest::ReadTokens(api, day)
             | UsageRequest::SettleTokens(api, day, ..) => {
                 (format!("{SPEND_PREFIX}{api}"), day.to_owned())
             }
-            UsageRequest::CeilingNotice(api, day, _) => (
+            UsageRequest::CeilingNotice(api, day, _) | UsageRequest::ReadNotice(api, day) => (
                 format!("{SPEND_PREFIX}{api}"),
                 format!("{day}{NOTICE_SUFFIX}"),
             ),
@@ -60,6 +67,7 @@ impl UsageRequest<'_> {
                 i64::try_from(tokens).unwrap_or(i64::MAX)
             }
             UsageRequest::SettleTokens(_, _, delta, _) => delta,
+            UsageRequest::ReadTokens(..) | UsageRequest::ReadNotice(..) => 0,
             _ => 1,
         }
     }
@@ -71,14 +79,26 @@ impl UsageRequest<'_> {
                 Some(u64::from(limit))
             }
             UsageRequest::ReserveTokens(_, _, _, ceiling, _) => Some(ceiling),
-            UsageRequest::SettleTokens(..) => None,
+            UsageRequest::SettleTokens(..)
+            | UsageRequest::ReadTokens(..)
+            | UsageRequest::ReadNotice(..) => None,
             UsageRequest::CeilingNotice(..) => Some(1),
         }
     }
 
-    /// The counter's TTL (epoch seconds): each request's last argument.
+    /// Whether it only reads the counter ([`UsageRequest::ReadTokens`],
+    /// [`UsageRequest::ReadNotice`]).
+    pub fn reads(&self) -> bool {
+        matches!(
+            self,
+            UsageRequest::ReadTokens(..) | UsageRequest::ReadNotice(..)
+        )
+    }
+
+    /// The counter's TTL (epoch seconds): each writing request's last argument (a read: 0).
     pub fn expire_at(&self) -> i64 {
         match *self {
+            UsageRequest::ReadTokens(..) | UsageRequest::ReadNotice(..) => 0,
             UsageRequest::AgentUse(.., expire_at)
             | UsageRequest::PlanAnswer(.., expire_at)
             | UsageRequest::ReserveTokens(.., expire_at)

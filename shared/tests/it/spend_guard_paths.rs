@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use koe::domain::chat::{ChatMessage, Role};
-use koe::model::spend_guard::{GuardedStream, SpendApi, SpendGuard, prompt_tokens, token_bound};
+use koe::model::spend_guard::lease::shard_counter;
+use koe::model::spend_guard::{
+    GuardedStream, LeasePlan, SpendApi, SpendGuard, prompt_tokens, token_bound,
+};
 use koe::model::{ModelRequest, ProviderError, ReplyChunk, ReplyStream, StreamingModel, Usage};
+use koe::platform::config::spend::DEFAULT_DAILY_TOKEN_CEILING;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::ManualClock;
@@ -18,19 +22,34 @@ use koe_testkit::harness::{send, spawn_app_with};
 use koe_testkit::openai::{Behaviour, Pace};
 use serde_json::json;
 
-use super::spend_guard::counted;
-
 const NOW: &str = "2035-03-01T03:00:00Z";
 
-/// Waits (real time, a few seconds at most) until the count is `expected`.
-async fn settles_to(store: &dyn Store, api: &str, expected: u64) {
+/// The day's count of `api` over every shard of the default ceiling's plan.
+async fn counted_all(store: &dyn Store, api: &str) -> u64 {
+    let plan = LeasePlan::for_ceiling(DEFAULT_DAILY_TOKEN_CEILING);
+    let day = koe::domain::usage_day::UsageDay::of(NOW.parse().unwrap());
+    let mut total = 0;
+    for shard in 0..plan.shards {
+        let counter = shard_counter(api, shard);
+        total += store.read_tokens(&counter, &day.key).await.unwrap();
+    }
+    total
+}
+
+/// What `guard` has counted and not leased on to a call: the day's count less its block.
+async fn spent_by(store: &dyn Store, guard: &SpendGuard) -> u64 {
+    counted_all(store, "chat").await - guard.held().await
+}
+
+/// Waits (real time, a few seconds at most) until what `guard` counted is `expected`.
+async fn settles_to(store: &dyn Store, guard: &SpendGuard, expected: u64) {
     for _ in 0..200 {
-        if counted(store, api).await == expected {
+        if spent_by(store, guard).await == expected {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(counted(store, api).await, expected, "never settled");
+    assert_eq!(spent_by(store, guard).await, expected, "never settled");
 }
 
 fn request() -> ModelRequest {
@@ -87,15 +106,20 @@ fn guarded(
     chunks: Vec<Result<ReplyChunk, ProviderError>>,
     hang: bool,
     refuse: bool,
-) -> Arc<dyn StreamingModel> {
+) -> (Arc<dyn StreamingModel>, Arc<SpendGuard>) {
     let inner = Arc::new(Scripted {
         chunks: Mutex::new(chunks),
         hang,
         refuse,
     });
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let guard = SpendGuard::new(store.clone(), clock, SpendApi::Chat, 5_000_000);
-    GuardedStream::wrap(inner, guard)
+    let guard = Arc::new(SpendGuard::new(
+        store.clone(),
+        clock,
+        SpendApi::Chat,
+        DEFAULT_DAILY_TOKEN_CEILING,
+    ));
+    (GuardedStream::wrap_shared(inner, guard.clone()), guard)
 }
 
 /// Reads the stream to its end; the chunks it gave.
@@ -117,25 +141,25 @@ async fn a_streamed_reply_is_settled_however_it_ends() {
     };
     // Its usage chunk: exactly the usage.
     let store = Arc::new(MemoryStore::new());
-    let model = guarded(
+    let (model, guard) = guarded(
         &store,
         vec![text("晴"), text("れ"), Ok(ReplyChunk::Usage(usage))],
         false,
         false,
     );
     drain(model.stream(request()).await.unwrap()).await;
-    settles_to(store.as_ref(), "chat", 15).await;
+    settles_to(store.as_ref(), &guard, 15).await;
 
     // Ended without a usage chunk: its prompt and the three pieces it received.
     let store = Arc::new(MemoryStore::new());
-    let model = guarded(
+    let (model, guard) = guarded(
         &store,
         vec![text("晴"), text("れ"), text("！")],
         false,
         false,
     );
     drain(model.stream(request()).await.unwrap()).await;
-    settles_to(store.as_ref(), "chat", prompt + 3).await;
+    settles_to(store.as_ref(), &guard, prompt + 3).await;
 
     // A provider error after two pieces: the prompt and those two.
     let store = Arc::new(MemoryStore::new());
@@ -144,28 +168,28 @@ async fn a_streamed_reply_is_settled_however_it_ends() {
         text("れ"),
         Err(ProviderError::Upstream("cut".into())),
     ];
-    let model = guarded(&store, failing, false, false);
+    let (model, guard) = guarded(&store, failing, false, false);
     drain(model.stream(request()).await.unwrap()).await;
-    settles_to(store.as_ref(), "chat", prompt + 2).await;
+    settles_to(store.as_ref(), &guard, prompt + 2).await;
 
     // The client gone after one piece (the stream dropped while the provider still writes).
     let store = Arc::new(MemoryStore::new());
-    let model = guarded(&store, vec![text("晴"), text("れ")], true, false);
+    let (model, guard) = guarded(&store, vec![text("晴"), text("れ")], true, false);
     let mut stream = model.stream(request()).await.unwrap();
     stream.next().await.unwrap().unwrap();
     assert_eq!(
-        counted(store.as_ref(), "chat").await,
+        spent_by(store.as_ref(), &guard).await,
         token_bound(&request()),
         "reserved while it runs"
     );
     drop(stream);
-    settles_to(store.as_ref(), "chat", prompt + 1).await;
+    settles_to(store.as_ref(), &guard, prompt + 1).await;
 
     // Refused before its first byte: nothing was used.
     let store = Arc::new(MemoryStore::new());
-    let model = guarded(&store, vec![], false, true);
+    let (model, guard) = guarded(&store, vec![], false, true);
     assert!(model.stream(request()).await.is_err());
-    settles_to(store.as_ref(), "chat", 0).await;
+    settles_to(store.as_ref(), &guard, 0).await;
 }
 
 #[tokio::test]
@@ -180,11 +204,16 @@ async fn a_dropped_future_settles_its_reservation_to_its_prompt() {
     }
     let store = Arc::new(MemoryStore::new());
     let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let guard = SpendGuard::new(store.clone(), clock, SpendApi::Chat, 5_000_000);
-    let model = GuardedStream::wrap(Arc::new(Slow), guard);
+    let guard = Arc::new(SpendGuard::new(
+        store.clone(),
+        clock,
+        SpendApi::Chat,
+        DEFAULT_DAILY_TOKEN_CEILING,
+    ));
+    let model = GuardedStream::wrap_shared(Arc::new(Slow), guard.clone());
     let asked = tokio::time::timeout(Duration::from_millis(50), model.stream(request())).await;
     assert!(asked.is_err(), "still waiting for the provider: dropped");
-    settles_to(store.as_ref(), "chat", prompt_tokens(&request())).await;
+    settles_to(store.as_ref(), &guard, prompt_tokens(&request())).await;
 }
 
 /// The review's flood: the largest prompt the contract allows (8 messages of 16,000
@@ -247,16 +276,19 @@ async fn a_flood_of_the_largest_streamed_requests_dropped_after_their_first_byte
     }
     // Settled once the functions notice their clients are gone: each to its prompt and the
     // few pieces it wrote, far below its reservation.
-    let mut spent = counted(store.as_ref(), "chat").await;
+    // The guard (one in the process that streams) may hold a block leased and not spent.
+    let block = LeasePlan::for_ceiling(DEFAULT_DAILY_TOKEN_CEILING).largest_block(bound);
+    let settled = FLOOD * (prompt + 40) + block;
+    let mut spent = counted_all(store.as_ref(), "chat").await;
     for _ in 0..600 {
-        if spent <= FLOOD * (prompt + 40) {
+        if spent <= settled {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        spent = counted(store.as_ref(), "chat").await;
+        spent = counted_all(store.as_ref(), "chat").await;
     }
     assert!(
-        spent <= FLOOD * (prompt + 40),
+        spent <= settled,
         "{spent} counted for {FLOOD} dropped streams: reservations held ({FLOOD} x {bound} = {})",
         FLOOD * bound
     );

@@ -8,6 +8,7 @@ mod fixtures;
 mod push;
 mod requests;
 mod settings;
+mod spend;
 mod units;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ pub const BLOCKS: &[(&str, &str)] = &[
     ("requests", "docs/dynamodb.md"),
     ("units-per-call", "docs/dynamodb.md"),
     ("push-payloads", "docs/app.md"),
+    ("spend-slack", "docs/spend-guard.md"),
 ];
 
 const END: &str = "<!-- end generated -->";
@@ -42,6 +44,7 @@ pub async fn render(name: &str) -> String {
         "time-budgets" => budgets::table(),
         "requests" => requests::table(),
         "push-payloads" => push::payloads(),
+        "spend-slack" => spend::table(),
         // Measured on its own runtime (paused time), off this one's thread.
         "units-per-call" => tokio::task::spawn_blocking(units::table)
             .await

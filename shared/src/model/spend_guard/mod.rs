@@ -2,23 +2,26 @@
 //! `ModelProvider` port.
 //!
 //! Before a completion goes out, its tokens (the prompt's estimate and the whole `max_tokens`)
-//! are reserved against the day's count with one conditional `ADD` (only while the count is
-//! below the ceiling), so concurrent calls can never together pass the ceiling by more than one
-//! call; under a large ceiling from a block the guard leased that way ([`lease`]); after it, the count is corrected to the usage the provider reported, and a streamed
-//! reply cut short (an error, a client gone) to what it is known to have cost: its prompt and
-//! the pieces it received (docs/spend-guard.md). Once the count has reached the ceiling every completion
-//! is refused (503 `SPEND_CEILING_REACHED`, no model call) until 00:00 Japan time, and the
-//! first refusal of the day, one atomic claim in the store, is the one that notifies the team.
-//! If the store fails, the call goes ahead uncounted with a warning (fail-open, as the agent's
-//! daily limit): an outage of the counter must not take chat down, and the function's reserved
-//! concurrency still bounds the rate.
+//! are reserved against the day's count: from a block the guard leased from one of the count's
+//! shards with one conditional `ADD`, or near the end with an `ADD` of the call's own tokens
+//! while the shard is below its share ([`lease`]), so concurrent calls can never together pass
+//! a shard's share by more than one call. After it, the count is corrected to the usage the
+//! provider reported, and a streamed reply cut short (an error, a client gone) to what it is
+//! known to have cost: its prompt and the pieces it received (docs/spend-guard.md). Once every
+//! shard is full every completion is refused (503 `SPEND_CEILING_REACHED`, no model call)
+//! until 00:00 Japan time, and the first refusal of the day, one atomic claim in the store, is
+//! the one that notifies the team. A throttled counter refuses the call (503 with
+//! `Retry-After`): let through uncounted, a flood passes the ceiling. A counter that does not
+//! answer lets the call go ahead with a warning (fail-open, as the agent's daily limit: an
+//! outage must not take chat down), its tokens held by the guard and added to the next write
+//! that answers.
 
 use std::sync::Arc;
 
 pub mod lease;
 mod stream;
 pub use lease::LeasePlan;
-use lease::{Block, Lease, REFUSAL_HOLD_SECS, shard_counter};
+use lease::{Block, Lease, Want, shard_counter};
 pub use stream::{GuardedStream, Held};
 
 use async_trait::async_trait;
@@ -28,8 +31,7 @@ use crate::model::{ModelProvider, ModelReply, ModelRequest, ProviderError};
 use crate::platform::clock::Clock;
 use crate::platform::metrics::catalogue::API;
 use crate::platform::metrics::{Metrics, Record};
-use crate::store::SpendOutcome;
-use crate::store::UsageStore;
+use crate::store::{SpendOutcome, StoreError, UsageStore};
 
 #[cfg(test)]
 mod tests;
@@ -93,14 +95,15 @@ pub fn token_bound(request: &ModelRequest) -> u64 {
 
 /// One API's daily ceiling: the reservation before a model call, its correction after, and
 /// the refusal past the ceiling. Shared by the completion and streaming guards. One guard per
-/// container: under a large ceiling it leases blocks of tokens ([`lease`]).
+/// container: it leases from sharded counters ([`lease`]).
 pub struct SpendGuard {
     store: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
     api: SpendApi,
     ceiling: u64,
     plan: LeasePlan,
-    /// Held across a lease's write, so that a container's concurrent calls lease one block.
+    /// Held across a lease's read and write, so that a container's concurrent calls lease one
+    /// block.
     lease: tokio::sync::Mutex<Lease>,
     /// The day whose ceiling notice this guard has claimed, or seen claimed.
     noticed: std::sync::Mutex<Option<String>>,
@@ -114,6 +117,9 @@ pub struct Reserved {
     bound: u64,
     /// The prompt's estimate: what a call cut short is taken to have cost at least.
     prompt: u64,
+    /// The shard a call that leased its own tokens is settled on at once; `None`: reserved
+    /// from the guard's block, settled into it.
+    own: Option<u32>,
 }
 
 impl Reserved {
@@ -132,6 +138,9 @@ struct Correction {
     shard: u32,
     delta: i64,
 }
+
+/// Seconds a call refused for a throttled counter is told to wait (`Retry-After`).
+pub const COUNTER_BUSY_RETRY_SECS: u64 = 1;
 
 impl SpendGuard {
     pub fn new(
@@ -164,6 +173,16 @@ impl SpendGuard {
         self.plan
     }
 
+    /// Tokens this guard holds leased and not reserved for a call (counted, not yet spent).
+    pub async fn held(&self) -> u64 {
+        self.lease
+            .lock()
+            .await
+            .block
+            .as_ref()
+            .map_or(0, |b| b.tokens)
+    }
+
     fn record(&self) -> Record {
         Record::new(API, self.clock.now()).dimension("Function", self.metrics.function())
     }
@@ -180,8 +199,10 @@ impl SpendGuard {
     }
 
     /// Reserves `request`'s tokens ([`token_bound`]): `Some` to correct after the call, `None`
-    /// when the counter failed (the call goes ahead uncounted, fail-open), the refusal past the
-    /// ceiling. From the guard's block when it holds enough, else with one lease.
+    /// when the counter failed (the call goes ahead, its tokens held to count with the next
+    /// write that answers: fail-open), the refusal past the ceiling, or 503 for a throttled
+    /// counter. From the guard's block when it holds enough, else with one lease: each shard
+    /// not known full, in an order of its own, is read, then leased from if it has room.
     pub async fn reserve(&self, request: &ModelRequest) -> Result<Option<Reserved>, ProviderError> {
         let now = self.clock.now();
         let day = UsageDay::of(now);
@@ -192,88 +213,133 @@ impl SpendGuard {
         if let Some(old) = lease.block.take_if(|b| b.day != day) {
             self.correct(Self::give_back(old)).await;
         }
-        if lease.refuses(&day, now) {
-            drop(lease);
-            return Err(self.refuse(&day).await);
-        }
-        let have = lease.block.as_ref().map_or(0, |b| b.tokens);
+        lease.owed.take_if(|(d, _)| *d != day);
         if let Some(block) = lease.block.as_mut().filter(|b| b.tokens >= bound) {
             block.tokens -= bound;
-            return Ok(Some(Reserved { day, bound, prompt }));
+            return Ok(Some(Reserved {
+                day,
+                bound,
+                prompt,
+                own: None,
+            }));
         }
-        // Every shard until one grants; once all refused today, one at random (they fill
-        // again only by what guards return), so that a refusal costs one write.
-        let swept = lease.refused.as_ref().is_some_and(|(d, _)| *d == day.key);
-        let tries = if swept { 1 } else { self.plan.shards };
-        // Under a small ceiling no block is kept: the lock is not held across the write, so
-        // that a process's calls reserve side by side (koe-local).
-        let lease = if self.plan.leasing() {
-            Some(lease)
-        } else {
-            drop(lease);
-            None
-        };
-        let want = bound * self.plan.calls_per_lease - have;
-        let shard_ceiling = self.plan.shard_ceiling(self.ceiling);
+        let have = lease.block.as_ref().map_or(0, |b| b.tokens);
+        let owed = lease.owed.as_ref().map_or(0, |(_, t)| *t);
+        let api = self.api.as_str();
         let first = fastrand::u32(..self.plan.shards);
-        for k in 0..tries {
+        for k in 0..self.plan.shards {
             let shard = (first + k) % self.plan.shards;
-            let counter = shard_counter(self.api.as_str(), shard);
-            match self
-                .store
-                .reserve_tokens(&counter, &day.key, want, shard_ceiling, day.expire_at())
-                .await
-            {
-                Ok(SpendOutcome::Reserved { total }) => {
-                    self.measure_spend(total.saturating_mul(u64::from(self.plan.shards)));
-                    if let Some(mut lease) = lease {
-                        lease.block = Some(Block {
-                            day: day.clone(),
-                            shard,
-                            tokens: have + want - bound,
-                            leased_at: now,
-                        });
+            if lease.full(shard, &day, now) {
+                continue;
+            }
+            let counter = shard_counter(api, shard);
+            let total = match self.store.read_tokens(&counter, &day.key).await {
+                Ok(total) => total,
+                Err(e) => return self.unanswered(&mut lease, &day, bound, e),
+            };
+            let mut want = self.plan.lease(bound, total);
+            while let Some(asked) = want {
+                // What the block still holds goes with the lease, what was let through
+                // uncounted is added to it.
+                let amount = (asked.tokens() + owed).saturating_sub(have);
+                let limit = asked.limit(self.plan.share);
+                match self
+                    .store
+                    .reserve_tokens(&counter, &day.key, amount, limit, day.expire_at())
+                    .await
+                {
+                    Ok(SpendOutcome::Reserved { total }) => {
+                        self.measure_spend(total.saturating_mul(u64::from(self.plan.shards)));
+                        lease.owed = None;
+                        let own = match asked {
+                            Want::Block(tokens) => {
+                                lease.block = Some(Block {
+                                    day: day.clone(),
+                                    shard,
+                                    tokens: tokens - bound,
+                                    leased_at: now,
+                                });
+                                None
+                            }
+                            Want::Own(_) => {
+                                lease.block = None;
+                                Some(shard)
+                            }
+                        };
+                        return Ok(Some(Reserved {
+                            day,
+                            bound,
+                            prompt,
+                            own,
+                        }));
                     }
-                    return Ok(Some(Reserved { day, bound, prompt }));
-                }
-                Ok(SpendOutcome::CeilingReached) => continue,
-                Err(e) => {
-                    tracing::warn!(
-                        api = self.api.as_str(),
-                        error = %e,
-                        "spend counter failed: model call allowed uncounted (fail-open)"
-                    );
-                    return Ok(None);
+                    // Filled since it was read: a block that no longer fits asks for the
+                    // call's own tokens once.
+                    Ok(SpendOutcome::CeilingReached) => {
+                        want = matches!(asked, Want::Block(_)).then_some(Want::Own(bound));
+                    }
+                    Err(e) => return self.unanswered(&mut lease, &day, bound, e),
                 }
             }
+            lease.found_full(shard, &day, now);
         }
+        drop(lease);
         self.measure_spend(self.ceiling);
-        if let Some(mut lease) = lease {
-            // Jittered, so that guards refused together do not ask again together.
-            let hold = REFUSAL_HOLD_SECS * 1000;
-            let until = now + chrono::Duration::milliseconds(hold + fastrand::i64(0..hold / 2));
-            lease.refused = Some((day.key.clone(), until));
-        }
         Err(self.refuse(&day).await)
     }
 
-    /// Corrects a reservation to the `used` tokens: what it did not use back to the guard's
-    /// block (returned to the count at once under a small ceiling, else when the block
-    /// expires), what it used beyond it from the block or else added to the count.
-    pub async fn settle(&self, reserved: &Reserved, used: u64) {
-        let Reserved { day, bound, .. } = reserved;
-        self.metrics.emit(&self.record().count("ModelTokens", used));
-        if used == *bound {
-            return;
+    /// A read or lease the counter did not answer: throttled, the call is refused (503 with
+    /// `Retry-After`: nothing was counted, and a throttled counter must not let calls through
+    /// uncounted); otherwise (an outage) it goes ahead, its tokens held to be added to the next
+    /// write to the day's count that answers.
+    fn unanswered(
+        &self,
+        lease: &mut Lease,
+        day: &UsageDay,
+        bound: u64,
+        e: StoreError,
+    ) -> Result<Option<Reserved>, ProviderError> {
+        let api = self.api.as_str();
+        if e.throttled {
+            tracing::warn!(api, error = %e, "spend counter throttled: model call refused (503)");
+            return Err(ProviderError::CounterBusy {
+                retry_after_secs: COUNTER_BUSY_RETRY_SECS,
+            });
         }
+        tracing::warn!(
+            api,
+            error = %e,
+            "spend counter failed: model call allowed, counted with the next write (fail-open)"
+        );
+        let owed = lease.owed.get_or_insert_with(|| (day.clone(), 0));
+        owed.1 += bound;
+        Ok(None)
+    }
+
+    /// Corrects a reservation to the `used` tokens: a call that leased its own tokens on its
+    /// counter at once; one from the block, what it did not use back to the block, what it
+    /// used beyond it from the block or else added to the count. A block expired by now goes
+    /// back to its count.
+    pub async fn settle(&self, reserved: &Reserved, used: u64) {
+        let Reserved {
+            day, bound, own, ..
+        } = reserved;
+        self.metrics.emit(&self.record().count("ModelTokens", used));
         let now = self.clock.now();
         let mut corrections = Vec::new();
+        let delta = i64::try_from(used).unwrap_or(i64::MAX) - *bound as i64;
         {
             let mut lease = self.lease.lock().await;
             let block = lease.block.as_mut().filter(|b| b.day == *day);
-            match block {
-                Some(block) if used < *bound => block.tokens += bound - used,
-                Some(block) => {
+            match (own, block) {
+                (_, _) if used == *bound => {}
+                (Some(shard), _) => corrections.push(Correction {
+                    day: day.clone(),
+                    shard: *shard,
+                    delta,
+                }),
+                (None, Some(block)) if used < *bound => block.tokens += bound - used,
+                (None, Some(block)) => {
                     let over = used - bound;
                     let taken = over.min(block.tokens);
                     block.tokens -= taken;
@@ -286,17 +352,18 @@ impl SpendGuard {
                     }
                 }
                 // The block went back (expired, the day turned): straight to the count.
-                None => corrections.push(Correction {
+                (None, None) => corrections.push(Correction {
                     day: day.clone(),
                     shard: 0,
-                    delta: used as i64 - *bound as i64,
+                    delta,
                 }),
             }
-            if let Some(old) = lease
-                .block
-                .take_if(|b| !self.plan.leasing() || b.expired(now))
-            {
+            if let Some(old) = lease.block.take_if(|b| b.expired(now)) {
                 corrections.extend(Self::give_back(old));
+            }
+            // A shard this guard gives back to may have room again.
+            for c in corrections.iter().filter(|c| c.delta < 0) {
+                lease.has_room(c.shard);
             }
         }
         for correction in corrections {
@@ -333,6 +400,15 @@ impl SpendGuard {
             .await
         {
             tracing::warn!(api, error = %e, "spend counter not corrected to the usage");
+            // What it would have added is held to count with the next lease (a correction
+            // that gives back is lost: the count errs high).
+            if delta > 0 {
+                let mut lease = self.lease.lock().await;
+                let owed = lease.owed.get_or_insert_with(|| (day.clone(), 0));
+                if owed.0 == day {
+                    owed.1 += delta as u64;
+                }
+            }
         }
     }
 
@@ -344,11 +420,18 @@ impl SpendGuard {
         let notify = if seen {
             false
         } else {
-            match self
-                .store
-                .claim_ceiling_notice(api, &day.key, day.expire_at())
-                .await
-            {
+            // Read first: past the ceiling every guard comes here once, and only the first
+            // claims (a write).
+            let claimed = match self.store.ceiling_noticed(api, &day.key).await {
+                Ok(true) => Ok(false),
+                Ok(false) => {
+                    self.store
+                        .claim_ceiling_notice(api, &day.key, day.expire_at())
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match claimed {
                 Ok(first) => {
                     *self.noticed.lock().unwrap() = Some(day.key.clone());
                     first

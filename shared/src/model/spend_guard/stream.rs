@@ -17,10 +17,15 @@ pub struct GuardedStream {
 
 impl GuardedStream {
     pub fn wrap(inner: Arc<dyn StreamingModel>, guard: SpendGuard) -> Arc<dyn StreamingModel> {
-        Arc::new(GuardedStream {
-            inner,
-            guard: Arc::new(guard),
-        })
+        Self::wrap_shared(inner, Arc::new(guard))
+    }
+
+    /// As [`GuardedStream::wrap`], with a guard the caller keeps too (to see what it holds).
+    pub fn wrap_shared(
+        inner: Arc<dyn StreamingModel>,
+        guard: Arc<SpendGuard>,
+    ) -> Arc<dyn StreamingModel> {
+        Arc::new(GuardedStream { inner, guard })
     }
 }
 

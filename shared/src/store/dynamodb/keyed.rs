@@ -21,8 +21,10 @@ use crate::store::prelude::*;
 use crate::store::{IdempotentAnswer, StoreError, UsageRequest};
 use aws_sdk_dynamodb::types::ReturnValue;
 
-/// The token of the last `ADD` on a counter (see [`DynamoStore::add`]).
+/// The token of a recent `ADD` on a counter, in one of [`ADD_SLOTS`] attributes (`lastAdd0`..)
+/// chosen at random (see [`DynamoStore::add`]).
 const LAST_ADD: &str = "lastAdd";
+const ADD_SLOTS: u32 = 8;
 
 /// Partition (in the reservations table) of an idempotent request's kept answer:
 /// `idempotency#<key>`; device ids have no `#`, and these items carry no `dueShard`, so the
@@ -41,6 +43,9 @@ impl UsageStore for DynamoStore {
             return Ok(None);
         }
         let (partition, sort) = request.counter();
+        if request.reads() {
+            return self.read_count(&partition, &sort).await.map(Some);
+        }
         let (amount, limit) = (request.amount(), request.limit());
         self.add(&partition, &sort, amount, limit, request.expire_at())
             .await
@@ -103,12 +108,37 @@ impl IdempotencyStore for DynamoStore {
 }
 
 impl DynamoStore {
+    /// The `useCount` of the usage table's item (`deviceId`, `day`), 0 when there is none: one
+    /// eventually consistent GetItem of that attribute (half a read unit).
+    async fn read_count(&self, partition: &str, sort: &str) -> Result<i64, StoreError> {
+        let table = &self.tables.usage;
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(DEVICE_ID, s(partition))
+            .key(DAY, s(sort))
+            .consistent_read(false)
+            .projection_expression("#useCount")
+            .set_expression_attribute_names(Some(names(&[USE_COUNT])))
+            .send()
+            .await
+            .map_err(|e| super::sdk_error("GetItem", table, e))?;
+        let Some(item) = out.item else {
+            return Ok(0);
+        };
+        Ok(Reader { table, item: &item }
+            .opt_i64(USE_COUNT)?
+            .unwrap_or(0))
+    }
+
     /// One `ADD amount` to `useCount` of the usage table's item (`deviceId`, `day`), with
     /// `expireAt` set; with a `limit`, only while `useCount` is below it. The new count, or
     /// `None` when the limit had been reached (nothing added). Each call writes a token of its
-    /// own (`lastAdd`) and refuses an item that already carries it, so the SDK's retry of an
-    /// add whose reply was lost does not add twice: it reads the count its first attempt left
-    /// (`retried.rs`).
+    /// own in one of 8 attributes (`lastAdd0`..`lastAdd7`, at random) and refuses an item that
+    /// already carries it there, so the SDK's retry of an add whose reply was lost does not
+    /// add twice: it reads the count its first attempt left (`retried.rs`); other adds in
+    /// between overwrite that token only if they drew the same attribute (1 in 8 each).
     async fn add(
         &self,
         partition: &str,
@@ -119,24 +149,25 @@ impl DynamoStore {
     ) -> Result<Option<i64>, StoreError> {
         let table = &self.tables.usage;
         let token = super::retried::write_token();
+        let slot = format!("{LAST_ADD}{}", fastrand::u32(..ADD_SLOTS));
         let mut values = vec![
             (":amount", n(amount)),
             (":expireAt", n(expire_at)),
             (":token", s(token.clone())),
         ];
-        let not_yet = "(attribute_not_exists(#lastAdd) OR #lastAdd <> :token)";
+        let not_yet = format!("(attribute_not_exists(#{slot}) OR #{slot} <> :token)");
         let condition = match limit {
             Some(limit) => {
                 values.push((":limit", n(limit)));
                 format!("(attribute_not_exists(#useCount) OR #useCount < :limit) AND {not_yet}")
             }
-            None => not_yet.to_owned(),
+            None => not_yet,
         };
         let request = update_item(
             &self.client,
             table,
             partition,
-            "ADD #useCount :amount SET #expireAt = :expireAt, #lastAdd = :token",
+            &format!("ADD #useCount :amount SET #expireAt = :expireAt, #{slot} = :token"),
             &condition,
             offer(values),
         )
@@ -145,7 +176,7 @@ impl DynamoStore {
         let item = match answered(table, request).await? {
             Ok(new) => new,
             // Our own earlier attempt (its reply lost) already added: its count stands.
-            Err(Some(old)) if old.get(LAST_ADD).and_then(|v| v.as_s().ok()) == Some(&token) => old,
+            Err(Some(old)) if old.get(&slot).and_then(|v| v.as_s().ok()) == Some(&token) => old,
             Err(_) => return Ok(None),
         };
         let count = Reader { table, item: &item }.opt_i64(USE_COUNT)?;

@@ -11,6 +11,11 @@ use crate::store::{IdempotencyStore, IdempotentAnswer, StoreError, UsageRequest,
 impl UsageStore for MemoryStore {
     async fn add_to_counter(&self, request: UsageRequest<'_>) -> Result<Option<i64>, StoreError> {
         let mut tables = self.lock();
+        if request.reads() {
+            return Ok(Some(
+                tables.counters.get(&request.counter()).map_or(0, |c| c.0),
+            ));
+        }
         let counter = tables.counters.entry(request.counter()).or_insert((0, 0));
         if request
             .limit()
