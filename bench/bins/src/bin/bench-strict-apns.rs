@@ -4,7 +4,10 @@
 //! the strict stand-in (`koe_testkit::push::strict`): its stream limit of 1,000 on connect, 1 after
 //! each rejected push until a success, `--dead-every`-th call's token dead (410 `Unregistered`,
 //! spread through the second), one graceful GOAWAY whose last stream id is the `--go-away-at`-th
-//! stream (mid-second), answers after `--latency-ms` with `--tail-share` taking `--tail-ms` more.
+//! stream (mid-second), answers after `--latency-ms` with `--tail-share` taking `--tail-ms` more;
+//! otherwise as the outside server of issue 58 (`StrictSettings::outside`: GOAWAY
+//! `ENHANCE_YOUR_CALM` at the first stream past an acknowledged limit, deaf after its graceful
+//! GOAWAY, closed 1.15 s later).
 //!
 //! The store is the in-memory one (no limits model: what is measured is the push path). The
 //! minute is split as deployed (parts of `--calls-per-worker` calls): each part a dispatcher of
@@ -17,7 +20,7 @@
 //! `RESULT key=value ...` line. `--per-call FILE` writes every call's line (TSV).
 //!
 //! ```sh
-//! bench-strict-apns [--calls 10000] [--dead-every 50] [--go-away-at N] [--latency-ms 120]
+//! bench-strict-apns [--calls 10000] [--dead-every 50] [--go-away-at N] [--latency-ms 150]
 //!     [--tail-share 0.01] [--tail-ms 500] [--calls-per-worker 5000] [--per-call FILE]
 //! ```
 
@@ -67,7 +70,7 @@ fn parse_args() -> Result<Options, String> {
         calls: 10_000,
         dead_every: 50,
         go_away_at: None,
-        latency_ms: 120,
+        latency_ms: 150,
         tail_share: 0.01,
         tail_ms: 500,
         calls_per_worker: 5_000,
@@ -353,7 +356,7 @@ async fn main() -> ExitCode {
         latency: Duration::from_millis(o.latency_ms),
         tail_share: o.tail_share,
         tail: Duration::from_millis(o.tail_ms),
-        ..StrictSettings::default()
+        ..StrictSettings::outside()
     })
     .await;
     // The run starts the longest planned lead (and 3 s) ahead of the second, as the
