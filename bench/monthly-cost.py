@@ -67,8 +67,10 @@ STORE_REQUEST_S = 0.020
 # Agent requests are rounds 1 and 2 alike: each adds 1 WRU to its daily-limit or plan counter
 # (docs/dynamodb.md "Requests").
 AGENT_COUNTER_WRU = 1
-# A model call's spend-counter writes (docs/spend-guard.md): reserve and settle (2 WRU) under
-# lease.rs's LEASE_CEILING; leased from it, 0.12 a call (bench/spend-guard.sh at 2,000 calls/s).
+# A model call's spend-counter writes (docs/spend-guard.md): a guard leases a block of
+# CALLS_PER_LEASE calls' tokens for LEASE_SECS (lease.rs) at every ceiling, so where model calls
+# come at least that often a call costs a share of a lease, 0.12 WRU (bench/spend-guard.sh at
+# 2,000 calls/s); rarer, each lease serves about one call and is returned: 2 WRU a call.
 UNLEASED_WRU, LEASED_WRU = 2.0, 0.12
 # A selected entry of the index: ~180 bytes (docs/dynamodb.md "Units"); eventual reads.
 ENTRY_BYTES, READ_UNIT_BYTES = 180, 4096
@@ -135,7 +137,9 @@ def constant(path: str, name: str) -> int:
     return int(re.search(rf"pub const {name}: \w+ = ([\d_]+);", src)[1].replace("_", ""))
 
 
-LEASE_CEILING_MILLIONS = constant("shared/src/model/spend_guard/lease.rs", "LEASE_CEILING") / 1e6
+# Model calls a second from which leases fill (one guard's block within its lease's time).
+LEASES_FILL_PER_S = (constant("shared/src/model/spend_guard/lease.rs", "CALLS_PER_LEASE")
+                     / constant("shared/src/model/spend_guard/lease.rs", "LEASE_SECS"))
 CALLS_PER_SHARD = constant("shared/src/domain/due.rs", "CALLS_PER_SHARD")
 
 
@@ -233,7 +237,8 @@ def bill(m: dict) -> tuple[list[tuple[str, list[float]]], list[float], dict]:
                                                       + model_calls * LAMBDA_REQUEST)
         lines["Lambda, the rest"].append(store_requests * (store_gb * STORE_REQUEST_S * LAMBDA_GB_S
                                                            + LAMBDA_REQUEST) + d["lambda"])
-        spend = UNLEASED_WRU if ceiling < LEASE_CEILING_MILLIONS else LEASED_WRU
+        leases_fill = model_calls / DAYS / 86_400 >= LEASES_FILL_PER_S
+        spend = LEASED_WRU if leases_fill else UNLEASED_WRU
         lines["DynamoDB, spend counters"].append(model_calls * spend * WRU)
         calls_a_month = users * CALLS_A_DAY * DAYS
         kept_calls = users * CALLS_A_DAY * CALL_DAYS_KEPT
@@ -272,7 +277,7 @@ CUTS = {
     "API Gateway": "chat via function URL (no fee)",
     "Lambda waiting on the model": "shorter replies",
     "Lambda, the rest": "Scheduler",
-    "DynamoDB, spend counters": "a ceiling over 100 million tokens (leased)",
+    "DynamoDB, spend counters": "longer leases",
     "DynamoDB, the rest": "the Scheduler design",
     "CloudWatch Logs": "system logs at WARN (-{platform}%)",
     "data out": "a trimmed history in the prompt",

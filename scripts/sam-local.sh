@@ -8,8 +8,8 @@
 #   scripts/sam-local.sh
 #
 # On a machine like CI's (no Docker engine, nothing pulled from public registries, loopback only)
-# it needs `apt-get install docker.io qemu-user-static debootstrap binfmt-support` and root,
-# and works around three things, none of which a developer with ordinary Docker needs:
+# it needs root and installs what is missing (`apt-get install docker.io qemu-user-static
+# debootstrap binfmt-support`), and works around three things, none of which a developer with ordinary Docker needs:
 # - no daemon answers: it starts one without networking of its own (`dockerd --bridge=none
 #   --iptables=false`, vfs storage), and stops it at the end;
 # - `public.ecr.aws/lambda/provided:al2023-arm64` cannot be pulled: it builds an image under that
@@ -46,7 +46,18 @@ cleanup() {
 trap cleanup EXIT
 step() { echo "==> $*  [$SECONDS s]" >&2; }
 die() { echo "sam-local: $*" >&2; exit 1; }
-need() { command -v "$1" >/dev/null || die "$1 not found: apt-get install $2"; }
+# need COMMAND PACKAGE: as root with apt-get (a fresh machine of CI's kind) the package is
+# installed when the command is missing; elsewhere the script stops and names it.
+need() {
+  command -v "$1" >/dev/null && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    step "installing $2 (for $1)"
+    { [ -n "${APT_UPDATED:-}" ] || apt-get update -qq; } >&2 && APT_UPDATED=1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >&2 ||
+      die "apt-get install $2 failed"
+  fi
+  command -v "$1" >/dev/null || die "$1 not found: apt-get install $2"
+}
 
 # --- Docker ---------------------------------------------------------------------------------
 need docker docker.io
@@ -70,8 +81,14 @@ if [ "$(uname -m)" != aarch64 ]; then
   [ -e "$BINFMT/register" ] || mount -t binfmt_misc binfmt_misc "$BINFMT"
   if ! grep -qs '^flags: .*F' "$BINFMT/qemu-aarch64"; then
     need update-binfmts binfmt-support
+    [ -e /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || need qemu-aarch64-static qemu-user-static
     [ -e /usr/libexec/qemu-binfmt/aarch64-binfmt-P ] || die "apt-get install qemu-user-static"
-    update-binfmts --enable qemu-aarch64
+    # A package installed just now may not be in binfmt-support's database yet (its trigger
+    # does not run without an init system): imported first; else systemd's line, flags OPF.
+    update-binfmts --import qemu-aarch64 >/dev/null 2>&1 || true
+    update-binfmts --enable qemu-aarch64 2>/dev/null ||
+      cat /usr/lib/binfmt.d/qemu-aarch64.conf >"$BINFMT/register" ||
+      die "could not register qemu-aarch64 with binfmt_misc"
   fi
   grep -qs '^flags: .*F' "$BINFMT/qemu-aarch64" || die "qemu-aarch64 is not registered with flag F"
 fi
