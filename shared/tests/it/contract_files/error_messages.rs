@@ -16,14 +16,14 @@ use serde_norway::Value;
 /// One message the code answers: its code, where it is, and its text split at its `format!`
 /// placeholders (one piece: a fixed text).
 #[derive(Debug)]
-struct Message {
-    code: ErrorCode,
-    at: String,
-    pieces: Vec<String>,
+pub(super) struct Message {
+    pub(super) code: ErrorCode,
+    pub(super) at: String,
+    pub(super) pieces: Vec<String>,
 }
 
 impl Message {
-    fn matches(&self, text: &str) -> bool {
+    pub(super) fn matches(&self, text: &str) -> bool {
         let (first, rest) = self.pieces.split_first().expect("a piece");
         let Some(mut left) = text.strip_prefix(first.as_str()) else {
             return false;
@@ -97,6 +97,9 @@ fn literal(text: &str) -> Option<Vec<String>> {
     Some(pieces)
 }
 
+/// How `ApiError::invalid` joins a field and its problem.
+const INVALID_FORMAT: &str = "format!(\"{field} {problem}\")";
+
 fn rust_files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -111,7 +114,7 @@ fn rust_files(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
 /// Every message the sources can answer (`INVALID_REQUEST`'s as `{field} {problem}`, see
 /// [`invalid_messages`]), or `Err` naming each
 /// construction of an `ApiError` whose message this test cannot read.
-fn answered() -> Result<Vec<Message>, Vec<String>> {
+pub(super) fn answered() -> Result<Vec<Message>, Vec<String>> {
     let root = repo_root();
     let mut files = Vec::new();
     for dir in ["shared/src", "koe-local/src", "functions/src"] {
@@ -137,6 +140,10 @@ fn answered() -> Result<Vec<Message>, Vec<String>> {
             let Some(argument) = after.strip_prefix(',') else {
                 continue; // the enum, its lists and matches
             };
+            // `ApiError::invalid`'s own `{field} {problem}`: its messages are read below.
+            if argument.trim_start().starts_with(INVALID_FORMAT) {
+                continue;
+            }
             if let Some(pieces) = literal(argument) {
                 found.push(Message {
                     code,
@@ -157,8 +164,9 @@ fn answered() -> Result<Vec<Message>, Vec<String>> {
                 .is_some_and(|(_, message)| literal(message).is_some());
             // error.rs: `invalid` (400) and `unavailable` (its callers are read below);
             // model/mod.rs: the provider table's `(code, message)` (read above).
+            let invalid = format!("ErrorCode::InvalidRequest, {INVALID_FORMAT}");
             let forwards = [
-                "ErrorCode::InvalidRequest, format!(\"{field} {problem}\")",
+                invalid.as_str(),
                 "ErrorCode::ServiceUnavailable, message)",
                 "code, message)",
             ]
@@ -335,7 +343,7 @@ fn invalid_messages(root: &Path, found: &mut Vec<Message>, unread: &mut Vec<Stri
 
 /// (status, code, message, where) of every `Error` example in openapi.yaml's responses: under
 /// each operation's statuses, and the router's responses (`x-status`) that no operation lists.
-fn examples(openapi: &Value) -> Vec<(u16, String, String, String)> {
+pub(super) fn examples(openapi: &Value) -> Vec<(u16, String, String, String)> {
     let mut found = Vec::new();
     let mut add = |status: u16, response: &Value, at: String| {
         let response = match response["$ref"].as_str() {
