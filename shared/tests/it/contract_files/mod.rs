@@ -5,6 +5,7 @@ mod agent_tools;
 mod error_messages;
 mod functions;
 mod gateway_throttles;
+mod invalid_requests;
 mod routes;
 mod scripts;
 
