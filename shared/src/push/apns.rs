@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::time::Instant;
 
 use super::connection::{ApnsConnection, ApnsHost, ConnectionTimings};
 use super::pool::ConnectionFactory;
@@ -268,7 +269,7 @@ impl ApnsSender {
     /// for an expired provider token (its clock ahead of ours) goes once more with a new one.
     async fn post(
         &self,
-        (device, leave_by): (&Device, Option<tokio::time::Instant>),
+        (device, leave_by, stream_by): (&Device, Option<Instant>, Option<Instant>),
         body: String,
         head: impl Fn(&str, &str, usize) -> Result<http::Request<()>, http::Error> + Send,
     ) -> Result<(), PushError> {
@@ -290,7 +291,9 @@ impl ApnsSender {
                     status: None,
                     reason: "the push request could not be built".into(),
                 })?;
-            let result = connection.send(request, body.clone(), leave_by).await;
+            let result = connection
+                .send(request, body.clone(), (leave_by, stream_by))
+                .await;
             let expired = matches!(
                 &result,
                 Err(PushError::Rejected { status: Some(403), reason }) if reason == "ExpiredProviderToken"
@@ -309,7 +312,7 @@ impl PushSender for ApnsSender {
     async fn send_notice(&self, notice: Notice<'_>) -> Result<(), PushError> {
         let (push, token) = (notice.push, notice.token.expose());
         self.post(
-            (notice.device, None),
+            (notice.device, None, None),
             push.to_json(),
             |origin, bearer, body_len| {
                 alert_request(origin, &self.topic, push, token, bearer, body_len)
@@ -320,7 +323,7 @@ impl PushSender for ApnsSender {
 
     async fn send(&self, push: &VoipPush, device: &Device) -> Result<(), PushError> {
         self.post(
-            (device, push.leave_by),
+            (device, push.leave_by, push.stream_by),
             push.to_json(),
             |origin, bearer, body_len| {
                 request(
@@ -368,6 +371,7 @@ mod tests {
                 .unwrap()
                 .with_timezone(&Utc),
             leave_by: None,
+            stream_by: None,
         }
     }
 

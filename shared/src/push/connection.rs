@@ -363,17 +363,19 @@ impl ApnsConnection {
 
     /// Sends one request (its headers and body) and reads APNs's answer. Not handed to h2 by
     /// the stream wait (`ConnectionTimings::stream`) or `leave_by`, the earlier: given back
-    /// unsent.
+    /// unsent; nor given a free stream (and the writer) by `stream_by`, if sooner: given back
+    /// unsent too (the pool then tries another connection).
     pub async fn send(
         &self,
         request: http::Request<()>,
         body: Bytes,
-        leave_by: Option<Instant>,
+        (leave_by, stream_by): (Option<Instant>, Option<Instant>),
     ) -> Result<(), PushError> {
         let (head, ()) = request.into_parts();
         let head = Arc::new(head);
         let waited = Instant::now() + self.timings.stream;
         let give_up = leave_by.map_or(waited, |by| by.min(waited));
+        let slot_by = stream_by.map_or(give_up, |by| by.min(give_up));
         let ms = give_up
             .saturating_duration_since(Instant::now())
             .as_millis();
@@ -386,7 +388,7 @@ impl ApnsConnection {
             }
             let live = self.live(give_up).await?;
             // Nothing of the push is with h2 while it waits here: giving up leaves nothing.
-            let slot = match live.stream_slot(give_up).await {
+            let slot = match live.stream_slot(slot_by).await {
                 Ok(slot) => slot,
                 Err(NoStream::Retired) => {
                     self.retire(&live);
@@ -402,7 +404,7 @@ impl ApnsConnection {
             };
             // The connection's writer, waited for within the push's time: nothing of the push
             // is with h2 yet, so giving up here leaves nothing.
-            let Ok(writing) = timeout_at(give_up, live.writer.clone().lock_owned()).await else {
+            let Ok(writing) = timeout_at(slot_by, live.writer.clone().lock_owned()).await else {
                 return Err(refused.unwrap_or_else(|| {
                     not_sent(format!(
                         "the APNs connection's writer stayed busy for {ms} ms"

@@ -48,6 +48,12 @@ pub struct VoipPush {
     /// status) rather than let its caller cut it off unsure whether it left.
     #[serde(skip)]
     pub leave_by: Option<tokio::time::Instant>,
+    /// When a stream the server allows must have been found on the connection it was put on
+    /// (the pool's hop, `push::pool::HOP`): one without a free stream by then gives the push back
+    /// unsent, so the pool puts it on another. Only that wait is cut: not the connection's
+    /// opening, nor its PING check.
+    #[serde(skip)]
+    pub stream_by: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -131,6 +137,7 @@ impl VoipPush {
                 .to_rfc3339_opts(SecondsFormat::AutoSi, true),
             expires_at: now + CALL_PUSH_LIFETIME,
             leave_by: None,
+            stream_by: None,
         }
     }
 
@@ -138,6 +145,14 @@ impl VoipPush {
     pub fn leaving_by(self, leave_by: tokio::time::Instant) -> VoipPush {
         VoipPush {
             leave_by: Some(leave_by),
+            ..self
+        }
+    }
+
+    /// The push, to find a stream on its connection by `stream_by` ([`VoipPush::stream_by`]).
+    pub fn finding_stream_by(self, stream_by: tokio::time::Instant) -> VoipPush {
+        VoipPush {
+            stream_by: Some(stream_by),
             ..self
         }
     }

@@ -210,26 +210,30 @@ impl PushSender for PushPool {
                 self.free_stream(push.leave_by).await?
             }
         };
-        // A push waits on one connection at most `HOP` for a stream the server allows (and for
-        // the connection to open): should its limit fall under it meanwhile (APNs lowers it to
-        // 1 after a rejected push), it is given back unsent and goes on another connection, or
-        // a new one, as Pushy and Gorush do, until its own wait ends.
+        // A push waits on one connection at most `HOP` for a stream the server allows (not for
+        // the connection to open, nor for its PING check): should the limit fall under it
+        // meanwhile (APNs lowers it to 1 after a rejected push), it is given back unsent and
+        // goes on another connection, or a new one, as Pushy and Gorush do, until its own wait
+        // ends.
         let until = self.until(push.leave_by);
         loop {
             let (connection, stream) = self.stream();
             let hop = (tokio::time::Instant::now() + HOP).min(until);
             let result = connection
                 .sender
-                .send(&push.clone().leaving_by(hop), device)
+                .send(
+                    &push.clone().leaving_by(until).finding_stream_by(hop),
+                    device,
+                )
                 .await;
             // The stream goes back before the capacity permit, so a capacity holder always
             // finds one.
             drop(stream);
             let now = tokio::time::Instant::now();
             // Never left, after waiting its whole hop on a connection that has no stream free
-            // now, or is not open yet: another connection is tried while the push's own wait
-            // lasts. One given back sooner (a connection that failed to open), or while its
-            // connection has room (a request APNs answered or refused), goes back to the caller.
+            // now: another connection is tried while the push's own wait lasts. One given back
+            // sooner (a connection that failed to open), or while its connection has room (a
+            // request APNs answered or refused), goes back to the caller.
             let no_room = !matches!(connection.sender.headroom(), Some(free) if free > 0);
             match result {
                 Err(PushError::Retryable { status: None, .. })
@@ -345,6 +349,7 @@ pub(crate) mod tests {
             scheduled_at: "2026-01-01T07:00:00+09:00".into(),
             expires_at: now,
             leave_by: None,
+            stream_by: None,
         };
         let device = Device {
             device_id: DeviceId::parse("deviceId", "d1").unwrap(),
@@ -576,7 +581,7 @@ pub(crate) mod tests {
                     tokio::time::sleep(HOLD * 50).await;
                     return Ok(());
                 }
-                match push.leave_by {
+                match push.stream_by {
                     Some(by) => tokio::time::sleep_until(by).await,
                     None => std::future::pending().await,
                 }

@@ -41,6 +41,7 @@ pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {
         scheduled_at: "2026-01-01T07:00:00+09:00".into(),
         expires_at: now,
         leave_by: None,
+        stream_by: None,
     };
     (push, device(device_id, &"ab".repeat(32), now))
 }
