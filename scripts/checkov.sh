@@ -12,14 +12,7 @@ CHECKOV_VERSION=3.3.30
 VENV="$CACHE/venv-checkov"
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
-install_checkov() {
-  if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$CHECKOV_VERSION"; then
-    echo "installing checkov $CHECKOV_VERSION into $VENV" >&2
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
-  fi
-}
-locked "$VENV" install_checkov
+pip_venv "$VENV" checkov "$CHECKOV_VERSION" checkov -qx
 # KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
 [ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 exec "$VENV/bin/checkov" -f template.yaml --framework cloudformation --compact --quiet \
