@@ -305,13 +305,7 @@ async fn an_expired_provider_token_is_replaced_and_the_push_goes_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crowded_second_with_dead_tokens_and_a_goaway_loses_and_doubles_nothing() {
     const PUSHES: usize = 600;
-    let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_millis(20),
-        tail_share: 0.05,
-        tail: Duration::from_millis(200),
-        ..StrictSettings::default()
-    })
-    .await;
+    let apns = StrictApns::start(StrictSettings::crowded()).await;
     apns.unregister(DEAD);
     let hosts = ApnsHosts {
         production: ApnsHost::Plain(apns.addr),
