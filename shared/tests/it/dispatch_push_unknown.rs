@@ -9,14 +9,14 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::dispatch::{Dispatcher, RunCause};
+use koe::dispatch::RunCause;
 use koe::domain::reservation::{CallId, ReservationStatus};
 use koe::platform::clock::Clock;
 use koe::push::PushError;
 use koe::store::ReservationStore;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::{reserve_for, short_run};
+use koe_testkit::dispatching::{dispatcher_on, reserve_for, short_run};
 use koe_testkit::push::{RecordingPushSender, Scripted, device};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -48,15 +48,9 @@ async fn a_hung_push_to_a_confirming_device_waits_for_its_confirmation() {
     push.script("confirming", [Scripted::Hang]);
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(40);
-    let report = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "x",
-    )
-    .run(RunCause::Local)
-    .await;
+    let report = dispatcher_on(&store, &push, &clock, settings.clone(), "x")
+        .run(RunCause::Local)
+        .await;
 
     let attempts = push.attempts();
     assert!(!attempts[0].accepted, "the first push hung: {attempts:#?}");
@@ -101,15 +95,9 @@ async fn a_push_that_never_left_is_given_back_and_sent_by_the_next_run() {
     push.script("unsent", vec![never_left; 4]);
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(20);
-    let first = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "a",
-    )
-    .run(RunCause::Local)
-    .await;
+    let first = dispatcher_on(&store, &push, &clock, settings.clone(), "a")
+        .run(RunCause::Local)
+        .await;
     let after_first = store.get_reservation(&r.device_id, clock.now()).await;
     let after_first = after_first.unwrap().unwrap();
     assert_eq!(
@@ -122,15 +110,9 @@ async fn a_push_that_never_left_is_given_back_and_sent_by_the_next_run() {
 
     tokio::time::sleep_until(clock.instant(t("2026-01-01T07:01:00Z"))).await;
     settings.window = std::time::Duration::from_secs(3);
-    let next = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "b",
-    )
-    .run(RunCause::Local)
-    .await;
+    let next = dispatcher_on(&store, &push, &clock, settings.clone(), "b")
+        .run(RunCause::Local)
+        .await;
     let sent = push.sent();
     assert_eq!(sent.len(), 1, "{next:?}");
     assert!(sent[0].at <= at + Duration::from_std(settings.grace).unwrap());
