@@ -6,12 +6,11 @@
 #   scripts/checkov.sh
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 CHECKOV_VERSION=3.3.30
-VENV="$CACHE/venv-checkov"
+cd "$(dirname "$0")/.."
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
+VENV="${KOE_CACHE_DIR:-$HOME/.cache/koe}/venv-checkov"
 pip_venv "$VENV" checkov "$CHECKOV_VERSION" checkov -qx
 # KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
 [ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
