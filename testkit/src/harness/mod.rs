@@ -319,6 +319,6 @@ mod fakes;
 
 pub use self::answers::{
     error_body, error_message, gateway_error, header, invalid_field, route_miss, send,
-    send_with_secret,
+    send_with_secret, strings_of,
 };
 pub use self::fakes::{FailingStore, issued_step_id, issued_step_ids_with, tool_results};
