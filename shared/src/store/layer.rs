@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    BatchFence, CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError,
-    Created, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store,
-    StoreError, UsageRequest, WakeClaim,
+    BatchFence, CancelError, CancelRequest, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer,
+    ConfirmRequest, CreateError, CreateRequest, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, RunCall, RunWrite, Store, StoreError, UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -125,6 +125,21 @@ impl Request {
 }
 
 impl<'a> Op<'a> {
+    /// [`ReservationStore::create_reservation`]'s.
+    pub fn create(c: CreateRequest<'a>) -> Self {
+        Op::CreateReservation(c.reservation, c.now, c.stale_before)
+    }
+
+    /// [`ReservationStore::cancel_reservation`]'s.
+    pub fn cancel(c: CancelRequest<'a>) -> Self {
+        Op::CancelReservation(c.id, c.call_id, c.now, c.missed_before)
+    }
+
+    /// [`ReservationStore::confirm_call`]'s.
+    pub fn confirm(c: ConfirmRequest<'a>) -> Self {
+        Op::ConfirmCall(c.id, c.call_id, c.now)
+    }
+
     /// [`DispatchStore::claim_wake`]'s.
     pub fn wake_claim(w: WakeClaim<'a>) -> Self {
         Op::ClaimWake(w.minute, w.due_at, w.until, w.claimant)
@@ -289,15 +304,11 @@ layered! {
         Op::RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
     }
     ReservationStore {
-        Op::CreateReservation: fn create_reservation(
-            reservation: &Reservation, now: Time, stale_before: Time) -> Result<Created, CreateError>;
+        Op::create: fn create(create: CreateRequest<'_>) -> Result<Created, CreateError>;
         Op::WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
         Op::GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
-        Op::CancelReservation: fn cancel_reservation(
-            id: &DeviceId, call_id: Option<&CallId>, now: Time, missed_before: Time)
-            -> Result<(), CancelError>;
-        Op::ConfirmCall: fn confirm_call(
-            id: &DeviceId, call_id: &CallId, now: Time) -> Answer<ConfirmAnswer>;
+        Op::cancel: fn cancel(cancel: CancelRequest<'_>) -> Result<(), CancelError>;
+        Op::confirm: fn confirm(confirm: ConfirmRequest<'_>) -> Answer<ConfirmAnswer>;
     }
     DispatchStore {
         Op::DueCount: fn due_count(minute: &str) -> Answer<u32>;

@@ -101,6 +101,31 @@ impl<'a> RunCall<'a> {
     }
 }
 
+/// [`ReservationStore::create_reservation`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateRequest<'a> {
+    pub reservation: &'a Reservation,
+    pub now: DateTime<Utc>,
+    pub stale_before: DateTime<Utc>,
+}
+
+/// [`ReservationStore::cancel_reservation`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct CancelRequest<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: Option<&'a CallId>,
+    pub now: DateTime<Utc>,
+    pub missed_before: DateTime<Utc>,
+}
+
+/// [`ReservationStore::confirm_call`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfirmRequest<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: &'a CallId,
+    pub now: DateTime<Utc>,
+}
+
 /// [`DispatchStore::claim_due`]'s request.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimCall<'a> {
@@ -230,7 +255,17 @@ pub trait ReservationStore: Send + Sync {
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError>;
+    ) -> Result<Created, CreateError> {
+        let create = CreateRequest {
+            reservation,
+            now,
+            stale_before,
+        };
+        self.create(create).await
+    }
+
+    /// [`ReservationStore::create_reservation`], as an adapter makes it.
+    async fn create(&self, create: CreateRequest<'_>) -> Result<Created, CreateError>;
 
     /// Whether `call_id` was cancelled (its tombstone lives as long as the reservation could
     /// have: its TTL). A keyed create asks before it makes its (derived) `callId` again, so that
@@ -261,7 +296,18 @@ pub trait ReservationStore: Send + Sync {
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
         missed_before: DateTime<Utc>,
-    ) -> Result<(), CancelError>;
+    ) -> Result<(), CancelError> {
+        let cancel = CancelRequest {
+            id,
+            call_id,
+            now,
+            missed_before,
+        };
+        self.cancel(cancel).await
+    }
+
+    /// [`ReservationStore::cancel_reservation`], as an adapter makes it.
+    async fn cancel(&self, cancel: CancelRequest<'_>) -> Result<(), CancelError>;
 
     /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the
     /// reservation becomes `rang` at `now` (out of the bucket index, terminal expiry), if it is
@@ -277,7 +323,12 @@ pub trait ReservationStore: Send + Sync {
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError>;
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.confirm(ConfirmRequest { id, call_id, now }).await
+    }
+
+    /// [`ReservationStore::confirm_call`], as an adapter makes it.
+    async fn confirm(&self, confirm: ConfirmRequest<'_>) -> Result<ConfirmAnswer, StoreError>;
 }
 
 /// The dispatcher's requests: the minute's count, watch and shards, the claim, the push mark
