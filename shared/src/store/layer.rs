@@ -15,7 +15,8 @@ use chrono::{DateTime, Utc};
 use super::{
     BatchFence, CancelError, CancelRequest, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer,
     ConfirmRequest, CreateError, CreateRequest, Created, DeviceProof, DeviceWrite,
-    IdempotentAnswer, Outcome, RunCall, RunWrite, Store, StoreError, UsageRequest, WakeClaim,
+    IdempotentAnswer, Outcome, ProveRequest, RegisterRequest, RunCall, RunWrite, Store, StoreError,
+    UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -125,6 +126,16 @@ impl Request {
 }
 
 impl<'a> Op<'a> {
+    /// [`DeviceStore::register_device`]'s.
+    pub fn register(r: RegisterRequest<'a>) -> Self {
+        Op::RegisterDevice(r.device, r.presented, r.new_secret_hash)
+    }
+
+    /// [`DeviceStore::prove_device`]'s.
+    pub fn prove(p: ProveRequest<'a>) -> Self {
+        Op::ProveDevice(p.id, p.secret_hash, p.now)
+    }
+
     /// [`ReservationStore::create_reservation`]'s.
     pub fn create(c: CreateRequest<'a>) -> Self {
         Op::CreateReservation(c.reservation, c.now, c.stale_before)
@@ -295,11 +306,10 @@ type Answer<T> = Result<T, StoreError>;
 layered! {
     DeviceStore {
         Op::PutDevice: fn put_device(device: &Device) -> Answer<()>;
-        Op::RegisterDevice: fn register_device(
-            device: &Device, presented: Option<&str>, new_secret_hash: &str) -> Answer<DeviceWrite>;
+        Op::register: fn register(register: RegisterRequest<'_>) -> Answer<DeviceWrite>;
         Op::GetDevice: fn get_device(id: &DeviceId, now: Time) -> Answer<Option<Device>>;
         Op::DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
-        Op::ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
+        Op::prove: fn prove(proof: ProveRequest<'_>) -> Answer<bool>;
         Op::RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
         Op::RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
     }

@@ -101,6 +101,22 @@ impl<'a> RunCall<'a> {
     }
 }
 
+/// [`DeviceStore::register_device`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterRequest<'a> {
+    pub device: &'a Device,
+    pub presented: Option<&'a str>,
+    pub new_secret_hash: &'a str,
+}
+
+/// [`DeviceStore::prove_device`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ProveRequest<'a> {
+    pub id: &'a DeviceId,
+    pub secret_hash: &'a str,
+    pub now: DateTime<Utc>,
+}
+
 /// [`ReservationStore::create_reservation`]'s request.
 #[derive(Debug, Clone, Copy)]
 pub struct CreateRequest<'a> {
@@ -190,7 +206,17 @@ pub trait DeviceStore: Send + Sync {
         device: &Device,
         presented: Option<&str>,
         new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError>;
+    ) -> Result<DeviceWrite, StoreError> {
+        let register = RegisterRequest {
+            device,
+            presented,
+            new_secret_hash,
+        };
+        self.register(register).await
+    }
+
+    /// [`DeviceStore::register_device`], as an adapter makes it.
+    async fn register(&self, register: RegisterRequest<'_>) -> Result<DeviceWrite, StoreError>;
 
     /// The device's registration with its token; `None` if it has none, or its record expired
     /// (past `expireAt` at `now`: every device read treats such a record as absent, even before
@@ -218,7 +244,17 @@ pub trait DeviceStore: Send + Sync {
         id: &DeviceId,
         secret_hash: &str,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let proof = ProveRequest {
+            id,
+            secret_hash,
+            now,
+        };
+        self.prove(proof).await
+    }
+
+    /// [`DeviceStore::prove_device`], as an adapter makes it.
+    async fn prove(&self, proof: ProveRequest<'_>) -> Result<bool, StoreError>;
 
     /// Removes the device's token (APNs called it dead), and its alert token with it, only if
     /// it is still `token` (a newer one wins). The device's secret and its state stay: the device keeps its proof, so the

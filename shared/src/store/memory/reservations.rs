@@ -16,11 +16,7 @@ use crate::store::{
 #[async_trait]
 impl ReservationStore for MemoryStore {
     async fn create(&self, create: CreateRequest<'_>) -> Result<Created, CreateError> {
-        let CreateRequest {
-            reservation,
-            now,
-            stale_before,
-        } = create;
+        let (reservation, now) = (create.reservation, create.now);
         let mut tables = self.lock();
         if let Some(existing) = tables.reservations.get(&reservation.device_id) {
             if existing.call_id == reservation.call_id && !existing.is_expired(now) {
@@ -32,7 +28,7 @@ impl ReservationStore for MemoryStore {
             }
             let replaceable = existing.status.is_terminal()
                 || existing.is_expired(now)
-                || existing.scheduled_at.utc() < stale_before;
+                || existing.scheduled_at.utc() < create.stale_before;
             if !replaceable {
                 return Err(CreateError::Exists);
             }
@@ -72,12 +68,7 @@ impl ReservationStore for MemoryStore {
     /// `scheduled` (no push left) → `cancelled`, kept as the call's
     /// tombstone; its `callId` remembered until its TTL.
     async fn cancel(&self, cancel: CancelRequest<'_>) -> Result<(), CancelError> {
-        let CancelRequest {
-            id,
-            call_id,
-            now,
-            missed_before,
-        } = cancel;
+        let (id, call_id, now) = (cancel.id, cancel.call_id, cancel.now);
         let tables = &mut *self.lock();
         let r = match tables.reservations.get_mut(id) {
             Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
@@ -96,7 +87,7 @@ impl ReservationStore for MemoryStore {
                 };
             }
         };
-        if !CancelError::check(r, call_id.is_some(), missed_before)? {
+        if !CancelError::check(r, call_id.is_some(), cancel.missed_before)? {
             return Ok(());
         }
         r.status = ReservationStatus::Cancelled;
