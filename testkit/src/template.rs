@@ -4,11 +4,12 @@ use std::path::PathBuf;
 
 use serde_norway::Value;
 
-/// The text of `doc`'s (a path from the repository root) section under `## heading`, to the
-/// next `## ` heading; panics naming both if there is none.
-pub fn doc_section(doc: &str, heading: &str) -> String {
+/// The text of `docs/<page>`'s section under `## heading`, to the next `## ` heading; panics
+/// naming both if there is none.
+pub fn doc_section(page: &str, heading: &str) -> String {
+    let doc = format!("docs/{page}");
     let text =
-        std::fs::read_to_string(repo_root().join(doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
+        std::fs::read_to_string(repo_root().join(&doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
     let after = text
         .split(&format!("\n## {heading}\n"))
         .nth(1)

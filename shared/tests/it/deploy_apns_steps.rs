@@ -34,7 +34,7 @@ fn pairs(list: &str) -> Vec<(String, String)> {
 
 /// The section's steps in the order it shows them.
 fn documented_steps() -> Vec<Step> {
-    let section = doc_section("docs/deploy.md", "Production and the APNs key");
+    let section = doc_section("deploy.md", "Production and the APNs key");
     let mut steps = Vec::new();
     for line in section.lines() {
         if line.contains("put-secret-value") && line.contains("/apns-key-p8") {

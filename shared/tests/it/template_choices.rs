@@ -37,7 +37,7 @@ fn annotated() -> BTreeMap<String, String> {
 
 /// The rows of docs/security.md's "Choices we made": check → reason.
 fn documented() -> BTreeMap<String, String> {
-    let section = doc_section("docs/security.md", "Choices we made");
+    let section = doc_section("security.md", "Choices we made");
     let mut rows = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| CKV_")) {
         let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();

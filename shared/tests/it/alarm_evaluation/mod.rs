@@ -82,7 +82,7 @@ struct Promise {
 
 /// The alarm table's rows: each alarm the first cell names, with what the second cell says.
 fn runbook_alarms() -> BTreeMap<String, Promise> {
-    let section = koe_testkit::template::doc_section("docs/operations.md", "Alarms and what to do");
+    let section = koe_testkit::template::doc_section("operations.md", "Alarms and what to do");
     let mut rows = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.split(" | ").collect();
