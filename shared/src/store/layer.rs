@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    BatchFence, CancelError, CancelRequest, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer,
-    ConfirmRequest, CreateError, CreateRequest, Created, DeviceProof, DeviceWrite,
+    BatchFence, BatchWrite, CancelError, CancelRequest, ClaimAnswer, ClaimCall, ClaimMark,
+    ConfirmAnswer, ConfirmRequest, CreateError, CreateRequest, Created, DeviceProof, DeviceWrite,
     IdempotentAnswer, Outcome, ProveRequest, RegisterRequest, RunCall, RunWrite, Store, StoreError,
     UsageRequest, WakeClaim,
 };
@@ -149,6 +149,14 @@ impl<'a> Op<'a> {
     /// [`ReservationStore::confirm_call`]'s.
     pub fn confirm(c: ConfirmRequest<'a>) -> Self {
         Op::ConfirmCall(c.id, c.call_id, c.now)
+    }
+
+    /// [`DispatchStore::mark_batch`]'s or [`DispatchStore::fence_batch`]'s, by what it offers.
+    pub fn batch_write(w: BatchWrite<'a>) -> Self {
+        match w.offer {
+            BatchFence::Marked(_) => Op::MarkBatch(w.run, w.batch, w.now),
+            BatchFence::Fenced => Op::FenceBatch(w.run, w.batch, w.now),
+        }
     }
 
     /// [`DispatchStore::claim_wake`]'s.
@@ -329,9 +337,7 @@ layered! {
         Op::wake_claim: fn wake_claim(wake: WakeClaim<'_>) -> Answer<bool>;
         Op::claim_call: fn claim_call(claim: ClaimCall<'_>) -> Answer<ClaimAnswer>;
         Op::run_write: fn run_write(call: RunCall<'_>, write: RunWrite) -> Answer<bool>;
-        Op::MarkBatch: fn mark_batch(run: &RunToken, batch: Time, now: Time) -> Answer<bool>;
-        Op::FenceBatch: fn fence_batch(
-            claimant: &RunToken, batch: Time, now: Time) -> Answer<BatchFence>;
+        Op::batch_write: fn batch_write(write: BatchWrite<'_>) -> Answer<BatchFence>;
     }
     UsageStore {
         Op::usage: fn add_to_counter(request: UsageRequest<'_>) -> Answer<Option<i64>>;

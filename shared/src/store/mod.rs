@@ -142,6 +142,16 @@ pub struct ConfirmRequest<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// [`DispatchStore::mark_batch`]'s or [`DispatchStore::fence_batch`]'s request: `run`'s batch of
+/// pushes due at `batch`, and the state offered (`Marked(now)` or `Fenced`).
+#[derive(Debug, Clone, Copy)]
+pub struct BatchWrite<'a> {
+    pub run: &'a RunToken,
+    pub batch: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+    pub offer: BatchFence,
+}
+
 /// [`DispatchStore::claim_due`]'s request.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimCall<'a> {
@@ -589,7 +599,18 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         batch: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let mark = BatchWrite {
+            run,
+            batch,
+            now,
+            offer: BatchFence::Marked(now),
+        };
+        Ok(matches!(
+            self.batch_write(mark).await?,
+            BatchFence::Marked(_)
+        ))
+    }
 
     /// Another run's fence on `claimant`'s batch of pushes `batch`, for a claim of it
     /// found abandoned: unless the batch is marked, it can never be from now on
@@ -600,7 +621,21 @@ pub trait DispatchStore: Send + Sync {
         claimant: &RunToken,
         batch: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<BatchFence, StoreError>;
+    ) -> Result<BatchFence, StoreError> {
+        let fence = BatchWrite {
+            run: claimant,
+            batch,
+            now,
+            offer: BatchFence::Fenced,
+        };
+        self.batch_write(fence).await
+    }
+
+    /// [`DispatchStore::mark_batch`] and [`DispatchStore::fence_batch`], as an adapter makes
+    /// them: the batch's first written state, the one offered unless the other came first (a
+    /// mark and a fence are each other's condition). A mark that stands may answer the time
+    /// offered rather than the first mark's.
+    async fn batch_write(&self, write: BatchWrite<'_>) -> Result<BatchFence, StoreError>;
 
     /// Settles `claimant`'s claim of `call_id` that names its batch `batch` once that batch is
     /// fenced or found marked ([`DispatchStore::fence_batch`]): the claim no longer names it,

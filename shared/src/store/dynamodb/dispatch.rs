@@ -23,8 +23,8 @@ use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
 use crate::store::prelude::*;
 use crate::store::{
-    BATCH_TTL, BatchFence, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD,
-    RunCall, RunWrite, StoreError, WakeClaim,
+    BATCH_TTL, BatchFence, BatchWrite, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX,
+    PUSH_AGAIN_CLAIM_LEAD, RunCall, RunWrite, StoreError, WakeClaim,
 };
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -216,26 +216,17 @@ impl DispatchStore for DynamoStore {
         ))
     }
 
-    /// The batch's item's `markedAtMs` (the first mark's), unless a fence came first.
-    async fn mark_batch(
-        &self,
-        run: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let mark = batch_update(self, (run, batch), now, MARKED_AT_MS, FENCED_AT_MS);
-        written("UpdateItem", &self.tables.calls, mark.send().await)
-    }
-
-    /// The same item's `fencedAtMs`, unless it is marked: the refusal carries the mark's time.
-    async fn fence_batch(
-        &self,
-        claimant: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<BatchFence, StoreError> {
+    /// The batch's item's `markedAtMs` (the first mark's), unless a fence came first; or its
+    /// `fencedAtMs`, unless it is marked: a fence's refusal carries the mark's time.
+    async fn batch_write(&self, w: BatchWrite<'_>) -> Result<BatchFence, StoreError> {
         let table = &self.tables.calls;
-        let request = batch_update(self, (claimant, batch), now, FENCED_AT_MS, MARKED_AT_MS);
+        let (run, now) = ((w.run, w.batch), w.now);
+        if let BatchFence::Marked(_) = w.offer {
+            let mark = batch_update(self, run, now, MARKED_AT_MS, FENCED_AT_MS);
+            let stands = written("UpdateItem", table, mark.send().await)?;
+            return Ok(if stands { w.offer } else { BatchFence::Fenced });
+        }
+        let request = batch_update(self, run, now, FENCED_AT_MS, MARKED_AT_MS);
         match answered(table, request).await? {
             Ok(_) => Ok(BatchFence::Fenced),
             Err(old) => {
