@@ -324,7 +324,7 @@ layered! {
     ReservationStore {
         Op::create: fn create(create: CreateRequest<'_>) -> Result<Created, CreateError>;
         Op::WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
-        Op::GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
+        Op::GetReservation: fn reservation_record(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
         Op::cancel: fn cancel(cancel: CancelRequest<'_>) -> Result<(), CancelError>;
         Op::confirm: fn confirm(confirm: ConfirmRequest<'_>) -> Answer<ConfirmAnswer>;
     }

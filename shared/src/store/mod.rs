@@ -326,6 +326,17 @@ pub trait ReservationStore: Send + Sync {
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let record = self.reservation_record(id, now).await?;
+        Ok(record.filter(|r| r.status != crate::domain::reservation::ReservationStatus::Cancelled))
+    }
+
+    /// The device's record in any state, cancelled included (read consistently); `None` if
+    /// none or expired. What [`ReservationStore::get_reservation`] reads, as an adapter does.
+    async fn reservation_record(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError>;
 
     /// Cancels the device's reservation if it is still `scheduled` (and is `call_id`, when

@@ -159,16 +159,18 @@ impl ReservationStore for DynamoStore {
         Ok(expire_at.is_none_or(|t| t > now.timestamp()))
     }
 
-    /// The device's reservation in any state but cancelled; `None` if none or expired.
-    async fn get_reservation(
+    /// One consistent `GetItem` of the device's record.
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .reservation_record(id, now)
-            .await?
-            .filter(|r| r.status != ReservationStatus::Cancelled))
+        let table = &self.tables.calls;
+        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
+            return Ok(None);
+        };
+        let reservation = reservation_from_item(table, &item)?;
+        Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
     /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
@@ -308,21 +310,6 @@ impl DynamoStore {
             .opt_i64(DUE_COUNT)?
             .unwrap_or(0);
         Ok(u32::try_from(count.max(0)).unwrap_or(u32::MAX))
-    }
-
-    /// The device's record in any state, cancelled included, read consistently; `None` if
-    /// none or expired.
-    async fn reservation_record(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        let table = &self.tables.calls;
-        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
-            return Ok(None);
-        };
-        let reservation = reservation_from_item(table, &item)?;
-        Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
     /// The cancel's transaction (TransactWriteItems): `record` (read just before) `scheduled`

@@ -40,16 +40,16 @@ impl ReservationStore for MemoryStore {
         Ok(Created::New { minute_count })
     }
 
-    async fn get_reservation(
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .lock()
+        let tables = self.lock();
+        Ok(tables
             .reservations
             .get(id)
-            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
+            .filter(|r| !r.is_expired(now))
             .cloned())
     }
 
