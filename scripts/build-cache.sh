@@ -68,3 +68,18 @@ locked() {
     "$@"
   ) 9>>"$path.lock"
 }
+
+# pip_venv VENV COMMAND VERSION PACKAGE [GREP_FLAGS]   installs PACKAGE==VERSION into VENV
+# (holding VENV.lock) unless `VENV/bin/COMMAND --version` already prints VERSION (matched by
+# `grep GREP_FLAGS`, default -q; -qx when the command prints the version alone).
+pip_venv() {
+  local venv="$1" command="$2" version="$3" package="$4" flags="${5:--q}"
+  _pip_venv_install() {
+    if ! "$venv/bin/$command" --version 2>/dev/null | grep "$flags" "$version"; then
+      echo "installing $package $version into $venv" >&2
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install --quiet --disable-pip-version-check "$package==$version"
+    fi
+  }
+  locked "$venv" _pip_venv_install
+}

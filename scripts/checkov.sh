@@ -6,20 +6,12 @@
 #   scripts/checkov.sh
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-CACHE="${KOE_CACHE_DIR:-$HOME/.cache/koe}"
 CHECKOV_VERSION=3.3.30
-VENV="$CACHE/venv-checkov"
+cd "$(dirname "$0")/.."
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
-install_checkov() {
-  if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$CHECKOV_VERSION"; then
-    echo "installing checkov $CHECKOV_VERSION into $VENV" >&2
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
-  fi
-}
-locked "$VENV" install_checkov
+VENV="${KOE_CACHE_DIR:-$HOME/.cache/koe}/venv-checkov"
+pip_venv "$VENV" checkov "$CHECKOV_VERSION" checkov -qx
 # KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
 [ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 exec "$VENV/bin/checkov" -f template.yaml --framework cloudformation --compact --quiet \

@@ -16,14 +16,7 @@ SAM_VERSION=1.170.0
 VENV="$CACHE/venv-sam"
 # shellcheck source=scripts/build-cache.sh
 source scripts/build-cache.sh
-install_sam() {
-  if ! "$VENV/bin/sam" --version 2>/dev/null | grep -q "$SAM_VERSION"; then
-    echo "installing aws-sam-cli $SAM_VERSION into $VENV" >&2
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
-  fi
-}
-locked "$VENV" install_sam
+pip_venv "$VENV" sam "$SAM_VERSION" aws-sam-cli
 # KOE_TOOLS_INSTALL_ONLY: install and stop (scripts/test.sh installs every tool at once, early).
 [ -z "${KOE_TOOLS_INSTALL_ONLY:-}" ] || exit 0
 export SAM_CLI_TELEMETRY=0

@@ -220,12 +220,7 @@ async fn store_failures_log_no_tokens_or_device_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dynamodb_store_logs_no_tokens_device_ids_or_names() {
     let capture = logs::capture();
-    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let app = spawn_app_with(&vars(), |app| {
-        app.with_clock(clock.clone()).with_store(store)
-    })
-    .await;
+    let app = koe_testkit::harness::spawn_app_on_dynamodb(&vars(), NOW).await;
     // Its own sentinel device (same distinctive suffix), so its lines are told apart.
     let device = "SENTINEL-DEVICE-5b7e-ddb";
     exercise(&app, device).await;

@@ -234,9 +234,7 @@ async fn a_failing_counter_warns_with_the_device_hash_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dynamodb_counter_logs_no_device_ids() {
     let capture = logs::capture();
-    let store = Arc::new(koe_testkit::dynamodb::fresh_store().await);
-    let clock = Arc::new(ManualClock::at_rfc3339(NOW));
-    let app = spawn_app_with(&vars(), |app| app.with_clock(clock).with_store(store)).await;
+    let app = koe_testkit::harness::spawn_app_on_dynamodb(&vars(), NOW).await;
     let device = "SENTINEL-DEVICE-3e8d-ddb";
     exercise(&app, device).await;
     assert_handler_lines(&capture, device);

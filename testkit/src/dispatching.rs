@@ -97,6 +97,23 @@ pub fn short_run() -> DispatchConfig {
     settings
 }
 
+/// A dispatcher on `store`, `push` and `clock` (each handle cloned), for the tests that start
+/// one run after another, or several at once, on one world.
+pub fn dispatcher_on<S, P, C>(
+    store: &std::sync::Arc<S>,
+    push: &std::sync::Arc<P>,
+    clock: &std::sync::Arc<C>,
+    settings: DispatchConfig,
+    salt: &str,
+) -> koe::dispatch::Dispatcher
+where
+    S: Store + 'static,
+    P: koe::push::PushSender + 'static,
+    C: koe::platform::clock::Clock + 'static,
+{
+    koe::dispatch::Dispatcher::new(store.clone(), push.clone(), clock.clone(), settings, salt)
+}
+
 /// One run on the wall clock (`RunCause::Local`), to its end.
 pub async fn run_once(
     store: std::sync::Arc<dyn Store>,

@@ -221,12 +221,7 @@ mod tests {
             ]}).to_string()});
         let event = agent_round2(&round1).unwrap();
         let body: Value = serde_json::from_str(event["body"].as_str().unwrap()).unwrap();
-        let ids: Vec<&str> = body["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["stepId"].as_str().unwrap())
-            .collect();
+        let ids = crate::harness::strings_of(&body["results"], "stepId");
         assert_eq!(ids, ["a.b.c", "d.e.f"]);
         assert_eq!(body["results"][1]["output"]["events"][0]["title"], "歯医者");
         // Round 2 is answered only for the device its plan was issued for: the committed

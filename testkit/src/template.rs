@@ -4,6 +4,19 @@ use std::path::PathBuf;
 
 use serde_norway::Value;
 
+/// The text of `docs/<page>`'s section under `## heading`, to the next `## ` heading; panics
+/// naming both if there is none.
+pub fn doc_section(page: &str, heading: &str) -> String {
+    let doc = format!("docs/{page}");
+    let text =
+        std::fs::read_to_string(repo_root().join(&doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let after = text
+        .split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{doc} has no section \"{heading}\""));
+    after.split("\n## ").next().unwrap_or_default().to_owned()
+}
+
 /// The repository root (the workspace directory).
 /// The checkout's root: the nearest directory holding `template.yaml` above the working
 /// directory (cargo runs tests from their package's directory, scripts run from the root), else

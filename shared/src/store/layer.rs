@@ -13,9 +13,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    BatchFence, CancelError, ClaimAnswer, ClaimCall, ClaimMark, ConfirmAnswer, CreateError,
-    Created, DeviceProof, DeviceWrite, IdempotentAnswer, Outcome, RunCall, RunWrite, Store,
-    StoreError, UsageRequest, WakeClaim,
+    BatchFence, BatchWrite, CancelError, CancelRequest, ClaimAnswer, ClaimCall, ClaimMark,
+    ConfirmAnswer, ConfirmRequest, CreateError, CreateRequest, Created, DeviceProof, DeviceWrite,
+    IdempotentAnswer, Outcome, ProveRequest, RegisterRequest, RunCall, RunWrite, Store, StoreError,
+    UsageRequest, WakeClaim,
 };
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::domain::due::DueCall;
@@ -127,6 +128,39 @@ impl Request {
 }
 
 impl<'a> Op<'a> {
+    /// [`DeviceStore::register_device`]'s.
+    pub fn register(r: RegisterRequest<'a>) -> Self {
+        Op::RegisterDevice(r.device, r.presented, r.new_secret_hash)
+    }
+
+    /// [`DeviceStore::prove_device`]'s.
+    pub fn prove(p: ProveRequest<'a>) -> Self {
+        Op::ProveDevice(p.id, p.secret_hash, p.now)
+    }
+
+    /// [`ReservationStore::create_reservation`]'s.
+    pub fn create(c: CreateRequest<'a>) -> Self {
+        Op::CreateReservation(c.reservation, c.now, c.stale_before)
+    }
+
+    /// [`ReservationStore::cancel_reservation`]'s.
+    pub fn cancel(c: CancelRequest<'a>) -> Self {
+        Op::CancelReservation(c.id, c.call_id, c.now, c.missed_before)
+    }
+
+    /// [`ReservationStore::confirm_call`]'s.
+    pub fn confirm(c: ConfirmRequest<'a>) -> Self {
+        Op::ConfirmCall(c.id, c.call_id, c.now)
+    }
+
+    /// [`DispatchStore::mark_batch`]'s or [`DispatchStore::fence_batch`]'s, by what it offers.
+    pub fn batch_write(w: BatchWrite<'a>) -> Self {
+        match w.offer {
+            BatchFence::Marked(_) => Op::MarkBatch(w.run, w.batch, w.now),
+            BatchFence::Fenced => Op::FenceBatch(w.run, w.batch, w.now),
+        }
+    }
+
     /// [`DispatchStore::claim_wake`]'s.
     pub fn wake_claim(w: WakeClaim<'a>) -> Self {
         Op::ClaimWake(w.minute, w.due_at, w.until, w.claimant)
@@ -293,24 +327,19 @@ type Answer<T> = Result<T, StoreError>;
 layered! {
     DeviceStore {
         Op::PutDevice: fn put_device(device: &Device) -> Answer<()>;
-        Op::RegisterDevice: fn register_device(
-            device: &Device, presented: Option<&str>, new_secret_hash: &str) -> Answer<DeviceWrite>;
+        Op::register: fn register(register: RegisterRequest<'_>) -> Answer<DeviceWrite>;
         Op::GetDevice: fn get_device(id: &DeviceId, now: Time) -> Answer<Option<Device>>;
         Op::DeviceProof: fn device_proof(id: &DeviceId, now: Time) -> Answer<DeviceProof>;
-        Op::ProveDevice: fn prove_device(id: &DeviceId, secret_hash: &str, now: Time) -> Answer<bool>;
+        Op::prove: fn prove(proof: ProveRequest<'_>) -> Answer<bool>;
         Op::RemoveDevice: fn remove_device(id: &DeviceId, token: &VoipToken) -> Answer<bool>;
         Op::RemoveAlertToken: fn remove_alert_token(id: &DeviceId, token: &AlertToken) -> Answer<bool>;
     }
     ReservationStore {
-        Op::CreateReservation: fn create_reservation(
-            reservation: &Reservation, now: Time, stale_before: Time) -> Result<Created, CreateError>;
+        Op::create: fn create(create: CreateRequest<'_>) -> Result<Created, CreateError>;
         Op::WasCancelled: fn was_cancelled(call_id: &CallId, now: Time) -> Answer<bool>;
-        Op::GetReservation: fn get_reservation(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
-        Op::CancelReservation: fn cancel_reservation(
-            id: &DeviceId, call_id: Option<&CallId>, now: Time, missed_before: Time)
-            -> Result<(), CancelError>;
-        Op::ConfirmCall: fn confirm_call(
-            id: &DeviceId, call_id: &CallId, now: Time) -> Answer<ConfirmAnswer>;
+        Op::GetReservation: fn reservation_record(id: &DeviceId, now: Time) -> Answer<Option<Reservation>>;
+        Op::cancel: fn cancel(cancel: CancelRequest<'_>) -> Result<(), CancelError>;
+        Op::confirm: fn confirm(confirm: ConfirmRequest<'_>) -> Answer<ConfirmAnswer>;
     }
     DispatchStore {
         Op::DueCount: fn due_count(minute: &str) -> Answer<u32>;
@@ -321,9 +350,7 @@ layered! {
         Op::wake_claim: fn wake_claim(wake: WakeClaim<'_>) -> Answer<bool>;
         Op::claim_call: fn claim_call(claim: ClaimCall<'_>) -> Answer<ClaimAnswer>;
         Op::run_write: fn run_write(call: RunCall<'_>, write: RunWrite) -> Answer<bool>;
-        Op::MarkBatch: fn mark_batch(run: &RunToken, batch: Time, now: Time) -> Answer<bool>;
-        Op::FenceBatch: fn fence_batch(
-            claimant: &RunToken, batch: Time, now: Time) -> Answer<BatchFence>;
+        Op::batch_write: fn batch_write(write: BatchWrite<'_>) -> Answer<BatchFence>;
     }
     UsageStore {
         Op::usage: fn add_to_counter(request: UsageRequest<'_>) -> Answer<Option<i64>>;

@@ -101,6 +101,57 @@ impl<'a> RunCall<'a> {
     }
 }
 
+/// [`DeviceStore::register_device`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterRequest<'a> {
+    pub device: &'a Device,
+    pub presented: Option<&'a str>,
+    pub new_secret_hash: &'a str,
+}
+
+/// [`DeviceStore::prove_device`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ProveRequest<'a> {
+    pub id: &'a DeviceId,
+    pub secret_hash: &'a str,
+    pub now: DateTime<Utc>,
+}
+
+/// [`ReservationStore::create_reservation`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateRequest<'a> {
+    pub reservation: &'a Reservation,
+    pub now: DateTime<Utc>,
+    pub stale_before: DateTime<Utc>,
+}
+
+/// [`ReservationStore::cancel_reservation`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct CancelRequest<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: Option<&'a CallId>,
+    pub now: DateTime<Utc>,
+    pub missed_before: DateTime<Utc>,
+}
+
+/// [`ReservationStore::confirm_call`]'s request.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfirmRequest<'a> {
+    pub id: &'a DeviceId,
+    pub call_id: &'a CallId,
+    pub now: DateTime<Utc>,
+}
+
+/// [`DispatchStore::mark_batch`]'s or [`DispatchStore::fence_batch`]'s request: `run`'s batch of
+/// pushes due at `batch`, and the state offered (`Marked(now)` or `Fenced`).
+#[derive(Debug, Clone, Copy)]
+pub struct BatchWrite<'a> {
+    pub run: &'a RunToken,
+    pub batch: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+    pub offer: BatchFence,
+}
+
 /// [`DispatchStore::claim_due`]'s request.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimCall<'a> {
@@ -165,7 +216,17 @@ pub trait DeviceStore: Send + Sync {
         device: &Device,
         presented: Option<&str>,
         new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError>;
+    ) -> Result<DeviceWrite, StoreError> {
+        let register = RegisterRequest {
+            device,
+            presented,
+            new_secret_hash,
+        };
+        self.register(register).await
+    }
+
+    /// [`DeviceStore::register_device`], as an adapter makes it.
+    async fn register(&self, register: RegisterRequest<'_>) -> Result<DeviceWrite, StoreError>;
 
     /// The device's registration with its token; `None` if it has none, or its record expired
     /// (past `expireAt` at `now`: every device read treats such a record as absent, even before
@@ -193,7 +254,17 @@ pub trait DeviceStore: Send + Sync {
         id: &DeviceId,
         secret_hash: &str,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let proof = ProveRequest {
+            id,
+            secret_hash,
+            now,
+        };
+        self.prove(proof).await
+    }
+
+    /// [`DeviceStore::prove_device`], as an adapter makes it.
+    async fn prove(&self, proof: ProveRequest<'_>) -> Result<bool, StoreError>;
 
     /// Removes the device's token (APNs called it dead), and its alert token with it, only if
     /// it is still `token` (a newer one wins). The device's secret and its state stay: the device keeps its proof, so the
@@ -230,7 +301,17 @@ pub trait ReservationStore: Send + Sync {
         reservation: &Reservation,
         now: DateTime<Utc>,
         stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError>;
+    ) -> Result<Created, CreateError> {
+        let create = CreateRequest {
+            reservation,
+            now,
+            stale_before,
+        };
+        self.create(create).await
+    }
+
+    /// [`ReservationStore::create_reservation`], as an adapter makes it.
+    async fn create(&self, create: CreateRequest<'_>) -> Result<Created, CreateError>;
 
     /// Whether `call_id` was cancelled (its tombstone lives as long as the reservation could
     /// have: its TTL). A keyed create asks before it makes its (derived) `callId` again, so that
@@ -242,6 +323,17 @@ pub trait ReservationStore: Send + Sync {
     /// The device's reservation in any state; `None` if there is none, it was cancelled, or it
     /// has expired.
     async fn get_reservation(
+        &self,
+        id: &DeviceId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reservation>, StoreError> {
+        let record = self.reservation_record(id, now).await?;
+        Ok(record.filter(|r| r.status != crate::domain::reservation::ReservationStatus::Cancelled))
+    }
+
+    /// The device's record in any state, cancelled included (read consistently); `None` if
+    /// none or expired. What [`ReservationStore::get_reservation`] reads, as an adapter does.
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
@@ -261,7 +353,18 @@ pub trait ReservationStore: Send + Sync {
         call_id: Option<&CallId>,
         now: DateTime<Utc>,
         missed_before: DateTime<Utc>,
-    ) -> Result<(), CancelError>;
+    ) -> Result<(), CancelError> {
+        let cancel = CancelRequest {
+            id,
+            call_id,
+            now,
+            missed_before,
+        };
+        self.cancel(cancel).await
+    }
+
+    /// [`ReservationStore::cancel_reservation`], as an adapter makes it.
+    async fn cancel(&self, cancel: CancelRequest<'_>) -> Result<(), CancelError>;
 
     /// The device confirms that a push of `call_id` reached it (`POST /calls/confirm`): the
     /// reservation becomes `rang` at `now` (out of the bucket index, terminal expiry), if it is
@@ -277,7 +380,12 @@ pub trait ReservationStore: Send + Sync {
         id: &DeviceId,
         call_id: &CallId,
         now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError>;
+    ) -> Result<ConfirmAnswer, StoreError> {
+        self.confirm(ConfirmRequest { id, call_id, now }).await
+    }
+
+    /// [`ReservationStore::confirm_call`], as an adapter makes it.
+    async fn confirm(&self, confirm: ConfirmRequest<'_>) -> Result<ConfirmAnswer, StoreError>;
 }
 
 /// The dispatcher's requests: the minute's count, watch and shards, the claim, the push mark
@@ -502,7 +610,18 @@ pub trait DispatchStore: Send + Sync {
         run: &RunToken,
         batch: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let mark = BatchWrite {
+            run,
+            batch,
+            now,
+            offer: BatchFence::Marked(now),
+        };
+        Ok(matches!(
+            self.batch_write(mark).await?,
+            BatchFence::Marked(_)
+        ))
+    }
 
     /// Another run's fence on `claimant`'s batch of pushes `batch`, for a claim of it
     /// found abandoned: unless the batch is marked, it can never be from now on
@@ -513,7 +632,21 @@ pub trait DispatchStore: Send + Sync {
         claimant: &RunToken,
         batch: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> Result<BatchFence, StoreError>;
+    ) -> Result<BatchFence, StoreError> {
+        let fence = BatchWrite {
+            run: claimant,
+            batch,
+            now,
+            offer: BatchFence::Fenced,
+        };
+        self.batch_write(fence).await
+    }
+
+    /// [`DispatchStore::mark_batch`] and [`DispatchStore::fence_batch`], as an adapter makes
+    /// them: the batch's first written state, the one offered unless the other came first (a
+    /// mark and a fence are each other's condition). A mark that stands may answer the time
+    /// offered rather than the first mark's.
+    async fn batch_write(&self, write: BatchWrite<'_>) -> Result<BatchFence, StoreError>;
 
     /// Settles `claimant`'s claim of `call_id` that names its batch `batch` once that batch is
     /// fenced or found marked ([`DispatchStore::fence_batch`]): the claim no longer names it,

@@ -48,10 +48,20 @@ fn client(host: ApnsHost, clock: Arc<dyn Clock>) -> Arc<PushPool> {
 }
 
 fn plain(apns: &StrictApns) -> Arc<PushPool> {
-    client(
-        ApnsHost::Plain(apns.addr),
-        Arc::new(koe::platform::clock::SystemClock),
-    )
+    plain_to(apns.addr)
+}
+
+/// The strict stand-in answering every push after `latency`, and a pool to it whose connection
+/// is open (a first push answered).
+async fn warm_pool_answering_after(latency: Duration) -> (StrictApns, Arc<PushPool>) {
+    let settings = StrictSettings {
+        latency,
+        ..StrictSettings::default()
+    };
+    let apns = StrictApns::start(settings).await;
+    let pool = plain(&apns);
+    assert_eq!(push(&pool, "warm", &token(99)).await, Ok(()));
+    (apns, pool)
 }
 
 /// A live device's token for `n`, and a dead one.
@@ -156,14 +166,8 @@ async fn a_refused_stream_goes_again() {
 /// goes again on a fresh connection; each push is processed exactly once.
 #[tokio::test]
 async fn streams_above_a_goaway_last_stream_id_go_again_on_a_fresh_connection() {
-    let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_millis(100),
-        ..StrictSettings::default()
-    })
-    .await;
-    let pool = plain(&apns);
-    // Opens the connection first, so the burst's streams all go on it.
-    assert_eq!(push(&pool, "warm", &token(99)).await, Ok(()));
+    // The connection open first, so the burst's streams all go on it.
+    let (apns, pool) = warm_pool_answering_after(Duration::from_millis(100)).await;
     apns.go_away_after(3);
     let results = burst(&pool, 10).await;
     assert!(results.iter().all(|(_, r)| r.is_ok()), "{results:?}");
@@ -183,13 +187,7 @@ async fn streams_above_a_goaway_last_stream_id_go_again_on_a_fresh_connection() 
 #[tokio::test]
 async fn pushes_given_up_on_after_they_left_are_not_reset() {
     // Answers within the client's request timeout (2 s), long after the callers give up.
-    let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_secs(1),
-        ..StrictSettings::default()
-    })
-    .await;
-    let pool = plain(&apns);
-    assert_eq!(push(&pool, "warm", &token(99)).await, Ok(()));
+    let (apns, pool) = warm_pool_answering_after(Duration::from_secs(1)).await;
     let mut pushes = tokio::task::JoinSet::new();
     for i in 0..20 {
         let pool = pool.clone();
@@ -305,13 +303,7 @@ async fn an_expired_provider_token_is_replaced_and_the_push_goes_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crowded_second_with_dead_tokens_and_a_goaway_loses_and_doubles_nothing() {
     const PUSHES: usize = 600;
-    let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_millis(20),
-        tail_share: 0.05,
-        tail: Duration::from_millis(200),
-        ..StrictSettings::default()
-    })
-    .await;
+    let apns = StrictApns::start(StrictSettings::crowded()).await;
     apns.unregister(DEAD);
     let hosts = ApnsHosts {
         production: ApnsHost::Plain(apns.addr),

@@ -11,7 +11,7 @@ use koe::App;
 use koe::dispatch::api::Dispatch;
 use koe::platform::config::Vars;
 use koe::platform::metrics::MemorySink;
-use koe_testkit::template::{load_yaml, repo_root};
+use koe_testkit::template::{doc_section, load_yaml, repo_root};
 
 use super::template_settings::{Stored, environment};
 
@@ -34,12 +34,7 @@ fn pairs(list: &str) -> Vec<(String, String)> {
 
 /// The section's steps in the order it shows them.
 fn documented_steps() -> Vec<Step> {
-    let text = std::fs::read_to_string(repo_root().join("docs/deploy.md")).unwrap();
-    let section = text
-        .split("\n## Production and the APNs key\n")
-        .nth(1)
-        .expect("deploy.md has the section");
-    let section = section.split("\n## ").next().unwrap();
+    let section = doc_section("deploy.md", "Production and the APNs key");
     let mut steps = Vec::new();
     for line in section.lines() {
         if line.contains("put-secret-value") && line.contains("/apns-key-p8") {

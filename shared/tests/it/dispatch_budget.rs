@@ -10,9 +10,10 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use koe::dispatch::{Dispatcher, RunCause};
+use koe::dispatch::{Dispatcher, RunCause, RunReport};
 use koe::domain::device::AlertToken;
 use koe::domain::reservation::CallId;
+use koe::platform::clock::Clock;
 use koe::store::DUE_INDEX;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
@@ -26,34 +27,42 @@ const BUDGET: u32 = 40;
 /// after it: at fixed leads they would all fall in about one second.
 const CALLS: usize = 60;
 
-#[tokio::test(start_paused = true)]
-async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_budget() {
-    let inner = Arc::new(MemoryStore::new());
-    let now: DateTime<Utc> = "2026-01-01T06:59:52Z".parse().unwrap();
-    let clock = Arc::new(TokioClock::at(now));
-    let at: DateTime<Utc> = "2026-01-01T07:00:00Z".parse().unwrap();
-    let calls = crowd(inner.as_ref(), "budget", CALLS, at, now).await;
-    let store = Arc::new(LimitedStore::on_write_budget(inner, BUDGET));
+/// The second the calls are due: 07:00:00.
+fn seven() -> DateTime<Utc> {
+    "2026-01-01T07:00:00Z".parse().unwrap()
+}
+
+/// An empty store, a paused clock at `now` (before [`seven`]), a push sender recording on it.
+fn seconds_before_seven(
+    now: &str,
+) -> (Arc<MemoryStore>, Arc<TokioClock>, Arc<RecordingPushSender>) {
+    let clock = Arc::new(TokioClock::at(now.parse().unwrap()));
     let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    (Arc::new(MemoryStore::new()), clock, push)
+}
+
+/// One run of `window_secs` on the budget, its store the limits model over `inner`'s calls.
+async fn run_on_budget(
+    inner: Arc<MemoryStore>,
+    push: &Arc<RecordingPushSender>,
+    clock: Arc<TokioClock>,
+    window_secs: u64,
+) -> (Arc<LimitedStore>, RunReport) {
+    let store = Arc::new(LimitedStore::on_write_budget(inner, BUDGET));
     let mut settings = short_run();
-    settings.window = std::time::Duration::from_secs(10);
+    settings.window = std::time::Duration::from_secs(window_secs);
     settings.write_budget = BUDGET;
     let report = Dispatcher::new(store.clone(), push.clone(), clock, settings, "budget")
         .run(RunCause::Local)
         .await;
+    (store, report)
+}
 
-    for r in &calls {
-        let sent = push.sent_for_call(r.call_id.as_str());
-        assert_eq!(sent.len(), 1, "{report:?}");
-        let late = sent[0].at - at;
-        assert!(
-            late >= chrono::Duration::zero() && late < chrono::Duration::seconds(1),
-            "pushed {late} after its second ({report:?})"
-        );
-    }
+/// No write was throttled, and no second of any of `targets` took more than the budget.
+fn assert_within_budget<const N: usize>(store: &LimitedStore, targets: [Target; N]) {
     let stats = store.model().stats();
     assert_eq!(stats.throttled(), 0, "{:?}", stats.throttled_by_target);
-    for target in [Target::base("calls"), Target::index("calls", DUE_INDEX)] {
+    for target in targets {
         let per_second: Vec<f64> = stats
             .by_second
             .values()
@@ -64,6 +73,28 @@ async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_bu
             "{target:?}: write units second by second {per_second:?}"
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_second_of_more_calls_than_its_writes_fit_leaves_on_time_within_the_budget() {
+    let (inner, clock, push) = seconds_before_seven("2026-01-01T06:59:52Z");
+    let (now, at) = (clock.now(), seven());
+    let calls = crowd(inner.as_ref(), "budget", CALLS, at, now).await;
+    let (store, report) = run_on_budget(inner, &push, clock, 10).await;
+
+    for r in &calls {
+        let sent = push.sent_for_call(r.call_id.as_str());
+        assert_eq!(sent.len(), 1, "{report:?}");
+        let late = sent[0].at - at;
+        assert!(
+            late >= chrono::Duration::zero() && late < chrono::Duration::seconds(1),
+            "pushed {late} after its second ({report:?})"
+        );
+    }
+    assert_within_budget(
+        &store,
+        [Target::base("calls"), Target::index("calls", DUE_INDEX)],
+    );
 }
 
 /// Calls in [`a_second_of_failed_pushes_sends_its_notices_within_the_budget`]: their claims and
@@ -77,11 +108,8 @@ const DOWN: usize = 100;
 /// no write throttled, no second over the budget.
 #[tokio::test(start_paused = true)]
 async fn a_second_of_failed_pushes_sends_its_notices_within_the_budget() {
-    let inner = Arc::new(MemoryStore::new());
-    let now: DateTime<Utc> = "2026-01-01T06:59:47Z".parse().unwrap();
-    let clock = Arc::new(TokioClock::at(now));
-    let at: DateTime<Utc> = "2026-01-01T07:00:00Z".parse().unwrap();
-    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    let (inner, clock, push) = seconds_before_seven("2026-01-01T06:59:47Z");
+    let (now, at) = (clock.now(), seven());
     let mut calls = Vec::new();
     for i in 0..DOWN {
         let mut d = device(&format!("down-{i:04}"), &format!("{:064x}", i + 1), now);
@@ -90,28 +118,12 @@ async fn a_second_of_failed_pushes_sends_its_notices_within_the_budget() {
         let call = CallId::generate();
         calls.push(reserve_for(inner.as_ref(), &d, at.fixed_offset(), None, now, call).await);
     }
-    let store = Arc::new(LimitedStore::on_write_budget(inner, BUDGET));
-    let mut settings = short_run();
-    settings.window = std::time::Duration::from_secs(15);
-    settings.write_budget = BUDGET;
-    let report = Dispatcher::new(store.clone(), push.clone(), clock, settings, "down")
-        .run(RunCause::Local)
-        .await;
+    let (store, report) = run_on_budget(inner, &push, clock, 15).await;
 
     assert_eq!(report.failed as usize, DOWN, "{report:?}");
     for r in &calls {
         let notices = push.alerts_for_call(r.call_id.as_str());
         assert_eq!(notices.len(), 1, "one notice a call: {report:?}");
     }
-    let stats = store.model().stats();
-    assert_eq!(stats.throttled(), 0, "{:?}", stats.throttled_by_target);
-    let per_second: Vec<f64> = stats
-        .by_second
-        .values()
-        .filter_map(|t| t.get(&Target::base("calls")).map(|c| c.wcu))
-        .collect();
-    assert!(
-        per_second.iter().all(|w| *w <= f64::from(BUDGET)),
-        "write units second by second {per_second:?}"
-    );
+    assert_within_budget(&store, [Target::base("calls")]);
 }

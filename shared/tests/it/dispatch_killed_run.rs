@@ -18,7 +18,7 @@ use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::ReservationStore;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::{crowd, short_run};
+use koe_testkit::dispatching::{crowd, dispatcher_on, short_run};
 use koe_testkit::dynamodb::limited_store::LimitedStore;
 use koe_testkit::push::RecordingPushSender;
 
@@ -57,13 +57,7 @@ async fn run_killed_at(kill: DateTime<Utc>) -> Killed {
     settings.window = std::time::Duration::from_secs(20);
     settings.write_budget = BUDGET;
 
-    let first = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "a",
-    );
+    let first = dispatcher_on(&store, &push, &clock, settings.clone(), "a");
     let run = tokio::spawn(async move { first.run(RunCause::Local).await });
     tokio::time::sleep_until(clock.instant(kill)).await;
     run.abort();

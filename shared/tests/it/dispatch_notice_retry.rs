@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::dispatch::{Dispatcher, RunCause, RunReport};
+use koe::dispatch::{RunCause, RunReport};
 use koe::domain::device::AlertToken;
 use koe::domain::reservation::{CallId, Reservation, ReservationStatus};
 use koe::platform::clock::Clock;
@@ -16,7 +16,7 @@ use koe::push::PushError;
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::{reserve_for, short_run};
+use koe_testkit::dispatching::{dispatcher_on, reserve_for, short_run};
 use koe_testkit::push::{RecordingPushSender, Scripted, device};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -66,15 +66,9 @@ impl World {
         tokio::time::sleep_until(self.clock.instant(t(start))).await;
         let mut settings = short_run();
         settings.window = StdDuration::from_secs(window_s);
-        Dispatcher::new(
-            self.store.clone(),
-            self.push.clone(),
-            self.clock.clone(),
-            settings,
-            "x",
-        )
-        .run(RunCause::Local)
-        .await
+        dispatcher_on(&self.store, &self.push, &self.clock, settings, "x")
+            .run(RunCause::Local)
+            .await
     }
 
     async fn stored(&self) -> Reservation {

@@ -9,54 +9,51 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use koe::dispatch::{Dispatcher, RunCause};
-use koe::domain::reservation::{CallId, ReservationStatus};
+use koe::dispatch::RunCause;
+use koe::domain::reservation::{CallId, Reservation, ReservationStatus};
 use koe::platform::clock::Clock;
 use koe::push::PushError;
 use koe::store::ReservationStore;
 use koe::store::memory::MemoryStore;
 use koe_testkit::clock::TokioClock;
-use koe_testkit::dispatching::{reserve_for, short_run};
+use koe_testkit::dispatching::{dispatcher_on, reserve_for, short_run};
 use koe_testkit::push::{RecordingPushSender, Scripted, device};
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_hung_push_to_a_confirming_device_waits_for_its_confirmation() {
+type World = (
+    Arc<MemoryStore>,
+    Arc<TokioClock>,
+    Arc<RecordingPushSender>,
+    Reservation,
+);
+
+/// Device `name` (registered an hour before, confirming its calls or not) with a call due at
+/// 07:00:00, five seconds from the clock's now, and a push sender recording on that clock.
+async fn a_call_at_seven(name: &str, confirms_calls: bool) -> World {
     let store = Arc::new(MemoryStore::new());
     let now = t("2026-01-01T06:59:55Z");
-    let at = t("2026-01-01T07:00:00Z");
+    let made = now - Duration::hours(1);
     let clock = Arc::new(TokioClock::at(now));
-    let mut phone = device(
-        "confirming",
-        &format!("{:064x}", 7),
-        now - Duration::hours(1),
-    );
-    phone.confirms_calls = true;
-    let r = reserve_for(
-        store.as_ref(),
-        &phone,
-        at.fixed_offset(),
-        None,
-        now - Duration::hours(1),
-        CallId::generate(),
-    )
-    .await;
+    let mut phone = device(name, &format!("{:064x}", name.len()), made);
+    phone.confirms_calls = confirms_calls;
+    let at = t("2026-01-01T07:00:00Z").fixed_offset();
+    let r = reserve_for(store.as_ref(), &phone, at, None, made, CallId::generate()).await;
     let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    (store, clock, push, r)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_push_to_a_confirming_device_waits_for_its_confirmation() {
+    let (store, clock, push, r) = a_call_at_seven("confirming", true).await;
     push.script("confirming", [Scripted::Hang]);
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(40);
-    let report = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "x",
-    )
-    .run(RunCause::Local)
-    .await;
+    let report = dispatcher_on(&store, &push, &clock, settings.clone(), "x")
+        .run(RunCause::Local)
+        .await;
 
     let attempts = push.attempts();
     assert!(!attempts[0].accepted, "the first push hung: {attempts:#?}");
@@ -84,15 +81,8 @@ async fn a_hung_push_to_a_confirming_device_waits_for_its_confirmation() {
 /// leaves it, and the next minute's run sends it, once, within grace.
 #[tokio::test(start_paused = true)]
 async fn a_push_that_never_left_is_given_back_and_sent_by_the_next_run() {
-    let store = Arc::new(MemoryStore::new());
-    let now = t("2026-01-01T06:59:55Z");
-    let at = t("2026-01-01T07:00:00Z");
-    let clock = Arc::new(TokioClock::at(now));
-    let phone = device("unsent", &format!("{:064x}", 9), now - Duration::hours(1));
-    let made = now - Duration::hours(1);
-    let call = CallId::generate();
-    let r = reserve_for(store.as_ref(), &phone, at.fixed_offset(), None, made, call).await;
-    let push = Arc::new(RecordingPushSender::new(clock.clone()));
+    let (store, clock, push, r) = a_call_at_seven("unsent", false).await;
+    let at = r.scheduled_at.utc();
     let never_left = Scripted::Fail(PushError::Retryable {
         status: None,
         reason: "no stream within 500 ms".into(),
@@ -101,15 +91,9 @@ async fn a_push_that_never_left_is_given_back_and_sent_by_the_next_run() {
     push.script("unsent", vec![never_left; 4]);
     let mut settings = short_run();
     settings.window = std::time::Duration::from_secs(20);
-    let first = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "a",
-    )
-    .run(RunCause::Local)
-    .await;
+    let first = dispatcher_on(&store, &push, &clock, settings.clone(), "a")
+        .run(RunCause::Local)
+        .await;
     let after_first = store.get_reservation(&r.device_id, clock.now()).await;
     let after_first = after_first.unwrap().unwrap();
     assert_eq!(
@@ -122,15 +106,9 @@ async fn a_push_that_never_left_is_given_back_and_sent_by_the_next_run() {
 
     tokio::time::sleep_until(clock.instant(t("2026-01-01T07:01:00Z"))).await;
     settings.window = std::time::Duration::from_secs(3);
-    let next = Dispatcher::new(
-        store.clone(),
-        push.clone(),
-        clock.clone(),
-        settings.clone(),
-        "b",
-    )
-    .run(RunCause::Local)
-    .await;
+    let next = dispatcher_on(&store, &push, &clock, settings.clone(), "b")
+        .run(RunCause::Local)
+        .await;
     let sent = push.sent();
     assert_eq!(sent.len(), 1, "{next:?}");
     assert!(sent[0].at <= at + Duration::from_std(settings.grace).unwrap());

@@ -15,9 +15,7 @@ use koe::dispatch::{Dispatcher, RunCause};
 use koe::domain::device::DeviceId;
 use koe::domain::reservation::ReservationStatus;
 use koe::platform::clock::SystemClock;
-use koe::platform::config::{Config, DEFAULT_APNS_MAX_CONNECTIONS, Vars};
-use koe::push::apns::ApnsSender;
-use koe::push::pool::{PoolSettings, PushPool};
+use koe::platform::config::{Config, Vars};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
 use koe_testkit::dispatching::reserve_at;
@@ -29,13 +27,7 @@ const DEAD_EVERY: usize = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_with_dead_tokens_and_a_goaway_reaches_apns_once_per_live_call() {
-    let apns = StrictApns::start(StrictSettings {
-        latency: Duration::from_millis(20),
-        tail_share: 0.05,
-        tail: Duration::from_millis(200),
-        ..StrictSettings::default()
-    })
-    .await;
+    let apns = StrictApns::start(StrictSettings::crowded()).await;
     let store = Arc::new(MemoryStore::new());
     let now = Utc::now();
     let second = chrono::DateTime::from_timestamp(now.timestamp() + 3, 0).unwrap();
@@ -53,16 +45,7 @@ async fn a_second_with_dead_tokens_and_a_goaway_reaches_apns_once_per_live_call(
     }
     apns.go_away_after(CALLS as u64 / 2);
 
-    let connections =
-        ApnsSender::connections_at(&koe_testkit::push::apns_config(), Some(apns.addr))
-            .expect("the test key");
-    let pool = PushPool::new(
-        connections,
-        PoolSettings {
-            max_connections: DEFAULT_APNS_MAX_CONNECTIONS,
-            ..PoolSettings::default()
-        },
-    );
+    let pool = koe_testkit::push::production_pool(apns.addr);
     let mut settings = Config::from_vars(&Vars::from_pairs(&[])).unwrap().dispatch;
     settings.window = Duration::from_secs(5);
     settings.reselect_every = Duration::from_secs(1);

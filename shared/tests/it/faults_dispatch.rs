@@ -48,11 +48,11 @@ fn schedule_event() -> LambdaEvent<Value> {
     LambdaEvent::new(payload, Context::default())
 }
 
-async fn dispatch_app() -> (App, Arc<RecordingPushSender>) {
+async fn dispatch_app() -> (Arc<App>, Arc<RecordingPushSender>) {
     let app = App::local(Vars::from_pairs(&[])).with_dispatch_settings(settings());
     let app = app.with_store(Arc::new(fresh_store().await));
     let push = Arc::new(RecordingPushSender::new(app.clock()));
-    (app.with_push(push.clone()), push)
+    (Arc::new(app.with_push(push.clone())), push)
 }
 
 /// A 3 s window re-selecting every 500 ms, with a short claim timeout.
@@ -309,6 +309,39 @@ async fn a_call_whose_run_was_killed_after_its_claim(
     (r, second, killed_at, claimed.unwrap().unwrap())
 }
 
+/// Once the killed run's claim is older than the claim timeout, the next run sends `r`'s call,
+/// within grace (past it a call is `missed`, never pushed): one push, failing none, never
+/// early. The push, and how many ms after `second` it left.
+async fn recovered_once(
+    app: &App,
+    push: &RecordingPushSender,
+    r: &Reservation,
+    second: DateTime<Utc>,
+    killed_at: DateTime<Utc>,
+) -> (RecordedPush, i64) {
+    until_abandoned(killed_at).await;
+    let recovery = handle(app, schedule_event()).await.unwrap();
+    assert_eq!(
+        (&recovery["sent"], &recovery["failed"]),
+        (&Value::from(1), &Value::from(0)),
+        "{recovery}"
+    );
+    let mut pushes = push.sent();
+    assert_eq!(pushes.len(), 1, "{pushes:#?}");
+    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
+    let late = (pushes[0].at - second).num_milliseconds();
+    assert!(late >= 0, "never early: {late} ms");
+    (pushes.remove(0), late)
+}
+
+/// What the fault table records of such a recovery.
+fn recovered_in(late: i64) -> String {
+    format!(
+        "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout \
+         4 s here); 1 push in all"
+    )
+}
+
 /// Waits until the claim made by the run killed at `killed_at` is abandoned (the claim timeout).
 async fn until_abandoned(killed_at: DateTime<Utc>) {
     let claim_age = Utc::now() - killed_at;
@@ -325,7 +358,6 @@ async fn until_abandoned(killed_at: DateTime<Utc>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_its_claim_in_a_batch_is_recovered_once() {
     let (app, push) = dispatch_app().await;
-    let app = Arc::new(app);
     let mut d = device(&app, "fault-crash").await;
     d.alert_token =
         Some(AlertToken::parse("alertToken", &format!("{:064x}", fastrand::u128(..))).unwrap());
@@ -338,23 +370,12 @@ async fn a_run_killed_after_its_claim_in_a_batch_is_recovered_once() {
         "the claim names its batch (its tenth of a second), unmarked"
     );
 
-    until_abandoned(killed_at).await;
-    let recovery = handle(&app, schedule_event()).await.unwrap();
-    assert_eq!(
-        (&recovery["sent"], &recovery["failed"]),
-        (&Value::from(1), &Value::from(0)),
-        "{recovery}"
-    );
-    let pushes = push.sent();
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
-    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
+    let (_, late) = recovered_once(&app, &push, &r, second, killed_at).await;
     assert_eq!(status(&app, &r).await, ReservationStatus::Sent);
     assert!(
         push.alerts_for_call(r.call_id.as_str()).is_empty(),
         "no notice"
     );
-    let late = (pushes[0].at - second).num_milliseconds();
-    assert!(late >= 0, "never early: {late} ms");
     // Another run changes nothing.
     let after = handle(&app, schedule_event()).await.unwrap();
     assert_eq!(
@@ -365,9 +386,7 @@ async fn a_run_killed_after_its_claim_in_a_batch_is_recovered_once() {
     faults::record(
         "Dispatch: run killed after its claim (device without confirmsCalls: the claim names its batch, marked at the second)",
         "a run while the claim is fresh leaves it; the first run after the claim timeout fences the batch and sends it within grace; one push, no notice",
-        &format!(
-            "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout 4 s here); 1 push in all"
-        ),
+        &recovered_in(late),
     );
 }
 
@@ -377,33 +396,21 @@ async fn a_run_killed_after_its_claim_in_a_batch_is_recovered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_between_claim_and_mark_is_recovered_once() {
     let (app, push) = dispatch_app().await;
-    let app = Arc::new(app);
     let mut d = device(&app, "fault-crash-confirming").await;
     d.confirms_calls = true;
     let (r, second, killed_at, claimed) =
         a_call_whose_run_was_killed_after_its_claim(&app, &push, &d).await;
     assert_eq!(claimed.push_started_at, None, "killed before its mark");
 
-    // Once the claim is older than the claim timeout, the next run sends it: one push.
-    until_abandoned(killed_at).await;
-    let recovery = handle(&app, schedule_event()).await.unwrap();
-    assert_eq!(recovery["sent"], 1, "{recovery}");
-    let pushes = push.sent();
-    assert_eq!(pushes.len(), 1, "{pushes:#?}");
-    assert_eq!(pushes[0].payload["callId"], r.call_id.as_str());
-    assert_eq!(pushes[0].payload["attempt"], 1);
+    let (pushed, late) = recovered_once(&app, &push, &r, second, killed_at).await;
+    assert_eq!(pushed.payload["attempt"], 1);
     let stored = app.store().await.unwrap();
     let stored = stored.get_reservation(&r.device_id, Utc::now()).await;
     assert_eq!(stored.unwrap().unwrap().pushes, 1, "its push counted");
-    let late = (pushes[0].at - second).num_milliseconds();
-    // Within grace it is: past it a call is `missed`, never pushed.
-    assert!(late >= 0, "never early: {late} ms");
     faults::record(
         "Dispatch: run killed between claim and push mark (device with confirmsCalls)",
         "a run while the claim is fresh leaves it; the first run after the claim timeout sends it within grace; one push",
-        &format!(
-            "fresh-claim run sent 0; recovery run sent 1, {late} ms after its second (claim timeout 4 s here); 1 push in all"
-        ),
+        &recovered_in(late),
     );
 }
 
@@ -412,7 +419,6 @@ async fn a_run_killed_between_claim_and_mark_is_recovered_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_before_its_claim_leaves_the_call_to_the_next_run() {
     let (app, push) = dispatch_app().await;
-    let app = Arc::new(app);
     let d = device(&app, "fault-crash-early").await;
     let second = Utc::now() + Duration::milliseconds(2500);
     let r = reserve(&app, &d, second).await;

@@ -11,8 +11,8 @@ use koe::store::{CancelError, CreateError, Created, DeviceProof, DeviceWrite, Ou
 
 use super::count_estimate::call_id_that_counts;
 use super::store_contract::{
-    DynStore, LEAD, create, device, finish, get, get_some, missed_before, new_device_id,
-    reservation, secs, t0, try_create,
+    DynStore, LEAD, create, created_counting, device, finish, get, get_some, missed_before,
+    new_device_id, reservation, secs, t0, try_create,
 };
 
 async fn count_of(store: &DynStore, minute: &str) -> u32 {
@@ -23,11 +23,8 @@ async fn count_of(store: &DynStore, minute: &str) -> u32 {
 /// count (one in 32 does), leave the minute's count as the reservations stored made it: the
 /// count sets how many shard queries every dispatch run makes.
 async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
-    let id = new_device_id();
-    let mut first = reservation(&id, t0(), LEAD);
-    first.call_id = call_id_that_counts(false);
-    let minute = first.scheduled_at.due_minute();
-    create(&store, &first, t0()).await;
+    let (first, minute) = created_counting(&store, false).await;
+    let id = first.device_id;
     assert_eq!(count_of(&store, &minute).await, 0);
     for i in 0..300 {
         let now = t0() + Duration::milliseconds(i);
@@ -55,12 +52,9 @@ async fn refused_creates_leave_the_minutes_count_as_it_was(store: DynStore) {
 /// retry makes it) made again is refused as cancelled, reads as none, counts nothing, and its
 /// tombstone outlives the device's record being replaced by a newer reservation.
 async fn a_cancelled_reservation_is_never_made_again(store: DynStore) {
-    let id = new_device_id();
-    let mut r = reservation(&id, t0(), LEAD);
     // One that would count again if a refused create counted.
-    r.call_id = call_id_that_counts(true);
-    let minute = r.scheduled_at.due_minute();
-    create(&store, &r, t0()).await;
+    let (r, minute) = created_counting(&store, true).await;
+    let id = r.device_id.clone();
     assert!(!store.was_cancelled(&r.call_id, t0()).await.unwrap());
     let now = t0() + secs(5);
     assert_eq!(

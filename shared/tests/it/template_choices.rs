@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use koe_testkit::template::{load_yaml, repo_root};
+use koe_testkit::template::{doc_section, load_yaml};
 
 /// Every skipped check with its reason (the same for every resource), from the template.
 fn annotated() -> BTreeMap<String, String> {
@@ -37,12 +37,7 @@ fn annotated() -> BTreeMap<String, String> {
 
 /// The rows of docs/security.md's "Choices we made": check → reason.
 fn documented() -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(repo_root().join("docs/security.md")).unwrap();
-    let section = text
-        .split("\n## Choices we made\n")
-        .nth(1)
-        .expect("docs/security.md has its \"Choices we made\"");
-    let section = section.split("\n## ").next().unwrap();
+    let section = doc_section("security.md", "Choices we made");
     let mut rows = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| CKV_")) {
         let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();

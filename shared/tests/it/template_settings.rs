@@ -19,6 +19,16 @@ use serde_norway::Value;
 /// The dispatch functions that run minutes (the route's function only hands runs over).
 const RUNS: &[&str] = &["DispatchFunction", "DispatchPartFunction"];
 
+/// The call functions and the dispatch route's, which read the dispatch settings but run no
+/// minute.
+const NO_MINUTE: &[&str] = &[
+    "CreateCallFunction",
+    "GetCallFunction",
+    "CancelCallFunction",
+    "ConfirmCallFunction",
+    "DispatchRouteFunction",
+];
+
 /// Variables a function reads and the template leaves unset on purpose: the code's default is
 /// what the template means. `(variable, the functions it applies to (empty: every one), why)`.
 const DEFAULT_IS_INTENT: &[(&str, &[&str], &str)] = &[
@@ -57,39 +67,9 @@ const DEFAULT_IS_INTENT: &[(&str, &[&str], &str)] = &[
         &[],
         "follows the function's memory (dispatch.md)",
     ),
-    (
-        "DISPATCH_CONCURRENCY",
-        &[
-            "CreateCallFunction",
-            "GetCallFunction",
-            "CancelCallFunction",
-            "ConfirmCallFunction",
-            "DispatchRouteFunction",
-        ],
-        "runs no minute",
-    ),
-    (
-        "DISPATCH_CALLS_PER_WORKER",
-        &[
-            "CreateCallFunction",
-            "GetCallFunction",
-            "CancelCallFunction",
-            "ConfirmCallFunction",
-            "DispatchRouteFunction",
-        ],
-        "runs no minute",
-    ),
-    (
-        "DISPATCH_MAX_WORKERS",
-        &[
-            "CreateCallFunction",
-            "GetCallFunction",
-            "CancelCallFunction",
-            "ConfirmCallFunction",
-            "DispatchRouteFunction",
-        ],
-        "runs no minute",
-    ),
+    ("DISPATCH_CONCURRENCY", NO_MINUTE, "runs no minute"),
+    ("DISPATCH_CALLS_PER_WORKER", NO_MINUTE, "runs no minute"),
+    ("DISPATCH_MAX_WORKERS", NO_MINUTE, "runs no minute"),
     (
         "DISPATCH_WRITE_BUDGET",
         &[

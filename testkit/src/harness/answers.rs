@@ -104,3 +104,19 @@ pub async fn invalid_field(response: reqwest::Response, field: &str) -> serde_js
     );
     body
 }
+
+/// The string `key` of each object of the array `list` (a plan's step ids, a round's
+/// `stepId`s); panics if `list` is no array or an item lacks the string.
+pub fn strings_of<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    let items = list
+        .as_array()
+        .unwrap_or_else(|| panic!("an array: {list}"));
+    items
+        .iter()
+        .map(|item| {
+            item[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("{key}: {item}"))
+        })
+        .collect()
+}

@@ -91,6 +91,13 @@ pub async fn spawn_app_with(vars: &[(&str, &str)], customize: impl FnOnce(App) -
     spawn_app_on(front(), vars, customize).await
 }
 
+/// `spawn_app_with` on fresh DynamoDB Local tables and a manual clock at `now` (RFC 3339).
+pub async fn spawn_app_on_dynamodb(vars: &[(&str, &str)], now: &str) -> TestApp {
+    let store = Arc::new(crate::dynamodb::fresh_store().await);
+    let clock = Arc::new(crate::clock::ManualClock::at_rfc3339(now));
+    spawn_app_with(vars, |app| app.with_clock(clock).with_store(store)).await
+}
+
 /// `spawn_app_with` behind the front given, whatever `KOE_TEST_FRONT` says (tests of a front).
 pub async fn spawn_app_on(
     front: Front,
@@ -319,6 +326,6 @@ mod fakes;
 
 pub use self::answers::{
     error_body, error_message, gateway_error, header, invalid_field, route_miss, send,
-    send_with_secret,
+    send_with_secret, strings_of,
 };
 pub use self::fakes::{FailingStore, issued_step_id, issued_step_ids_with, tool_results};

@@ -29,6 +29,21 @@ pub fn apns_config() -> koe::platform::config::ApnsConfig {
     }
 }
 
+/// The production APNs client to `addr` (plain HTTP/2, [`apns_config`]'s key) in a pool of
+/// `APNS_MAX_CONNECTIONS`' default size, as `app::wiring::push` builds it for `APNS_ENDPOINT`.
+pub fn production_pool(addr: std::net::SocketAddr) -> koe::push::pool::PushPool {
+    use koe::push::pool::{PoolSettings, PushPool};
+    let connections = koe::push::apns::ApnsSender::connections_at(&apns_config(), Some(addr))
+        .expect("the test key");
+    PushPool::new(
+        connections,
+        PoolSettings {
+            max_connections: koe::platform::config::DEFAULT_APNS_MAX_CONNECTIONS,
+            ..PoolSettings::default()
+        },
+    )
+}
+
 /// A call's first push, due at 07:00 JST, to device `device_id` (production APNs), for the
 /// push pool's tests and benchmark.
 pub fn push_and_device(call_id: &str, device_id: &str) -> (VoipPush, Device) {

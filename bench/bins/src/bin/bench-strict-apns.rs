@@ -39,8 +39,6 @@ use koe::domain::reservation::ReservationStatus;
 use koe::platform::clock::SystemClock;
 use koe::platform::config::dispatch::store_concurrency_for;
 use koe::platform::config::{Config, DEFAULT_APNS_MAX_CONNECTIONS, DispatchConfig, Vars};
-use koe::push::apns::ApnsSender;
-use koe::push::pool::{PoolSettings, PushPool};
 use koe::push::{Notice, PushError, PushSender, VoipPush};
 use koe::store::memory::MemoryStore;
 use koe::store::prelude::*;
@@ -229,16 +227,7 @@ struct Wiring {
 impl Wiring {
     /// A dispatcher with a pool of its own, as production wires one to `APNS_ENDPOINT`.
     fn dispatcher(&self, settings: DispatchConfig) -> Dispatcher {
-        let connections =
-            ApnsSender::connections_at(&koe_testkit::push::apns_config(), Some(self.apns))
-                .expect("the test key");
-        let pool = PushPool::new(
-            connections,
-            PoolSettings {
-                max_connections: DEFAULT_APNS_MAX_CONNECTIONS,
-                ..PoolSettings::default()
-            },
-        );
+        let pool = koe_testkit::push::production_pool(self.apns);
         let push = Arc::new(Watched {
             pool: Arc::new(pool),
             answers: self.answers.clone(),

@@ -17,7 +17,7 @@ use crate::domain::device::Device;
 use crate::domain::device::{AlertToken, DeviceId, PushEnvironment, VoipToken};
 use crate::domain::reservation::rfc3339_millis;
 use crate::store::prelude::*;
-use crate::store::{DeviceProof, DeviceWrite, StoreError};
+use crate::store::{DeviceProof, DeviceWrite, ProveRequest, RegisterRequest, StoreError};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -33,12 +33,9 @@ pub const ATTEMPTS: u32 = 2;
 
 #[async_trait]
 impl DeviceStore for DynamoStore {
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
+    async fn register(&self, register: RegisterRequest<'_>) -> Result<DeviceWrite, StoreError> {
+        let (device, presented) = (register.device, register.presented);
+        let new_secret_hash = register.new_secret_hash;
         let table = &self.tables.devices;
         for _ in 0..ATTEMPTS {
             let key = device.device_id.as_str();
@@ -178,12 +175,8 @@ impl DeviceStore for DynamoStore {
 
     /// `secretProven` set on the device's record if it still holds `secret_hash` and has not
     /// expired; whether it does.
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    async fn prove(&self, proof: ProveRequest<'_>) -> Result<bool, StoreError> {
+        let (id, secret_hash, now) = (proof.id, proof.secret_hash, proof.now);
         let result = self
             .update_device(
                 id,

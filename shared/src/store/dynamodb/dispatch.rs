@@ -7,6 +7,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 
 use super::conditions::{CLAIMABLE, CLAIMED_BY_RUN, NOT_EARLY};
@@ -22,8 +23,8 @@ use crate::domain::due::{DueCall, shard_key};
 use crate::domain::reservation::{CallId, RunToken, ScheduledAt};
 use crate::store::prelude::*;
 use crate::store::{
-    BATCH_TTL, BatchFence, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX, PUSH_AGAIN_CLAIM_LEAD,
-    RunCall, RunWrite, StoreError, WakeClaim,
+    BATCH_TTL, BatchFence, BatchWrite, ClaimAnswer, ClaimCall, ClaimMark, DUE_INDEX,
+    PUSH_AGAIN_CLAIM_LEAD, RunCall, RunWrite, StoreError, WakeClaim,
 };
 
 fn due_call_from_item(table: &str, item: &Item) -> Result<DueCall, StoreError> {
@@ -215,47 +216,17 @@ impl DispatchStore for DynamoStore {
         ))
     }
 
-    /// `mark#<run>#<batch ms>` in the calls table: `markedAtMs` (the first mark's), unless a
-    /// fence (`fencedAtMs`) came first. One write unit, on the dispatcher's client; the item
-    /// lives a day (`expireAt`).
-    async fn mark_batch(
-        &self,
-        run: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    /// The batch's item's `markedAtMs` (the first mark's), unless a fence came first; or its
+    /// `fencedAtMs`, unless it is marked: a fence's refusal carries the mark's time.
+    async fn batch_write(&self, w: BatchWrite<'_>) -> Result<BatchFence, StoreError> {
         let table = &self.tables.calls;
-        let result = update_item(
-            &self.dispatch,
-            table,
-            batch_key(run, batch),
-            "SET #markedAtMs = if_not_exists(#markedAtMs, :nowMs), \
-             #expireAt = if_not_exists(#expireAt, :expireAt)",
-            "attribute_not_exists(#fencedAtMs)",
-            batch_values(batch, now),
-        )
-        .send()
-        .await;
-        written("UpdateItem", table, result)
-    }
-
-    /// The same item's `fencedAtMs`, unless it is marked: the refusal carries the mark's time.
-    async fn fence_batch(
-        &self,
-        claimant: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<BatchFence, StoreError> {
-        let table = &self.tables.calls;
-        let request = update_item(
-            &self.dispatch,
-            table,
-            batch_key(claimant, batch),
-            "SET #fencedAtMs = if_not_exists(#fencedAtMs, :nowMs), \
-             #expireAt = if_not_exists(#expireAt, :expireAt)",
-            "attribute_not_exists(#markedAtMs)",
-            batch_values(batch, now),
-        );
+        let (run, now) = ((w.run, w.batch), w.now);
+        if let BatchFence::Marked(_) = w.offer {
+            let mark = batch_update(self, run, now, MARKED_AT_MS, FENCED_AT_MS);
+            let stands = written("UpdateItem", table, mark.send().await)?;
+            return Ok(if stands { w.offer } else { BatchFence::Fenced });
+        }
+        let request = batch_update(self, run, now, FENCED_AT_MS, MARKED_AT_MS);
         match answered(table, request).await? {
             Ok(_) => Ok(BatchFence::Fenced),
             Err(old) => {
@@ -371,6 +342,30 @@ fn run_request(
 /// N: when a run marked its batch of pushes (`mark#<run>#<batch ms>`; `fencedAtMs` if another
 /// run fenced it first).
 const MARKED_AT_MS: &str = "markedAtMs";
+const FENCED_AT_MS: &str = "fencedAtMs";
+
+/// `mark#<run>#<batch ms>` in the calls table: its time `set` (the first kept), unless it holds
+/// `unless`. A mark and a fence are each other's `unless`, so of the two the first written
+/// stands. One write unit, on the dispatcher's client; the item lives a day (`expireAt`).
+fn batch_update(
+    store: &DynamoStore,
+    (run, batch): (&RunToken, DateTime<Utc>),
+    now: DateTime<Utc>,
+    set: &str,
+    unless: &str,
+) -> UpdateItemFluentBuilder {
+    update_item(
+        &store.dispatch,
+        &store.tables.calls,
+        batch_key(run, batch),
+        &format!(
+            "SET #{set} = if_not_exists(#{set}, :nowMs), \
+             #expireAt = if_not_exists(#expireAt, :expireAt)"
+        ),
+        &format!("attribute_not_exists(#{unless})"),
+        batch_values(batch, now),
+    )
+}
 
 /// The item of `run`'s batch of pushes due at `batch`.
 fn batch_key(run: &RunToken, batch: DateTime<Utc>) -> String {

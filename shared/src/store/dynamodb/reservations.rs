@@ -22,7 +22,10 @@ use crate::domain::device::DeviceId;
 use crate::domain::due::{COUNT_STEP, raises_count, shard_of, shards_for};
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, RunToken};
 use crate::store::prelude::*;
-use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
+use crate::store::{
+    CancelError, CancelRequest, ConfirmAnswer, ConfirmRequest, CreateError, CreateRequest, Created,
+    StoreError,
+};
 
 /// A create's condition on the device's record: none, expired, or another reservation that has
 /// ended or gone stale. This very reservation (a retry of this write) is never written over.
@@ -77,12 +80,12 @@ impl ReservationStore for DynamoStore {
     /// - the shard comes from the count as read before the put, never more: the count only
     ///   grows, so every reader's count covers it whether or not this create's `ADD` follows;
     /// - with no count yet (0), the shard is 0, which every reader queries count or not.
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
+    async fn create(&self, create: CreateRequest<'_>) -> Result<Created, CreateError> {
+        let CreateRequest {
+            reservation,
+            now,
+            stale_before,
+        } = create;
         let table = &self.tables.calls;
         let minute = reservation.scheduled_at.due_minute();
         let count = self.count_item(&minute, false).await?;
@@ -156,16 +159,18 @@ impl ReservationStore for DynamoStore {
         Ok(expire_at.is_none_or(|t| t > now.timestamp()))
     }
 
-    /// The device's reservation in any state but cancelled; `None` if none or expired.
-    async fn get_reservation(
+    /// One consistent `GetItem` of the device's record.
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .reservation_record(id, now)
-            .await?
-            .filter(|r| r.status != ReservationStatus::Cancelled))
+        let table = &self.tables.calls;
+        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
+            return Ok(None);
+        };
+        let reservation = reservation_from_item(table, &item)?;
+        Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
     /// `scheduled` → `cancelled` (out of the bucket index, its TTL kept), on the reservation
@@ -174,13 +179,13 @@ impl ReservationStore for DynamoStore {
     /// record's conditional update and the tombstone's put), so neither is ever without the
     /// other. Made again after a lost reply, it meets its own `cancelled` record (or, once a
     /// newer reservation replaced it, its tombstone) and answers `Ok`.
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-        missed_before: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
+    async fn cancel(&self, cancel: CancelRequest<'_>) -> Result<(), CancelError> {
+        let CancelRequest {
+            id,
+            call_id,
+            now,
+            missed_before,
+        } = cancel;
         // The record as it is: the call to cancel (the one there at the first attempt, without
         // `call_id`: no attempt made again cancels another) and its TTL, the tombstone's.
         let record = match self.reservation_record(id, now).await? {
@@ -206,12 +211,8 @@ impl ReservationStore for DynamoStore {
 
     /// One conditional update to `rang` (the first `rangAtMs` kept), whose condition covers
     /// every state whose push left; a refusal is told apart by the record it returns.
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
+    async fn confirm(&self, confirm: ConfirmRequest<'_>) -> Result<ConfirmAnswer, StoreError> {
+        let ConfirmRequest { id, call_id, now } = confirm;
         self.confirm_update(id, call_id, now).await
     }
 }
@@ -309,21 +310,6 @@ impl DynamoStore {
             .opt_i64(DUE_COUNT)?
             .unwrap_or(0);
         Ok(u32::try_from(count.max(0)).unwrap_or(u32::MAX))
-    }
-
-    /// The device's record in any state, cancelled included, read consistently; `None` if
-    /// none or expired.
-    async fn reservation_record(
-        &self,
-        id: &DeviceId,
-        now: DateTime<Utc>,
-    ) -> Result<Option<Reservation>, StoreError> {
-        let table = &self.tables.calls;
-        let Some(item) = read_item(&self.client, table, id.as_str(), true, &[]).await? else {
-            return Ok(None);
-        };
-        let reservation = reservation_from_item(table, &item)?;
-        Ok((!reservation.is_expired(now)).then_some(reservation))
     }
 
     /// The cancel's transaction (TransactWriteItems): `record` (read just before) `scheduled`

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::{MemoryStore, Tables};
 use crate::domain::device::{AlertToken, Device, DeviceId, VoipToken};
 use crate::store::prelude::*;
-use crate::store::{DeviceProof, DeviceWrite, StoreError};
+use crate::store::{DeviceProof, DeviceWrite, ProveRequest, RegisterRequest, StoreError};
 
 #[async_trait]
 impl DeviceStore for MemoryStore {
@@ -25,12 +25,9 @@ impl DeviceStore for MemoryStore {
     }
 
     /// PUT /devices' write, at the device's `updated_at`.
-    async fn register_device(
-        &self,
-        device: &Device,
-        presented: Option<&str>,
-        new_secret_hash: &str,
-    ) -> Result<DeviceWrite, StoreError> {
+    async fn register(&self, register: RegisterRequest<'_>) -> Result<DeviceWrite, StoreError> {
+        let (device, presented) = (register.device, register.presented);
+        let new_secret_hash = register.new_secret_hash;
         let tables = &mut *self.lock();
         let id = &device.device_id;
         tables.expire_device(id, device.updated_at);
@@ -67,12 +64,8 @@ impl DeviceStore for MemoryStore {
     }
 
     /// Whether the record (live at `now`) holds `secret_hash`.
-    async fn prove_device(
-        &self,
-        id: &DeviceId,
-        secret_hash: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    async fn prove(&self, proof: ProveRequest<'_>) -> Result<bool, StoreError> {
+        let (id, secret_hash, now) = (proof.id, proof.secret_hash, proof.now);
         let tables = &mut *self.lock();
         tables.expire_device(id, now);
         Ok(match tables.device_secrets.get_mut(id) {

@@ -13,8 +13,8 @@ use crate::domain::reservation::{
 };
 use crate::store::prelude::*;
 use crate::store::{
-    BATCH_TTL, BatchFence, ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall, RunWrite,
-    StoreError, WakeClaim,
+    BATCH_TTL, BatchFence, BatchWrite, ClaimAnswer, ClaimCall, ClaimMark, Outcome, RunCall,
+    RunWrite, StoreError, WakeClaim,
 };
 
 /// Still `scheduled`, or `claimed` before `abandoned_before` (its run died) with its push never
@@ -110,24 +110,8 @@ impl DispatchStore for MemoryStore {
         Ok(ClaimAnswer::Won { pushes: r.pushes })
     }
 
-    async fn mark_batch(
-        &self,
-        run: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let mut tables = self.lock();
-        let state = tables.batch(run, batch, now, BatchFence::Marked(now));
-        Ok(matches!(state, BatchFence::Marked(_)))
-    }
-
-    async fn fence_batch(
-        &self,
-        claimant: &RunToken,
-        batch: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<BatchFence, StoreError> {
-        Ok(self.lock().batch(claimant, batch, now, BatchFence::Fenced))
+    async fn batch_write(&self, w: BatchWrite<'_>) -> Result<BatchFence, StoreError> {
+        Ok(self.lock().batch(w.run, w.batch, w.now, w.offer))
     }
 
     /// With DynamoDB's conditions: each also accepts a record its own run already wrote.

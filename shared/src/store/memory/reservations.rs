@@ -8,16 +8,15 @@ use super::MemoryStore;
 use crate::domain::device::DeviceId;
 use crate::domain::reservation::{CallId, Reservation, ReservationStatus, terminal_expiry};
 use crate::store::prelude::*;
-use crate::store::{CancelError, ConfirmAnswer, CreateError, Created, StoreError};
+use crate::store::{
+    CancelError, CancelRequest, ConfirmAnswer, ConfirmRequest, CreateError, CreateRequest, Created,
+    StoreError,
+};
 
 #[async_trait]
 impl ReservationStore for MemoryStore {
-    async fn create_reservation(
-        &self,
-        reservation: &Reservation,
-        now: DateTime<Utc>,
-        stale_before: DateTime<Utc>,
-    ) -> Result<Created, CreateError> {
+    async fn create(&self, create: CreateRequest<'_>) -> Result<Created, CreateError> {
+        let (reservation, now) = (create.reservation, create.now);
         let mut tables = self.lock();
         if let Some(existing) = tables.reservations.get(&reservation.device_id) {
             if existing.call_id == reservation.call_id && !existing.is_expired(now) {
@@ -29,7 +28,7 @@ impl ReservationStore for MemoryStore {
             }
             let replaceable = existing.status.is_terminal()
                 || existing.is_expired(now)
-                || existing.scheduled_at.utc() < stale_before;
+                || existing.scheduled_at.utc() < create.stale_before;
             if !replaceable {
                 return Err(CreateError::Exists);
             }
@@ -41,16 +40,16 @@ impl ReservationStore for MemoryStore {
         Ok(Created::New { minute_count })
     }
 
-    async fn get_reservation(
+    async fn reservation_record(
         &self,
         id: &DeviceId,
         now: DateTime<Utc>,
     ) -> Result<Option<Reservation>, StoreError> {
-        Ok(self
-            .lock()
+        let tables = self.lock();
+        Ok(tables
             .reservations
             .get(id)
-            .filter(|r| !r.is_expired(now) && r.status != ReservationStatus::Cancelled)
+            .filter(|r| !r.is_expired(now))
             .cloned())
     }
 
@@ -68,13 +67,8 @@ impl ReservationStore for MemoryStore {
 
     /// `scheduled` (no push left) → `cancelled`, kept as the call's
     /// tombstone; its `callId` remembered until its TTL.
-    async fn cancel_reservation(
-        &self,
-        id: &DeviceId,
-        call_id: Option<&CallId>,
-        now: DateTime<Utc>,
-        missed_before: DateTime<Utc>,
-    ) -> Result<(), CancelError> {
+    async fn cancel(&self, cancel: CancelRequest<'_>) -> Result<(), CancelError> {
+        let (id, call_id, now) = (cancel.id, cancel.call_id, cancel.now);
         let tables = &mut *self.lock();
         let r = match tables.reservations.get_mut(id) {
             Some(r) if !r.is_expired(now) && call_id.is_none_or(|c| c == &r.call_id) => r,
@@ -93,7 +87,7 @@ impl ReservationStore for MemoryStore {
                 };
             }
         };
-        if !CancelError::check(r, call_id.is_some(), missed_before)? {
+        if !CancelError::check(r, call_id.is_some(), cancel.missed_before)? {
             return Ok(());
         }
         r.status = ReservationStatus::Cancelled;
@@ -104,12 +98,8 @@ impl ReservationStore for MemoryStore {
         Ok(())
     }
 
-    async fn confirm_call(
-        &self,
-        id: &DeviceId,
-        call_id: &CallId,
-        now: DateTime<Utc>,
-    ) -> Result<ConfirmAnswer, StoreError> {
+    async fn confirm(&self, confirm: ConfirmRequest<'_>) -> Result<ConfirmAnswer, StoreError> {
+        let ConfirmRequest { id, call_id, now } = confirm;
         let tables = &mut *self.lock();
         let Some(r) = tables.call_mut(id, call_id).filter(|r| !r.is_expired(now)) else {
             return Ok(ConfirmAnswer::NotFound);

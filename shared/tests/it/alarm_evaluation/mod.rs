@@ -82,14 +82,7 @@ struct Promise {
 
 /// The alarm table's rows: each alarm the first cell names, with what the second cell says.
 fn runbook_alarms() -> BTreeMap<String, Promise> {
-    let text =
-        std::fs::read_to_string(koe_testkit::template::repo_root().join("docs/operations.md"))
-            .unwrap();
-    let section = text
-        .split("\n## Alarms and what to do\n")
-        .nth(1)
-        .expect("the runbook has its alarm section");
-    let section = section.split("\n## ").next().unwrap();
+    let section = koe_testkit::template::doc_section("operations.md", "Alarms and what to do");
     let mut rows = BTreeMap::new();
     for line in section.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.split(" | ").collect();

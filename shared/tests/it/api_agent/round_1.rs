@@ -1,7 +1,7 @@
 //! Round 1: the planner plans calendar steps or answers directly, per capability and configuration.
 
 use koe::domain::agent::MAX_STEP_ID_CHARS;
-use koe_testkit::harness::header;
+use koe_testkit::harness::{header, strings_of};
 use serde_json::{Value, json};
 
 use super::{
@@ -89,12 +89,7 @@ async fn round_1_plans_up_to_five_steps_numbered_in_order() {
     let ranges: Vec<(&str, &str)> = days.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     app.openai.script([plan_output(&ranges)]);
     let body = ok_body(post(&app, round_1("今週の予定は？").to_string()).await).await;
-    let ids: Vec<&str> = body["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
+    let ids = strings_of(&body["steps"], "id");
     // Signed ids (see "Round 2 bound to round 1"), numbered in plan order, of one plan.
     let plan = ids[0].split('.').nth(1).unwrap();
     for (i, id) in ids.iter().enumerate() {

@@ -14,12 +14,13 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
     let now = at("2026-01-01T00:00:00Z");
     let id = device_id("d-cancel");
     let stale_before = now - Duration::minutes(2);
-    assert_eq!(
+    // A cancel of the device's reservation, whichever it holds, at `when`.
+    let cancel = async |when| {
         store
-            .cancel_reservation(&id, None, now, missed_before(now))
-            .await,
-        Err(CancelError::NotFound)
-    );
+            .cancel_reservation(&id, None, when, missed_before(when))
+            .await
+    };
+    assert_eq!(cancel(now).await, Err(CancelError::NotFound));
 
     let at_time = ScheduledAt::parse("scheduledAt", "2026-01-01T00:01:00Z", now).unwrap();
     let r = Reservation::new(id.clone(), at_time, None, now);
@@ -27,10 +28,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
         .create_reservation(&r, now, stale_before)
         .await
         .unwrap();
-    store
-        .cancel_reservation(&id, None, now, missed_before(now))
-        .await
-        .unwrap();
+    cancel(now).await.unwrap();
     assert_eq!(store.get_reservation(&id, now).await.unwrap(), None);
 
     let r = Reservation::new(id.clone(), at_time, None, now);
@@ -47,9 +45,7 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store
-            .cancel_reservation(&id, None, claim_at, missed_before(claim_at))
-            .await,
+        cancel(claim_at).await,
         Err(CancelError::TooLate(ReservationStatus::Claimed))
     );
     assert!(
@@ -66,18 +62,11 @@ async fn cancel_tells_missing_and_expired_from_too_late() {
             .unwrap()
     );
     assert_eq!(
-        store
-            .cancel_reservation(&id, None, claim_at, missed_before(claim_at))
-            .await,
+        cancel(claim_at).await,
         Err(CancelError::TooLate(ReservationStatus::Failed))
     );
     // Past its TTL the record counts as gone, even though DynamoDB has not deleted it yet.
     let later = claim_at + Duration::days(7);
-    assert_eq!(
-        store
-            .cancel_reservation(&id, None, later, missed_before(later))
-            .await,
-        Err(CancelError::NotFound)
-    );
+    assert_eq!(cancel(later).await, Err(CancelError::NotFound));
     assert_eq!(store.get_reservation(&id, later).await.unwrap(), None);
 }

@@ -133,15 +133,7 @@ async fn the_push_mark_is_the_claims_own_and_a_marked_claim_is_never_taken_over(
     // Abandoned after the mark: never re-claimed, never missed; a run records it failed.
     let later = claimed_at + GRACE + secs(1);
     assert!(abandoned_before(later) > claimed_at);
-    assert!(
-        !claim(&store, &r, later).await,
-        "a marked claim is not re-claimed"
-    );
-    assert!(
-        !finish(&store, &r, Outcome::Missed, later).await,
-        "a marked claim is not missed"
-    );
-    assert!(finish(&store, &r, Outcome::Failed, later).await, "it fails");
+    a_marked_claim_only_fails(&store, &r, later).await;
     assert_eq!(
         get_some(&store, &r.device_id, later).await.status,
         ReservationStatus::Failed
@@ -344,17 +336,23 @@ async fn a_marked_batch_leaves_its_abandoned_claims_marked(store: DynStore) {
         (current.status, current.mark_batch, current.push_started_at),
         (ReservationStatus::Claimed, None, Some(batch))
     );
+    a_marked_claim_only_fails(&store, &r, later).await;
+}
+
+/// A claim whose push was marked started, past its claim's timeout at `later`: never
+/// re-claimed, never missed (its push may have left); a run records it failed.
+async fn a_marked_claim_only_fails(store: &DynStore, r: &Reservation, later: DateTime<Utc>) {
     assert!(
-        !claim(&store, &r, later).await,
+        !claim(store, r, later).await,
         "a marked claim is not re-claimed"
     );
     assert!(
-        !finish(&store, &r, Outcome::Missed, later).await,
-        "not missed"
+        !finish(store, r, Outcome::Missed, later).await,
+        "a marked claim is not missed"
     );
     assert!(
-        finish(&store, &r, Outcome::Failed, later).await,
-        "push state unknown"
+        finish(store, r, Outcome::Failed, later).await,
+        "a marked claim fails (push state unknown)"
     );
 }
 

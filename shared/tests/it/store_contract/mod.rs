@@ -109,6 +109,16 @@ pub(super) fn reservation(id: &DeviceId, now: DateTime<Utc>, lead: Duration) -> 
     )
 }
 
+/// A new device's reservation made at [`t0`] for `t0 + LEAD`, its call id one that raises its
+/// minute's count (by [`koe::domain::due::COUNT_STEP`]) or not, created; and its minute.
+pub(super) async fn created_counting(store: &DynStore, counts: bool) -> (Reservation, String) {
+    let mut r = reservation(&new_device_id(), t0(), LEAD);
+    r.call_id = crate::count_estimate::call_id_that_counts(counts);
+    let minute = r.scheduled_at.due_minute();
+    create(store, &r, t0()).await;
+    (r, minute)
+}
+
 pub(super) async fn create(store: &DynStore, r: &Reservation, now: DateTime<Utc>) {
     store
         .create_reservation(r, now, stale_before(now))

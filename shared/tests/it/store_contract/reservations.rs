@@ -5,11 +5,10 @@ use koe::domain::due::COUNT_STEP;
 use koe::domain::reservation::{Reservation, ReservationStatus};
 use koe::store::{CancelError, CreateError, Created, Outcome};
 
-use crate::count_estimate::call_id_that_counts;
-
 use super::{
-    DynStore, GRACE, JST, LEAD, claim, create, finish, get, get_some, missed_before, new_device_id,
-    reservation, scheduled_at, secs, seeded, t0, try_cancel, try_create,
+    DynStore, GRACE, JST, LEAD, claim, create, created_counting, finish, get, get_some,
+    missed_before, new_device_id, reservation, scheduled_at, secs, seeded, t0, try_cancel,
+    try_create,
 };
 
 /// The statuses a call ends in.
@@ -93,11 +92,8 @@ async fn create_while_scheduled_or_claimed_is_exists_and_keeps_the_first(store: 
 /// as created in every state, counted once (its call id one that raises the count, by 32), and
 /// never written over (a claimed or sent call stays as it is).
 async fn the_same_reservation_made_again_is_created_once_and_counted_once(store: DynStore) {
-    let id = new_device_id();
-    let mut r = reservation(&id, t0(), LEAD);
-    r.call_id = call_id_that_counts(true);
-    let minute = r.scheduled_at.due_minute();
-    create(&store, &r, t0()).await;
+    let (r, minute) = created_counting(&store, true).await;
+    let id = r.device_id.clone();
     let later = t0() + secs(5);
     create(&store, &r, later).await;
     assert_eq!(store.due_count(&minute).await.unwrap(), COUNT_STEP);

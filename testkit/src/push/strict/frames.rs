@@ -375,17 +375,21 @@ mod tests {
         bytes
     }
 
+    /// A connection at 1,000 streams, no GOAWAY due, its preface read.
+    fn past_the_preface() -> (Arc<Mutex<Injector>>, Framed<()>) {
+        let go_away_in = Arc::new(AtomicU64::new(u64::MAX));
+        let injector = Arc::new(Mutex::new(Injector::new(1000, go_away_in)));
+        let mut framed = Framed::new((), injector.clone());
+        framed.preface_seen = true;
+        (injector, framed)
+    }
+
     /// Under load the server reads a stream's HEADERS and the client's later ACK of a lowered
     /// limit in one chunk: the stream was opened before the client knew the limit, and is not
     /// held against it; one opened after the ACK is.
     #[test]
     fn a_stream_is_judged_by_the_limit_acknowledged_before_it_in_the_byte_stream() {
-        let injector = Arc::new(Mutex::new(Injector::new(
-            1000,
-            Arc::new(AtomicU64::new(u64::MAX)),
-        )));
-        let mut framed = Framed::new((), injector.clone());
-        framed.preface_seen = true;
+        let (injector, mut framed) = past_the_preface();
         // A lowered limit written to the client, not yet acknowledged.
         injector.lock().unwrap().settings_sent.push_back(Some(1));
         let mut chunk = frame(HEADERS, 0x4, 1, b"");
@@ -402,12 +406,7 @@ mod tests {
 
     #[test]
     fn before_any_change_the_initial_limit_is_known() {
-        let injector = Arc::new(Mutex::new(Injector::new(
-            1000,
-            Arc::new(AtomicU64::new(u64::MAX)),
-        )));
-        let mut framed = Framed::new((), injector.clone());
-        framed.preface_seen = true;
+        let (injector, mut framed) = past_the_preface();
         framed.in_raw.extend(frame(HEADERS, 0x4, 1, b""));
         framed.parse_in();
         assert_eq!(injector.lock().unwrap().limit_known_at_open(1), Some(1000));

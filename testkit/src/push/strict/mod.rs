@@ -71,6 +71,16 @@ impl StrictSettings {
             ..StrictSettings::default()
         }
     }
+
+    /// A crowded second's answers, for the tests of it: 20 ms, with 200 ms more on 5 %.
+    pub fn crowded() -> StrictSettings {
+        StrictSettings {
+            latency: Duration::from_millis(20),
+            tail_share: 0.05,
+            tail: Duration::from_millis(200),
+            ..StrictSettings::default()
+        }
+    }
 }
 
 impl Default for StrictSettings {
