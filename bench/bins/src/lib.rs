@@ -102,3 +102,20 @@ pub fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     listener.local_addr().expect("its address").to_string()
 }
+
+/// Whether `GET http://{addr}/health` answered within 30 s (a koe-local the bench started).
+pub async fn started(http: &reqwest::Client, addr: &str) -> bool {
+    let since = std::time::Instant::now();
+    while http
+        .get(format!("http://{addr}/health"))
+        .send()
+        .await
+        .is_err()
+    {
+        if since.elapsed() > std::time::Duration::from_secs(30) {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    true
+}

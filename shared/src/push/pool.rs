@@ -512,24 +512,37 @@ pub(crate) mod tests {
         assert_eq!(count(&counter), 1);
     }
 
-    /// Never left: the dispatcher may send it again (a push cut off at its budget while it
-    /// waited here would be taken for one that got no answer).
-    #[tokio::test(start_paused = true)]
-    async fn a_push_that_finds_every_stream_busy_for_its_wait_is_given_back_unsent() {
+    /// A pool of one connection with one stream, taken by a push in flight (answered after
+    /// `HOLD`), whose wait is `HOLD / 2`: the pool, its counts, the push in flight.
+    async fn one_stream_taken() -> (
+        Arc<PushPool>,
+        Arc<Counts>,
+        tokio::task::JoinSet<Result<(), PushError>>,
+    ) {
         let (busy, counts) = pool(1, 1);
         let settings = PoolSettings {
             wait: HOLD / 2,
             ..busy.settings()
         };
         let pool = Arc::new(PushPool::new(busy.factory.clone(), settings));
-        let mut first = spawn_sends(&pool, 1);
+        let first = spawn_sends(&pool, 1);
         settle().await;
+        (pool, counts, first)
+    }
+
+    fn assert_unsent(result: &Result<(), PushError>) {
+        let unsent = matches!(result, Err(PushError::Retryable { status: None, .. }));
+        assert!(unsent, "{result:?}");
+    }
+
+    /// Never left: the dispatcher may send it again (a push cut off at its budget while it
+    /// waited here would be taken for one that got no answer).
+    #[tokio::test(start_paused = true)]
+    async fn a_push_that_finds_every_stream_busy_for_its_wait_is_given_back_unsent() {
+        let (pool, counts, mut first) = one_stream_taken().await;
         let (push, device) = push_and_device();
         let second = pool.send(&push, &device).await;
-        assert!(
-            matches!(&second, Err(PushError::Retryable { status: None, .. })),
-            "{second:?}"
-        );
+        assert_unsent(&second);
         assert_eq!(
             count(&counts.started),
             1,
@@ -543,21 +556,11 @@ pub(crate) mod tests {
     /// that may have left.
     #[tokio::test(start_paused = true)]
     async fn a_push_that_cannot_leave_by_its_deadline_is_given_back_unsent_by_then() {
-        let (busy, _) = pool(1, 1);
-        let settings = PoolSettings {
-            wait: HOLD / 2,
-            ..busy.settings()
-        };
-        let pool = Arc::new(PushPool::new(busy.factory.clone(), settings));
-        let mut first = spawn_sends(&pool, 1);
-        settle().await;
+        let (pool, _, mut first) = one_stream_taken().await;
         let (push, device) = push_and_device();
         let leave_by = tokio::time::Instant::now() + HOLD / 10;
         let second = pool.send(&push.leaving_by(leave_by), &device).await;
-        assert!(
-            matches!(&second, Err(PushError::Retryable { status: None, .. })),
-            "{second:?}"
-        );
+        assert_unsent(&second);
         assert_eq!(
             tokio::time::Instant::now(),
             leave_by,

@@ -18,7 +18,6 @@
 
 use std::collections::BTreeMap;
 use std::process::{ExitCode, Stdio};
-use std::time::{Duration, Instant};
 
 use chrono::{DateTime, FixedOffset, Utc};
 use koe_testkit::push::strict::{StrictApns, StrictSettings};
@@ -126,20 +125,11 @@ async fn main() -> ExitCode {
         .unwrap_or_else(|e| panic!("start {}: {e}", options.koe_local));
     let base = format!("http://{agent}");
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http
-        .get(format!("http://{chat}/health"))
-        .send()
-        .await
-        .is_err()
-    {
-        if started.elapsed() > Duration::from_secs(30) {
-            eprintln!("koe-local did not start");
-            let _ = child.kill();
-            let _ = child.wait();
-            return ExitCode::FAILURE;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if !koe_bench::started(&http, &chat).await {
+        eprintln!("koe-local did not start");
+        let _ = child.kill();
+        let _ = child.wait();
+        return ExitCode::FAILURE;
     }
 
     let second = DateTime::from_timestamp(Utc::now().timestamp() + options.ahead, 0).unwrap();

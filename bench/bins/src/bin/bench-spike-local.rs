@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset, Utc};
 use koe_testkit::dynamodb::limits::{Limits, LimitsModel};
@@ -328,19 +328,10 @@ async fn main() -> ExitCode {
 
     let base = format!("http://{agent}");
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http
-        .get(format!("http://{chat}/health"))
-        .send()
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "koe-local did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert!(
+        koe_bench::started(&http, &chat).await,
+        "koe-local did not start"
+    );
 
     // Every call at one whole second, `ahead` from now, written in JST as the app does.
     let now = Utc::now();
