@@ -354,15 +354,15 @@ async fn a_crowded_second_with_dead_tokens_and_a_goaway_loses_and_doubles_nothin
         apns.refused(),
         apns.connections()
     );
-    // The GOAWAY comes with the PUSHES / 3-th request read whole, if that many were (pushes
-    // given back unsent on a loaded machine may leave fewer).
+    // The GOAWAY comes with the PUSHES / 3-th request taken (read whole), so surely once that
+    // many were processed (pushes given back unsent on a loaded machine may leave fewer); a
+    // request taken and then refused by h2 counts towards it too, so with fewer processed it
+    // may have come or not, never twice.
     let read_whole = apns.seen().iter().filter(|s| s.fate.processed()).count();
-    let expected = usize::from(read_whole >= PUSHES / 3);
-    assert_eq!(
-        apns.go_aways(),
-        expected,
-        "{read_whole} requests read whole"
-    );
+    match read_whole >= PUSHES / 3 {
+        true => assert_eq!(apns.go_aways(), 1, "{read_whole} requests read whole"),
+        false => assert!(apns.go_aways() <= 1, "{read_whole} requests read whole"),
+    }
     // Requests left whole and in stream-id order: none below the last stream id unread.
     let unread = apns
         .seen()
