@@ -5,21 +5,10 @@ use koe::model::spend_guard::LeasePlan;
 use koe::model::spend_guard::lease::LARGEST_CALL;
 use koe::platform::config::spend::DEFAULT_DAILY_TOKEN_CEILING;
 
+use super::thousands as grouped;
+
 /// What the docs' tests and benchmarks reserve a call: "hi" and `maxTokens` 375.
 const SMALL_CALL: u64 = 400;
-
-/// `1,234,567`.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 pub(super) fn table() -> String {
     let mut rows = vec![

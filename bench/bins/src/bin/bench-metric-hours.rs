@@ -288,15 +288,7 @@ fn template_counts() -> (usize, usize, usize, usize) {
 
 /// `n` with a comma every three digits.
 fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    koe_testkit::docs_tables::thousands(n as u64)
 }
 
 fn dollars(x: f64) -> String {
